@@ -1,0 +1,56 @@
+# The two set-up commands are `make run` and `make test`; each installs what it needs.
+SHELL := /bin/bash
+export REDOCLY_TELEMETRY := off
+export REDOCLY_SUPPRESS_UPDATE_NOTICE := true
+
+NODE_MODULES := node_modules/.package-lock.json
+SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
+BUILD := dist/.built
+
+.PHONY: run test build gen gen-check lint lint-spec typecheck token migrate clean
+
+$(NODE_MODULES): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+$(BUILD): $(NODE_MODULES) $(SOURCES)
+	npx tsc -p tsconfig.build.json
+	@touch $@
+
+build: $(BUILD)
+
+## Run the service on its embedded defaults (PGlite and local keys under ./.data, port 8080).
+run: $(BUILD)
+	node dist/src/server.js
+
+## Run the test suite (against DATABASE_URL when it is set, otherwise on PGlite).
+test: $(NODE_MODULES)
+	npx jest $(JEST_ARGS)
+
+## Print a development access token: make token USER=alice
+token: $(BUILD)
+	@node dist/scripts/token.js "$(USER)"
+
+migrate: $(BUILD)
+	node dist/scripts/migrate.js
+
+## Regenerate generated/ from openapi/ and the migrations.
+gen: $(NODE_MODULES)
+	npx tsx scripts/gen.ts
+
+## Fail when generated/ differs from what `make gen` writes.
+gen-check: gen
+	@git diff --exit-code --stat -- generated || (echo "generated/ is stale: run 'make gen' and commit it" >&2; exit 1)
+	@test -z "$$(git status --porcelain -- generated)" || (echo "generated/ has untracked files: run 'make gen' and commit them" >&2; exit 1)
+
+lint-spec: $(NODE_MODULES)
+	npx redocly lint openapi/openapi.yaml --format=stylish
+
+typecheck: $(NODE_MODULES)
+	npx tsc --noEmit -p tsconfig.json
+
+lint: lint-spec typecheck
+	npx eslint .
+
+clean:
+	rm -rf dist

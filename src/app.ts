@@ -1,0 +1,139 @@
+import path from 'node:path';
+import cookieParser from 'cookie-parser';
+import express, { type Express } from 'express';
+import helmet from 'helmet';
+import { capabilityHandlers } from './areas/capabilities/handlers';
+import { CapabilityService } from './areas/capabilities/service';
+import { memoryHandlers } from './areas/memory/handlers';
+import { MemoryService } from './areas/memory/service';
+import { noteHandlers } from './areas/notes/handlers';
+import { NoteService } from './areas/notes/service';
+import { projectHandlers } from './areas/projects/handlers';
+import { ProjectService } from './areas/projects/service';
+import { sessionHandlers } from './areas/sessions/handlers';
+import { SessionService } from './areas/sessions/service';
+import { skillHandlers } from './areas/skills/handlers';
+import { SkillService } from './areas/skills/service';
+import { type Config, hasIdentityProvider } from './config';
+import { resolveCaller, securityHandlers } from './http/auth';
+import { docsRouter } from './http/docs';
+import { apiNotFound, errorMiddleware } from './http/error-middleware';
+import type { HandlerMap } from './http/handler';
+import { apiRouter, loadApiDocument } from './http/openapi';
+import { requestLog } from './http/request-log';
+import './http/types';
+import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './platform/db';
+import { migrateToLatest } from './platform/db/migrate';
+import type { Logger } from './platform/logger';
+import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
+
+export interface Services {
+  sessions: SessionService;
+  capabilities: CapabilityService;
+  projects: ProjectService;
+  notes: NoteService;
+  memory: MemoryService;
+  skills: SkillService;
+}
+
+export interface Runtime {
+  app: Express;
+  config: Config;
+  database: DatabaseHandle;
+  services: Services;
+  /** Development signing material (null with an identity provider). */
+  devAuth: DevAuthMaterial | null;
+  /** Marks the instance as draining: /readyz answers 503 from then on. */
+  drain(): void;
+  close(): Promise<void>;
+}
+
+export async function openDatabase(config: Config): Promise<DatabaseHandle> {
+  return config.databaseUrl
+    ? openPostgres(config.databaseUrl, config.databasePoolSize)
+    : openPglite(path.join(config.dataDir, 'pglite'));
+}
+
+function createServices(config: Config, database: DatabaseHandle): Services {
+  const { db } = database;
+  const projects = new ProjectService(db);
+  return {
+    sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
+    capabilities: new CapabilityService(db, config.capabilities),
+    projects,
+    notes: new NoteService(db, projects),
+    memory: new MemoryService(db, projects),
+    skills: new SkillService(db, projects),
+  };
+}
+
+function handlerMap(services: Services, config: Config): HandlerMap {
+  return {
+    ...sessionHandlers(services.sessions, { secure: config.env !== 'development' }),
+    ...capabilityHandlers(services.capabilities),
+    ...projectHandlers(services.projects),
+    ...noteHandlers(services.notes),
+    ...memoryHandlers(services.memory),
+    ...skillHandlers(services.skills),
+  };
+}
+
+/**
+ * Builds the whole service on an open database: migrations, authentication, the validated API
+ * routes from the document, docs, health and errors.
+ */
+export async function createRuntime(config: Config, logger: Logger, database?: DatabaseHandle): Promise<Runtime> {
+  const db = database ?? (await openDatabase(config));
+  try {
+    await migrateToLatest(db.db);
+    const devAuth = hasIdentityProvider(config) ? null : await loadDevAuthMaterial(config.dataDir);
+    const cookieSecret = config.auth.cookieSecret ?? devAuth?.cookieSecret;
+    if (!cookieSecret) throw new Error('no cookie secret');
+    const verifyToken = await createTokenVerifier(config, devAuth);
+    const services = createServices(config, db);
+    const doc = loadApiDocument();
+    let draining = false;
+
+    const app = express();
+    app.disable('x-powered-by');
+    app.set('trust proxy', config.trustProxy);
+    app.set('query parser', 'simple');
+    app.use(requestLog(logger));
+    app.use(helmet({ crossOriginEmbedderPolicy: false }));
+    app.get('/healthz', (_req, res) => {
+      res.json({ status: 'ok' });
+    });
+    app.get('/readyz', async (_req, res) => {
+      const database = await isReachable(db.db);
+      const ready = database && !draining;
+      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, draining } });
+    });
+    app.use(docsRouter());
+    app.use(express.json({ limit: config.bodyLimitBytes, strict: false }));
+    app.use(cookieParser(cookieSecret));
+    app.use(
+      await apiRouter(doc, handlerMap(services, config), {
+        validateResponses: config.validateResponses,
+        securityHandlers: securityHandlers(verifyToken, services.sessions),
+        afterSecurity: resolveCaller(config.auth.allowedOrigins),
+      }),
+    );
+    app.use('/api/v1', apiNotFound);
+    app.use(errorMiddleware(logger, config.bodyLimitBytes));
+
+    return {
+      app,
+      config,
+      database: db,
+      services,
+      devAuth,
+      drain: () => {
+        draining = true;
+      },
+      close: () => db.close(),
+    };
+  } catch (error) {
+    if (!database) await db.close();
+    throw error;
+  }
+}

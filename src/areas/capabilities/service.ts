@@ -1,0 +1,68 @@
+import type { components } from '../../../generated/api';
+import type { CapabilityName } from '../../http/errors';
+import type { Database } from '../../platform/db';
+import * as repo from './repository';
+
+export type Capabilities = components['schemas']['Capabilities'];
+type Flags = Record<CapabilityName, boolean>;
+
+export interface CapabilityDefaults extends Flags {
+  /** The payment provider when billing is on. */
+  billingProvider: Capabilities['billingProvider'];
+  /** How long a read of the stored flags is reused; every instance sees a change within this time. */
+  cacheMs: number;
+}
+
+export const CAPABILITY_NAMES: readonly CapabilityName[] = ['automations', 'billing', 'vectorSearch'];
+
+/**
+ * Runtime capability flags: stored in the database (so every instance agrees), defaulting to the
+ * configuration, read through a short cache.
+ */
+export class CapabilityService {
+  private cached: { flags: Flags; until: number } | null = null;
+  private pending: Promise<Flags> | null = null;
+
+  constructor(
+    private readonly db: Database,
+    private readonly defaults: CapabilityDefaults,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async current(): Promise<Capabilities> {
+    const flags = await this.flags();
+    return { ...flags, billingProvider: flags.billing ? this.defaults.billingProvider : 'none' };
+  }
+
+  async isEnabled(name: CapabilityName): Promise<boolean> {
+    return (await this.flags())[name];
+  }
+
+  /** Stores a flag (an administrative switch) and drops this instance's cached copy. */
+  async set(name: CapabilityName, enabled: boolean, updatedBy: string): Promise<Capabilities> {
+    await repo.upsertCapability(this.db, name, enabled, updatedBy);
+    this.cached = null;
+    return this.current();
+  }
+
+  private async flags(): Promise<Flags> {
+    if (this.cached && this.cached.until > this.now()) return this.cached.flags;
+    this.pending ??= this.load().finally(() => {
+      this.pending = null;
+    });
+    return this.pending;
+  }
+
+  private async load(): Promise<Flags> {
+    const flags: Flags = {
+      automations: this.defaults.automations,
+      billing: this.defaults.billing,
+      vectorSearch: this.defaults.vectorSearch,
+    };
+    for (const row of await repo.listCapabilityRows(this.db)) {
+      if ((CAPABILITY_NAMES as readonly string[]).includes(row.name)) flags[row.name as CapabilityName] = row.enabled;
+    }
+    this.cached = { flags, until: this.now() + this.defaults.cacheMs };
+    return flags;
+  }
+}

@@ -1,0 +1,64 @@
+import type { Insertable, Updateable } from 'kysely';
+import type { MemoryItems } from '../../../generated/db';
+import type { PageRequest } from '../../http/pagination';
+import type { Database } from '../../platform/db';
+
+export function findMemoryItem(db: Database, ownerUserId: string, id: string) {
+  return db
+    .selectFrom('memory_items')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+export function findMemoryItemByContentKey(db: Database, ownerUserId: string, contentKey: string) {
+  return db
+    .selectFrom('memory_items')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('content_key', '=', contentKey)
+    .executeTakeFirst();
+}
+
+export function listMemoryItems(
+  db: Database,
+  ownerUserId: string,
+  filter: { kind?: string; projectId?: string },
+  page: PageRequest,
+) {
+  let query = db.selectFrom('memory_items').selectAll().where('owner_user_id', '=', ownerUserId);
+  if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
+  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+/** Inserts the item; when the user already has one with the same content key, inserts nothing. */
+export function insertMemoryItem(db: Database, row: Insertable<MemoryItems>) {
+  return db
+    .insertInto('memory_items')
+    .values(row)
+    .onConflict((oc) => oc.columns(['owner_user_id', 'content_key']).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export function updateMemoryItem(db: Database, ownerUserId: string, id: string, changes: Updateable<MemoryItems>) {
+  return db
+    .updateTable('memory_items')
+    .set(changes)
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteMemoryItem(db: Database, ownerUserId: string, id: string): Promise<boolean> {
+  const result = await db
+    .deleteFrom('memory_items')
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}

@@ -1,0 +1,45 @@
+import type { Insertable, Updateable } from 'kysely';
+import type { Notes } from '../../../generated/db';
+import type { PageRequest } from '../../http/pagination';
+import type { Database } from '../../platform/db';
+
+export function findNote(db: Database, ownerUserId: string, id: string) {
+  return db
+    .selectFrom('notes')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+export function listNotes(
+  db: Database,
+  ownerUserId: string,
+  filter: { projectId?: string; pinned?: boolean },
+  page: PageRequest,
+) {
+  let query = db.selectFrom('notes').selectAll().where('owner_user_id', '=', ownerUserId);
+  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
+  if (filter.pinned !== undefined) query = query.where('pinned', '=', filter.pinned);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+export function insertNote(db: Database, row: Insertable<Notes>) {
+  return db.insertInto('notes').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function updateNote(db: Database, ownerUserId: string, id: string, changes: Updateable<Notes>) {
+  return db
+    .updateTable('notes')
+    .set(changes)
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteNote(db: Database, ownerUserId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('notes').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}

@@ -1,0 +1,65 @@
+import type { Selectable } from 'kysely';
+import type { components } from '../../../generated/api';
+import type { Notes } from '../../../generated/db';
+import { errors } from '../../http/errors';
+import type { PageRequest } from '../../http/pagination';
+import type { Database } from '../../platform/db';
+import { uuidv7 } from '../../platform/ids';
+import { toPage } from '../../platform/pagination';
+import type { ProjectService } from '../projects/service';
+import * as repo from './repository';
+
+type CreateInput = Omit<components['schemas']['NoteCreateRequest'], 'userId' | 'accessToken'>;
+type UpdateInput = Omit<components['schemas']['NoteUpdateRequest'], 'userId' | 'accessToken'>;
+export type NoteRow = Selectable<Notes>;
+
+export class NoteService {
+  constructor(
+    private readonly db: Database,
+    private readonly projects: ProjectService,
+  ) {}
+
+  async get(userId: string, noteId: string): Promise<NoteRow> {
+    const row = await repo.findNote(this.db, userId, noteId);
+    if (!row) throw errors.notFound('Note not found.');
+    return row;
+  }
+
+  async list(userId: string, filter: { projectId?: string; pinned?: boolean }, page: PageRequest) {
+    return toPage(await repo.listNotes(this.db, userId, filter, page), page.limit);
+  }
+
+  async create(userId: string, input: CreateInput): Promise<NoteRow> {
+    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    const now = new Date();
+    return repo.insertNote(this.db, {
+      id: uuidv7(now.getTime()),
+      owner_user_id: userId,
+      project_id: input.projectId ?? null,
+      title: input.title ?? '',
+      content: input.content ?? '',
+      pinned: input.pinned ?? false,
+      created_at: now,
+      updated_at: now,
+    });
+  }
+
+  async update(userId: string, input: UpdateInput): Promise<NoteRow> {
+    if (input.projectId !== undefined && input.projectId !== null) {
+      await this.projects.requireOwned(userId, input.projectId);
+    }
+    const updated = await repo.updateNote(this.db, userId, input.noteId, {
+      title: input.title,
+      content: input.content,
+      project_id: input.projectId,
+      pinned: input.pinned,
+      updated_at: new Date(),
+    });
+    if (!updated) throw errors.notFound('Note not found.');
+    return updated;
+  }
+
+  async delete(userId: string, noteId: string): Promise<void> {
+    if (!(await repo.deleteNote(this.db, userId, noteId))) throw errors.notFound('Note not found.');
+  }
+}

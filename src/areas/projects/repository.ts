@@ -1,0 +1,82 @@
+import { sql, type Insertable, type Updateable } from 'kysely';
+import type { Projects } from '../../../generated/db';
+import type { Database } from '../../platform/db';
+import type { PageRequest } from '../../http/pagination';
+
+export function findProject(db: Database, ownerUserId: string, id: string) {
+  return db
+    .selectFrom('projects')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+export function findProjectByClientId(db: Database, ownerUserId: string, clientId: string) {
+  return db
+    .selectFrom('projects')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('client_id', '=', clientId)
+    .executeTakeFirst();
+}
+
+export function listProjects(db: Database, ownerUserId: string, filter: { parentId?: string }, page: PageRequest) {
+  let query = db.selectFrom('projects').selectAll().where('owner_user_id', '=', ownerUserId);
+  if (filter.parentId !== undefined) query = query.where('parent_id', '=', filter.parentId);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+/** Inserts the project; with a clientId the caller already used, inserts nothing and returns undefined. */
+export function insertProject(db: Database, row: Insertable<Projects>) {
+  return db
+    .insertInto('projects')
+    .values(row)
+    .onConflict((oc) =>
+      oc.columns(['owner_user_id', 'client_id']).where('client_id', 'is not', null).doNothing(),
+    )
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export function updateProject(db: Database, ownerUserId: string, id: string, changes: Updateable<Projects>) {
+  return db
+    .updateTable('projects')
+    .set(changes)
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteProject(db: Database, ownerUserId: string, id: string): Promise<boolean> {
+  const result = await db
+    .deleteFrom('projects')
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+export async function hasChildren(db: Database, id: string): Promise<boolean> {
+  const row = await db.selectFrom('projects').select('id').where('parent_id', '=', id).limit(1).executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Whether `ancestorId` is `projectId` itself or one of its ancestors. */
+export async function isSelfOrAncestor(db: Database, projectId: string, ancestorId: string): Promise<boolean> {
+  const result = await sql<{ found: boolean }>`
+    with recursive chain(id, parent_id) as (
+      select id, parent_id from projects where id = ${projectId}
+      union
+      select p.id, p.parent_id from projects p join chain c on p.id = c.parent_id
+    )
+    select exists (select 1 from chain where id = ${ancestorId}) as found`.execute(db);
+  return result.rows[0]?.found === true;
+}
+
+/** Serializes changes to one user's project tree until the transaction ends. */
+export async function lockProjectTree(db: Database, ownerUserId: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtext(${`projects:${ownerUserId}`}))`.execute(db);
+}

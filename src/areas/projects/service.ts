@@ -1,0 +1,92 @@
+import type { Selectable } from 'kysely';
+import type { components } from '../../../generated/api';
+import type { Projects } from '../../../generated/db';
+import { errors } from '../../http/errors';
+import type { PageRequest } from '../../http/pagination';
+import type { Database } from '../../platform/db';
+import { uuidv7 } from '../../platform/ids';
+import { toPage } from '../../platform/pagination';
+import * as repo from './repository';
+
+type CreateInput = Omit<components['schemas']['ProjectCreateRequest'], 'userId' | 'accessToken'>;
+type UpdateInput = Omit<components['schemas']['ProjectUpdateRequest'], 'userId' | 'accessToken'>;
+export type ProjectRow = Selectable<Projects>;
+
+export class ProjectService {
+  constructor(private readonly db: Database) {}
+
+  async get(userId: string, projectId: string): Promise<ProjectRow> {
+    const row = await repo.findProject(this.db, userId, projectId);
+    if (!row) throw errors.notFound('Project not found.');
+    return row;
+  }
+
+  /** Throws 404 unless `projectId` is one of the caller's projects (used by other areas too). */
+  async requireOwned(userId: string, projectId: string, db: Database = this.db): Promise<void> {
+    if (!(await repo.findProject(db, userId, projectId))) throw errors.notFound('Project not found.');
+  }
+
+  async list(userId: string, filter: { parentId?: string }, page: PageRequest) {
+    return toPage(await repo.listProjects(this.db, userId, filter, page), page.limit);
+  }
+
+  async create(userId: string, input: CreateInput): Promise<ProjectRow> {
+    if (input.clientId !== undefined) {
+      const existing = await repo.findProjectByClientId(this.db, userId, input.clientId);
+      if (existing) return existing;
+    }
+    if (input.parentId !== undefined) await this.requireOwned(userId, input.parentId);
+    const now = new Date();
+    const inserted = await repo.insertProject(this.db, {
+      id: uuidv7(now.getTime()),
+      owner_user_id: userId,
+      name: input.name,
+      description: input.description ?? '',
+      instructions: input.instructions ?? '',
+      color: input.color ?? null,
+      parent_id: input.parentId ?? null,
+      client_id: input.clientId ?? null,
+      created_at: now,
+      updated_at: now,
+    });
+    if (inserted) return inserted;
+    // A concurrent create with the same clientId won the race: answer with its project.
+    const winner = await repo.findProjectByClientId(this.db, userId, input.clientId as string);
+    if (!winner) throw new Error('project insert returned nothing without a clientId conflict');
+    return winner;
+  }
+
+  async update(userId: string, input: UpdateInput): Promise<ProjectRow> {
+    return this.db.transaction().execute(async (trx) => {
+      await repo.lockProjectTree(trx, userId);
+      if (!(await repo.findProject(trx, userId, input.projectId))) throw errors.notFound('Project not found.');
+      if (input.parentId !== undefined && input.parentId !== null) {
+        if (!(await repo.findProject(trx, userId, input.parentId))) throw errors.notFound('Parent project not found.');
+        if (await repo.isSelfOrAncestor(trx, input.parentId, input.projectId)) {
+          throw errors.conflict('A project cannot be moved under itself or one of its sub-projects.');
+        }
+      }
+      const updated = await repo.updateProject(trx, userId, input.projectId, {
+        name: input.name,
+        description: input.description,
+        instructions: input.instructions,
+        color: input.color,
+        parent_id: input.parentId,
+        updated_at: new Date(),
+      });
+      if (!updated) throw errors.notFound('Project not found.');
+      return updated;
+    });
+  }
+
+  async delete(userId: string, projectId: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await repo.lockProjectTree(trx, userId);
+      if (!(await repo.findProject(trx, userId, projectId))) throw errors.notFound('Project not found.');
+      if (await repo.hasChildren(trx, projectId)) {
+        throw errors.conflict('The project has sub-projects: move or delete them first.');
+      }
+      await repo.deleteProject(trx, userId, projectId);
+    });
+  }
+}

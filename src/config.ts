@@ -1,0 +1,205 @@
+import path from 'node:path';
+
+/** Configuration of the service, read from the environment once at start-up and validated. */
+export interface Config {
+  env: 'development' | 'production' | 'test';
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | null;
+  databasePoolSize: number;
+  logLevel: 'error' | 'warn' | 'info' | 'debug' | 'silent';
+  bodyLimitBytes: number;
+  trustProxy: boolean;
+  validateResponses: boolean;
+  shutdownTimeoutMs: number;
+  auth: {
+    jwksUrl: string | null;
+    publicKeyPem: string | null;
+    issuer: string | null;
+    audience: string | null;
+    algorithms: string[];
+    cookieSecret: string | null;
+    sessionIdleMs: number;
+    sessionAbsoluteMs: number;
+    allowedOrigins: string[];
+  };
+  capabilities: {
+    automations: boolean;
+    billing: boolean;
+    vectorSearch: boolean;
+    billingProvider: 'none' | 'stripe';
+    cacheMs: number;
+  };
+  bootstrapAdminUserIds: string[];
+  webhookAllowLoopback: boolean;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+class Reader {
+  readonly problems: string[] = [];
+  constructor(private readonly env: Env) {}
+
+  raw(name: string): string | undefined {
+    const value = this.env[name];
+    return value === undefined || value.trim() === '' ? undefined : value.trim();
+  }
+
+  string(name: string, fallback: string): string {
+    return this.raw(name) ?? fallback;
+  }
+
+  optional(name: string): string | null {
+    return this.raw(name) ?? null;
+  }
+
+  int(name: string, fallback: number, min: number, max: number): number {
+    const value = this.raw(name);
+    if (value === undefined) return fallback;
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+      this.problems.push(`${name} must be a whole number from ${min} to ${max} (got "${value}")`);
+      return fallback;
+    }
+    return Number(value);
+  }
+
+  bool(name: string, fallback: boolean): boolean {
+    const value = this.raw(name)?.toLowerCase();
+    if (value === undefined) return fallback;
+    if (['1', 'true', 'yes', 'on'].includes(value)) return true;
+    if (['0', 'false', 'no', 'off'].includes(value)) return false;
+    this.problems.push(`${name} must be true or false (got "${value}")`);
+    return fallback;
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+    const value = this.raw(name);
+    if (value === undefined) return fallback;
+    if (!(allowed as readonly string[]).includes(value)) {
+      this.problems.push(`${name} must be one of ${allowed.join(', ')} (got "${value}")`);
+      return fallback;
+    }
+    return value as T;
+  }
+
+  list(name: string): string[] {
+    return (this.raw(name) ?? '')
+      .split(',')
+      .map((item) => item.trim())
+      .filter((item) => item !== '');
+  }
+
+  url(name: string, protocols: string[]): string | null {
+    const value = this.raw(name);
+    if (value === undefined) return null;
+    try {
+      const url = new URL(value);
+      if (!protocols.includes(url.protocol)) throw new Error('protocol');
+      return value;
+    } catch {
+      this.problems.push(`${name} must be a ${protocols.join(' or ')} URL`);
+      return null;
+    }
+  }
+}
+
+const SIZE = /^(\d+)\s*(b|kb|mb)?$/i;
+
+function parseSize(reader: Reader, name: string, fallback: number): number {
+  const value = reader.raw(name);
+  if (value === undefined) return fallback;
+  const match = SIZE.exec(value);
+  if (!match) {
+    reader.problems.push(`${name} must be a size such as 1mb or 512kb (got "${value}")`);
+    return fallback;
+  }
+  const unit = (match[2] ?? 'b').toLowerCase();
+  return Number(match[1]) * (unit === 'mb' ? 1024 * 1024 : unit === 'kb' ? 1024 : 1);
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const r = new Reader(env);
+  const nodeEnv = r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development');
+  const databaseUrl = r.url('DATABASE_URL', ['postgres:', 'postgresql:']);
+  const publicKeyPem = r.optional('AUTH_PUBLIC_KEY')?.replace(/\\n/g, '\n') ?? null;
+  const algorithms = r.list('AUTH_ALGORITHMS');
+  const allowedAlgorithms = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
+  for (const alg of algorithms) {
+    if (!allowedAlgorithms.includes(alg)) {
+      r.problems.push(`AUTH_ALGORITHMS may only list asymmetric algorithms (${allowedAlgorithms.join(', ')}); got "${alg}"`);
+    }
+  }
+  const billing = r.bool('CAPABILITY_BILLING', false);
+  const config: Config = {
+    env: nodeEnv,
+    port: r.int('PORT', 8080, 0, 65535),
+    host: r.string('HOST', '0.0.0.0'),
+    dataDir: path.resolve(r.string('DATA_DIR', './.data')),
+    databaseUrl,
+    databasePoolSize: r.int('DATABASE_POOL_SIZE', 10, 1, 200),
+    logLevel: r.oneOf('LOG_LEVEL', ['error', 'warn', 'info', 'debug', 'silent'] as const, 'info'),
+    bodyLimitBytes: parseSize(r, 'BODY_LIMIT', 1024 * 1024),
+    trustProxy: r.bool('TRUST_PROXY', false),
+    validateResponses: r.bool('VALIDATE_RESPONSES', false),
+    shutdownTimeoutMs: r.int('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    auth: {
+      jwksUrl: r.url('AUTH_JWKS_URL', ['https:', 'http:']),
+      publicKeyPem,
+      issuer: r.optional('AUTH_ISSUER'),
+      audience: r.optional('AUTH_AUDIENCE'),
+      algorithms: algorithms.length > 0 ? algorithms : ['RS256', 'ES256'],
+      cookieSecret: r.optional('COOKIE_SECRET'),
+      sessionIdleMs: r.int('SESSION_IDLE_MINUTES', 12 * 60, 1, 60 * 24 * 30) * 60_000,
+      sessionAbsoluteMs: r.int('SESSION_ABSOLUTE_HOURS', 7 * 24, 1, 24 * 365) * 3_600_000,
+      allowedOrigins: r.list('ALLOWED_ORIGINS'),
+    },
+    capabilities: {
+      automations: r.bool('CAPABILITY_AUTOMATIONS', true),
+      billing,
+      vectorSearch: r.bool('CAPABILITY_VECTOR_SEARCH', true),
+      billingProvider: r.oneOf('BILLING_PROVIDER', ['none', 'stripe'] as const, billing ? 'stripe' : 'none'),
+      cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
+    },
+    bootstrapAdminUserIds: r.list('BOOTSTRAP_ADMIN_USER_IDS'),
+    webhookAllowLoopback: r.bool('WEBHOOK_ALLOW_LOOPBACK', false),
+  };
+
+  for (const origin of config.auth.allowedOrigins) {
+    try {
+      if (new URL(origin).origin !== origin) throw new Error('not an origin');
+    } catch {
+      r.problems.push(`ALLOWED_ORIGINS entries must be origins such as https://app.example.com (got "${origin}")`);
+    }
+  }
+  if (config.auth.jwksUrl && config.auth.publicKeyPem) {
+    r.problems.push('set either AUTH_JWKS_URL or AUTH_PUBLIC_KEY, not both');
+  }
+  if (hasIdentityProvider(config) && (!config.auth.issuer || !config.auth.audience)) {
+    r.problems.push('AUTH_ISSUER and AUTH_AUDIENCE are required with AUTH_JWKS_URL or AUTH_PUBLIC_KEY');
+  }
+  if (config.auth.cookieSecret !== null && config.auth.cookieSecret.length < 32) {
+    r.problems.push('COOKIE_SECRET must be at least 32 characters');
+  }
+  if (config.env === 'production') {
+    if (!hasIdentityProvider(config)) {
+      r.problems.push('production needs an identity provider: set AUTH_JWKS_URL or AUTH_PUBLIC_KEY, with AUTH_ISSUER and AUTH_AUDIENCE');
+    }
+    if (!config.auth.cookieSecret) r.problems.push('production needs COOKIE_SECRET (at least 32 characters)');
+  }
+  if (!config.capabilities.billing && config.capabilities.billingProvider !== 'none') {
+    r.problems.push('BILLING_PROVIDER must be none while CAPABILITY_BILLING is off');
+  }
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
+  return config;
+}
+
+export function hasIdentityProvider(config: Config): boolean {
+  return config.auth.jwksUrl !== null || config.auth.publicKeyPem !== null;
+}

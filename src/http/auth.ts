@@ -1,0 +1,89 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { SessionService } from '../areas/sessions/service';
+import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
+import { errors } from './errors';
+
+export const SESSION_COOKIE = 'service_session';
+
+export interface Caller {
+  userId: string;
+  via: 'bearer' | 'session';
+  /** The session token, when the caller came in with the session cookie. */
+  sessionToken?: string;
+}
+
+const BEARER = /^Bearer\s+(\S+)$/i;
+const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/**
+ * The handlers express-openapi-validator calls for the document's two security schemes. Each only
+ * records what it verified; `resolveCaller` then picks one (bearer first), so the outcome does not
+ * depend on which handler finishes first.
+ */
+export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionService) {
+  return {
+    bearerAuth: async (req: Request): Promise<boolean> => {
+      const token = BEARER.exec(req.headers.authorization ?? '')?.[1];
+      if (!token) {
+        req.authFailure ??= 'The Authorization header must be "Bearer <token>".';
+        return false;
+      }
+      try {
+        const userId = await verifyToken(token);
+        req.credentials = { ...req.credentials, bearer: userId };
+        return true;
+      } catch (error) {
+        if (!(error instanceof InvalidTokenError)) throw error;
+        req.authFailure = 'The access token is not valid (signature, issuer, audience or expiry).';
+        return false;
+      }
+    },
+    browserSession: async (req: Request): Promise<boolean> => {
+      const token: unknown = req.signedCookies?.[SESSION_COOKIE];
+      if (typeof token !== 'string' || token === '') {
+        req.authFailure ??= 'The session cookie is not valid.';
+        return false;
+      }
+      const userId = await sessions.resolve(token);
+      if (!userId) {
+        req.authFailure ??= 'The session has ended or expired.';
+        return false;
+      }
+      req.credentials = { ...req.credentials, session: { userId, token } };
+      return true;
+    },
+  };
+}
+
+/** The origins a cookie-authenticated unsafe request may come from: the configured ones, or the service's own. */
+function originAllowed(req: Request, allowedOrigins: string[]): boolean {
+  const source = req.headers.origin ?? req.headers.referer;
+  if (!source || source === 'null') return false;
+  let origin: string;
+  try {
+    origin = new URL(source).origin;
+  } catch {
+    return false;
+  }
+  if (allowedOrigins.includes(origin)) return true;
+  return origin === `${req.protocol}://${req.get('host')}`;
+}
+
+/**
+ * Chooses the caller from the verified credentials (a bearer token wins over the cookie) and
+ * applies the CSRF rule: an unsafe request authenticated by the cookie needs an allowed Origin.
+ */
+export function resolveCaller(allowedOrigins: string[]) {
+  return function resolveCallerMiddleware(req: Request, _res: Response, next: NextFunction): void {
+    const { bearer, session } = req.credentials ?? {};
+    if (bearer) {
+      req.caller = { userId: bearer, via: 'bearer' };
+    } else if (session) {
+      if (UNSAFE_METHODS.has(req.method) && !originAllowed(req, allowedOrigins)) {
+        return next(errors.forbidden('This request needs an Origin header of an allowed origin.'));
+      }
+      req.caller = { userId: session.userId, via: 'session', sessionToken: session.token };
+    }
+    next();
+  };
+}

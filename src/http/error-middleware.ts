@@ -1,0 +1,79 @@
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { PgError, pgErrorCode } from '../platform/db';
+import type { Logger } from '../platform/logger';
+import { ApiError, type ErrorDetail, errors } from './errors';
+
+interface LibraryError {
+  status?: number;
+  statusCode?: number;
+  type?: string;
+  message?: string;
+  errors?: Array<{ path?: string; message?: string }>;
+  headers?: Record<string, string>;
+}
+
+/** `.body.name` or `/body/name` → `/body/name`. */
+function detailPath(path: string | undefined): string {
+  if (!path) return '/';
+  return path.startsWith('/') ? path : `/${path.replace(/^\./, '').replace(/\./g, '/')}`;
+}
+
+/** Turns any thrown value into the catalogue's ApiError (null: an unexpected error, a 500). */
+export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?: string): ApiError | null {
+  if (error instanceof ApiError) return error;
+  const e = (error ?? {}) as LibraryError;
+  const status = e.status ?? e.statusCode;
+  if (e.type === 'entity.too.large' || status === 413) return errors.payloadTooLarge(bodyLimitBytes);
+  if (e.type === 'entity.parse.failed') {
+    return errors.invalidRequest('The request body is not valid JSON.', [{ path: '/body', message: 'must be valid JSON' }]);
+  }
+  switch (status) {
+    case 400: {
+      const details: ErrorDetail[] = (e.errors ?? []).map((item) => ({
+        path: detailPath(item.path),
+        message: item.message ?? 'is not valid',
+      }));
+      return errors.invalidRequest('The request is not valid.', details);
+    }
+    case 415:
+      return errors.invalidRequest('The request body must be JSON (Content-Type: application/json).', [
+        { path: '/headers/content-type', message: 'must be application/json' },
+      ]);
+    case 401:
+      return errors.unauthenticated(authFailure ?? 'Authentication is required.');
+    case 403:
+      return errors.forbidden();
+    case 404:
+      return errors.notFound('No such route.');
+    case 405:
+      return errors.methodNotAllowed(e.headers?.Allow ?? '');
+    default:
+      break;
+  }
+  const code = pgErrorCode(error);
+  if (code === PgError.uniqueViolation || code === PgError.foreignKeyViolation) {
+    return errors.conflict('The request conflicts with a concurrent change; try again.');
+  }
+  return null;
+}
+
+/** Renders every error as the ErrorResponse body. A 500 says only `internal_error` and the request id. */
+export function errorMiddleware(logger: Logger, bodyLimitBytes: number): ErrorRequestHandler {
+  return (error, req, res, next) => {
+    if (res.headersSent) return next(error);
+    const apiError = toApiError(error, bodyLimitBytes, req.authFailure) ?? errors.internal(req.requestId);
+    if (apiError.status >= 500) {
+      const e = error as Error & { errors?: unknown };
+      logger.error('unhandled error', {
+        requestId: req.requestId,
+        error: e?.message,
+        details: e?.errors,
+        stack: e?.stack,
+      });
+    }
+    res.status(apiError.status).set(apiError.headers).json(apiError.body());
+  };
+}
+
+/** Any /api/v1 path the document does not have. */
+export const apiNotFound: RequestHandler = (_req, _res, next) => next(errors.notFound('No such route.'));

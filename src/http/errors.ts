@@ -1,0 +1,50 @@
+/**
+ * The one catalogue of error answers. Services throw these; the error middleware renders every
+ * error, ours or a library's, as the ErrorResponse body `{ error, code, ...extras }`.
+ */
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly extras: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+
+  body(): Record<string, unknown> {
+    return { error: this.message, code: this.code, ...this.extras };
+  }
+}
+
+export type CapabilityName = 'automations' | 'billing' | 'vectorSearch';
+
+const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
+  automations: 'Automation scheduling is disabled for this deployment.',
+  billing: 'Billing is disabled for this deployment.',
+  vectorSearch: 'Vector search is disabled for this deployment.',
+};
+
+export const errors = {
+  invalidRequest: (message = 'The request is not valid.', details: ErrorDetail[] = []) =>
+    new ApiError(400, 'invalid_request', message, { details }),
+  unauthenticated: (message = 'Authentication is required.') => new ApiError(401, 'unauthenticated', message),
+  forbidden: (message = 'You are not allowed to do this.') => new ApiError(403, 'forbidden', message),
+  capabilityDisabled: (capability: CapabilityName) =>
+    new ApiError(403, 'capability_disabled', CAPABILITY_MESSAGES[capability], { capability }),
+  notFound: (message = 'Not found.') => new ApiError(404, 'not_found', message),
+  methodNotAllowed: (allow: string) =>
+    new ApiError(405, 'method_not_allowed', 'This method is not allowed on this route.', {}, allow ? { Allow: allow } : {}),
+  conflict: (message: string) => new ApiError(409, 'conflict', message),
+  payloadTooLarge: (limitBytes: number) =>
+    new ApiError(413, 'payload_too_large', `The request body is larger than ${limitBytes} bytes.`),
+  internal: (requestId: string) =>
+    new ApiError(500, 'internal_error', 'An unexpected error occurred.', { requestId }),
+};

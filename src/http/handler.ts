@@ -1,0 +1,97 @@
+import type { Request, RequestHandler, Response } from 'express';
+import type { operations } from '../../generated/api';
+import type { Caller } from './auth';
+import { errors } from './errors';
+
+export type OperationId = keyof operations;
+
+type JsonContent<T> = T extends { content: { 'application/json': infer B } } ? B : never;
+
+/** The JSON request body of an operation (`undefined` for operations without one). */
+export type RequestBody<K extends OperationId> = operations[K] extends { requestBody: infer R }
+  ? JsonContent<R>
+  : operations[K] extends { requestBody?: infer R }
+    ? JsonContent<NonNullable<R>> | undefined
+    : undefined;
+
+type Parameters<K extends OperationId, In extends 'query' | 'path'> = operations[K]['parameters'] extends {
+  [P in In]?: infer Q;
+}
+  ? [Q] extends [never]
+    ? Record<string, never>
+    : NonNullable<Q>
+  : Record<string, never>;
+
+export type QueryParams<K extends OperationId> = Parameters<K, 'query'>;
+export type PathParams<K extends OperationId> = Parameters<K, 'path'>;
+
+/** The 200 body of an operation, as the document defines it. */
+export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R } ? JsonContent<R> : never;
+
+export interface HandlerInput<K extends OperationId> {
+  caller: Caller;
+  body: RequestBody<K>;
+  query: QueryParams<K>;
+  params: PathParams<K>;
+  req: Request;
+  res: Response;
+}
+
+/** A handler of one operation, typed from the generated document: its input and its 200 body. */
+export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise<OkBody<K>>;
+
+/** One handler for every operation of the document; a missing one is a compile error. */
+export type HandlerMap = { [K in OperationId]: Handler<K> };
+
+/**
+ * Runs a handler after validation: identity comes from the caller, so a body `userId` that names
+ * someone else is refused and `accessToken` is dropped before the handler sees the body.
+ */
+export function toExpressHandler<K extends OperationId>(handler: Handler<K>): RequestHandler {
+  return async (req, res) => {
+    const caller = req.caller;
+    if (!caller) throw errors.unauthenticated();
+    const body = req.body as Record<string, unknown> | undefined;
+    if (body && typeof body === 'object' && !Array.isArray(body)) {
+      if (body.userId !== undefined && body.userId !== caller.userId) {
+        throw errors.forbidden('The userId in the request does not match the authenticated user.');
+      }
+      delete body.userId;
+      delete body.accessToken;
+    }
+    const result = await handler({
+      caller,
+      body: req.body as RequestBody<K>,
+      query: req.query as QueryParams<K>,
+      params: req.params as PathParams<K>,
+      req,
+      res,
+    });
+    res.status(200).json(result);
+  };
+}
+
+/**
+ * The id of the record a DELETE names, from the query or the JSON body (the reference's
+ * `DELETE /api/v1/admin/principals` takes it in the body); both given must agree.
+ */
+export function idFromQueryOrBody(
+  name: string,
+  query: Record<string, unknown>,
+  body: Record<string, unknown> | undefined,
+): string {
+  const fromQuery = query[name];
+  const fromBody = body?.[name];
+  if (fromQuery !== undefined && fromBody !== undefined && fromQuery !== fromBody) {
+    throw errors.invalidRequest(`${name} in the query and in the body differ.`, [
+      { path: `/body/${name}`, message: `must equal the query parameter ${name}` },
+    ]);
+  }
+  const id = fromQuery ?? fromBody;
+  if (typeof id !== 'string') {
+    throw errors.invalidRequest(`${name} is required, in the query or in the body.`, [
+      { path: `/query/${name}`, message: `must have required property '${name}'` },
+    ]);
+  }
+  return id;
+}

@@ -1,0 +1,124 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
+import { projectRoot } from '../platform/paths';
+import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
+
+export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
+
+/** The bundled document (generated/openapi.json), which the service validates against and serves. */
+export function loadApiDocument(): OpenAPIV3.DocumentV3 {
+  const file = path.join(projectRoot, 'generated', 'openapi.json');
+  const doc = JSON.parse(fs.readFileSync(file, 'utf8')) as OpenAPIV3.DocumentV3;
+  if (doc.info?.version !== '1.0.0' || !doc.paths) throw new Error(`${file} is not the service's OpenAPI document`);
+  return doc;
+}
+
+export interface ValidationOptions {
+  validateResponses: boolean;
+  securityHandlers: Record<string, (req: Request) => Promise<boolean>>;
+  /** Runs after authentication and before request validation (chooses the caller). */
+  afterSecurity: RequestHandler;
+}
+
+type Middleware = (req: Request, res: Response, next: NextFunction) => unknown;
+
+function findStep(chain: Middleware[], name: string): number {
+  const index = chain.findIndex((step) => step.name === name);
+  if (index < 0) throw new Error(`express-openapi-validator has no "${name}" step: check the pinned version`);
+  return index;
+}
+
+/**
+ * The validator's middleware chain, rearranged so that:
+ * - the operation lookup is done once per Express route and method, not once per request (the
+ *   library otherwise compiles a path regex for every path of the document until one matches);
+ *   Express has already matched the route, so its result is reused for later requests;
+ * - response validation wraps every answer of the operation, including the errors of the steps
+ *   after it;
+ * - `afterSecurity` runs between authentication and request validation.
+ */
+async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOptions): Promise<Middleware[]> {
+  // The document's server is `{base_url}` and its paths are absolute: validate paths as they are.
+  const { servers: _servers, ...apiSpec } = structuredClone(doc);
+  const chain = OpenApiValidator.middleware({
+    apiSpec: apiSpec as OpenAPIV3.DocumentV3,
+    validateApiSpec: true,
+    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false, allErrors: true },
+    validateResponses: options.validateResponses ? { removeAdditional: false, coerceTypes: false } : false,
+    validateSecurity: { handlers: options.securityHandlers },
+    ignoreUndocumented: false,
+  }) as Middleware[];
+
+  // Load and check the document now: a document that fails to load must stop the start-up, not
+  // answer 500 to every request. (The first step awaits the loaded document.)
+  const pathParams = chain[findStep(chain, 'pathParamsMiddleware')] as Middleware;
+  await new Promise<void>((resolve, reject) =>
+    pathParams({ app: express() } as unknown as Request, {} as Response, (error?: unknown) =>
+      error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(),
+    ),
+  );
+
+  const metadataIndex = findStep(chain, 'metadataMiddleware');
+  const lookup = chain[metadataIndex] as Middleware;
+  const cache = new Map<string, Record<string, unknown>>();
+  const cachedMetadata: Middleware = (req, res, next) => {
+    const key = `${req.method} ${(req.route as { path: string }).path}`;
+    const hit = cache.get(key);
+    if (hit) {
+      (req as unknown as { openapi: unknown }).openapi = { ...hit, pathParams: req.params };
+      return next();
+    }
+    return lookup(req, res, (error?: unknown) => {
+      const found = (req as unknown as { openapi?: Record<string, unknown> }).openapi;
+      if (!error && found) {
+        const { pathParams: _params, ...reusable } = found;
+        cache.set(key, reusable);
+      }
+      next(error);
+    });
+  };
+
+  const steps = chain.slice(0, metadataIndex);
+  steps.push(cachedMetadata);
+  if (options.validateResponses) steps.push(chain[findStep(chain, 'responseMiddleware')] as Middleware);
+  steps.push(chain[findStep(chain, 'securityMiddleware')] as Middleware);
+  steps.push(options.afterSecurity as Middleware);
+  steps.push(chain[findStep(chain, 'requestMiddleware')] as Middleware);
+  return steps;
+}
+
+export const toExpressPath = (openApiPath: string) => openApiPath.replace(/\{([^}]+)\}/g, ':$1');
+
+/**
+ * One Express route per path of the document, each running the validator chain and then the
+ * handler of the operation; a method the path does not have is answered 405 by the validator.
+ */
+export async function apiRouter(
+  doc: OpenAPIV3.DocumentV3,
+  handlers: HandlerMap,
+  options: ValidationOptions,
+): Promise<Router> {
+  const steps = await validatorChain(doc, options);
+  const router = express.Router();
+  for (const [openApiPath, item] of Object.entries(doc.paths)) {
+    const route = router.route(toExpressPath(openApiPath));
+    route.all(...(steps as RequestHandler[]));
+    for (const method of METHODS) {
+      const operation = (item as Record<string, OpenAPIV3.OperationObject | undefined>)[method];
+      if (!operation) continue;
+      const operationId = operation.operationId as OperationId | undefined;
+      const handler = operationId ? handlers[operationId] : undefined;
+      if (!operationId || !handler) throw new Error(`no handler for ${method.toUpperCase()} ${openApiPath}`);
+      route[method](toExpressHandler(handler));
+    }
+  }
+  return router;
+}
+
+/** The operationId of the request's operation, once the validator has identified it. */
+export function operationIdOf(req: Request): string | undefined {
+  return (req as unknown as { openapi?: { schema?: { operationId?: string } } }).openapi?.schema?.operationId;
+}

@@ -1,0 +1,14 @@
+import type { Caller } from './auth';
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    /** Set by the request-id middleware for every request. */
+    requestId: string;
+    /** The authenticated caller, set once the operation's security passed. */
+    caller?: Caller;
+    /** What each security scheme found, before one is chosen as the caller. */
+    credentials?: { bearer?: string; session?: { userId: string; token: string } };
+    /** Why authentication failed, for the 401 message. */
+    authFailure?: string;
+  }
+}

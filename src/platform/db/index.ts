@@ -1,0 +1,66 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { PGlite } from '@electric-sql/pglite';
+import { vector } from '@electric-sql/pglite-pgvector';
+import { PGliteDialect } from 'kysely-pglite-dialect';
+import type { DB } from '../../../generated/db';
+
+export type Database = Kysely<DB>;
+export type { DB };
+
+export interface DatabaseHandle {
+  db: Database;
+  kind: 'postgres' | 'pglite';
+  close(): Promise<void>;
+}
+
+// int8 (counts, sums) as numbers, as PGlite returns them; values stay far below 2^53 here.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+pg.types.setTypeParser(pg.types.builtins.NUMERIC, (value) => Number(value));
+
+export async function openPostgres(url: string, poolSize: number): Promise<DatabaseHandle> {
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000 });
+  pool.on('error', () => undefined); // an idle client lost its server; the pool replaces it
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  return { db, kind: 'postgres', close: () => db.destroy() };
+}
+
+/**
+ * The embedded database: PGlite (Postgres in WebAssembly, in this process) with the pgvector
+ * extension, persisted in `dir`, or in memory when `dir` is null.
+ */
+export async function openPglite(dir: string | null): Promise<DatabaseHandle> {
+  if (dir) fs.mkdirSync(path.dirname(dir), { recursive: true });
+  const pglite = await PGlite.create(dir ?? undefined, { extensions: { vector } });
+  const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
+  return {
+    db,
+    kind: 'pglite',
+    close: async () => {
+      await db.destroy();
+      if (!pglite.closed) await pglite.close();
+    },
+  };
+}
+
+export async function isReachable(db: Database): Promise<boolean> {
+  try {
+    await sql`select 1`.execute(db);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Postgres error codes the services translate into API answers. */
+export const PgError = {
+  uniqueViolation: '23505',
+  foreignKeyViolation: '23503',
+} as const;
+
+export function pgErrorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}

@@ -1,0 +1,115 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  type CryptoKey,
+  createRemoteJWKSet,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  importSPKI,
+  type JWK,
+  type JWTVerifyGetKey,
+  jwtVerify,
+  SignJWT,
+} from 'jose';
+import { type Config, hasIdentityProvider } from '../config';
+
+/** Issuer and audience of the tokens of development mode (no identity provider configured). */
+export const DEV_ISSUER = 'urn:ai-workspace-service:development';
+export const DEV_AUDIENCE = 'ai-workspace-service';
+const DEV_ALGORITHM = 'ES256';
+
+export interface DevAuthMaterial {
+  privateKey: CryptoKey;
+  publicKey: CryptoKey;
+  cookieSecret: string;
+}
+
+/** Writes `content` to `file` unless the file exists (another process may be creating it too). */
+function writeOnce(file: string, content: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    fs.writeFileSync(file, content, { flag: 'wx', mode: 0o600 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+}
+
+/**
+ * The development signing key and cookie secret, created under the data directory on first use and
+ * reused afterwards, so tokens minted by `make token` keep working across restarts.
+ */
+export async function loadDevAuthMaterial(dataDir: string): Promise<DevAuthMaterial> {
+  const dir = path.join(dataDir, 'dev-auth');
+  const keyFile = path.join(dir, 'signing-key.jwk.json');
+  const secretFile = path.join(dir, 'cookie-secret');
+  if (!fs.existsSync(keyFile)) {
+    const { privateKey } = await generateKeyPair(DEV_ALGORITHM, { extractable: true });
+    writeOnce(keyFile, JSON.stringify({ ...(await exportJWK(privateKey)), alg: DEV_ALGORITHM }));
+  }
+  if (!fs.existsSync(secretFile)) writeOnce(secretFile, randomBytes(32).toString('base64url'));
+  const jwk = JSON.parse(fs.readFileSync(keyFile, 'utf8')) as JWK;
+  const { d: _private, ...publicJwk } = jwk;
+  return {
+    privateKey: (await importJWK(jwk, DEV_ALGORITHM)) as CryptoKey,
+    publicKey: (await importJWK(publicJwk, DEV_ALGORITHM)) as CryptoKey,
+    cookieSecret: fs.readFileSync(secretFile, 'utf8').trim(),
+  };
+}
+
+export async function signDevToken(material: DevAuthMaterial, userId: string, ttlSeconds = 12 * 3600): Promise<string> {
+  return new SignJWT({})
+    .setProtectedHeader({ alg: DEV_ALGORITHM, typ: 'JWT' })
+    .setSubject(userId)
+    .setIssuer(DEV_ISSUER)
+    .setAudience(DEV_AUDIENCE)
+    .setIssuedAt()
+    .setExpirationTime(`${ttlSeconds}s`)
+    .sign(material.privateKey);
+}
+
+export class InvalidTokenError extends Error {}
+
+export type TokenVerifier = (token: string) => Promise<string>;
+
+/**
+ * Verifies bearer tokens: signature (keys imported once), issuer, audience, expiry and an explicit
+ * algorithm allow-list. Resolves to the user id (`sub`).
+ */
+export async function createTokenVerifier(config: Config, dev: DevAuthMaterial | null): Promise<TokenVerifier> {
+  let key: CryptoKey | JWTVerifyGetKey;
+  let issuer: string;
+  let audience: string;
+  let algorithms: string[];
+  if (hasIdentityProvider(config)) {
+    algorithms = config.auth.algorithms;
+    issuer = config.auth.issuer as string;
+    audience = config.auth.audience as string;
+    key = config.auth.jwksUrl
+      ? createRemoteJWKSet(new URL(config.auth.jwksUrl))
+      : await importSPKI(config.auth.publicKeyPem as string, algorithms[0] as string);
+  } else if (dev) {
+    algorithms = [DEV_ALGORITHM];
+    issuer = DEV_ISSUER;
+    audience = DEV_AUDIENCE;
+    key = dev.publicKey;
+  } else {
+    throw new Error('no identity provider and no development key');
+  }
+  const options = { issuer, audience, algorithms, clockTolerance: 5, requiredClaims: ['sub', 'exp'] };
+  return async (token) => {
+    try {
+      const { payload } =
+        typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
+      const sub = payload.sub;
+      if (typeof sub !== 'string' || sub.length === 0 || sub.length > 200) {
+        throw new InvalidTokenError('the token has no usable subject');
+      }
+      return sub;
+    } catch (error) {
+      if (error instanceof InvalidTokenError) throw error;
+      throw new InvalidTokenError('the access token is not valid');
+    }
+  };
+}

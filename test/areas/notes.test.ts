@@ -1,0 +1,55 @@
+import { describeCrudContract } from '../helpers/crud-contract';
+import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+
+let h: Harness;
+let alice: TestUser;
+
+beforeAll(async () => {
+  h = await startHarness();
+  alice = await h.newUser('alice');
+});
+afterAll(() => h.close());
+
+describe('notes', () => {
+  test('defaults, filters by project and pinned state, and moves out of a project', async () => {
+    const project = (await alice.api.POST('/api/v1/projects', { body: { name: 'Notes home' } })).data!.project;
+    const plain = (await alice.api.POST('/api/v1/notes', { body: {} })).data!.note;
+    expect(plain).toMatchObject({ title: '', content: '', pinned: false, projectId: null });
+    const pinned = (await alice.api.POST('/api/v1/notes', {
+      body: { title: 'Pinned', content: '# Heading', pinned: true, projectId: project.projectId },
+    })).data!.note;
+
+    const inProject = await alice.api.GET('/api/v1/notes', { params: { query: { projectId: project.projectId } } });
+    expect(inProject.data && 'notes' in inProject.data && inProject.data.notes.map((n) => n.noteId)).toEqual([pinned.noteId]);
+    const onlyPinned = await h.http().get('/api/v1/notes').query({ pinned: 'true' }).set(alice.auth);
+    expect(onlyPinned.body.notes.map((n: { noteId: string }) => n.noteId)).toEqual([pinned.noteId]);
+    const unpinned = await h.http().get('/api/v1/notes').query({ pinned: 'false' }).set(alice.auth);
+    expect(unpinned.body.notes.map((n: { noteId: string }) => n.noteId)).toContain(plain.noteId);
+
+    const moved = await alice.api.PATCH('/api/v1/notes', { body: { noteId: pinned.noteId, projectId: null } });
+    expect(moved.data!.note.projectId).toBeNull();
+    expect(moved.data!.note.content).toBe('# Heading');
+  });
+
+  test('a title over 200 characters is refused', async () => {
+    const res = await h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'x'.repeat(201) });
+    expect(res.status).toBe(400);
+    expect(res.body.details[0].path).toBe('/body/title');
+  });
+});
+
+describe('notes: the collection contract', () => {
+  describeCrudContract(
+    {
+      path: '/api/v1/notes',
+      idField: 'noteId',
+      one: 'note',
+      many: 'notes',
+      create: (n) => ({ title: `Note ${n}`, content: `Body ${n}` }),
+      update: { title: 'Changed', pinned: true },
+      invalidCreates: [{ title: 'x'.repeat(201) }, { pinned: 'yes' }, { content: 5 }, { projectId: '' }],
+      invalidUpdates: [{ title: 'x'.repeat(201) }, { pinned: 1 }, { omitId: true }, { noteId: '' }],
+    },
+    () => h,
+  );
+});

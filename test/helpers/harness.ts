@@ -1,0 +1,76 @@
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import supertest from 'supertest';
+import { type ApiClient, createApiClient } from '../../generated/client';
+import { createRuntime, type Runtime } from '../../src/app';
+import { loadConfig } from '../../src/config';
+import { openPglite } from '../../src/platform/db';
+import { createLogger } from '../../src/platform/logger';
+import { signDevToken } from '../../src/platform/tokens';
+
+export interface TestUser {
+  userId: string;
+  token: string;
+  auth: { Authorization: string };
+  /** The typed client (openapi-fetch over generated/), authenticated as this user. */
+  api: ApiClient;
+}
+
+export interface Harness {
+  runtime: Runtime;
+  baseUrl: string;
+  /** supertest against the app, for raw and deliberately invalid requests. */
+  http: () => supertest.Agent;
+  newUser(prefix?: string): Promise<TestUser>;
+  close(): Promise<void>;
+}
+
+let copies = 0;
+
+/**
+ * Starts the whole service as production runs it (response validation on, logs silent) on the
+ * run's test database: the shared Postgres database when DATABASE_URL is set, otherwise a private
+ * copy of the migrated PGlite template.
+ */
+export async function startHarness(env: Record<string, string> = {}): Promise<Harness> {
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    DATA_DIR: process.env.TEST_DATA_DIR,
+    DATABASE_URL: process.env.TEST_DATABASE_URL,
+    LOG_LEVEL: 'silent',
+    VALIDATE_RESPONSES: 'true',
+    ...env,
+  });
+  let database;
+  if (!config.databaseUrl) {
+    const template = process.env.TEST_PGLITE_TEMPLATE as string;
+    const copy = path.join(path.dirname(template), `pglite-${process.pid}-${(copies += 1)}`);
+    fs.cpSync(template, copy, { recursive: true });
+    database = await openPglite(copy);
+  }
+  const runtime = await createRuntime(config, createLogger('silent'), database);
+  const server: Server = await new Promise((resolve) => {
+    const s = runtime.app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const devAuth = runtime.devAuth;
+  if (!devAuth) throw new Error('the test harness runs in development auth mode');
+
+  return {
+    runtime,
+    baseUrl,
+    http: () => supertest.agent(runtime.app),
+    async newUser(prefix = 'user') {
+      const userId = `${prefix}-${randomUUID()}`;
+      const token = await signDevToken(devAuth, userId);
+      return { userId, token, auth: { Authorization: `Bearer ${token}` }, api: createApiClient({ baseUrl, token }) };
+    },
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await runtime.close();
+    },
+  };
+}
