@@ -1,0 +1,95 @@
+import type { Router } from 'express';
+import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
+import { loadApiDocument, METHODS, toExpressPath } from '../../src/http/openapi';
+import { type Harness, startHarness } from '../helpers/harness';
+
+let h: Harness;
+const doc = loadApiDocument();
+
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(() => h.close());
+
+type Layer = { route?: { path: string; methods: Record<string, boolean> }; handle?: Router & { stack?: Layer[] } };
+
+/** Every (method, path) Express actually serves, read from the app's router stack. */
+function servedRoutes(stack: Layer[]): string[] {
+  const out: string[] = [];
+  for (const layer of stack) {
+    if (layer.route) {
+      for (const [method, on] of Object.entries(layer.route.methods)) {
+        if (on && method !== '_all') out.push(`${method.toUpperCase()} ${layer.route.path}`);
+      }
+    } else if (layer.handle?.stack) {
+      out.push(...servedRoutes(layer.handle.stack));
+    }
+  }
+  return out;
+}
+
+function documentedOperations(): Array<{ key: string; path: string; method: string; op: OpenAPIV3.OperationObject }> {
+  const out = [];
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const method of METHODS) {
+      const op = (item as Record<string, OpenAPIV3.OperationObject | undefined>)[method];
+      if (op) out.push({ key: `${method.toUpperCase()} ${toExpressPath(path)}`, path, method, op });
+    }
+  }
+  return out;
+}
+
+const REFERENCE_TAGS = [
+  'Administration', 'Agent environments', 'Automations', 'Billing', 'Bootstrap', 'Chat', 'Conversations', 'Discovery',
+  'Files', 'Integrations', 'Knowledge', 'MCP Servers', 'Media', 'Memory', 'Model Providers', 'Models', 'Notes',
+  'Onboarding', 'Outputs', 'Projects', 'Settings', 'Skills', 'Tools', 'Webhooks',
+];
+
+describe('inventory', () => {
+  test('the routes Express serves under /api/v1 are exactly the document’s operations', () => {
+    const router = (h.runtime.app as unknown as { router: { stack: Layer[] } }).router;
+    const served = servedRoutes(router.stack).filter((r) => r.split(' ')[1]!.startsWith('/api/v1/')).sort();
+    const documented = documentedOperations().map((o) => o.key).filter((k) => k.split(' ')[1]!.startsWith('/api/v1/')).sort();
+    expect(served).toEqual(documented);
+    expect(documented.length).toBeGreaterThanOrEqual(17);
+  });
+
+  test('the web-app session routes are served too', () => {
+    const router = (h.runtime.app as unknown as { router: { stack: Layer[] } }).router;
+    expect(servedRoutes(router.stack)).toEqual(expect.arrayContaining(['POST /auth/session', 'DELETE /auth/session']));
+  });
+});
+
+describe('the document', () => {
+  test('has the reference’s 24 tags, each described, and the two security schemes', () => {
+    expect(doc.tags?.map((t) => t.name).sort()).toEqual([...REFERENCE_TAGS].sort());
+    for (const tag of doc.tags ?? []) expect(tag.description?.length).toBeGreaterThan(10);
+    expect(doc.components?.securitySchemes).toMatchObject({
+      browserSession: { type: 'apiKey', in: 'cookie', name: 'service_session' },
+      bearerAuth: { type: 'http', scheme: 'bearer' },
+    });
+    expect(doc.servers?.[0]?.url).toBe('{base_url}');
+  });
+
+  test('every operation is named, tagged, described, and every response has a schema', () => {
+    const ids = new Set<string>();
+    for (const { key, op } of documentedOperations()) {
+      expect(op.operationId).toBeTruthy();
+      expect(ids.has(op.operationId!)).toBe(false);
+      ids.add(op.operationId!);
+      expect(op.tags).toHaveLength(1);
+      expect(REFERENCE_TAGS).toContain(op.tags![0]);
+      expect(op.summary).toBeTruthy();
+      expect(op.description?.length).toBeGreaterThan(40);
+      expect(Object.keys(op.responses ?? {})).toEqual(expect.arrayContaining(['200', '401', '500']));
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        const resolved = '$ref' in response
+          ? doc.components!.responses![(response.$ref as string).split('/').pop()!] as OpenAPIV3.ResponseObject
+          : response;
+        const media = resolved.content?.['application/json'];
+        expect({ key, status, schema: Boolean(media?.schema) }).toEqual({ key, status, schema: true });
+        expect({ key, status, example: Boolean(media?.example ?? media?.examples) }).toEqual({ key, status, example: true });
+      }
+    }
+  });
+});

@@ -1,0 +1,95 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { loadDevAuthMaterial, signDevToken } from '../../src/platform/tokens';
+
+const root = path.resolve(__dirname, '../..');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface Running {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts src/server.ts as its own process with only the given environment (plus PATH). */
+function start(env: Record<string, string>): Running {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
+
+async function listening(running: Running): Promise<Record<string, unknown>> {
+  for (let i = 0; i < 600; i += 1) {
+    const line = running.output().split('\n').find((l) => l.includes('"message":"listening"'));
+    if (line) return JSON.parse(line) as Record<string, unknown>;
+    if (running.child.exitCode !== null) throw new Error(`server exited: ${running.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`server did not start: ${running.output()}`);
+}
+
+describe('the service process', () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-'));
+  afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+  test('starts on the embedded defaults, keeps data across a graceful restart', async () => {
+    const port = String(await freePort());
+    const base = `http://127.0.0.1:${port}`;
+    const first = start({ DATA_DIR: dataDir, PORT: port });
+    const firstStart = await listening(first);
+    expect(firstStart.database).toBe('pglite');
+    expect(first.output()).toContain('DEVELOPMENT MODE');
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+
+    const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'alice');
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const created = await fetch(`${base}/api/v1/projects`, { method: 'POST', headers, body: JSON.stringify({ name: 'Survives restarts' }) });
+    expect(created.status).toBe(200);
+    const { project } = (await created.json()) as { project: { projectId: string } };
+
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    expect(first.output()).toContain('"message":"stopped"');
+
+    const second = start({ DATA_DIR: dataDir, PORT: port });
+    await listening(second);
+    try {
+      const listed = await fetch(`${base}/api/v1/projects`, { headers });
+      const body = (await listed.json()) as { projects: Array<{ projectId: string }> };
+      expect(body.projects.map((p) => p.projectId)).toEqual([project.projectId]);
+    } finally {
+      second.child.kill('SIGTERM');
+      await second.exited;
+    }
+  });
+
+  test('a bad setting stops the start with a clear message and exit code 1', async () => {
+    const bad = start({ DATA_DIR: dataDir, PORT: 'eighty' });
+    expect(await bad.exited).toBe(1);
+    expect(bad.output()).toContain('PORT must be a whole number');
+  });
+
+  test('production refuses to start without an identity provider and a cookie secret', async () => {
+    const prod = start({ DATA_DIR: dataDir, NODE_ENV: 'production' });
+    expect(await prod.exited).toBe(1);
+    expect(prod.output()).toMatch(/identity provider[\s\S]*COOKIE_SECRET/);
+  });
+});

@@ -1,0 +1,93 @@
+import { parse } from 'yaml';
+import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+
+let h: Harness;
+let alice: TestUser;
+
+beforeAll(async () => {
+  h = await startHarness({ BODY_LIMIT: '64kb' });
+  alice = await h.newUser('alice');
+});
+afterAll(() => h.close());
+
+describe('HTTP basics', () => {
+  test('health and readiness', async () => {
+    expect((await h.http().get('/healthz')).body).toEqual({ status: 'ok' });
+    const ready = await h.http().get('/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toMatchObject({ status: 'ready', checks: { database: true } });
+  });
+
+  test('security headers, no x-powered-by, a request id', async () => {
+    const res = await h.http().get('/api/v1/notes').set(alice.auth).set('X-Request-Id', 'client-id-1');
+    expect(res.headers['x-powered-by']).toBeUndefined();
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(res.headers['content-security-policy']).toBeDefined();
+    expect(res.headers['x-request-id']).toBe('client-id-1');
+    const generated = await h.http().get('/healthz').set('X-Request-Id', 'bad id with spaces');
+    expect(generated.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  test('an unknown /api/v1 route is a 404 in the error shape', async () => {
+    const res = await h.http().get('/api/v1/nothing-here').set(alice.auth);
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ error: expect.any(String), code: 'not_found' });
+  });
+
+  test('a method the route does not have is a 405 with Allow', async () => {
+    const res = await h.http().put('/api/v1/notes').set(alice.auth).send({});
+    expect(res.status).toBe(405);
+    expect(res.body.code).toBe('method_not_allowed');
+    expect(res.headers.allow).toContain('PATCH');
+  });
+
+  test('an oversized body is a 413 and creates nothing', async () => {
+    const res = await h.http().post('/api/v1/notes').set(alice.auth).send({ content: 'x'.repeat(70 * 1024) });
+    expect(res.status).toBe(413);
+    expect(res.body.code).toBe('payload_too_large');
+    const list = await h.http().get('/api/v1/notes').set(alice.auth);
+    expect(list.body.notes).toHaveLength(0);
+  });
+
+  test('a body that is not JSON is a 400', async () => {
+    const form = await h.http().post('/api/v1/notes').set(alice.auth).type('form').send('title=x');
+    expect(form.status).toBe(400);
+    expect(form.body.code).toBe('invalid_request');
+    const array = await h.http().post('/api/v1/notes').set(alice.auth).send([{ title: 'x' }]);
+    expect(array.status).toBe(400);
+  });
+
+  test('validation errors list every problem with its path', async () => {
+    const res = await h.http().post('/api/v1/projects').set(alice.auth).send({ name: '', color: 'red', extra: 1 });
+    expect(res.status).toBe(400);
+    const paths = res.body.details.map((d: { path: string }) => d.path);
+    expect(paths).toEqual(expect.arrayContaining(['/body/name', '/body/color', '/body/extra']));
+  });
+});
+
+describe('the published document', () => {
+  test('/openapi.json and /openapi.yaml are the same document, version 1.0.0', async () => {
+    const json = await h.http().get('/openapi.json');
+    const yaml = await h.http().get('/openapi.yaml').buffer(true).parse((res, cb) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      res.on('end', () => cb(null, text));
+    });
+    expect(json.headers['content-type']).toMatch(/application\/json/);
+    expect(yaml.headers['content-type']).toMatch(/yaml/);
+    expect(parse(yaml.body as string)).toEqual(json.body);
+    expect(json.body.info.version).toBe('1.0.0');
+  });
+
+  test('/docs renders from local assets only', async () => {
+    const page = await h.http().get('/docs');
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('/docs/assets/swagger-ui-bundle.js');
+    expect(page.text).not.toMatch(/https?:\/\//);
+    for (const asset of ['/docs/assets/swagger-ui-bundle.js', '/docs/assets/swagger-ui.css', '/docs/init.js']) {
+      const res = await h.http().get(asset);
+      expect(res.status).toBe(200);
+    }
+    expect((await h.http().get('/docs/init.js')).text).toContain("url: '/openapi.json'");
+  });
+});

@@ -1,0 +1,76 @@
+import express from 'express';
+import supertest from 'supertest';
+import { CapabilityService } from '../../src/areas/capabilities/service';
+import { errorMiddleware } from '../../src/http/error-middleware';
+import { requireCapability } from '../../src/http/capability-gate';
+import { createLogger } from '../../src/platform/logger';
+import { type Harness, startHarness } from '../helpers/harness';
+
+describe('the capability gate', () => {
+  function gatedApp(enabled: boolean) {
+    const app = express();
+    let handled = 0;
+    app.post('/api/v1/automations', requireCapability({ isEnabled: async () => enabled }, 'automations'), (_req, res) => {
+      handled += 1;
+      res.json({ ok: true });
+    });
+    app.use(errorMiddleware(createLogger('silent'), 1024));
+    return { app, handled: () => handled };
+  }
+
+  test('answers the deterministic disabled response and never runs the handler', async () => {
+    const off = gatedApp(false);
+    for (let i = 0; i < 2; i += 1) {
+      const res = await supertest(off.app).post('/api/v1/automations');
+      expect(res.status).toBe(403);
+      expect(res.body).toEqual({
+        error: 'Automation scheduling is disabled for this deployment.',
+        code: 'capability_disabled',
+        capability: 'automations',
+      });
+    }
+    expect(off.handled()).toBe(0);
+  });
+
+  test('lets the request through when the capability is on', async () => {
+    const on = gatedApp(true);
+    expect((await supertest(on.app).post('/api/v1/automations')).body).toEqual({ ok: true });
+    expect(on.handled()).toBe(1);
+  });
+});
+
+describe('capability flags', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ CAPABILITY_VECTOR_SEARCH: 'false' });
+  });
+  afterAll(() => h.close());
+
+  test('GET /api/v1/capabilities reports the configured defaults', async () => {
+    const user = await h.newUser();
+    const { data, response } = await user.api.GET('/api/v1/capabilities');
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ capabilities: { automations: true, billing: false, vectorSearch: false, billingProvider: 'none' } });
+    expect((await h.http().get('/api/v1/capabilities')).status).toBe(401);
+  });
+
+  test('a stored switch reaches every instance once its cache expires', async () => {
+    const db = h.runtime.database.db;
+    let now = 1_000_000;
+    const defaults = { automations: true, billing: false, vectorSearch: true, billingProvider: 'stripe' as const, cacheMs: 2000 };
+    const instanceA = new CapabilityService(db, defaults, () => now);
+    const instanceB = new CapabilityService(db, defaults, () => now);
+    expect(await instanceB.isEnabled('automations')).toBe(true);
+    await instanceA.set('automations', false, 'admin-1');
+    expect(await instanceA.isEnabled('automations')).toBe(false);
+    expect(await instanceB.isEnabled('automations')).toBe(true); // still cached
+    now += 2001;
+    expect(await instanceB.isEnabled('automations')).toBe(false);
+    expect((await instanceB.current()).billingProvider).toBe('none');
+    await instanceA.set('billing', true, 'admin-1');
+    now += 2001;
+    expect(await instanceB.current()).toMatchObject({ billing: true, billingProvider: 'stripe' });
+    await instanceA.set('automations', true, 'admin-1');
+    await instanceA.set('billing', false, 'admin-1');
+  });
+});
