@@ -7,7 +7,7 @@ NODE_MODULES := node_modules/.package-lock.json
 SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
 BUILD := dist/.built
 
-.PHONY: run test build gen gen-check lint lint-spec typecheck token migrate clean
+.PHONY: run test build gen gen-check lint lint-spec typecheck token migrate bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -51,6 +51,11 @@ typecheck: $(NODE_MODULES)
 
 lint: lint-spec typecheck
 	npx eslint .
+
+## Measure: start-up, GET /api/v1/notes against bare Express (wrk), the validator's lookup.
+bench: $(BUILD)
+	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	npx tsx bench/run.ts
 
 clean:
 	rm -rf dist

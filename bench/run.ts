@@ -1,0 +1,115 @@
+/**
+ * `make bench`: figures measured in one run, printed as a table with the Node version.
+ *   - start-up on PGlite: first start (empty data directory) and restart, to the first 200 of /readyz;
+ *   - throughput of GET /api/v1/notes?limit=20 (bearer JWT, validated, 20 rows) against bare
+ *     Express serving a constant body of the same size: wrk on one core, servers on the other;
+ *   - the validator's operation lookup, in-process: library mounting against the service's.
+ * Set DATABASE_URL to run the service on Postgres instead of PGlite.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
+import { measureLookup } from './validator-lookup';
+
+const root = path.resolve(__dirname, '..');
+const DURATION = process.env.BENCH_SECONDS ?? '10';
+const CONNECTIONS = process.env.BENCH_CONNECTIONS ?? '32';
+const cpus = os.cpus().length;
+const serverCpu = '0';
+const clientCpu = cpus > 1 ? '1' : '0';
+
+function spawnPinned(cpu: string, args: string[], env: Record<string, string>): ChildProcess {
+  return spawn('taskset', ['-c', cpu, process.execPath, ...args], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: 'ignore',
+  });
+}
+
+async function waitReady(url: string, timeoutMs = 60_000): Promise<number> {
+  const started = performance.now();
+  while (performance.now() - started < timeoutMs) {
+    try {
+      if ((await fetch(url)).status === 200) return performance.now() - started;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`${url} did not become ready`);
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+function wrk(url: string, headers: string[] = []): number {
+  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...headers.flatMap((h) => ['-H', h]), url];
+  const out = execFileSync('taskset', args, { encoding: 'utf8' });
+  const match = /Requests\/sec:\s+([\d.]+)/.exec(out);
+  const errors = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
+  if (!match || errors) throw new Error(`wrk failed:\n${out}`);
+  return Number(match[1]);
+}
+
+async function main(): Promise<void> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
+  const env = { DATA_DIR: dataDir, PORT: '18181', LOG_LEVEL: 'info', NODE_ENV: 'development' };
+  const base = `http://127.0.0.1:${env.PORT}`;
+  const rows: Array<[string, string]> = [];
+  const database = process.env.DATABASE_URL ? 'Postgres' : 'PGlite';
+  try {
+    let service = spawnPinned(serverCpu, ['dist/src/server.js'], env);
+    const firstStart = await waitReady(`${base}/readyz`);
+    await stop(service);
+    service = spawnPinned(serverCpu, ['dist/src/server.js'], env);
+    const restart = await waitReady(`${base}/readyz`);
+    rows.push([`start-up on ${database}, empty data directory (s)`, (firstStart / 1000).toFixed(2)]);
+    rows.push([`start-up on ${database}, restart (s)`, (restart / 1000).toFixed(2)]);
+
+    const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
+    const auth = `Authorization: Bearer ${token}`;
+    for (let i = 0; i < 100; i += 1) {
+      const res = await fetch(`${base}/api/v1/notes`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ title: `Bench note ${i}`, content: `Content of bench note ${i}. `.repeat(4) }),
+      });
+      if (res.status !== 200) throw new Error(`seeding failed: ${res.status}`);
+    }
+
+    const bare = spawnPinned(serverCpu, ['--import', 'tsx', 'bench/bare-express.ts'], { PORT: '18182' });
+    await waitReady('http://127.0.0.1:18182/notes');
+    wrk(`${base}/api/v1/notes?limit=20`, [auth]); // warm-up pass, discarded
+    const notes = wrk(`${base}/api/v1/notes?limit=20`, [auth]);
+    const bareRps = wrk('http://127.0.0.1:18182/notes');
+    await stop(bare);
+    await stop(service);
+    rows.push(['GET /api/v1/notes?limit=20 (req/s)', notes.toFixed(0)]);
+    rows.push(['bare Express, same body size (req/s)', bareRps.toFixed(0)]);
+    rows.push(['ratio service / bare Express', (notes / bareRps).toFixed(3)]);
+
+    for (const row of await measureLookup()) {
+      rows.push([`operation lookup, ${row.document}: library mount (µs)`, row.library.toFixed(2)]);
+      rows.push([`operation lookup, ${row.document}: service mount (µs)`, row.service.toFixed(2)]);
+      rows.push([`operation lookup, ${row.document}: ratio library / service`, (row.library / row.service).toFixed(1)]);
+    }
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+  console.log(`\nNode ${process.version}, ${cpus} cores; wrk -t1 -c${CONNECTIONS} -d${DURATION}s on CPU ${clientCpu}, servers on CPU ${serverCpu}; service logs at info\n`);
+  const width = Math.max(...rows.map(([k]) => k.length));
+  console.log(`| ${'measure'.padEnd(width)} | value |`);
+  console.log(`|${'-'.repeat(width + 2)}|-------|`);
+  for (const [k, v] of rows) console.log(`| ${k.padEnd(width)} | ${v} |`);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
