@@ -9,6 +9,18 @@ export type Generated<T> = T extends ColumnType<infer S, infer I, infer U>
   ? ColumnType<S, I | undefined, U>
   : ColumnType<T, T | undefined, T>;
 
+export type Json = JsonValue;
+
+export type JsonArray = JsonValue[];
+
+export type JsonObject = {
+  [x: string]: JsonValue | undefined;
+};
+
+export type JsonPrimitive = boolean | number | string | null;
+
+export type JsonValue = JsonArray | JsonObject | JsonPrimitive;
+
 export type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
 export interface Capabilities {
@@ -16,6 +28,16 @@ export interface Capabilities {
   name: string;
   updated_at: Generated<Timestamp>;
   updated_by: string | null;
+}
+
+export interface IdempotencyKeys {
+  created_at: Generated<Timestamp>;
+  key: string;
+  locked_until: Timestamp;
+  operation_id: string;
+  request_hash: string;
+  response_body: Json | null;
+  user_id: string;
 }
 
 export interface MemoryItems {
@@ -78,6 +100,7 @@ export interface Skills {
 
 export interface DB {
   capabilities: Capabilities;
+  idempotency_keys: IdempotencyKeys;
   memory_items: MemoryItems;
   notes: Notes;
   projects: Projects;

@@ -24,6 +24,7 @@ import { requestLog } from './http/request-log';
 import './http/types';
 import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
+import { IdempotencyStore } from './platform/idempotency';
 import type { Logger } from './platform/logger';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
@@ -114,6 +115,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     app.use(
       await apiRouter(doc, handlerMap(services, config), {
         validateResponses: config.validateResponses,
+        idempotency: new IdempotencyStore(db.db),
         securityHandlers: securityHandlers(verifyToken, services.sessions),
         afterSecurity: resolveCaller(config.auth.allowedOrigins),
       }),

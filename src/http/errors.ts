@@ -43,6 +43,8 @@ export const errors = {
   methodNotAllowed: (allow: string) =>
     new ApiError(405, 'method_not_allowed', 'This method is not allowed on this route.', {}, allow ? { Allow: allow } : {}),
   conflict: (message: string) => new ApiError(409, 'conflict', message),
+  idempotencyKeyReused: () =>
+    new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used with a different request.'),
   payloadTooLarge: (limitBytes: number) =>
     new ApiError(413, 'payload_too_large', `The request body is larger than ${limitBytes} bytes.`),
   internal: (requestId: string) =>

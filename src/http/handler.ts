@@ -1,7 +1,9 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { operations } from '../../generated/api';
+import type { IdempotencyStore } from '../platform/idempotency';
 import type { Caller } from './auth';
 import { errors } from './errors';
+import { runIdempotent } from './idempotency';
 
 export type OperationId = keyof operations;
 
@@ -43,11 +45,18 @@ export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise
 /** One handler for every operation of the document; a missing one is a compile error. */
 export type HandlerMap = { [K in OperationId]: Handler<K> };
 
+export interface HandlerOptions {
+  operationId: OperationId;
+  /** Set for operations that declare the `Idempotency-Key` header. */
+  idempotency?: IdempotencyStore;
+}
+
 /**
  * Runs a handler after validation: identity comes from the caller, so a body `userId` that names
- * someone else is refused and `accessToken` is dropped before the handler sees the body.
+ * someone else is refused and `accessToken` is dropped before the handler sees the body. With an
+ * `Idempotency-Key`, the handler runs at most once per key.
  */
-export function toExpressHandler<K extends OperationId>(handler: Handler<K>): RequestHandler {
+export function toExpressHandler<K extends OperationId>(handler: Handler<K>, options: HandlerOptions): RequestHandler {
   return async (req, res) => {
     const caller = req.caller;
     if (!caller) throw errors.unauthenticated();
@@ -59,15 +68,25 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>): Re
       delete body.userId;
       delete body.accessToken;
     }
-    const result = await handler({
-      caller,
-      body: req.body as RequestBody<K>,
-      query: req.query as QueryParams<K>,
-      params: req.params as PathParams<K>,
-      req,
-      res,
-    });
-    res.status(200).json(result);
+    const execute = () =>
+      handler({
+        caller,
+        body: req.body as RequestBody<K>,
+        query: req.query as QueryParams<K>,
+        params: req.params as PathParams<K>,
+        req,
+        res,
+      });
+    const store = options.idempotency;
+    const key = store ? req.get('idempotency-key') : undefined;
+    if (store && key !== undefined) {
+      const request = { store, userId: caller.userId, key, operationId: options.operationId, body: req.body };
+      const outcome = await runIdempotent(request, execute);
+      if (outcome.replayed) res.set('Idempotent-Replayed', 'true');
+      res.status(200).json(outcome.body);
+      return;
+    }
+    res.status(200).json(await execute());
   };
 }
 

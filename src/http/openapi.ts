@@ -3,6 +3,7 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
+import type { IdempotencyStore } from '../platform/idempotency';
 import { projectRoot } from '../platform/paths';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 
@@ -18,6 +19,8 @@ export function loadApiDocument(): OpenAPIV3.DocumentV3 {
 
 export interface ValidationOptions {
   validateResponses: boolean;
+  /** Remembers the responses of operations that declare the `Idempotency-Key` header. */
+  idempotency: IdempotencyStore;
   securityHandlers: Record<string, (req: Request) => Promise<boolean>>;
   /** Runs after authentication and before request validation (chooses the caller). */
   afterSecurity: RequestHandler;
@@ -112,10 +115,22 @@ export async function apiRouter(
       const operationId = operation.operationId as OperationId | undefined;
       const handler = operationId ? handlers[operationId] : undefined;
       if (!operationId || !handler) throw new Error(`no handler for ${method.toUpperCase()} ${openApiPath}`);
-      route[method](toExpressHandler(handler));
+      const idempotent = declaresIdempotencyKey(doc, operation);
+      route[method](toExpressHandler(handler, { operationId, idempotency: idempotent ? options.idempotency : undefined }));
     }
   }
   return router;
+}
+
+/** Whether the operation declares the `Idempotency-Key` request header. */
+function declaresIdempotencyKey(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject): boolean {
+  return (operation.parameters ?? []).some((parameter) => {
+    const resolved =
+      '$ref' in parameter
+        ? doc.components?.parameters?.[parameter.$ref.split('/').pop() as string]
+        : parameter;
+    return resolved !== undefined && 'in' in resolved && resolved.in === 'header' && resolved.name.toLowerCase() === 'idempotency-key';
+  });
 }
 
 /** The operationId of the request's operation, once the validator has identified it. */
