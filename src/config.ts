@@ -31,8 +31,6 @@ export interface Config {
     billingProvider: 'none' | 'stripe';
     cacheMs: number;
   };
-  bootstrapAdminUserIds: string[];
-  webhookAllowLoopback: boolean;
 }
 
 export class ConfigError extends Error {
@@ -167,8 +165,6 @@ export function loadConfig(env: Env = process.env): Config {
       billingProvider: r.oneOf('BILLING_PROVIDER', ['none', 'stripe'] as const, billing ? 'stripe' : 'none'),
       cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
     },
-    bootstrapAdminUserIds: r.list('BOOTSTRAP_ADMIN_USER_IDS'),
-    webhookAllowLoopback: r.bool('WEBHOOK_ALLOW_LOOPBACK', false),
   };
 
   for (const origin of config.auth.allowedOrigins) {

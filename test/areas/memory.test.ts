@@ -1,17 +1,8 @@
 import { normalizeMemoryContent } from '../../src/areas/memory/service';
 import { describeCrudContract } from '../helpers/crud-contract';
-import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+import { useHarness } from '../helpers/harness';
 
-let h: Harness;
-let alice: TestUser;
-let bob: TestUser;
-
-beforeAll(async () => {
-  h = await startHarness();
-  alice = await h.newUser('alice');
-  bob = await h.newUser('bob');
-});
-afterAll(() => h.close());
+const ctx = useHarness('alice', 'bob');
 
 describe('memory', () => {
   test('normalization ignores case, width and runs of white space', () => {
@@ -20,24 +11,24 @@ describe('memory', () => {
   });
 
   test('a repeated fact returns the existing item and writes nothing', async () => {
-    const first = await alice.api.POST('/api/v1/memory', {
+    const first = await ctx.alice.api.POST('/api/v1/memory', {
       body: { kind: 'preference', content: 'Prefers TypeScript examples.', source: 'assistant', sourceRef: 'conv-1' },
     });
     expect(first.data).toMatchObject({ created: true, memoryItem: { source: 'assistant', sourceRef: 'conv-1' } });
-    const again = await alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: '  prefers   typescript EXAMPLES. ' } });
+    const again = await ctx.alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: '  prefers   typescript EXAMPLES. ' } });
     expect(again.data!.created).toBe(false);
     expect(again.data!.memoryItem).toEqual(first.data!.memoryItem);
-    const list = await h.http().get('/api/v1/memory').set(alice.auth);
+    const list = await ctx.h.http().get('/api/v1/memory').set(ctx.alice.auth);
     const same = list.body.memoryItems.filter((m: { content: string }) => normalizeMemoryContent(m.content) === 'prefers typescript examples.');
     expect(same).toHaveLength(1);
     // Another user's equal fact is their own.
-    const bobs = await bob.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Prefers TypeScript examples.' } });
+    const bobs = await ctx.bob.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Prefers TypeScript examples.' } });
     expect(bobs.data!.created).toBe(true);
   });
 
   test('concurrent equal creates store one item', async () => {
     const results = await Promise.all(
-      Array.from({ length: 6 }, () => h.http().post('/api/v1/memory').set(alice.auth).send({ kind: 'fact', content: 'Lives in Lyon.' })),
+      Array.from({ length: 6 }, () => ctx.h.http().post('/api/v1/memory').set(ctx.alice.auth).send({ kind: 'fact', content: 'Lives in Lyon.' })),
     );
     expect(results.every((r) => r.status === 200)).toBe(true);
     expect(new Set(results.map((r) => r.body.memoryItem.memoryId)).size).toBe(1);
@@ -45,14 +36,14 @@ describe('memory', () => {
   });
 
   test('editing content into another item’s content is a 409; provenance never changes', async () => {
-    const a = (await alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Has a cat.' } })).data!.memoryItem;
-    const b = (await alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Has a dog.', source: 'import' } })).data!.memoryItem;
-    const clash = await h.http().patch('/api/v1/memory').set(alice.auth).send({ memoryId: b.memoryId, content: 'HAS A CAT.' });
+    const a = (await ctx.alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Has a cat.' } })).data!.memoryItem;
+    const b = (await ctx.alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Has a dog.', source: 'import' } })).data!.memoryItem;
+    const clash = await ctx.h.http().patch('/api/v1/memory').set(ctx.alice.auth).send({ memoryId: b.memoryId, content: 'HAS A CAT.' });
     expect(clash.status).toBe(409);
-    expect((await h.http().get('/api/v1/memory').query({ memoryId: b.memoryId }).set(alice.auth)).body.memoryItem).toEqual(b);
-    const provenance = await h.http().patch('/api/v1/memory').set(alice.auth).send({ memoryId: a.memoryId, source: 'user' });
+    expect((await ctx.h.http().get('/api/v1/memory').query({ memoryId: b.memoryId }).set(ctx.alice.auth)).body.memoryItem).toEqual(b);
+    const provenance = await ctx.h.http().patch('/api/v1/memory').set(ctx.alice.auth).send({ memoryId: a.memoryId, source: 'user' });
     expect(provenance.status).toBe(400);
-    const filtered = await h.http().get('/api/v1/memory').query({ kind: 'fact', limit: 200 }).set(alice.auth);
+    const filtered = await ctx.h.http().get('/api/v1/memory').query({ kind: 'fact', limit: 200 }).set(ctx.alice.auth);
     expect(filtered.body.memoryItems.every((m: { kind: string }) => m.kind === 'fact')).toBe(true);
   });
 });
@@ -69,6 +60,6 @@ describe('memory: the collection contract', () => {
       invalidCreates: [{ kind: 'fact' }, { content: 'no kind' }, { kind: 'opinion', content: 'x' }, { kind: 'fact', content: '   ' }, { kind: 'fact', content: 'x', source: 'robot' }],
       invalidUpdates: [{ kind: 'opinion' }, { content: '' }, { content: 'x'.repeat(4001) }, { omitId: true }],
     },
-    () => h,
+    () => ctx.h,
   );
 });

@@ -1,38 +1,31 @@
 import { describeCrudContract } from '../helpers/crud-contract';
-import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+import { useHarness } from '../helpers/harness';
 
-let h: Harness;
-let alice: TestUser;
-
-beforeAll(async () => {
-  h = await startHarness();
-  alice = await h.newUser('alice');
-});
-afterAll(() => h.close());
+const ctx = useHarness('alice');
 
 describe('notes', () => {
   test('defaults, filters by project and pinned state, and moves out of a project', async () => {
-    const project = (await alice.api.POST('/api/v1/projects', { body: { name: 'Notes home' } })).data!.project;
-    const plain = (await alice.api.POST('/api/v1/notes', { body: {} })).data!.note;
+    const project = (await ctx.alice.api.POST('/api/v1/projects', { body: { name: 'Notes home' } })).data!.project;
+    const plain = (await ctx.alice.api.POST('/api/v1/notes', { body: {} })).data!.note;
     expect(plain).toMatchObject({ title: '', content: '', pinned: false, projectId: null });
-    const pinned = (await alice.api.POST('/api/v1/notes', {
+    const pinned = (await ctx.alice.api.POST('/api/v1/notes', {
       body: { title: 'Pinned', content: '# Heading', pinned: true, projectId: project.projectId },
     })).data!.note;
 
-    const inProject = await alice.api.GET('/api/v1/notes', { params: { query: { projectId: project.projectId } } });
+    const inProject = await ctx.alice.api.GET('/api/v1/notes', { params: { query: { projectId: project.projectId } } });
     expect(inProject.data && 'notes' in inProject.data && inProject.data.notes.map((n) => n.noteId)).toEqual([pinned.noteId]);
-    const onlyPinned = await h.http().get('/api/v1/notes').query({ pinned: 'true' }).set(alice.auth);
+    const onlyPinned = await ctx.h.http().get('/api/v1/notes').query({ pinned: 'true' }).set(ctx.alice.auth);
     expect(onlyPinned.body.notes.map((n: { noteId: string }) => n.noteId)).toEqual([pinned.noteId]);
-    const unpinned = await h.http().get('/api/v1/notes').query({ pinned: 'false' }).set(alice.auth);
+    const unpinned = await ctx.h.http().get('/api/v1/notes').query({ pinned: 'false' }).set(ctx.alice.auth);
     expect(unpinned.body.notes.map((n: { noteId: string }) => n.noteId)).toContain(plain.noteId);
 
-    const moved = await alice.api.PATCH('/api/v1/notes', { body: { noteId: pinned.noteId, projectId: null } });
+    const moved = await ctx.alice.api.PATCH('/api/v1/notes', { body: { noteId: pinned.noteId, projectId: null } });
     expect(moved.data!.note.projectId).toBeNull();
     expect(moved.data!.note.content).toBe('# Heading');
   });
 
   test('a title over 200 characters is refused', async () => {
-    const res = await h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'x'.repeat(201) });
+    const res = await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'x'.repeat(201) });
     expect(res.status).toBe(400);
     expect(res.body.details[0].path).toBe('/body/title');
   });
@@ -50,6 +43,6 @@ describe('notes: the collection contract', () => {
       invalidCreates: [{ title: 'x'.repeat(201) }, { pinned: 'yes' }, { content: 5 }, { projectId: '' }],
       invalidUpdates: [{ title: 'x'.repeat(201) }, { pinned: 1 }, { omitId: true }, { noteId: '' }],
     },
-    () => h,
+    () => ctx.h,
   );
 });

@@ -1,35 +1,26 @@
 import { describeCrudContract } from '../helpers/crud-contract';
-import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+import { useHarness } from '../helpers/harness';
 
-let h: Harness;
-let alice: TestUser;
-let bob: TestUser;
-
-beforeAll(async () => {
-  h = await startHarness();
-  alice = await h.newUser('alice');
-  bob = await h.newUser('bob');
-});
-afterAll(() => h.close());
+const ctx = useHarness('alice', 'bob');
 
 describe('skills', () => {
   test('names are unique per user, ignoring case', async () => {
-    const first = await alice.api.POST('/api/v1/skills', { body: { name: 'Summarize', instructions: 'Five bullets.' } });
+    const first = await ctx.alice.api.POST('/api/v1/skills', { body: { name: 'Summarize', instructions: 'Five bullets.' } });
     expect(first.data!.skill).toMatchObject({ name: 'Summarize', enabled: true, description: '', projectId: null });
-    const clash = await h.http().post('/api/v1/skills').set(alice.auth).send({ name: 'SUMMARIZE' });
+    const clash = await ctx.h.http().post('/api/v1/skills').set(ctx.alice.auth).send({ name: 'SUMMARIZE' });
     expect(clash.status).toBe(409);
     expect(clash.body.code).toBe('conflict');
-    const other = await alice.api.POST('/api/v1/skills', { body: { name: 'Translate' } });
-    const rename = await h.http().patch('/api/v1/skills').set(alice.auth).send({ skillId: other.data!.skill.skillId, name: 'summarize' });
+    const other = await ctx.alice.api.POST('/api/v1/skills', { body: { name: 'Translate' } });
+    const rename = await ctx.h.http().patch('/api/v1/skills').set(ctx.alice.auth).send({ skillId: other.data!.skill.skillId, name: 'summarize' });
     expect(rename.status).toBe(409);
-    const unchanged = await h.http().get('/api/v1/skills').query({ skillId: other.data!.skill.skillId }).set(alice.auth);
+    const unchanged = await ctx.h.http().get('/api/v1/skills').query({ skillId: other.data!.skill.skillId }).set(ctx.alice.auth);
     expect(unchanged.body.skill.name).toBe('Translate');
-    expect((await bob.api.POST('/api/v1/skills', { body: { name: 'Summarize' } })).response.status).toBe(200);
+    expect((await ctx.bob.api.POST('/api/v1/skills', { body: { name: 'Summarize' } })).response.status).toBe(200);
   });
 
   test('filters by enabled state', async () => {
-    const off = (await alice.api.POST('/api/v1/skills', { body: { name: 'Off skill', enabled: false } })).data!.skill;
-    const res = await h.http().get('/api/v1/skills').query({ enabled: false }).set(alice.auth);
+    const off = (await ctx.alice.api.POST('/api/v1/skills', { body: { name: 'Off skill', enabled: false } })).data!.skill;
+    const res = await ctx.h.http().get('/api/v1/skills').query({ enabled: false }).set(ctx.alice.auth);
     expect(res.body.skills.map((s: { skillId: string }) => s.skillId)).toEqual([off.skillId]);
   });
 });
@@ -46,6 +37,6 @@ describe('skills: the collection contract', () => {
       invalidCreates: [{}, { name: '' }, { name: 'x'.repeat(101) }, { name: 'ok', enabled: 'no' }, { name: 'ok', instructions: 'x'.repeat(20001) }],
       invalidUpdates: [{ name: ' ' }, { enabled: null }, { omitId: true }, { description: 'x'.repeat(1001) }],
     },
-    () => h,
+    () => ctx.h,
   );
 });

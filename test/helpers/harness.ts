@@ -35,7 +35,10 @@ let copies = 0;
  * run's test database: the shared Postgres database when DATABASE_URL is set, otherwise a private
  * copy of the migrated PGlite template.
  */
-export async function startHarness(env: Record<string, string> = {}): Promise<Harness> {
+export async function startHarness(
+  env: Record<string, string> = {},
+  options: { sign?: (userId: string) => Promise<string> } = {},
+): Promise<Harness> {
   const config = loadConfig({
     NODE_ENV: 'test',
     DATA_DIR: process.env.TEST_DATA_DIR,
@@ -57,7 +60,8 @@ export async function startHarness(env: Record<string, string> = {}): Promise<Ha
   });
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const devAuth = runtime.devAuth;
-  if (!devAuth) throw new Error('the test harness runs in development auth mode');
+  const sign = options.sign ?? (devAuth ? (userId: string) => signDevToken(devAuth, userId) : null);
+  if (!sign) throw new Error('with an identity provider, pass a token signer to startHarness');
 
   return {
     runtime,
@@ -65,7 +69,7 @@ export async function startHarness(env: Record<string, string> = {}): Promise<Ha
     http: () => supertest.agent(runtime.app),
     async newUser(prefix = 'user') {
       const userId = `${prefix}-${randomUUID()}`;
-      const token = await signDevToken(devAuth, userId);
+      const token = await sign(userId);
       return { userId, token, auth: { Authorization: `Bearer ${token}` }, api: createApiClient({ baseUrl, token }) };
     },
     async close() {
@@ -73,4 +77,22 @@ export async function startHarness(env: Record<string, string> = {}): Promise<Ha
       await runtime.close();
     },
   };
+}
+
+/**
+ * Starts one harness for the test file, with a fresh user per name (`alice`, `bob`…), and closes it
+ * after the file. `ctx.h` is the harness and `ctx.alice` a user; read them inside tests.
+ */
+export function useHarness<P extends string>(...names: P[]): { readonly h: Harness } & { readonly [K in P]: TestUser } {
+  let harness: Harness | undefined;
+  const users = new Map<string, TestUser>();
+  beforeAll(async () => {
+    harness = await startHarness();
+    for (const name of names) users.set(name, await harness.newUser(name));
+  });
+  afterAll(() => harness?.close());
+  const ctx = {};
+  Object.defineProperty(ctx, 'h', { get: () => harness });
+  for (const name of names) Object.defineProperty(ctx, name, { get: () => users.get(name) });
+  return ctx as { readonly h: Harness } & { readonly [K in P]: TestUser };
 }

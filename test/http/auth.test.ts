@@ -127,3 +127,34 @@ describe('browser sessions', () => {
     expect(res.status).toBe(401);
   });
 });
+
+describe('with an identity provider (production mode)', () => {
+  test('its tokens authenticate, development tokens do not, and the cookie is Secure', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
+    const { exportSPKI } = await import('jose');
+    const issue = (userId: string) =>
+      new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject(userId).setIssuer('https://idp.example.com/')
+        .setAudience('ai-workspace').setIssuedAt().setExpirationTime('5m').sign(privateKey);
+    const prod = await startHarness(
+      {
+        NODE_ENV: 'production',
+        AUTH_PUBLIC_KEY: await exportSPKI(publicKey),
+        AUTH_ISSUER: 'https://idp.example.com/',
+        AUTH_AUDIENCE: 'ai-workspace',
+        AUTH_ALGORITHMS: 'RS256',
+        COOKIE_SECRET: 'c'.repeat(40),
+      },
+      { sign: issue },
+    );
+    try {
+      expect(prod.runtime.devAuth).toBeNull();
+      const user = await prod.newUser('carol');
+      expect((await prod.http().get('/api/v1/notes').set(user.auth)).status).toBe(200);
+      expect((await prod.http().get('/api/v1/notes').set(alice.auth)).status).toBe(401);
+      const session = await prod.http().post('/auth/session').set(user.auth);
+      expect(([] as string[]).concat(session.headers['set-cookie'] ?? []).join(';')).toMatch(/Secure/);
+    } finally {
+      await prod.close();
+    }
+  });
+});

@@ -1,16 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+import { type TestUser, useHarness } from '../helpers/harness';
 
-let h: Harness;
-let alice: TestUser;
-let bob: TestUser;
-
-beforeAll(async () => {
-  h = await startHarness();
-  alice = await h.newUser('alice');
-  bob = await h.newUser('bob');
-});
-afterAll(() => h.close());
+const ctx = useHarness('alice', 'bob');
 
 const creates = [
   { path: '/api/v1/projects', many: 'projects', body: (s: string) => ({ name: `P ${s}`, description: 'd' }), other: { name: 'Other' } },
@@ -20,40 +11,40 @@ const creates = [
 ];
 
 async function count(user: TestUser, path: string, many: string): Promise<number> {
-  return (await h.http().get(path).query({ limit: 200 }).set(user.auth)).body[many].length;
+  return (await ctx.h.http().get(path).query({ limit: 200 }).set(user.auth)).body[many].length;
 }
 
 describe.each(creates)('Idempotency-Key on POST $path', ({ path, many, body, other }) => {
   test('a repeated request gets the first response and creates nothing more', async () => {
     const key = randomUUID();
     const unique = randomUUID();
-    const before = await count(alice, path, many);
-    const first = await h.http().post(path).set(alice.auth).set('Idempotency-Key', key).send(body(unique));
+    const before = await count(ctx.alice, path, many);
+    const first = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(body(unique));
     expect(first.status).toBe(200);
     expect(first.headers['idempotent-replayed']).toBeUndefined();
     // Same body with its keys in another order.
     const reordered = Object.fromEntries(Object.entries(body(unique)).reverse());
-    const again = await h.http().post(path).set(alice.auth).set('Idempotency-Key', key).send(reordered);
+    const again = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(reordered);
     expect(again.status).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toEqual(first.body);
-    expect(await count(alice, path, many)).toBe(before + 1);
+    expect(await count(ctx.alice, path, many)).toBe(before + 1);
   });
 
   test('the same key with another body is a 422 and changes nothing', async () => {
     const key = randomUUID();
-    await h.http().post(path).set(alice.auth).set('Idempotency-Key', key).send(body(randomUUID())).expect(200);
-    const before = await count(alice, path, many);
-    const reused = await h.http().post(path).set(alice.auth).set('Idempotency-Key', key).send(other);
+    await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(body(randomUUID())).expect(200);
+    const before = await count(ctx.alice, path, many);
+    const reused = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(other);
     expect(reused.status).toBe(422);
     expect(reused.body.code).toBe('idempotency_key_reused');
-    expect(await count(alice, path, many)).toBe(before);
+    expect(await count(ctx.alice, path, many)).toBe(before);
   });
 
   test('keys belong to their user', async () => {
     const key = randomUUID();
-    const mine = await h.http().post(path).set(alice.auth).set('Idempotency-Key', key).send(body(randomUUID()));
-    const theirs = await h.http().post(path).set(bob.auth).set('Idempotency-Key', key).send(other);
+    const mine = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(body(randomUUID()));
+    const theirs = await ctx.h.http().post(path).set(ctx.bob.auth).set('Idempotency-Key', key).send(other);
     expect(theirs.status).toBe(200);
     expect(theirs.headers['idempotent-replayed']).toBeUndefined();
     expect(JSON.stringify(theirs.body)).not.toBe(JSON.stringify(mine.body));
@@ -62,10 +53,10 @@ describe.each(creates)('Idempotency-Key on POST $path', ({ path, many, body, oth
   test('a failed request releases its key', async () => {
     const key = randomUUID();
     const unique = randomUUID();
-    const failed = await h.http().post(path).set(alice.auth).set('Idempotency-Key', key)
+    const failed = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key)
       .send({ ...body(unique), [path.endsWith('projects') ? 'parentId' : 'projectId']: 'missing-project' });
     expect(failed.status).toBe(404);
-    const retried = await h.http().post(path).set(alice.auth).set('Idempotency-Key', key).send(body(unique));
+    const retried = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(body(unique));
     expect(retried.status).toBe(200);
     expect(retried.headers['idempotent-replayed']).toBeUndefined();
   });
@@ -73,36 +64,36 @@ describe.each(creates)('Idempotency-Key on POST $path', ({ path, many, body, oth
   test('concurrent requests with one key create one record', async () => {
     const key = randomUUID();
     const unique = randomUUID();
-    const before = await count(alice, path, many);
+    const before = await count(ctx.alice, path, many);
     const results = await Promise.all(
-      Array.from({ length: 5 }, () => h.http().post(path).set(alice.auth).set('Idempotency-Key', key).send(body(unique))),
+      Array.from({ length: 5 }, () => ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(body(unique))),
     );
     for (const r of results) expect([200, 409]).toContain(r.status);
     expect(results.some((r) => r.status === 200)).toBe(true);
-    expect(await count(alice, path, many)).toBe(before + 1);
+    expect(await count(ctx.alice, path, many)).toBe(before + 1);
   });
 
   test('a malformed key is a 400', async () => {
     for (const key of ['x'.repeat(256), 'has space']) {
-      const res = await h.http().post(path).set(alice.auth).set('Idempotency-Key', key).send(body(randomUUID()));
+      const res = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(body(randomUUID()));
       expect(res.status).toBe(400);
     }
   });
 });
 
 test('a claim left by a crashed instance blocks until its lease ends, then is taken over', async () => {
-  const db = h.runtime.database.db;
+  const db = ctx.h.runtime.database.db;
   const key = randomUUID();
-  await h.http().post('/api/v1/notes').set(alice.auth).set('Idempotency-Key', key).send({ title: 'crash' }).expect(200);
+  await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).set('Idempotency-Key', key).send({ title: 'crash' }).expect(200);
   // As if the instance had died after claiming the key and before recording the response.
-  const pending = () => db.updateTable('idempotency_keys').set({ response_body: null }).where('user_id', '=', alice.userId).where('key', '=', key);
+  const pending = () => db.updateTable('idempotency_keys').set({ response_body: null }).where('user_id', '=', ctx.alice.userId).where('key', '=', key);
   await pending().set({ locked_until: new Date(Date.now() + 60_000) }).execute();
-  const blocked = await h.http().post('/api/v1/notes').set(alice.auth).set('Idempotency-Key', key).send({ title: 'crash' });
+  const blocked = await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).set('Idempotency-Key', key).send({ title: 'crash' });
   expect(blocked.status).toBe(409);
   await pending().set({ locked_until: new Date(Date.now() - 1) }).execute();
-  const takenOver = await h.http().post('/api/v1/notes').set(alice.auth).set('Idempotency-Key', key).send({ title: 'crash' });
+  const takenOver = await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).set('Idempotency-Key', key).send({ title: 'crash' });
   expect(takenOver.status).toBe(200);
   expect(takenOver.headers['idempotent-replayed']).toBeUndefined();
-  const replay = await h.http().post('/api/v1/notes').set(alice.auth).set('Idempotency-Key', key).send({ title: 'crash' });
+  const replay = await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).set('Idempotency-Key', key).send({ title: 'crash' });
   expect(replay.body).toEqual(takenOver.body);
 });

@@ -18,7 +18,6 @@ export interface DatabaseHandle {
 
 // int8 (counts, sums) as numbers, as PGlite returns them; values stay far below 2^53 here.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
-pg.types.setTypeParser(pg.types.builtins.NUMERIC, (value) => Number(value));
 
 export async function openPostgres(url: string, poolSize: number): Promise<DatabaseHandle> {
   const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000 });

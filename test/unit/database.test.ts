@@ -1,0 +1,23 @@
+import { sql } from 'kysely';
+import { type Harness, startHarness } from '../helpers/harness';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(() => h.close());
+
+describe('the database', () => {
+  test('is migrated to the latest migration', async () => {
+    const rows = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(h.runtime.database.db);
+    expect(rows.rows.map((r) => r.name)).toEqual(['0001_initial', '0002_idempotency_keys']);
+  });
+
+  test('has pgvector wherever the server offers it (always on the embedded PGlite)', async () => {
+    const { rows } = await sql<{ available: boolean; installed: boolean }>`
+      select exists (select 1 from pg_available_extensions where name = 'vector') as available,
+             exists (select 1 from pg_extension where extname = 'vector') as installed`.execute(h.runtime.database.db);
+    expect(rows[0]!.installed).toBe(rows[0]!.available);
+    if (h.runtime.database.kind === 'pglite') expect(rows[0]!.installed).toBe(true);
+  });
+});

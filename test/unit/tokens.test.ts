@@ -1,0 +1,49 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, exportSPKI, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
+import { loadConfig } from '../../src/config';
+import { createTokenVerifier, InvalidTokenError } from '../../src/platform/tokens';
+
+const ISSUER = 'https://idp.example.com/';
+const AUDIENCE = 'ai-workspace';
+
+const token = (key: CryptoKey | Uint8Array, alg: string, claims: { aud?: string; kid?: string } = {}) =>
+  new SignJWT({})
+    .setProtectedHeader({ alg, ...(claims.kid ? { kid: claims.kid } : {}) })
+    .setSubject('alice')
+    .setIssuer(ISSUER)
+    .setAudience(claims.aud ?? AUDIENCE)
+    .setIssuedAt()
+    .setExpirationTime('5m')
+    .sign(key);
+
+describe('identity provider tokens', () => {
+  test('a PEM public key: RS256 tokens verify; other audiences and HS256 made with the PEM do not', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
+    const pem = await exportSPKI(publicKey);
+    const config = loadConfig({ AUTH_PUBLIC_KEY: pem, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_ALGORITHMS: 'RS256' });
+    const verify = await createTokenVerifier(config, null);
+    await expect(verify(await token(privateKey, 'RS256'))).resolves.toBe('alice');
+    await expect(verify(await token(privateKey, 'RS256', { aud: 'other' }))).rejects.toBeInstanceOf(InvalidTokenError);
+    const confused = await token(new TextEncoder().encode(pem), 'HS256');
+    await expect(verify(confused)).rejects.toBeInstanceOf(InvalidTokenError);
+  });
+
+  test('a JWKS URL: keys are chosen by kid', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+    const other = await generateKeyPair('ES256');
+    const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }] };
+    const server = http.createServer((_req, res) => res.setHeader('content-type', 'application/json').end(JSON.stringify(jwks)));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
+      const config = loadConfig({ AUTH_JWKS_URL: url, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE });
+      const verify = await createTokenVerifier(config, null);
+      await expect(verify(await token(privateKey, 'ES256', { kid: 'k1' }))).resolves.toBe('alice');
+      await expect(verify(await token(other.privateKey, 'ES256', { kid: 'k1' }))).rejects.toBeInstanceOf(InvalidTokenError);
+      await expect(verify(await token(other.privateKey, 'ES256', { kid: 'k2' }))).rejects.toBeInstanceOf(InvalidTokenError);
+    } finally {
+      server.close();
+    }
+  });
+});
