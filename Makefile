@@ -7,11 +7,13 @@ NODE_MODULES := node_modules/.package-lock.json
 SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
 BUILD := dist/.built
 
-.PHONY: run test build gen gen-check lint lint-spec typecheck token migrate bench clean
+.PHONY: deps run test build gen gen-check lint lint-spec typecheck token migrate bench clean
 
 $(NODE_MODULES): package.json package-lock.json
-	npm ci --no-audit --no-fund
+	scripts/install-deps.sh
 	@touch $@
+
+deps: $(NODE_MODULES)
 
 $(BUILD): $(NODE_MODULES) $(SOURCES)
 	npx tsc -p tsconfig.build.json
