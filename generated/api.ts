@@ -263,16 +263,6 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        /** @description The deterministic answer of every route of a capability that is switched off. */
-        CapabilityDisabledError: components["schemas"]["ErrorResponse"] & {
-            /** @enum {string} */
-            code?: "capability_disabled";
-            /**
-             * @description The capability that is off. Clients must tolerate new values.
-             * @example automations
-             */
-            capability: string;
-        };
         /**
          * @description An opaque identifier.
          * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e20
@@ -866,22 +856,6 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `capability_disabled`: the capability this operation belongs to is switched off for this deployment. */
-        CapabilityDisabled: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                /**
-                 * @example {
-                 *       "error": "Automation scheduling is disabled for this deployment.",
-                 *       "code": "capability_disabled",
-                 *       "capability": "automations"
-                 *     }
-                 */
-                "application/json": components["schemas"]["CapabilityDisabledError"];
-            };
-        };
         /** @description `internal_error`: an unexpected error. The body carries the request id; it never carries a stack trace. */
         InternalError: {
             headers: {
@@ -1031,6 +1005,7 @@ export interface operations {
                     "application/json": components["schemas"]["CapabilitiesResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             500: components["responses"]["InternalError"];
         };

@@ -52,6 +52,9 @@ describe('capability flags', () => {
     expect(response.status).toBe(200);
     expect(data).toEqual({ capabilities: { automations: true, billing: false, vectorSearch: false, billingProvider: 'none' } });
     expect((await h.http().get('/api/v1/capabilities')).status).toBe(401);
+    const unknownParameter = await h.http().get('/api/v1/capabilities').query({ all: 'yes' }).set(user.auth);
+    expect(unknownParameter.status).toBe(400);
+    expect(unknownParameter.body.code).toBe('invalid_request');
   });
 
   test('a stored switch reaches every instance once its cache expires', async () => {
