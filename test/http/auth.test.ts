@@ -96,8 +96,9 @@ describe('browser sessions', () => {
   test('a tampered or unknown cookie is 401', async () => {
     const cookie = sessionCookie((await h.http().post('/auth/session').set(alice.auth)).headers['set-cookie']);
     const value = decodeURIComponent(cookie.slice('service_session='.length));
-    const tampered = `service_session=${encodeURIComponent(`${value.slice(0, 5)}A${value.slice(6)}`)}`;
-    await expect401({ Cookie: tampered });
+    const swap = (c: string) => (c === 'A' ? 'B' : 'A');
+    const flip = (at: number) => `${value.slice(0, at)}${swap(value[at] as string)}${value.slice(at + 1)}`;
+    for (const at of [5, value.length - 2]) await expect401({ Cookie: `service_session=${encodeURIComponent(flip(at))}` });
     await expect401({ Cookie: 'service_session=plain-unsigned-value' });
   });
 
