@@ -7,7 +7,7 @@ NODE_MODULES := node_modules/.package-lock.json
 SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
 BUILD := dist/.built
 
-.PHONY: deps run test build gen gen-check lint lint-spec typecheck token migrate bench clean
+.PHONY: deps run test build gen gen-check lint lint-spec typecheck token admin migrate bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -32,6 +32,10 @@ test: $(NODE_MODULES)
 ## Print a development access token: make token USER=alice
 token: $(BUILD)
 	@node dist/scripts/token.js "$(USER)"
+
+## Grant an administrative role: make admin USER=alice [ROLE=admin] [REASON=...]
+admin: $(BUILD)
+	@node dist/scripts/admin.js "$(USER)" "$(or $(ROLE),admin)" "$(REASON)"
 
 migrate: $(BUILD)
 	node dist/scripts/migrate.js

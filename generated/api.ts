@@ -226,6 +226,142 @@ export interface paths {
         patch: operations["updateSkill"];
         trace?: never;
     };
+    "/api/v1/admin/principals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List administrative principals
+         * @description Every held administrative role, oldest grant first. Role: `admin`. A caller without it gets
+         *     `403 forbidden`, recorded as an audit event with outcome `denied`.
+         */
+        get: operations["listAdminPrincipals"];
+        put?: never;
+        /**
+         * Grant an administrative role
+         * @description Grants `role` to `userId` (the target user, not the caller) with a `reason`. Granting a role the
+         *     user already holds returns the existing grant unchanged. Role: `admin`. Writes the audit event
+         *     `administration.principal.grant` in the same transaction. A missing field or a role that is not
+         *     one of `admin`, `auditor`, `billing_admin`, `support` is `400`.
+         */
+        post: operations["grantAdminPrincipal"];
+        /**
+         * Revoke administrative roles
+         * @description Revokes `role` from `userId`, or every role of `userId` when `role` is not given. `userId`
+         *     (and `role`) may be given in the JSON body, as the reference shows, or in the query; given in
+         *     both they must agree. `404 principal_not_found` when the user holds no such role. The last
+         *     `admin` cannot be revoked (`409 conflict`), so the service can never lock itself out. Role:
+         *     `admin`. Writes the audit event `administration.principal.revoke` in the same transaction.
+         */
+        delete: operations["revokeAdminPrincipal"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the audit log
+         * @description Audit events, newest first, optionally filtered by `action`, `actorUserId` and `resourceType`
+         *     (exact matches). Page with `limit` and `before` (the `nextBefore` of the previous page). Every
+         *     administrative change and every refused call to an administration route is recorded; events
+         *     cannot be changed or deleted. Roles: `auditor` or `admin`.
+         */
+        get: operations["listAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/audit/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the audit log
+         * @description Streams every event that matches the filters, newest first, as NDJSON (one JSON event per line,
+         *     the `AuditEvent` shape) or, with `format=csv`, as CSV with a header row. The export is streamed
+         *     in batches and never held in memory whole. The export itself is recorded as the audit event
+         *     `administration.audit.export`. Roles: `auditor` or `admin`.
+         */
+        get: operations["exportAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a user's budget and ledger
+         * @description The budget of `userId` (its balance in cents; `0` and `updatedAt: null` when it was never set)
+         *     and its ledger entries, newest first, paged with `limit` and `cursor`. Roles: `admin` or
+         *     `billing_admin`.
+         */
+        get: operations["getAdminUsage"];
+        put?: never;
+        /**
+         * Adjust a user's budget
+         * @description Adds `amountCents` (whole cents; negative takes away) to the budget of `userId`, writing one
+         *     ledger entry and the audit event `administration.budget.adjust` (with the amount) in the same
+         *     transaction. A change that would take the balance below zero is `409 conflict`. Accepts
+         *     `Idempotency-Key`: a retry with the same key and body returns the first response and writes no
+         *     second ledger entry. Roles: `admin` or `billing_admin`.
+         */
+        post: operations["adjustAdminBudget"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/capabilities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Switch capabilities at run time
+         * @description Switches `automations`, `billing` and `vectorSearch` for the whole deployment. The flags are
+         *     stored by the service: every instance sees the change within a few seconds (its capability
+         *     cache). Turning billing on uses the payment provider of the configuration. Role: `admin`.
+         *     Writes the audit event `administration.capability.update` with the changes, in the same
+         *     transaction.
+         */
+        patch: operations["updateCapabilities"];
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -758,6 +894,204 @@ export interface components {
              */
             deleted: true;
         };
+        /**
+         * @description `admin`: every administration route. `auditor`: the audit log and its export. `billing_admin`: usage and budget adjustments. `support`: no administration route in 1.0.0 (reserved for support tooling).
+         * @example auditor
+         * @enum {string}
+         */
+        Role: "admin" | "auditor" | "billing_admin" | "support";
+        /**
+         * @description The user the administrative action is about (not the caller).
+         * @example bob
+         */
+        TargetUserId: string;
+        Principal: {
+            /** @example bob */
+            userId: string;
+            role: components["schemas"]["Role"];
+            /** @example On-call auditor for Q4. */
+            reason: string;
+            /**
+             * @description Who granted it (a user id, or `system:bootstrap` / `system:script`).
+             * @example alice
+             */
+            grantedBy: string;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @example {
+         *       "userId": "bob",
+         *       "role": "auditor",
+         *       "reason": "On-call auditor for Q4."
+         *     }
+         */
+        PrincipalGrantRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId: components["schemas"]["TargetUserId"];
+            role: components["schemas"]["Role"];
+            /**
+             * @description Why the role is granted (kept in the audit log).
+             * @example On-call auditor for Q4.
+             */
+            reason: string;
+        };
+        /**
+         * @example {
+         *       "userId": "bob"
+         *     }
+         */
+        PrincipalRevokeRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["TargetUserId"];
+            /** @description Revoke only this role; without it every role of the user is revoked. */
+            role?: components["schemas"]["Role"];
+        };
+        PrincipalResponse: {
+            principal: components["schemas"]["Principal"];
+        };
+        PrincipalListResponse: {
+            principals: components["schemas"]["Principal"][];
+        };
+        PrincipalRevokeResponse: {
+            /** @example bob */
+            userId: string;
+            /** @description The roles that were revoked. */
+            revoked: components["schemas"]["Role"][];
+        };
+        /**
+         * @description `success`: the action was carried out; `denied`: the caller lacked the role. Clients must tolerate new values.
+         * @example success
+         * @enum {string}
+         */
+        AuditOutcome: "success" | "denied";
+        AuditEvent: {
+            eventId: components["schemas"]["Id"];
+            /**
+             * @description Dotted name, for example `administration.principal.grant`.
+             * @example administration.principal.grant
+             */
+            action: string;
+            /**
+             * @description Who acted (a user id, or `system:…` for the service itself).
+             * @example alice
+             */
+            actorUserId: string;
+            /** @example administrative_principal */
+            resourceType: string;
+            /** @example bob */
+            resourceId: string | null;
+            outcome: components["schemas"]["AuditOutcome"];
+            createdAt: components["schemas"]["Timestamp"];
+            /**
+             * @description The request that caused it, when it came from a request.
+             * @example 0f8c2b7e-52d1-4f0e-9d6a-3b9d0c1e4a77
+             */
+            requestId: string | null;
+            /**
+             * @description Details of the action (for example the role and reason, the amount, or the refused route).
+             * @example {
+             *       "role": "auditor",
+             *       "reason": "On-call auditor for Q4."
+             *     }
+             */
+            metadata: {
+                [key: string]: unknown;
+            };
+        };
+        AuditListResponse: {
+            events: components["schemas"]["AuditEvent"][];
+            /**
+             * @description Pass as `before` to read the next (older) page; `null` on the last page.
+             * @example null
+             */
+            nextBefore: string | null;
+        };
+        Budget: {
+            /** @example bob */
+            userId: string;
+            /**
+             * Format: int64
+             * @description What the user may still spend, in cents.
+             * @example 2500
+             */
+            balanceCents: number;
+            /**
+             * Format: int64
+             * @description Milliseconds since the epoch of the last change; `null` when the budget was never set.
+             * @example 1763784000000
+             */
+            updatedAt: number | null;
+        };
+        LedgerEntry: {
+            entryId: components["schemas"]["Id"];
+            /** @example bob */
+            userId: string;
+            /**
+             * Format: int64
+             * @description Positive adds to the budget, negative takes from it.
+             * @example 1000
+             */
+            amountCents: number;
+            /**
+             * Format: int64
+             * @example 2500
+             */
+            balanceAfterCents: number;
+            /**
+             * @description `adjustment`: an administrative change. Clients must tolerate new values (usage charges).
+             * @example adjustment
+             * @enum {string}
+             */
+            kind: "adjustment";
+            /** @example alice */
+            actorUserId: string;
+            /** @example Goodwill credit */
+            reason: string;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        UsageResponse: {
+            budget: components["schemas"]["Budget"];
+            /** @description The user's ledger, newest first. */
+            entries: components["schemas"]["LedgerEntry"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @example {
+         *       "userId": "bob",
+         *       "amountCents": 1000,
+         *       "reason": "Goodwill credit"
+         *     }
+         */
+        BudgetAdjustRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId: components["schemas"]["TargetUserId"];
+            /**
+             * Format: int64
+             * @description Whole cents, not zero, at most 1,000,000.00 either way. A change that would take the balance below zero is refused (`409`).
+             * @example 1000
+             */
+            amountCents: number;
+            /**
+             * @description Why (kept in the ledger and the audit log).
+             * @example Goodwill credit
+             */
+            reason?: string;
+        };
+        BudgetAdjustResponse: {
+            budget: components["schemas"]["Budget"];
+            entry: components["schemas"]["LedgerEntry"];
+        };
+        /**
+         * @description The flags to change; the others keep their value.
+         * @example {
+         *       "automations": false
+         *     }
+         */
+        CapabilitiesUpdateRequest: {
+            automations?: boolean;
+            billing?: boolean;
+            vectorSearch?: boolean;
+        };
     };
     responses: {
         /** @description `invalid_request`: the request does not match the contract or the rules stated for the operation; `details` lists each problem. Nothing was changed. */
@@ -887,6 +1221,36 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
+        /** @description `forbidden`: the caller does not hold a role this operation requires. The refusal is recorded as an audit event with outcome `denied`. */
+        RoleRequired: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "This operation requires one of the roles admin.",
+                 *       "code": "forbidden"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `principal_not_found`: the user holds no (such) administrative role. */
+        PrincipalNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "bob holds no administrative role.",
+                 *       "code": "principal_not_found"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
     };
     parameters: {
         /**
@@ -906,6 +1270,21 @@ export interface components {
          * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
          */
         IdempotencyKey: string;
+        /**
+         * @description Only events with this action, for example `administration.principal.grant`.
+         * @example administration.principal.grant
+         */
+        AuditAction: string;
+        /**
+         * @description Only events by this actor.
+         * @example alice
+         */
+        AuditActor: string;
+        /**
+         * @description Only events about this kind of resource, for example `administrative_principal`.
+         * @example administrative_principal
+         */
+        AuditResourceType: string;
     };
     requestBodies: never;
     headers: {
@@ -1713,6 +2092,399 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listAdminPrincipals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The principals. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "principals": [
+                     *         {
+                     *           "userId": "alice",
+                     *           "role": "admin",
+                     *           "reason": "BOOTSTRAP_ADMIN_USER_IDS",
+                     *           "grantedBy": "system:bootstrap",
+                     *           "createdAt": 1763784000000
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PrincipalListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    grantAdminPrincipal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PrincipalGrantRequest"];
+            };
+        };
+        responses: {
+            /** @description The grant. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "principal": {
+                     *         "userId": "bob",
+                     *         "role": "auditor",
+                     *         "reason": "On-call auditor for Q4.",
+                     *         "grantedBy": "alice",
+                     *         "createdAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PrincipalResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    revokeAdminPrincipal: {
+        parameters: {
+            query?: {
+                /** @description The user whose roles are revoked (or give it in the body). */
+                userId?: components["schemas"]["TargetUserId"];
+                /** @description Revoke only this role. */
+                role?: components["schemas"]["Role"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PrincipalRevokeRequest"];
+            };
+        };
+        responses: {
+            /** @description The roles were revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "userId": "bob",
+                     *       "revoked": [
+                     *         "auditor"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PrincipalRevokeResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["PrincipalNotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listAuditEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only events with this action, for example `administration.principal.grant`.
+                 * @example administration.principal.grant
+                 */
+                action?: components["parameters"]["AuditAction"];
+                /**
+                 * @description Only events by this actor.
+                 * @example alice
+                 */
+                actorUserId?: components["parameters"]["AuditActor"];
+                /**
+                 * @description Only events about this kind of resource, for example `administrative_principal`.
+                 * @example administrative_principal
+                 */
+                resourceType?: components["parameters"]["AuditResourceType"];
+                /** @description Only events older than this one (the `nextBefore` of the previous page). */
+                before?: string;
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "events": [
+                     *         {
+                     *           "eventId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e40",
+                     *           "action": "administration.principal.grant",
+                     *           "actorUserId": "alice",
+                     *           "resourceType": "administrative_principal",
+                     *           "resourceId": "bob",
+                     *           "outcome": "success",
+                     *           "createdAt": 1763784000000,
+                     *           "requestId": "0f8c2b7e-52d1-4f0e-9d6a-3b9d0c1e4a77",
+                     *           "metadata": {
+                     *             "role": "auditor",
+                     *             "reason": "On-call auditor for Q4."
+                     *           }
+                     *         }
+                     *       ],
+                     *       "nextBefore": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    exportAuditEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only events with this action, for example `administration.principal.grant`.
+                 * @example administration.principal.grant
+                 */
+                action?: components["parameters"]["AuditAction"];
+                /**
+                 * @description Only events by this actor.
+                 * @example alice
+                 */
+                actorUserId?: components["parameters"]["AuditActor"];
+                /**
+                 * @description Only events about this kind of resource, for example `administrative_principal`.
+                 * @example administrative_principal
+                 */
+                resourceType?: components["parameters"]["AuditResourceType"];
+                /** @description `ndjson` (default) or `csv`. */
+                format?: "ndjson" | "csv";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events; the body is streamed. */
+            200: {
+                headers: {
+                    /** @description `attachment; filename="audit-<time>.ndjson"` (or `.csv`). */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {"eventId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e40","action":"administration.principal.grant","actorUserId":"alice","resourceType":"administrative_principal","resourceId":"bob","outcome":"success","createdAt":1763784000000,"requestId":null,"metadata":{"role":"auditor"}} */
+                    "application/x-ndjson": string;
+                    /**
+                     * @example eventId,createdAt,action,actorUserId,resourceType,resourceId,outcome,requestId,metadata
+                     *     01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e40,1763784000000,administration.principal.grant,alice,administrative_principal,bob,success,,"{""role"":""auditor""}"
+                     */
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAdminUsage: {
+        parameters: {
+            query: {
+                /** @description The user whose budget is read. */
+                userId: components["schemas"]["TargetUserId"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The budget and a page of ledger entries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "budget": {
+                     *         "userId": "bob",
+                     *         "balanceCents": 2500,
+                     *         "updatedAt": 1763784000000
+                     *       },
+                     *       "entries": [
+                     *         {
+                     *           "entryId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *           "userId": "bob",
+                     *           "amountCents": 1000,
+                     *           "balanceAfterCents": 2500,
+                     *           "kind": "adjustment",
+                     *           "actorUserId": "alice",
+                     *           "reason": "Goodwill credit",
+                     *           "createdAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UsageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    adjustAdminBudget: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BudgetAdjustRequest"];
+            };
+        };
+        responses: {
+            /** @description The new budget and its ledger entry. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "budget": {
+                     *         "userId": "bob",
+                     *         "balanceCents": 2500,
+                     *         "updatedAt": 1763784000000
+                     *       },
+                     *       "entry": {
+                     *         "entryId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *         "userId": "bob",
+                     *         "amountCents": 1000,
+                     *         "balanceAfterCents": 2500,
+                     *         "kind": "adjustment",
+                     *         "actorUserId": "alice",
+                     *         "reason": "Goodwill credit",
+                     *         "createdAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BudgetAdjustResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateCapabilities: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CapabilitiesUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The capabilities after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "capabilities": {
+                     *         "automations": false,
+                     *         "billing": false,
+                     *         "vectorSearch": true,
+                     *         "billingProvider": "none"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CapabilitiesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
             413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["InternalError"];
         };

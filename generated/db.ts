@@ -23,6 +23,32 @@ export type JsonValue = JsonArray | JsonObject | JsonPrimitive;
 
 export type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
+export interface AdministrativePrincipals {
+  created_at: Generated<Timestamp>;
+  granted_by: string;
+  reason: string;
+  role: string;
+  user_id: string;
+}
+
+export interface AuditEvents {
+  action: string;
+  actor_user_id: string;
+  created_at: Generated<Timestamp>;
+  id: string;
+  metadata: Generated<Json>;
+  outcome: string;
+  request_id: string | null;
+  resource_id: string | null;
+  resource_type: string;
+}
+
+export interface Budgets {
+  balance_cents: number;
+  updated_at: Generated<Timestamp>;
+  user_id: string;
+}
+
 export interface Capabilities {
   enabled: boolean;
   name: string;
@@ -37,6 +63,17 @@ export interface IdempotencyKeys {
   operation_id: string;
   request_hash: string;
   response_body: Json | null;
+  user_id: string;
+}
+
+export interface LedgerEntries {
+  actor_user_id: string;
+  amount_cents: number;
+  balance_after_cents: number;
+  created_at: Generated<Timestamp>;
+  id: string;
+  kind: string;
+  reason: Generated<string>;
   user_id: string;
 }
 
@@ -99,8 +136,12 @@ export interface Skills {
 }
 
 export interface DB {
+  administrative_principals: AdministrativePrincipals;
+  audit_events: AuditEvents;
+  budgets: Budgets;
   capabilities: Capabilities;
   idempotency_keys: IdempotencyKeys;
+  ledger_entries: LedgerEntries;
   memory_items: MemoryItems;
   notes: Notes;
   projects: Projects;

@@ -31,6 +31,8 @@ async function main(): Promise<void> {
       dialect: new PostgresDialect(),
       outFile: path.join(out, 'db.ts'),
       excludePattern: '(kysely_*|public.kysely_*)',
+      // The service parses int8 as a number on pg (see src/platform/db), as PGlite does.
+      typeMapping: { int8: 'number' },
       logger: undefined,
     });
   } finally {

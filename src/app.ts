@@ -2,12 +2,18 @@ import path from 'node:path';
 import cookieParser from 'cookie-parser';
 import express, { type Express } from 'express';
 import helmet from 'helmet';
+import { auditHandlers } from './areas/audit/handlers';
+import { AuditService } from './areas/audit/service';
+import { budgetHandlers } from './areas/budgets/handlers';
+import { BudgetService } from './areas/budgets/service';
 import { capabilityHandlers } from './areas/capabilities/handlers';
 import { CapabilityService } from './areas/capabilities/service';
 import { memoryHandlers } from './areas/memory/handlers';
 import { MemoryService } from './areas/memory/service';
 import { noteHandlers } from './areas/notes/handlers';
 import { NoteService } from './areas/notes/service';
+import { principalHandlers } from './areas/principals/handlers';
+import { PrincipalService } from './areas/principals/service';
 import { projectHandlers } from './areas/projects/handlers';
 import { ProjectService } from './areas/projects/service';
 import { sessionHandlers } from './areas/sessions/handlers';
@@ -21,6 +27,7 @@ import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
 import { apiRouter, loadApiDocument } from './http/openapi';
 import { requestLog } from './http/request-log';
+import { requireRoles } from './http/roles';
 import './http/types';
 import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
@@ -29,6 +36,9 @@ import type { Logger } from './platform/logger';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
 export interface Services {
+  audit: AuditService;
+  principals: PrincipalService;
+  budgets: BudgetService;
   sessions: SessionService;
   capabilities: CapabilityService;
   projects: ProjectService;
@@ -57,10 +67,14 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
 
 function createServices(config: Config, database: DatabaseHandle): Services {
   const { db } = database;
+  const audit = new AuditService(db);
   const projects = new ProjectService(db);
   return {
+    audit,
+    principals: new PrincipalService(db, audit),
+    budgets: new BudgetService(db, audit),
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
-    capabilities: new CapabilityService(db, config.capabilities),
+    capabilities: new CapabilityService(db, audit, config.capabilities),
     projects,
     notes: new NoteService(db, projects),
     memory: new MemoryService(db, projects),
@@ -76,6 +90,9 @@ function handlerMap(services: Services, config: Config): HandlerMap {
     ...noteHandlers(services.notes),
     ...memoryHandlers(services.memory),
     ...skillHandlers(services.skills),
+    ...principalHandlers(services.principals),
+    ...auditHandlers(services.audit),
+    ...budgetHandlers(services.budgets),
   };
 }
 
@@ -92,6 +109,13 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     if (!cookieSecret) throw new Error('no cookie secret');
     const verifyToken = await createTokenVerifier(config, devAuth);
     const services = createServices(config, db);
+    const bootstrapped = await services.principals.ensureRole(
+      { userId: 'system:bootstrap', requestId: null },
+      config.bootstrapAdminUserIds,
+      'admin',
+      'BOOTSTRAP_ADMIN_USER_IDS',
+    );
+    if (bootstrapped.length > 0) logger.info('granted admin from BOOTSTRAP_ADMIN_USER_IDS', { userIds: bootstrapped });
     const doc = loadApiDocument();
     let draining = false;
 
@@ -117,7 +141,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         validateResponses: config.validateResponses,
         idempotency: new IdempotencyStore(db.db),
         securityHandlers: securityHandlers(verifyToken, services.sessions),
-        afterSecurity: resolveCaller(config.auth.allowedOrigins),
+        afterSecurity: [resolveCaller(config.auth.allowedOrigins), requireRoles(services.principals)],
       }),
     );
     app.use('/api/v1', apiNotFound);

@@ -28,9 +28,11 @@ export interface Config {
     automations: boolean;
     billing: boolean;
     vectorSearch: boolean;
-    billingProvider: 'none' | 'stripe';
+    /** The payment provider while billing is on (the capability reports `none` while it is off). */
+    billingProvider: 'stripe';
     cacheMs: number;
   };
+  bootstrapAdminUserIds: string[];
 }
 
 export class ConfigError extends Error {
@@ -134,7 +136,6 @@ export function loadConfig(env: Env = process.env): Config {
       r.problems.push(`AUTH_ALGORITHMS may only list asymmetric algorithms (${allowedAlgorithms.join(', ')}); got "${alg}"`);
     }
   }
-  const billing = r.bool('CAPABILITY_BILLING', false);
   const config: Config = {
     env: nodeEnv,
     port: r.int('PORT', 8080, 0, 65535),
@@ -160,11 +161,12 @@ export function loadConfig(env: Env = process.env): Config {
     },
     capabilities: {
       automations: r.bool('CAPABILITY_AUTOMATIONS', true),
-      billing,
+      billing: r.bool('CAPABILITY_BILLING', false),
       vectorSearch: r.bool('CAPABILITY_VECTOR_SEARCH', true),
-      billingProvider: r.oneOf('BILLING_PROVIDER', ['none', 'stripe'] as const, billing ? 'stripe' : 'none'),
+      billingProvider: r.oneOf('BILLING_PROVIDER', ['stripe'] as const, 'stripe'),
       cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
     },
+    bootstrapAdminUserIds: r.list('BOOTSTRAP_ADMIN_USER_IDS'),
   };
 
   for (const origin of config.auth.allowedOrigins) {
@@ -189,8 +191,8 @@ export function loadConfig(env: Env = process.env): Config {
     }
     if (!config.auth.cookieSecret) r.problems.push('production needs COOKIE_SECRET (at least 32 characters)');
   }
-  if (!config.capabilities.billing && config.capabilities.billingProvider !== 'none') {
-    r.problems.push('BILLING_PROVIDER must be none while CAPABILITY_BILLING is off');
+  for (const userId of config.bootstrapAdminUserIds) {
+    if (userId.length > 200) r.problems.push('BOOTSTRAP_ADMIN_USER_IDS entries must be at most 200 characters');
   }
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return config;

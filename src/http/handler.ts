@@ -1,5 +1,6 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { operations } from '../../generated/api';
+import type { Actor } from '../areas/audit/service';
 import type { IdempotencyStore } from '../platform/idempotency';
 import type { Caller } from './auth';
 import { errors } from './errors';
@@ -27,11 +28,20 @@ type Parameters<K extends OperationId, In extends 'query' | 'path'> = operations
 export type QueryParams<K extends OperationId> = Parameters<K, 'query'>;
 export type PathParams<K extends OperationId> = Parameters<K, 'path'>;
 
-/** The 200 body of an operation, as the document defines it. */
-export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R } ? JsonContent<R> : never;
+/** What a handler returns when it has written a streamed (non-JSON) 200 body itself. */
+export const STREAMED: unique symbol = Symbol('streamed');
+
+/** The 200 body of an operation as the document defines it, or STREAMED for a non-JSON body. */
+export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R }
+  ? [JsonContent<R>] extends [never]
+    ? typeof STREAMED
+    : JsonContent<R>
+  : never;
 
 export interface HandlerInput<K extends OperationId> {
   caller: Caller;
+  /** The caller as audit events record it: user and request id. */
+  actor: Actor;
   body: RequestBody<K>;
   query: QueryParams<K>;
   params: PathParams<K>;
@@ -47,6 +57,11 @@ export type HandlerMap = { [K in OperationId]: Handler<K> };
 
 export interface HandlerOptions {
   operationId: OperationId;
+  /**
+   * Whether a body `userId` names the caller (the compatibility field of the reference, refused
+   * when it is someone else) rather than the user an administrative operation acts on.
+   */
+  userIdIsCaller: boolean;
   /** Set for operations that declare the `Idempotency-Key` header. */
   idempotency?: IdempotencyStore;
 }
@@ -62,15 +77,18 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
     if (!caller) throw errors.unauthenticated();
     const body = req.body as Record<string, unknown> | undefined;
     if (body && typeof body === 'object' && !Array.isArray(body)) {
-      if (body.userId !== undefined && body.userId !== caller.userId) {
-        throw errors.forbidden('The userId in the request does not match the authenticated user.');
+      if (options.userIdIsCaller) {
+        if (body.userId !== undefined && body.userId !== caller.userId) {
+          throw errors.forbidden('The userId in the request does not match the authenticated user.');
+        }
+        delete body.userId;
       }
-      delete body.userId;
       delete body.accessToken;
     }
     const execute = () =>
       handler({
         caller,
+        actor: { userId: caller.userId, requestId: req.requestId },
         body: req.body as RequestBody<K>,
         query: req.query as QueryParams<K>,
         params: req.params as PathParams<K>,
@@ -86,19 +104,20 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
       res.status(200).json(outcome.body);
       return;
     }
-    res.status(200).json(await execute());
+    const result = await execute();
+    if (result !== STREAMED) res.status(200).json(result);
   };
 }
 
 /**
- * The id of the record a DELETE names, from the query or the JSON body (the reference's
- * `DELETE /api/v1/admin/principals` takes it in the body); both given must agree.
+ * A parameter a DELETE may take in the query or in the JSON body (the reference's
+ * `DELETE /api/v1/admin/principals` takes it in the body); given in both, they must agree.
  */
-export function idFromQueryOrBody(
+export function fromQueryOrBody(
   name: string,
   query: Record<string, unknown>,
   body: Record<string, unknown> | undefined,
-): string {
+): string | undefined {
   const fromQuery = query[name];
   const fromBody = body?.[name];
   if (fromQuery !== undefined && fromBody !== undefined && fromQuery !== fromBody) {
@@ -106,8 +125,18 @@ export function idFromQueryOrBody(
       { path: `/body/${name}`, message: `must equal the query parameter ${name}` },
     ]);
   }
-  const id = fromQuery ?? fromBody;
-  if (typeof id !== 'string') {
+  const value = fromQuery ?? fromBody;
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** The id of the record a DELETE names, from the query or the body; required. */
+export function idFromQueryOrBody(
+  name: string,
+  query: Record<string, unknown>,
+  body: Record<string, unknown> | undefined,
+): string {
+  const id = fromQueryOrBody(name, query, body);
+  if (id === undefined) {
     throw errors.invalidRequest(`${name} is required, in the query or in the body.`, [
       { path: `/query/${name}`, message: `must have required property '${name}'` },
     ]);

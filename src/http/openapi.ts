@@ -22,8 +22,8 @@ export interface ValidationOptions {
   /** Remembers the responses of operations that declare the `Idempotency-Key` header. */
   idempotency: IdempotencyStore;
   securityHandlers: Record<string, (req: Request) => Promise<boolean>>;
-  /** Runs after authentication and before request validation (chooses the caller). */
-  afterSecurity: RequestHandler;
+  /** Run after authentication and before request validation (choose the caller, check roles). */
+  afterSecurity: RequestHandler[];
 }
 
 type Middleware = (req: Request, res: Response, next: NextFunction) => unknown;
@@ -88,7 +88,7 @@ async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOpti
   steps.push(cachedMetadata);
   if (options.validateResponses) steps.push(chain[findStep(chain, 'responseMiddleware')] as Middleware);
   steps.push(chain[findStep(chain, 'securityMiddleware')] as Middleware);
-  steps.push(options.afterSecurity as Middleware);
+  steps.push(...(options.afterSecurity as Middleware[]));
   steps.push(chain[findStep(chain, 'requestMiddleware')] as Middleware);
   return steps;
 }
@@ -116,7 +116,11 @@ export async function apiRouter(
       const handler = operationId ? handlers[operationId] : undefined;
       if (!operationId || !handler) throw new Error(`no handler for ${method.toUpperCase()} ${openApiPath}`);
       const idempotent = declaresIdempotencyKey(doc, operation);
-      route[method](toExpressHandler(handler, { operationId, idempotency: idempotent ? options.idempotency : undefined }));
+      // On role-guarded (administration) operations a body userId names the target user.
+      const userIdIsCaller = !(operation as { 'x-required-roles'?: unknown })['x-required-roles'];
+      route[method](
+        toExpressHandler(handler, { operationId, userIdIsCaller, idempotency: idempotent ? options.idempotency : undefined }),
+      );
     }
   }
   return router;

@@ -86,9 +86,12 @@ describe('the document', () => {
         const resolved = '$ref' in response
           ? doc.components!.responses![(response.$ref as string).split('/').pop()!] as OpenAPIV3.ResponseObject
           : response;
-        const media = resolved.content?.['application/json'];
-        expect({ key, status, schema: Boolean(media?.schema) }).toEqual({ key, status, schema: true });
-        expect({ key, status, example: Boolean(media?.example ?? media?.examples) }).toEqual({ key, status, example: true });
+        const media = Object.entries(resolved.content ?? {});
+        expect({ key, status, contentTypes: media.length > 0 }).toEqual({ key, status, contentTypes: true });
+        for (const [type, content] of media) {
+          expect({ key, status, type, schema: Boolean(content.schema) }).toEqual({ key, status, type, schema: true });
+          expect({ key, status, type, example: Boolean(content.example ?? content.examples) }).toEqual({ key, status, type, example: true });
+        }
       }
     }
   });

@@ -1,5 +1,6 @@
 import express from 'express';
 import supertest from 'supertest';
+import { AuditService } from '../../src/areas/audit/service';
 import { CapabilityService } from '../../src/areas/capabilities/service';
 import { errorMiddleware } from '../../src/http/error-middleware';
 import { requireCapability } from '../../src/http/capability-gate';
@@ -61,19 +62,20 @@ describe('capability flags', () => {
     const db = h.runtime.database.db;
     let now = 1_000_000;
     const defaults = { automations: true, billing: false, vectorSearch: true, billingProvider: 'stripe' as const, cacheMs: 2000 };
-    const instanceA = new CapabilityService(db, defaults, () => now);
-    const instanceB = new CapabilityService(db, defaults, () => now);
+    const audit = new AuditService(db);
+    const admin = { userId: 'admin-1', requestId: null };
+    const instanceA = new CapabilityService(db, audit, defaults, () => now);
+    const instanceB = new CapabilityService(db, audit, defaults, () => now);
     expect(await instanceB.isEnabled('automations')).toBe(true);
-    await instanceA.set('automations', false, 'admin-1');
+    await instanceA.update(admin, { automations: false });
     expect(await instanceA.isEnabled('automations')).toBe(false);
     expect(await instanceB.isEnabled('automations')).toBe(true); // still cached
     now += 2001;
     expect(await instanceB.isEnabled('automations')).toBe(false);
     expect((await instanceB.current()).billingProvider).toBe('none');
-    await instanceA.set('billing', true, 'admin-1');
+    await instanceA.update(admin, { billing: true });
     now += 2001;
     expect(await instanceB.current()).toMatchObject({ billing: true, billingProvider: 'stripe' });
-    await instanceA.set('automations', true, 'admin-1');
-    await instanceA.set('billing', false, 'admin-1');
+    await instanceA.update(admin, { automations: true, billing: false });
   });
 });

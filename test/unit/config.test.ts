@@ -15,7 +15,7 @@ describe('configuration', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({ env: 'development', port: 8080, databaseUrl: null, bodyLimitBytes: 1024 * 1024 });
     expect(config.dataDir).toMatch(/\.data$/);
-    expect(config.capabilities).toMatchObject({ automations: true, billing: false, vectorSearch: true, billingProvider: 'none' });
+    expect(config.capabilities).toMatchObject({ automations: true, billing: false, vectorSearch: true, billingProvider: 'stripe' });
   });
 
   test('bad values are reported by name', () => {
@@ -25,7 +25,7 @@ describe('configuration', () => {
     expect(problems({ BODY_LIMIT: 'huge' })).toEqual([expect.stringContaining('BODY_LIMIT')]);
     expect(problems({ AUTH_ALGORITHMS: 'HS256' })).toEqual([expect.stringContaining('asymmetric')]);
     expect(problems({ ALLOWED_ORIGINS: 'https://a.example.com/path' })).toEqual([expect.stringContaining('ALLOWED_ORIGINS')]);
-    expect(problems({ BILLING_PROVIDER: 'stripe' })).toEqual([expect.stringContaining('BILLING_PROVIDER')]);
+    expect(problems({ BILLING_PROVIDER: 'paypal' })).toEqual([expect.stringContaining('BILLING_PROVIDER')]);
   });
 
   test('production refuses to start without an identity provider and a cookie secret', () => {

@@ -1,7 +1,10 @@
 import type { components } from '../../../generated/api';
 import type { CapabilityName } from '../../http/errors';
 import type { Database } from '../../platform/db';
+import type { Actor, AuditService } from '../audit/service';
 import * as repo from './repository';
+
+export const UPDATE_ACTION = 'administration.capability.update';
 
 export type Capabilities = components['schemas']['Capabilities'];
 type Flags = Record<CapabilityName, boolean>;
@@ -25,6 +28,7 @@ export class CapabilityService {
 
   constructor(
     private readonly db: Database,
+    private readonly audit: AuditService,
     private readonly defaults: CapabilityDefaults,
     private readonly now: () => number = Date.now,
   ) {}
@@ -38,9 +42,20 @@ export class CapabilityService {
     return (await this.flags())[name];
   }
 
-  /** Stores a flag (an administrative switch) and drops this instance's cached copy. */
-  async set(name: CapabilityName, enabled: boolean, updatedBy: string): Promise<Capabilities> {
-    await repo.upsertCapability(this.db, name, enabled, updatedBy);
+  /**
+   * Stores flags (an administrative switch), audited in the same transaction, and drops this
+   * instance's cached copy; other instances see the change when their cache expires.
+   */
+  async update(actor: Actor, changes: Partial<Flags>): Promise<Capabilities> {
+    const names = CAPABILITY_NAMES.filter((name) => changes[name] !== undefined);
+    await this.db.transaction().execute(async (trx) => {
+      for (const name of names) await repo.upsertCapability(trx, name, changes[name] as boolean, actor.userId);
+      await this.audit.record(
+        actor,
+        { action: UPDATE_ACTION, resourceType: 'capability', resourceId: names.join(','), outcome: 'success', metadata: { changes } },
+        trx,
+      );
+    });
     this.cached = null;
     return this.current();
   }

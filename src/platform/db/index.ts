@@ -27,21 +27,55 @@ export async function openPostgres(url: string, poolSize: number): Promise<Datab
 }
 
 /**
+ * Claims `dir` for this process: PGlite is one process's database, and a second process opening the
+ * same files (a second `make run`, or `make admin` while the service runs) would corrupt them.
+ */
+function claimDirectory(dir: string): () => void {
+  const lockFile = `${dir}.lock`;
+  fs.mkdirSync(path.dirname(dir), { recursive: true });
+  for (;;) {
+    try {
+      fs.writeFileSync(lockFile, String(process.pid), { flag: 'wx' });
+      return () => fs.rmSync(lockFile, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const owner = Number(fs.readFileSync(lockFile, 'utf8'));
+    let alive = false;
+    try {
+      alive = Number.isInteger(owner) && owner > 0 && owner !== process.pid && process.kill(owner, 0);
+    } catch {
+      alive = false;
+    }
+    if (alive) {
+      throw new Error(`the embedded database in ${dir} is in use by process ${owner}: stop it first, or set DATABASE_URL`);
+    }
+    fs.rmSync(lockFile, { force: true }); // left by a process that is gone
+  }
+}
+
+/**
  * The embedded database: PGlite (Postgres in WebAssembly, in this process) with the pgvector
  * extension, persisted in `dir`, or in memory when `dir` is null.
  */
 export async function openPglite(dir: string | null): Promise<DatabaseHandle> {
-  if (dir) fs.mkdirSync(path.dirname(dir), { recursive: true });
-  const pglite = await PGlite.create(dir ?? undefined, { extensions: { vector } });
-  const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
-  return {
-    db,
-    kind: 'pglite',
-    close: async () => {
-      await db.destroy();
-      if (!pglite.closed) await pglite.close();
-    },
-  };
+  const release = dir ? claimDirectory(dir) : () => undefined;
+  try {
+    const pglite = await PGlite.create(dir ?? undefined, { extensions: { vector } });
+    const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
+    return {
+      db,
+      kind: 'pglite',
+      close: async () => {
+        await db.destroy();
+        if (!pglite.closed) await pglite.close();
+        release();
+      },
+    };
+  } catch (error) {
+    release();
+    throw error;
+  }
 }
 
 export async function isReachable(db: Database): Promise<boolean> {

@@ -1,11 +1,13 @@
 import { type Kysely, type Migration, type MigrationProvider, Migrator } from 'kysely';
 import * as m0001 from './migrations/0001_initial';
 import * as m0002 from './migrations/0002_idempotency_keys';
+import * as m0003 from './migrations/0003_administration';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_idempotency_keys': m0002,
+  '0003_administration': m0003,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -1,0 +1,23 @@
+import type { Insertable } from 'kysely';
+import type { AuditEvents } from '../../../generated/db';
+import type { Database } from '../../platform/db';
+
+export interface AuditFilter {
+  action?: string;
+  actorUserId?: string;
+  resourceType?: string;
+}
+
+export async function insertAuditEvent(db: Database, row: Insertable<AuditEvents>): Promise<void> {
+  await db.insertInto('audit_events').values(row).execute();
+}
+
+/** Events matching the filter, newest first, older than `beforeId` when given. */
+export function listAuditEvents(db: Database, filter: AuditFilter, beforeId: string | null, limit: number) {
+  let query = db.selectFrom('audit_events').selectAll();
+  if (filter.action !== undefined) query = query.where('action', '=', filter.action);
+  if (filter.actorUserId !== undefined) query = query.where('actor_user_id', '=', filter.actorUserId);
+  if (filter.resourceType !== undefined) query = query.where('resource_type', '=', filter.resourceType);
+  if (beforeId !== null) query = query.where('id', '<', beforeId);
+  return query.orderBy('id', 'desc').limit(limit).execute();
+}

@@ -1,0 +1,22 @@
+import type { Selectable } from 'kysely';
+import type { components } from '../../../generated/api';
+import type { Budgets, LedgerEntries } from '../../../generated/db';
+
+type Schemas = components['schemas'];
+
+export function presentBudget(userId: string, row: Selectable<Budgets> | undefined): Schemas['Budget'] {
+  return { userId, balanceCents: row?.balance_cents ?? 0, updatedAt: row ? row.updated_at.getTime() : null };
+}
+
+export function presentLedgerEntry(row: Selectable<LedgerEntries>): Schemas['LedgerEntry'] {
+  return {
+    entryId: row.id,
+    userId: row.user_id,
+    amountCents: row.amount_cents,
+    balanceAfterCents: row.balance_after_cents,
+    kind: row.kind as Schemas['LedgerEntry']['kind'],
+    actorUserId: row.actor_user_id,
+    reason: row.reason,
+    createdAt: row.created_at.getTime(),
+  };
+}
