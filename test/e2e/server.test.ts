@@ -81,6 +81,49 @@ describe('the service process', () => {
     }
   });
 
+  test('make admin grants the first admin, refusing to open the embedded database under a running service', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-admin-'));
+    const port = String(await freePort());
+    const admin = (userId: string) =>
+      new Promise<{ code: number | null; output: string }>((resolve) => {
+        const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', userId, 'admin', ''], {
+          cwd: root,
+          env: { PATH: process.env.PATH ?? '', DATA_DIR: dir },
+        });
+        let output = '';
+        child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+        child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+        child.on('exit', (code) => resolve({ code, output }));
+      });
+    try {
+      const service = start({ DATA_DIR: dir, PORT: port });
+      await listening(service);
+      const refused = await admin('alice');
+      expect(refused.code).toBe(1);
+      expect(refused.output).toMatch(/in use by process/);
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toBe(0);
+
+      const granted = await admin('alice');
+      expect(granted).toMatchObject({ code: 0, output: expect.stringContaining('granted admin to alice') });
+      expect((await admin('alice')).output).toContain('alice already holds admin');
+
+      const again = start({ DATA_DIR: dir, PORT: port });
+      await listening(again);
+      try {
+        const token = await signDevToken(await loadDevAuthMaterial(dir), 'alice');
+        const res = await fetch(`http://127.0.0.1:${port}/api/v1/admin/principals`, { headers: { authorization: `Bearer ${token}` } });
+        const body = (await res.json()) as { principals: Array<{ userId: string; grantedBy: string }> };
+        expect(body.principals).toEqual([expect.objectContaining({ userId: 'alice', grantedBy: 'system:script' })]);
+      } finally {
+        again.child.kill('SIGTERM');
+        await again.exited;
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a bad setting stops the start with a clear message and exit code 1', async () => {
     const bad = start({ DATA_DIR: dataDir, PORT: 'eighty' });
     expect(await bad.exited).toBe(1);

@@ -96,3 +96,12 @@ export function useHarness<P extends string>(...names: P[]): { readonly h: Harne
   for (const name of names) Object.defineProperty(ctx, name, { get: () => users.get(name) });
   return ctx as { readonly h: Harness } & { readonly [K in P]: TestUser };
 }
+
+type BodyParser = Extract<Parameters<supertest.Test['parse']>[0], (res: never, callback: never) => void>;
+
+/** A supertest parser that keeps a non-JSON body (YAML, NDJSON, CSV) as text. */
+export const textBody: BodyParser = (res, callback) => {
+  let body = '';
+  res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+  res.on('end', () => callback(null, body));
+};

@@ -1,5 +1,5 @@
 import { parse } from 'yaml';
-import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+import { type Harness, startHarness, type TestUser, textBody } from '../helpers/harness';
 
 let h: Harness;
 let alice: TestUser;
@@ -68,11 +68,7 @@ describe('HTTP basics', () => {
 describe('the published document', () => {
   test('/openapi.json and /openapi.yaml are the same document, version 1.0.0', async () => {
     const json = await h.http().get('/openapi.json');
-    const yaml = await h.http().get('/openapi.yaml').buffer(true).parse((res, cb) => {
-      let text = '';
-      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
-      res.on('end', () => cb(null, text));
-    });
+    const yaml = await h.http().get('/openapi.yaml').buffer(true).parse(textBody);
     expect(json.headers['content-type']).toMatch(/application\/json/);
     expect(yaml.headers['content-type']).toMatch(/yaml/);
     expect(parse(yaml.body as string)).toEqual(json.body);
