@@ -3,13 +3,16 @@
  *   - start-up on PGlite: first start (empty data directory) and restart, to the first 200 of /readyz;
  *   - throughput of GET /api/v1/notes?limit=20 (bearer JWT, validated, 20 rows) against bare
  *     Express serving a constant body of the same size: wrk on one core, servers on the other;
- *   - the validator's operation lookup, in-process: library mounting against the service's.
+ *   - the validator's operation lookup, in-process: library mounting against the service's;
+ *   - the audit export of 100,000 events: rate, and the service's RSS before and at its peak.
  * Set DATABASE_URL to run the service on Postgres instead of PGlite.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { sql } from 'kysely';
+import { openPglite, openPostgres } from '../src/platform/db';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { measureLookup } from './validator-lookup';
 
@@ -57,6 +60,54 @@ function wrk(url: string, headers: string[] = []): number {
   return Number(match[1]);
 }
 
+function rssMiB(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+const EXPORT_EVENTS = 100_000;
+
+/** Seeds 100,000 audit events (with the service stopped), then streams their export from the service. */
+async function auditExport(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
+  const database = process.env.DATABASE_URL ? await openPostgres(process.env.DATABASE_URL, 2) : await openPglite(path.join(dataDir, 'pglite'));
+  try {
+    await sql`
+      insert into audit_events (id, action, actor_user_id, resource_type, resource_id, outcome, request_id, metadata, created_at)
+      select 'bench-' || lpad(g::text, 9, '0'), 'bench.event', 'bench-actor', 'bench', 'r-' || g, 'success', null,
+             jsonb_build_object('i', g, 'note', repeat('x', 40)), now()
+      from generate_series(1, ${EXPORT_EVENTS}) as g`.execute(database.db);
+    await sql`insert into administrative_principals (user_id, role, reason, granted_by) values ('bench-user', 'auditor', 'bench', 'bench')
+              on conflict do nothing`.execute(database.db);
+  } finally {
+    await database.close();
+  }
+  const base = `http://127.0.0.1:${env.PORT}`;
+  const service = spawnPinned(serverCpu, ['dist/src/server.js'], env);
+  try {
+    await waitReady(`${base}/readyz`);
+    await fetch(`${base}/api/v1/notes?limit=20`, { headers: { authorization: `Bearer ${token}` } });
+    const before = rssMiB(service.pid as number);
+    let peak = before;
+    const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(service.pid as number))), 20);
+    const started = performance.now();
+    const res = await fetch(`${base}/api/v1/admin/audit/export?resourceType=bench`, { headers: { authorization: `Bearer ${token}` } });
+    let lines = 0;
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      for (const byte of chunk) if (byte === 10) lines += 1;
+    }
+    const seconds = (performance.now() - started) / 1000;
+    clearInterval(sampler);
+    if (res.status !== 200 || lines !== EXPORT_EVENTS) throw new Error(`export returned ${res.status} with ${lines} lines`);
+    return [
+      ['audit export, 100,000 events as NDJSON (events/s)', (lines / seconds).toFixed(0)],
+      ['audit export: service RSS before (MiB)', before.toFixed(1)],
+      ['audit export: service RSS peak during (MiB)', peak.toFixed(1)],
+    ];
+  } finally {
+    await stop(service);
+  }
+}
+
 async function main(): Promise<void> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
   const env = { DATA_DIR: dataDir, PORT: '18181', LOG_LEVEL: 'info', NODE_ENV: 'development' };
@@ -93,6 +144,8 @@ async function main(): Promise<void> {
     rows.push(['GET /api/v1/notes?limit=20 (req/s)', notes.toFixed(0)]);
     rows.push(['bare Express, same body size (req/s)', bareRps.toFixed(0)]);
     rows.push(['ratio service / bare Express', (notes / bareRps).toFixed(3)]);
+
+    rows.push(...(await auditExport(dataDir, env, token)));
 
     for (const row of await measureLookup()) {
       rows.push([`operation lookup, ${row.document}: library mount (µs)`, row.library.toFixed(2)]);
