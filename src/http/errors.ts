@@ -40,6 +40,7 @@ export const errors = {
   capabilityDisabled: (capability: CapabilityName) =>
     new ApiError(403, 'capability_disabled', CAPABILITY_MESSAGES[capability], { capability }),
   notFound: (message = 'Not found.') => new ApiError(404, 'not_found', message),
+  principalNotFound: (message: string) => new ApiError(404, 'principal_not_found', message),
   methodNotAllowed: (allow: string) =>
     new ApiError(405, 'method_not_allowed', 'This method is not allowed on this route.', {}, allow ? { Allow: allow } : {}),
   conflict: (message: string) => new ApiError(409, 'conflict', message),

@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
 import type { AdministrativePrincipals } from '../../../generated/db';
-import { ApiError, errors } from '../../http/errors';
+import { errors } from '../../http/errors';
 import type { Database } from '../../platform/db';
 import type { Actor, AuditService } from '../audit/service';
 import * as repo from './repository';
@@ -76,8 +76,9 @@ export class PrincipalService {
       await repo.lockPrincipals(trx);
       const held = await repo.findPrincipals(trx, target.userId, target.role);
       if (held.length === 0) {
-        const what = target.role ? `the role ${target.role}` : 'no administrative role';
-        throw new ApiError(404, 'principal_not_found', target.role ? `${target.userId} does not hold ${what}.` : `${target.userId} holds ${what}.`);
+        throw errors.principalNotFound(
+          target.role ? `${target.userId} does not hold the role ${target.role}.` : `${target.userId} holds no administrative role.`,
+        );
       }
       const roles = held.map((p) => p.role as Role);
       if (roles.includes('admin') && (await repo.countAdmins(trx)) <= 1) {
