@@ -26,8 +26,9 @@ run: $(BUILD)
 	node dist/src/server.js
 
 ## Run the test suite (against DATABASE_URL when it is set, otherwise on PGlite).
+# pdf.js (PDF ingestion) loads its worker with a dynamic import, which jest runs only with VM modules.
 test: $(NODE_MODULES)
-	npx jest $(JEST_ARGS)
+	NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --no-warnings=ExperimentalWarning" npx jest $(JEST_ARGS)
 
 ## Print a development access token: make token USER=alice
 token: $(BUILD)

@@ -226,6 +226,243 @@ export interface paths {
         patch: operations["updateSkill"];
         trace?: never;
     };
+    "/api/v1/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List files, or read one
+         * @description With `fileId`, returns that file as `{ file }` when the caller owns it or it was shared with
+         *     them (`404` otherwise). Without it, returns a page of files, newest first, as
+         *     `{ files, nextCursor }`: the caller's own and those shared with them (`scope`), optionally
+         *     filtered. Ready files carry a short-lived `contentUrl`. When `fileId` is given the other
+         *     parameters are ignored.
+         */
+        get: operations["getFiles"];
+        put?: never;
+        /**
+         * Create file metadata
+         * @description Creates a file (status `pending` until its bytes are uploaded through `upload-url`) or a
+         *     folder (`kind: folder`, ready at once) owned by the caller. A file needs `mimeType` and
+         *     `sizeBytes` (at most the deployment's upload limit); a folder takes neither. `projectId`
+         *     must be a project of the caller's and `parentId` a folder of the caller's (`404` otherwise).
+         *     Accepts `Idempotency-Key` to make retries safe.
+         */
+        post: operations["createFile"];
+        /**
+         * Delete a file
+         * @description Deletes the caller's file named by `fileId` (query, or JSON body; both given must agree), its
+         *     stored bytes, its shares and its indexed text. A folder that still holds files is not deleted
+         *     (`409`). Only the owner may delete: a user it was shared with gets `403`.
+         */
+        delete: operations["deleteFile"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename or move a file
+         * @description Changes the name, folder (`parentId`) or project of the caller's file. The new folder must be a
+         *     folder of the caller's and, for a folder, not the folder itself or one inside it (`409`).
+         *     Only the owner may change a file: a user it was shared with gets `403`.
+         */
+        patch: operations["updateFile"];
+        trace?: never;
+    };
+    "/api/v1/files/upload-url": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Get an upload URL for a file
+         * @description Returns a single-use URL on this service (never an object-store URL or credential) to which the
+         *     owner sends the file's bytes with the given method and headers before `expiresAt` (5 minutes
+         *     by default). The URL is bound to the caller, the file, its declared size and type. The file must
+         *     be the caller's and not yet `ready` (`409` otherwise: files are immutable once stored).
+         */
+        post: operations["createFileUploadUrl"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/files/{fileId}/upload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Upload a file's bytes (through an upload URL)
+         * @description The target of the URL that `upload-url` returns; its `token` is the credential. The body is
+         *     the file's bytes, streamed to the object store: more bytes than declared are refused with
+         *     `413` as soon as they arrive, fewer with `400`; either way nothing is kept and the file is
+         *     not `ready`. On success the file becomes `ready` with its size and SHA-256. A used token is
+         *     `410 link_used`, an expired one `410 link_expired`, a forged one `401`.
+         */
+        put: operations["uploadFileContent"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/files/{fileId}/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file's content
+         * @description Streams the bytes of a `ready` file to its owner or to a user it was shared with (`404` for
+         *     anyone else, and for a file that is not ready), checked on every request. Also accepts the
+         *     `contentUrl` token of the file's metadata instead of other credentials, until it expires and
+         *     only while its user may still read the file. Supports one `Range` (`206`) and
+         *     `If-None-Match` (`304`). Always `X-Content-Type-Options: nosniff`; active types (HTML,
+         *     SVG, XML) are sent as `attachment`.
+         */
+        get: operations["getFileContent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/files/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Share or unshare a file
+         * @description The owner gives users read access to a file (`add`) or ends it (`remove`). Users it is shared
+         *     with see it in their lists (`access: shared`), can read its content and find it in text
+         *     search, but cannot change, delete or share it. Sharing a folder shares the folder entry only.
+         *     Only the owner may share (`404` for anyone else; `403` for a user it is shared with);
+         *     sharing with oneself is `400`.
+         */
+        patch: operations["shareFiles"];
+        trace?: never;
+    };
+    "/api/v1/files/ingest-document": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Extract and index a document's text
+         * @description Extracts the text of the caller's `ready` file (plain text, Markdown, HTML, JSON, CSV or PDF;
+         *     `415` for other types), splits it into chunks with their positions and indexes them for text
+         *     search. Re-ingesting replaces the previous chunks at once (a search sees the old or the new
+         *     chunks, never a mix). Large documents are processed in steps without blocking the service, with
+         *     their progress in the file's `ingestion`. A file that is not ready is `409`.
+         */
+        post: operations["ingestDocument"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/files/search-text": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search the text of ingested files
+         * @description Ranked full-text matches over the ingested chunks of the caller's files and of files shared with
+         *     them, optionally in one file (`404` unless the caller may read it) or one project of the
+         *     caller's (`404` otherwise). Each result gives the chunk's position in the document and a
+         *     snippet with the matches marked.
+         */
+        post: operations["searchFileText"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/outputs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List generated outputs, or read one
+         * @description With `outputId`, returns that output of the caller's as `{ output }` (`404` otherwise).
+         *     Without it, a page of the caller's outputs (automation results, generated media), newest first,
+         *     as `{ outputs, nextCursor }`, optionally by `type`, `conversationId` or `automationId`.
+         *     When `outputId` is given the other parameters are ignored.
+         */
+        get: operations["getOutputs"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an output
+         * @description Deletes the caller's output named by `outputId` (query, or JSON body; both given must agree)
+         *     and its stored bytes.
+         */
+        delete: operations["deleteOutput"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/outputs/{outputId}/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read an output's content
+         * @description Streams the bytes of the caller's output (`404` for anyone else), with one `Range` (`206`),
+         *     `If-None-Match` (`304`), `X-Content-Type-Options: nosniff`, and active types (HTML, SVG,
+         *     XML) sent as `attachment`.
+         */
+        get: operations["getOutputContent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/principals": {
         parameters: {
             query?: never;
@@ -1092,6 +1329,389 @@ export interface components {
             billing?: boolean;
             vectorSearch?: boolean;
         };
+        /**
+         * @description `file` holds content; `folder` only groups files (through `parentId`).
+         * @example file
+         * @enum {string}
+         */
+        FileKind: "file" | "folder";
+        /**
+         * @description `pending`: created, waiting for its upload; `uploading`: bytes are arriving; `ready`: stored, with its size and SHA-256; `failed`: the last upload did not complete (request a new upload URL). Folders are always `ready`. Clients must tolerate new values.
+         * @example ready
+         * @enum {string}
+         */
+        FileStatus: "pending" | "uploading" | "ready" | "failed";
+        /**
+         * @example ready
+         * @enum {string}
+         */
+        IngestionStatus: "none" | "processing" | "ready" | "failed";
+        Ingestion: {
+            status: components["schemas"]["IngestionStatus"];
+            /**
+             * @description Share of the document indexed so far while `processing`.
+             * @example 1
+             */
+            progress: number;
+            /** @example 12 */
+            chunkCount: number;
+            /** @example null */
+            error: string | null;
+        };
+        File: {
+            fileId: components["schemas"]["Id"];
+            /** @example alice */
+            ownerUserId: string;
+            /**
+             * @description `owner`, or `shared` when another user shared it with the caller (read only).
+             * @example owner
+             * @enum {string}
+             */
+            access: "owner" | "shared";
+            kind: components["schemas"]["FileKind"];
+            /** @example report.pdf */
+            name: string;
+            /**
+             * @description The declared media type (`null` for folders).
+             * @example application/pdf
+             */
+            mimeType: string | null;
+            /**
+             * Format: int64
+             * @description The declared size; once `ready`, the stored size (equal). `null` for folders.
+             * @example 482133
+             */
+            sizeBytes: number | null;
+            status: components["schemas"]["FileStatus"];
+            /**
+             * @description Hex SHA-256 of the stored bytes, once `ready`.
+             * @example 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+             */
+            sha256: string | null;
+            /** @example null */
+            projectId: string | null;
+            /**
+             * @description The folder the file is in, or `null`.
+             * @example null
+             */
+            parentId: string | null;
+            /** @example null */
+            conversationId: string | null;
+            ingestion: components["schemas"]["Ingestion"];
+            /**
+             * @description The users the owner shared the file with (empty in a grantee's view).
+             * @example [
+             *       "bob"
+             *     ]
+             */
+            sharedWith: string[];
+            /**
+             * @description For clients that cannot send headers (`<img src>`): a path on this service that reads the content without other credentials until `contentUrlExpiresAt`. `null` unless `ready`.
+             * @example /api/v1/files/01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60/content?token=eyJhbGciOiJIUzI1NiJ9.e30.sig
+             */
+            contentUrl: string | null;
+            /**
+             * Format: int64
+             * @example 1763784300000
+             */
+            contentUrlExpiresAt: number | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description 1 to 255 characters, no slashes or control characters, not only white space.
+         * @example report.pdf
+         */
+        FileName: string;
+        /**
+         * @description A media type such as `application/pdf` (parameters such as `charset` are not part of it).
+         * @example application/pdf
+         */
+        MimeType: string;
+        /**
+         * @description A `file` needs `mimeType` and `sizeBytes`; a `folder` takes neither.
+         * @example {
+         *       "name": "report.pdf",
+         *       "mimeType": "application/pdf",
+         *       "sizeBytes": 482133
+         *     }
+         */
+        FileCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            name: components["schemas"]["FileName"];
+            mimeType?: components["schemas"]["MimeType"];
+            /**
+             * Format: int64
+             * @description The exact size the upload will have; at most the deployment's upload limit (5 GiB by default).
+             * @example 482133
+             */
+            sizeBytes?: number;
+            /** @description A project of the caller's. */
+            projectId?: components["schemas"]["Id"];
+            /** @description A folder of the caller's. */
+            parentId?: components["schemas"]["Id"];
+            /**
+             * @description The conversation the file belongs to, if any.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e30
+             */
+            conversationId?: string;
+            /** @default file */
+            kind?: components["schemas"]["FileKind"];
+        };
+        /**
+         * @description Rename or move. Only the fields present change.
+         * @example {
+         *       "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+         *       "name": "report-final.pdf"
+         *     }
+         */
+        FileUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            fileId: components["schemas"]["Id"];
+            name?: components["schemas"]["FileName"];
+            /**
+             * @description A folder of the caller's (not the file itself nor, for a folder, one inside it), or `null`.
+             * @example null
+             */
+            parentId?: string | null;
+            /**
+             * @description A project of the caller's, or `null`.
+             * @example null
+             */
+            projectId?: string | null;
+        };
+        /**
+         * @example {
+         *       "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60"
+         *     }
+         */
+        FileDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            fileId?: components["schemas"]["Id"];
+        };
+        FileResponse: {
+            file: components["schemas"]["File"];
+        };
+        FileListResponse: {
+            files: components["schemas"]["File"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ file }` when `fileId` is given, otherwise a page `{ files, nextCursor }`. */
+        FileGetResponse: components["schemas"]["FileResponse"] | components["schemas"]["FileListResponse"];
+        FileDeleteResponse: {
+            fileId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        /**
+         * @example {
+         *       "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60"
+         *     }
+         */
+        UploadUrlRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            fileId: components["schemas"]["Id"];
+        };
+        UploadUrlResponse: {
+            upload: {
+                /**
+                 * @description Where to send the bytes, on this service. Single use.
+                 * @example http://localhost:8080/api/v1/files/01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60/upload?token=eyJhbGciOiJIUzI1NiJ9.e30.sig
+                 */
+                url: string;
+                /**
+                 * @example PUT
+                 * @enum {string}
+                 */
+                method: "PUT";
+                /**
+                 * @description Headers to send with the bytes.
+                 * @example {
+                 *       "Content-Type": "application/pdf"
+                 *     }
+                 */
+                headers: {
+                    [key: string]: string;
+                };
+                expiresAt: components["schemas"]["Timestamp"];
+                /**
+                 * Format: int64
+                 * @description The declared size: exactly this many bytes are expected.
+                 * @example 482133
+                 */
+                maxBytes: number;
+            };
+        };
+        /**
+         * @example {
+         *       "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+         *       "add": [
+         *         "bob"
+         *       ]
+         *     }
+         */
+        ShareRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            fileId: components["schemas"]["Id"];
+            /** @description Users to give read access to. */
+            add?: components["schemas"]["TargetUserId"][];
+            /** @description Users whose read access ends. */
+            remove?: components["schemas"]["TargetUserId"][];
+        };
+        ShareResponse: {
+            fileId: components["schemas"]["Id"];
+            /**
+             * @example [
+             *       "bob"
+             *     ]
+             */
+            sharedWith: string[];
+        };
+        /**
+         * @example {
+         *       "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60"
+         *     }
+         */
+        IngestRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            fileId: components["schemas"]["Id"];
+        };
+        IngestResponse: {
+            ingestion: {
+                fileId: components["schemas"]["Id"];
+                status: components["schemas"]["IngestionStatus"];
+                /** @example 12 */
+                chunkCount: number;
+                /**
+                 * @description Characters of text extracted.
+                 * @example 11842
+                 */
+                characters: number;
+            };
+        };
+        /**
+         * @example {
+         *       "query": "quarterly revenue",
+         *       "limit": 10
+         *     }
+         */
+        SearchTextRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /**
+             * @description Words to find; `"quoted phrases"`, `or` and `-excluded` words are understood.
+             * @example quarterly revenue
+             */
+            query: string;
+            /** @description Only this file (one the caller owns or was shared). */
+            fileId?: components["schemas"]["Id"];
+            /** @description Only files in this project of the caller's. */
+            projectId?: components["schemas"]["Id"];
+            /** @default 20 */
+            limit?: number;
+        };
+        SearchTextResponse: {
+            /** @description Best match first. */
+            results: {
+                fileId: components["schemas"]["Id"];
+                /** @example report.pdf */
+                fileName: string;
+                /** @example 3 */
+                chunkIndex: number;
+                /**
+                 * @description Where the matching chunk starts in the extracted text (characters).
+                 * @example 4120
+                 */
+                startOffset: number;
+                /** @example 5118 */
+                endOffset: number;
+                /** @example 0.42 */
+                score: number;
+                /**
+                 * @description An excerpt of the chunk with the matches between `«` and `»`.
+                 * @example … the «quarterly» «revenue» table shows …
+                 */
+                snippet: string;
+                /**
+                 * @description The matched words within the snippet, as start and end character offsets of the snippet without its markers.
+                 * @example [
+                 *       {
+                 *         "start": 6,
+                 *         "end": 15
+                 *       }
+                 *     ]
+                 */
+                highlights: {
+                    start: number;
+                    end: number;
+                }[];
+            }[];
+        };
+        /**
+         * @description What kind of artifact it is. Clients must tolerate new values.
+         * @example image
+         * @enum {string}
+         */
+        OutputType: "image" | "audio" | "video" | "text" | "document" | "other";
+        Output: {
+            outputId: components["schemas"]["Id"];
+            type: components["schemas"]["OutputType"];
+            /** @example chart.png */
+            name: string;
+            /** @example image/png */
+            mimeType: string;
+            /**
+             * Format: int64
+             * @example 20480
+             */
+            sizeBytes: number;
+            /** @example 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 */
+            sha256: string;
+            /** @example null */
+            conversationId: string | null;
+            /**
+             * @description The automation whose run generated it, if any.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
+             */
+            automationId: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        OutputResponse: {
+            output: components["schemas"]["Output"];
+        };
+        OutputListResponse: {
+            outputs: components["schemas"]["Output"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ output }` when `outputId` is given, otherwise a page `{ outputs, nextCursor }`. */
+        OutputGetResponse: components["schemas"]["OutputResponse"] | components["schemas"]["OutputListResponse"];
+        /**
+         * @example {
+         *       "outputId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80"
+         *     }
+         */
+        OutputDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            outputId?: components["schemas"]["Id"];
+        };
+        OutputDeleteResponse: {
+            outputId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
     };
     responses: {
         /** @description `invalid_request`: the request does not match the contract or the rules stated for the operation; `details` lists each problem. Nothing was changed. */
@@ -1251,6 +1871,51 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
+        /** @description `link_expired` or `link_used`: the signed URL has expired, or (upload URLs) was already used. Request a new one. */
+        Gone: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "This upload URL has expired; request a new one.",
+                 *       "code": "link_expired"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `unsupported_media_type`: the file's type cannot be ingested (supported: plain text, Markdown, HTML, JSON, CSV, PDF). */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "Files of type image/png cannot be ingested.",
+                 *       "code": "unsupported_media_type"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `range_not_satisfiable`: the `Range` is outside the content; `Content-Range` gives the size. */
+        RangeNotSatisfiable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The requested range is not satisfiable.",
+                 *       "code": "range_not_satisfiable"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
     };
     parameters: {
         /**
@@ -1285,11 +1950,31 @@ export interface components {
          * @example administrative_principal
          */
         AuditResourceType: string;
+        /**
+         * @description One byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer.
+         * @example bytes=0-1023
+         */
+        Range: string;
+        /**
+         * @description The `ETag` of a copy the client has; `304` when it is still current.
+         * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+         */
+        IfNoneMatch: string;
     };
     requestBodies: never;
     headers: {
         /** @description `true` when this is the remembered response of an earlier request with the same `Idempotency-Key`. */
         IdempotentReplayed: "true";
+        /** @description The range sent and the full size, such as `bytes 0-1023/482133` (`bytes *\/482133` with `416`). */
+        ContentRange: string;
+        /** @description The quoted SHA-256 of the content. */
+        ETag: string;
+        /** @description `attachment` for active types (HTML, SVG, XML), otherwise `inline`, with the file name. */
+        ContentDisposition: string;
+        /** @description Always `nosniff`. */
+        XContentTypeOptions: "nosniff";
+        /** @description Always `bytes`. */
+        AcceptRanges: "bytes";
     };
     pathItems: never;
 }
@@ -2093,6 +2778,723 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getFiles: {
+        parameters: {
+            query?: {
+                /** @description Read this file. */
+                fileId?: components["schemas"]["Id"];
+                /** @description `owned`, `shared` (shared with the caller) or `all` (default). */
+                scope?: "all" | "owned" | "shared";
+                /** @description Only records in this project (one of the caller's). */
+                projectId?: components["parameters"]["ProjectFilter"];
+                /** @description Only files in this folder. */
+                parentId?: components["schemas"]["Id"];
+                /** @description Only files or only folders. */
+                kind?: components["schemas"]["FileKind"];
+                /** @description Only files in this state. */
+                status?: components["schemas"]["FileStatus"];
+                /** @description Only files of this conversation. */
+                conversationId?: string;
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file, or a page of files. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "files": [
+                     *         {
+                     *           "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *           "ownerUserId": "alice",
+                     *           "access": "owner",
+                     *           "kind": "file",
+                     *           "name": "report.pdf",
+                     *           "mimeType": "application/pdf",
+                     *           "sizeBytes": 482133,
+                     *           "status": "ready",
+                     *           "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                     *           "projectId": null,
+                     *           "parentId": null,
+                     *           "conversationId": null,
+                     *           "ingestion": {
+                     *             "status": "none",
+                     *             "progress": 0,
+                     *             "chunkCount": 0,
+                     *             "error": null
+                     *           },
+                     *           "sharedWith": [],
+                     *           "contentUrl": "/api/v1/files/01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60/content?token=eyJhbGciOiJIUzI1NiJ9.e30.sig",
+                     *           "contentUrlExpiresAt": 1763784300000,
+                     *           "createdAt": 1763784000000,
+                     *           "updatedAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FileGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createFile: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FileCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The created file. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "file": {
+                     *         "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *         "ownerUserId": "alice",
+                     *         "access": "owner",
+                     *         "kind": "file",
+                     *         "name": "report.pdf",
+                     *         "mimeType": "application/pdf",
+                     *         "sizeBytes": 482133,
+                     *         "status": "pending",
+                     *         "sha256": null,
+                     *         "projectId": null,
+                     *         "parentId": null,
+                     *         "conversationId": null,
+                     *         "ingestion": {
+                     *           "status": "none",
+                     *           "progress": 0,
+                     *           "chunkCount": 0,
+                     *           "error": null
+                     *         },
+                     *         "sharedWith": [],
+                     *         "contentUrl": null,
+                     *         "contentUrlExpiresAt": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FileResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteFile: {
+        parameters: {
+            query?: {
+                /** @description The file to delete (or give it in the body). */
+                fileId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["FileDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The file was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FileDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FileUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated file. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "file": {
+                     *         "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *         "ownerUserId": "alice",
+                     *         "access": "owner",
+                     *         "kind": "file",
+                     *         "name": "report-final.pdf",
+                     *         "mimeType": "application/pdf",
+                     *         "sizeBytes": 482133,
+                     *         "status": "ready",
+                     *         "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                     *         "projectId": null,
+                     *         "parentId": null,
+                     *         "conversationId": null,
+                     *         "ingestion": {
+                     *           "status": "none",
+                     *           "progress": 0,
+                     *           "chunkCount": 0,
+                     *           "error": null
+                     *         },
+                     *         "sharedWith": [],
+                     *         "contentUrl": null,
+                     *         "contentUrlExpiresAt": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784060000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FileResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createFileUploadUrl: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UploadUrlRequest"];
+            };
+        };
+        responses: {
+            /** @description Where and how to upload. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "upload": {
+                     *         "url": "http://localhost:8080/api/v1/files/01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60/upload?token=eyJhbGciOiJIUzI1NiJ9.e30.sig",
+                     *         "method": "PUT",
+                     *         "headers": {
+                     *           "Content-Type": "application/pdf"
+                     *         },
+                     *         "expiresAt": 1763784300000,
+                     *         "maxBytes": 482133
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UploadUrlResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    uploadFileContent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The file the URL was issued for. */
+                fileId: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        /** @description The bytes, with the declared `Content-Type`. */
+        requestBody: {
+            content: {
+                /** @example %PDF-1.4 … */
+                "*/*": string;
+            };
+        };
+        responses: {
+            /** @description The file, now `ready`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "file": {
+                     *         "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *         "ownerUserId": "alice",
+                     *         "access": "owner",
+                     *         "kind": "file",
+                     *         "name": "report.pdf",
+                     *         "mimeType": "application/pdf",
+                     *         "sizeBytes": 482133,
+                     *         "status": "ready",
+                     *         "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                     *         "projectId": null,
+                     *         "parentId": null,
+                     *         "conversationId": null,
+                     *         "ingestion": {
+                     *           "status": "none",
+                     *           "progress": 0,
+                     *           "chunkCount": 0,
+                     *           "error": null
+                     *         },
+                     *         "sharedWith": [],
+                     *         "contentUrl": null,
+                     *         "contentUrlExpiresAt": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784060000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FileResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getFileContent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description One byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer.
+                 * @example bytes=0-1023
+                 */
+                Range?: components["parameters"]["Range"];
+                /**
+                 * @description The `ETag` of a copy the client has; `304` when it is still current.
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                 */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path: {
+                /** @description The file. */
+                fileId: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The whole content, streamed. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example %PDF-1.4 … */
+                    "*/*": string;
+                };
+            };
+            /** @description The requested range, streamed. */
+            206: {
+                headers: {
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example %PDF-1.4 … */
+                    "*/*": string;
+                };
+            };
+            /** @description Not modified (`If-None-Match` matched the `ETag`). */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
+            416: components["responses"]["RangeNotSatisfiable"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    shareFiles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ShareRequest"];
+            };
+        };
+        responses: {
+            /** @description Everyone the file is now shared with. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *       "sharedWith": [
+                     *         "bob"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ShareResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    ingestDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IngestRequest"];
+            };
+        };
+        responses: {
+            /** @description The outcome. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "ingestion": {
+                     *         "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *         "status": "ready",
+                     *         "chunkCount": 12,
+                     *         "characters": 11842
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["IngestResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    searchFileText: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SearchTextRequest"];
+            };
+        };
+        responses: {
+            /** @description The matches, best first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *           "fileName": "report.pdf",
+                     *           "chunkIndex": 3,
+                     *           "startOffset": 4120,
+                     *           "endOffset": 5118,
+                     *           "score": 0.42,
+                     *           "snippet": "… the «quarterly» «revenue» table shows …",
+                     *           "highlights": [
+                     *             {
+                     *               "start": 6,
+                     *               "end": 15
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SearchTextResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getOutputs: {
+        parameters: {
+            query?: {
+                /** @description Read this output. */
+                outputId?: components["schemas"]["Id"];
+                /** @description Only outputs of this type. */
+                type?: components["schemas"]["OutputType"];
+                /** @description Only outputs of this conversation. */
+                conversationId?: string;
+                /** @description Only outputs of this automation. */
+                automationId?: string;
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The output, or a page of outputs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "outputs": [
+                     *         {
+                     *           "outputId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
+                     *           "type": "image",
+                     *           "name": "chart.png",
+                     *           "mimeType": "image/png",
+                     *           "sizeBytes": 20480,
+                     *           "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                     *           "conversationId": null,
+                     *           "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *           "createdAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OutputGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteOutput: {
+        parameters: {
+            query?: {
+                /** @description The output to delete (or give it in the body). */
+                outputId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["OutputDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The output was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "outputId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OutputDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getOutputContent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description One byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer.
+                 * @example bytes=0-1023
+                 */
+                Range?: components["parameters"]["Range"];
+                /**
+                 * @description The `ETag` of a copy the client has; `304` when it is still current.
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                 */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path: {
+                /** @description The output. */
+                outputId: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The whole content, streamed. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example %PDF-1.4 … */
+                    "*/*": string;
+                };
+            };
+            /** @description The requested range, streamed. */
+            206: {
+                headers: {
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example %PDF-1.4 … */
+                    "*/*": string;
+                };
+            };
+            /** @description Not modified (`If-None-Match` matched the `ETag`). */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            416: components["responses"]["RangeNotSatisfiable"];
             500: components["responses"]["InternalError"];
         };
     };

@@ -56,6 +56,44 @@ export interface Capabilities {
   updated_by: string | null;
 }
 
+export interface FileChunks {
+  content: string;
+  end_offset: number;
+  file_id: string;
+  generation: number;
+  seq: number;
+  start_offset: number;
+  tsv: Generated<string | null>;
+}
+
+export interface Files {
+  chunk_count: Generated<number>;
+  chunk_generation: Generated<number>;
+  conversation_id: string | null;
+  created_at: Generated<Timestamp>;
+  id: string;
+  ingest_error: string | null;
+  ingest_progress: Generated<number>;
+  ingest_status: Generated<string>;
+  kind: string;
+  mime_type: string | null;
+  name: string;
+  owner_user_id: string;
+  parent_id: string | null;
+  project_id: string | null;
+  sha256: string | null;
+  size_bytes: number | null;
+  status: string;
+  storage_key: string | null;
+  updated_at: Generated<Timestamp>;
+}
+
+export interface FileShares {
+  created_at: Generated<Timestamp>;
+  file_id: string;
+  grantee_user_id: string;
+}
+
 export interface IdempotencyKeys {
   created_at: Generated<Timestamp>;
   key: string;
@@ -101,6 +139,20 @@ export interface Notes {
   updated_at: Generated<Timestamp>;
 }
 
+export interface Outputs {
+  automation_id: string | null;
+  conversation_id: string | null;
+  created_at: Generated<Timestamp>;
+  id: string;
+  mime_type: string;
+  name: string;
+  owner_user_id: string;
+  sha256: string;
+  size_bytes: number;
+  storage_key: string;
+  type: string;
+}
+
 export interface Projects {
   client_id: string | null;
   color: string | null;
@@ -135,16 +187,29 @@ export interface Skills {
   updated_at: Generated<Timestamp>;
 }
 
+export interface UploadTokens {
+  expires_at: Timestamp;
+  file_id: string;
+  jti: string;
+  used_at: Timestamp | null;
+  user_id: string;
+}
+
 export interface DB {
   administrative_principals: AdministrativePrincipals;
   audit_events: AuditEvents;
   budgets: Budgets;
   capabilities: Capabilities;
+  file_chunks: FileChunks;
+  file_shares: FileShares;
+  files: Files;
   idempotency_keys: IdempotencyKeys;
   ledger_entries: LedgerEntries;
   memory_items: MemoryItems;
   notes: Notes;
+  outputs: Outputs;
   projects: Projects;
   sessions: Sessions;
   skills: Skills;
+  upload_tokens: UploadTokens;
 }

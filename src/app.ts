@@ -7,6 +7,10 @@ import { AuditService } from './areas/audit/service';
 import { budgetHandlers } from './areas/budgets/handlers';
 import { BudgetService } from './areas/budgets/service';
 import { capabilityHandlers } from './areas/capabilities/handlers';
+import { fileHandlers } from './areas/files/handlers';
+import { FileService } from './areas/files/service';
+import { outputHandlers } from './areas/outputs/handlers';
+import { OutputService } from './areas/outputs/service';
 import { CapabilityService } from './areas/capabilities/service';
 import { memoryHandlers } from './areas/memory/handlers';
 import { MemoryService } from './areas/memory/service';
@@ -33,9 +37,15 @@ import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './pl
 import { migrateToLatest } from './platform/db/migrate';
 import { IdempotencyStore } from './platform/idempotency';
 import type { Logger } from './platform/logger';
+import { SignedUrls } from './platform/signed-urls';
+import type { ObjectStore } from './platform/storage';
+import { LocalObjectStore } from './platform/storage/local';
+import { S3ObjectStore } from './platform/storage/s3';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
 export interface Services {
+  files: FileService;
+  outputs: OutputService;
   audit: AuditService;
   principals: PrincipalService;
   budgets: BudgetService;
@@ -59,17 +69,31 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+/** S3 when a bucket is configured, otherwise a directory under DATA_DIR. */
+export function openObjectStore(config: Config): ObjectStore {
+  return config.storage.s3 ? new S3ObjectStore(config.storage.s3) : new LocalObjectStore(path.join(config.dataDir, 'objects'));
+}
+
 export async function openDatabase(config: Config): Promise<DatabaseHandle> {
   return config.databaseUrl
     ? openPostgres(config.databaseUrl, config.databasePoolSize)
     : openPglite(path.join(config.dataDir, 'pglite'));
 }
 
-function createServices(config: Config, database: DatabaseHandle): Services {
+function createServices(
+  config: Config,
+  database: DatabaseHandle,
+  store: ObjectStore,
+  signedUrls: SignedUrls,
+  logger: Logger,
+): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
+  const warn = (message: string, meta: Record<string, unknown>) => logger.warn(message, meta);
   return {
+    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn),
+    outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
     audit,
     principals: new PrincipalService(db, audit),
     budgets: new BudgetService(db, audit),
@@ -93,6 +117,8 @@ function handlerMap(services: Services, config: Config): HandlerMap {
     ...principalHandlers(services.principals),
     ...auditHandlers(services.audit),
     ...budgetHandlers(services.budgets),
+    ...fileHandlers(services.files),
+    ...outputHandlers(services.outputs),
   };
 }
 
@@ -108,7 +134,9 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const cookieSecret = config.auth.cookieSecret ?? devAuth?.cookieSecret;
     if (!cookieSecret) throw new Error('no cookie secret');
     const verifyToken = await createTokenVerifier(config, devAuth);
-    const services = createServices(config, db);
+    const store = openObjectStore(config);
+    const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
+    const services = createServices(config, db, store, signedUrls, logger);
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
       config.bootstrapAdminUserIds,
@@ -129,18 +157,18 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       res.json({ status: 'ok' });
     });
     app.get('/readyz', async (_req, res) => {
-      const database = await isReachable(db.db);
-      const ready = database && !draining;
-      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, draining } });
+      const [database, storage] = await Promise.all([isReachable(db.db), store.isReachable()]);
+      const ready = database && storage && !draining;
+      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, storage, draining } });
     });
     app.use(docsRouter());
-    app.use(express.json({ limit: config.bodyLimitBytes, strict: false }));
     app.use(cookieParser(cookieSecret));
     app.use(
       await apiRouter(doc, handlerMap(services, config), {
         validateResponses: config.validateResponses,
+        bodyLimitBytes: config.bodyLimitBytes,
         idempotency: new IdempotencyStore(db.db),
-        securityHandlers: securityHandlers(verifyToken, services.sessions),
+        securityHandlers: securityHandlers(verifyToken, services.sessions, signedUrls),
         afterSecurity: [resolveCaller(config.auth.allowedOrigins), requireRoles(services.principals)],
       }),
     );
@@ -156,7 +184,10 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       drain: () => {
         draining = true;
       },
-      close: () => db.close(),
+      close: async () => {
+        store.close();
+        await db.close();
+      },
     };
   } catch (error) {
     if (!database) await db.close();

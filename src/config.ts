@@ -33,6 +33,15 @@ export interface Config {
     cacheMs: number;
   };
   bootstrapAdminUserIds: string[];
+  storage: {
+    /** S3-compatible store when a bucket is set; otherwise the local directory DATA_DIR/objects. */
+    s3: { endpoint: string | null; bucket: string; region: string; accessKeyId: string | null; secretAccessKey: string | null; forcePathStyle: boolean } | null;
+    maxUploadBytes: number;
+    maxOutputBytes: number;
+  };
+  /** Lifetime of the upload URLs and content URLs the service signs. */
+  signedUrlTtlSeconds: number;
+  ingestMaxBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -110,18 +119,19 @@ class Reader {
   }
 }
 
-const SIZE = /^(\d+)\s*(b|kb|mb)?$/i;
+const SIZE = /^(\d+)\s*(b|kb|mb|gb)?$/i;
 
 function parseSize(reader: Reader, name: string, fallback: number): number {
   const value = reader.raw(name);
   if (value === undefined) return fallback;
   const match = SIZE.exec(value);
   if (!match) {
-    reader.problems.push(`${name} must be a size such as 1mb or 512kb (got "${value}")`);
+    reader.problems.push(`${name} must be a size such as 1mb, 512kb or 5gb (got "${value}")`);
     return fallback;
   }
   const unit = (match[2] ?? 'b').toLowerCase();
-  return Number(match[1]) * (unit === 'mb' ? 1024 * 1024 : unit === 'kb' ? 1024 : 1);
+  const factor = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[unit] ?? 1;
+  return Number(match[1]) * factor;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -167,6 +177,22 @@ export function loadConfig(env: Env = process.env): Config {
       cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
     },
     bootstrapAdminUserIds: r.list('BOOTSTRAP_ADMIN_USER_IDS'),
+    storage: {
+      s3: r.raw('S3_BUCKET')
+        ? {
+            endpoint: r.url('S3_ENDPOINT', ['http:', 'https:']),
+            bucket: r.string('S3_BUCKET', ''),
+            region: r.string('S3_REGION', 'us-east-1'),
+            accessKeyId: r.optional('S3_ACCESS_KEY_ID'),
+            secretAccessKey: r.optional('S3_SECRET_ACCESS_KEY'),
+            forcePathStyle: r.bool('S3_FORCE_PATH_STYLE', r.raw('S3_ENDPOINT') !== undefined),
+          }
+        : null,
+      maxUploadBytes: parseSize(r, 'MAX_UPLOAD_BYTES', 5 * 1024 ** 3),
+      maxOutputBytes: parseSize(r, 'MAX_OUTPUT_BYTES', 1024 ** 3),
+    },
+    signedUrlTtlSeconds: r.int('SIGNED_URL_TTL_SECONDS', 300, 10, 86_400),
+    ingestMaxBytes: parseSize(r, 'INGEST_MAX_BYTES', 64 * 1024 * 1024),
   };
 
   for (const origin of config.auth.allowedOrigins) {
@@ -175,6 +201,9 @@ export function loadConfig(env: Env = process.env): Config {
     } catch {
       r.problems.push(`ALLOWED_ORIGINS entries must be origins such as https://app.example.com (got "${origin}")`);
     }
+  }
+  if ((config.storage.s3?.accessKeyId === null) !== (config.storage.s3?.secretAccessKey === null)) {
+    r.problems.push('set both S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, or neither (to use the default AWS credential chain)');
   }
   if (config.auth.jwksUrl && config.auth.publicKeyPem) {
     r.problems.push('set either AUTH_JWKS_URL or AUTH_PUBLIC_KEY, not both');

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { SessionService } from '../areas/sessions/service';
+import { type SignedGrant, SignedUrlExpiredError, SignedUrlInvalidError, type SignedUrls } from '../platform/signed-urls';
 import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
 import { errors } from './errors';
 
@@ -7,9 +8,11 @@ export const SESSION_COOKIE = 'service_session';
 
 export interface Caller {
   userId: string;
-  via: 'bearer' | 'session';
+  via: 'bearer' | 'session' | 'signed-url';
   /** The session token, when the caller came in with the session cookie. */
   sessionToken?: string;
+  /** What a signed URL (upload or content) allows, when the caller came in with one. */
+  grant?: SignedGrant;
 }
 
 const BEARER = /^Bearer\s+(\S+)$/i;
@@ -20,8 +23,27 @@ const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * records what it verified; `resolveCaller` then picks one (bearer first), so the outcome does not
  * depend on which handler finishes first.
  */
-export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionService) {
+export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionService, signedUrls: SignedUrls) {
   return {
+    signedUrl: async (req: Request): Promise<boolean> => {
+      const token = req.query.token;
+      if (typeof token !== 'string' || token === '') return false;
+      try {
+        const grant = await signedUrls.verify(token);
+        req.credentials = { ...req.credentials, signed: grant };
+        return true;
+      } catch (error) {
+        if (error instanceof SignedUrlExpiredError) {
+          // The library answers with this status; the error middleware words it.
+          throw Object.assign(new Error('This signed URL has expired; request a new one.'), { status: 410 });
+        }
+        if (error instanceof SignedUrlInvalidError) {
+          req.authFailure = 'The signed URL is not valid.';
+          return false;
+        }
+        throw error;
+      }
+    },
     bearerAuth: async (req: Request): Promise<boolean> => {
       const token = BEARER.exec(req.headers.authorization ?? '')?.[1];
       if (!token) {
@@ -75,9 +97,11 @@ function originAllowed(req: Request, allowedOrigins: string[]): boolean {
  */
 export function resolveCaller(allowedOrigins: string[]) {
   return function resolveCallerMiddleware(req: Request, _res: Response, next: NextFunction): void {
-    const { bearer, session } = req.credentials ?? {};
+    const { bearer, session, signed } = req.credentials ?? {};
     if (bearer) {
       req.caller = { userId: bearer, via: 'bearer' };
+    } else if (signed && !session) {
+      req.caller = { userId: signed.userId, via: 'signed-url', grant: signed };
     } else if (session) {
       if (UNSAFE_METHODS.has(req.method) && !originAllowed(req, allowedOrigins)) {
         return next(errors.forbidden('This request needs an Origin header of an allowed origin.'));

@@ -19,6 +19,8 @@ export function loadApiDocument(): OpenAPIV3.DocumentV3 {
 
 export interface ValidationOptions {
   validateResponses: boolean;
+  /** The largest JSON body (413 above). */
+  bodyLimitBytes: number;
   /** Remembers the responses of operations that declare the `Idempotency-Key` header. */
   idempotency: IdempotencyStore;
   securityHandlers: Record<string, (req: Request) => Promise<boolean>>;
@@ -105,10 +107,11 @@ export async function apiRouter(
   options: ValidationOptions,
 ): Promise<Router> {
   const steps = await validatorChain(doc, options);
+  const json = express.json({ limit: options.bodyLimitBytes, strict: false });
   const router = express.Router();
   for (const [openApiPath, item] of Object.entries(doc.paths)) {
     const route = router.route(toExpressPath(openApiPath));
-    route.all(...(steps as RequestHandler[]));
+    route.all(jsonBodies(item as OpenAPIV3.PathItemObject, json), ...(steps as RequestHandler[]));
     for (const method of METHODS) {
       const operation = (item as Record<string, OpenAPIV3.OperationObject | undefined>)[method];
       if (!operation) continue;
@@ -124,6 +127,20 @@ export async function apiRouter(
     }
   }
   return router;
+}
+
+/**
+ * Parses a JSON body only for the operations whose document says they take one, so that a
+ * streamed upload reaches its handler untouched whatever its Content-Type.
+ */
+function jsonBodies(item: OpenAPIV3.PathItemObject, json: RequestHandler): RequestHandler {
+  const takesJson = new Set(
+    METHODS.filter((method) => {
+      const body = item[method]?.requestBody;
+      return body !== undefined && 'content' in body && body.content['application/json'] !== undefined;
+    }).map((method) => method.toUpperCase()),
+  );
+  return (req, res, next) => (takesJson.has(req.method) ? json(req, res, next) : next());
 }
 
 /** Whether the operation declares the `Idempotency-Key` request header. */

@@ -1,3 +1,4 @@
+import type { SignedGrant } from '../platform/signed-urls';
 import type { Caller } from './auth';
 
 declare module 'express-serve-static-core' {
@@ -7,7 +8,7 @@ declare module 'express-serve-static-core' {
     /** The authenticated caller, set once the operation's security passed. */
     caller?: Caller;
     /** What each security scheme found, before one is chosen as the caller. */
-    credentials?: { bearer?: string; session?: { userId: string; token: string } };
+    credentials?: { bearer?: string; session?: { userId: string; token: string }; signed?: SignedGrant };
     /** Why authentication failed, for the 401 message. */
     authFailure?: string;
   }

@@ -2,12 +2,14 @@ import { type Kysely, type Migration, type MigrationProvider, Migrator } from 'k
 import * as m0001 from './migrations/0001_initial';
 import * as m0002 from './migrations/0002_idempotency_keys';
 import * as m0003 from './migrations/0003_administration';
+import * as m0004 from './migrations/0004_files';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_idempotency_keys': m0002,
   '0003_administration': m0003,
+  '0004_files': m0004,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

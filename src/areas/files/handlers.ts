@@ -1,0 +1,95 @@
+import { sendContent } from '../../http/content';
+import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
+import { readPage } from '../../http/pagination';
+import { type FileRow, presentFile, presentSnippet } from './presenter';
+import type { FileService } from './service';
+
+export function fileHandlers(
+  files: FileService,
+): Pick<
+  HandlerMap,
+  | 'getFiles'
+  | 'createFile'
+  | 'updateFile'
+  | 'deleteFile'
+  | 'createFileUploadUrl'
+  | 'uploadFileContent'
+  | 'getFileContent'
+  | 'shareFiles'
+  | 'ingestDocument'
+  | 'searchFileText'
+> {
+  /** Presents files for `userId`: shares for the owner's view, a content URL for ready files. */
+  const present = async (rows: FileRow[], userId: string) => {
+    const shares = await files.sharesOf(rows.filter((r) => r.owner_user_id === userId).map((r) => r.id));
+    return Promise.all(rows.map(async (row) => presentFile(row, userId, shares.get(row.id) ?? [], await files.contentLink(row, userId))));
+  };
+  const presentOne = async (row: FileRow, userId: string) => (await present([row], userId))[0] as Awaited<ReturnType<typeof present>>[number];
+
+  return {
+    getFiles: async ({ caller, query }) => {
+      if (query.fileId !== undefined) return { file: await presentOne(await files.get(caller.userId, query.fileId), caller.userId) };
+      const filter = {
+        scope: query.scope ?? 'all',
+        projectId: query.projectId,
+        parentId: query.parentId,
+        kind: query.kind,
+        status: query.status,
+        conversationId: query.conversationId,
+      };
+      const page = await files.list(caller.userId, filter, readPage(query));
+      return { files: await present(page.items, caller.userId), nextCursor: page.nextCursor };
+    },
+    createFile: async ({ caller, body }) => ({ file: await presentOne(await files.create(caller.userId, body), caller.userId) }),
+    updateFile: async ({ caller, body }) => ({ file: await presentOne(await files.update(caller.userId, body), caller.userId) }),
+    deleteFile: async ({ caller, query, body }) => {
+      const fileId = idFromQueryOrBody('fileId', query, body);
+      await files.delete(caller.userId, fileId);
+      return { fileId, deleted: true };
+    },
+    createFileUploadUrl: async ({ caller, body, req }) => {
+      const { token, expiresAt, file } = await files.uploadUrl(caller.userId, body.fileId);
+      const url = `${req.protocol}://${req.get('host')}/api/v1/files/${encodeURIComponent(file.id)}/upload?token=${encodeURIComponent(token)}`;
+      return {
+        upload: {
+          url,
+          method: 'PUT' as const,
+          headers: { 'Content-Type': file.mime_type as string },
+          expiresAt,
+          maxBytes: file.size_bytes as number,
+        },
+      };
+    },
+    uploadFileContent: async ({ caller, params, req }) => {
+      const length = req.get('content-length');
+      const file = await files.receiveUpload(caller.grant!, params.fileId, req, length === undefined ? undefined : Number(length));
+      return { file: await presentOne(file, caller.userId) };
+    },
+    getFileContent: async ({ caller, params, req, res }) => {
+      const file = await files.readable(caller.userId, params.fileId, caller.grant);
+      return sendContent(req, res, {
+        name: file.name,
+        mimeType: file.mime_type as string,
+        size: file.size_bytes as number,
+        sha256: file.sha256 as string,
+        open: (range) => files.openObject(file.storage_key, range),
+      });
+    },
+    shareFiles: async ({ caller, body }) => ({ fileId: body.fileId, sharedWith: await files.share(caller.userId, body) }),
+    ingestDocument: async ({ caller, body }) => ({ ingestion: { fileId: body.fileId, ...(await files.ingest(caller.userId, body.fileId)) } }),
+    searchFileText: async ({ caller, body }) => {
+      const matches = await files.search(caller.userId, body.query, { fileId: body.fileId, projectId: body.projectId }, body.limit ?? 20);
+      return {
+        results: matches.map((m) => ({
+          fileId: m.file_id,
+          fileName: m.name,
+          chunkIndex: m.seq,
+          startOffset: m.start_offset,
+          endOffset: m.end_offset,
+          score: Number(m.score),
+          ...presentSnippet(m.snippet),
+        })),
+      };
+    },
+  };
+}

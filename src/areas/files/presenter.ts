@@ -1,0 +1,59 @@
+import type { Selectable } from 'kysely';
+import type { components } from '../../../generated/api';
+import type { Files } from '../../../generated/db';
+
+type Schemas = components['schemas'];
+export type FileRow = Selectable<Files> & { access?: 'owner' | 'shared' };
+
+export interface ContentLink {
+  url: string;
+  expiresAt: number;
+}
+
+export function presentFile(row: FileRow, viewerUserId: string, sharedWith: string[], contentLink: ContentLink | null): Schemas['File'] {
+  const access = row.owner_user_id === viewerUserId ? 'owner' : 'shared';
+  return {
+    fileId: row.id,
+    ownerUserId: row.owner_user_id,
+    access,
+    kind: row.kind as Schemas['FileKind'],
+    name: row.name,
+    mimeType: row.mime_type,
+    sizeBytes: row.size_bytes,
+    status: row.status as Schemas['FileStatus'],
+    sha256: row.sha256,
+    projectId: row.project_id,
+    parentId: row.parent_id,
+    conversationId: row.conversation_id,
+    ingestion: {
+      status: row.ingest_status as Schemas['IngestionStatus'],
+      progress: row.ingest_progress,
+      chunkCount: row.chunk_count,
+      error: row.ingest_error,
+    },
+    sharedWith: access === 'owner' ? sharedWith : [],
+    contentUrl: contentLink?.url ?? null,
+    contentUrlExpiresAt: contentLink?.expiresAt ?? null,
+    createdAt: row.created_at.getTime(),
+    updatedAt: row.updated_at.getTime(),
+  };
+}
+
+const MARKED = /«([^»]*)»/g;
+
+/**
+ * The snippet as the search returns it (matches between « and »), with each match's offsets in
+ * the snippet once the markers are removed.
+ */
+export function presentSnippet(marked: string): { snippet: string; highlights: Array<{ start: number; end: number }> } {
+  const highlights: Array<{ start: number; end: number }> = [];
+  let plain = '';
+  let last = 0;
+  for (const match of marked.matchAll(MARKED)) {
+    plain += marked.slice(last, match.index);
+    highlights.push({ start: plain.length, end: plain.length + (match[1] ?? '').length });
+    plain += match[1] ?? '';
+    last = (match.index ?? 0) + match[0].length;
+  }
+  return { snippet: marked, highlights };
+}

@@ -1,0 +1,221 @@
+import { type ExpressionBuilder, type Insertable, sql, type Updateable } from 'kysely';
+import type { DB, Files } from '../../../generated/db';
+import type { PageRequest } from '../../http/pagination';
+import type { Database } from '../../platform/db';
+
+export interface FileFilter {
+  scope: 'all' | 'owned' | 'shared';
+  projectId?: string;
+  parentId?: string;
+  kind?: string;
+  status?: string;
+  conversationId?: string;
+}
+
+/** The file if `userId` owns it or it was shared with them; `access` says which. */
+export function findReadableFile(db: Database, userId: string, id: string) {
+  return db
+    .selectFrom('files')
+    .selectAll()
+    .select(sql<'owner' | 'shared'>`case when owner_user_id = ${userId} then 'owner' else 'shared' end`.as('access'))
+    .where('id', '=', id)
+    .where((eb) => eb.or([eb('owner_user_id', '=', userId), sharedWith(eb, userId)]))
+    .executeTakeFirst();
+}
+
+/** The file (of the outer query) is shared with `userId`. */
+function sharedWith(eb: ExpressionBuilder<DB, 'files'>, userId: string) {
+  return eb.exists(
+    eb.selectFrom('file_shares').select('file_id').whereRef('file_shares.file_id', '=', 'files.id').where('grantee_user_id', '=', userId),
+  );
+}
+
+export function findOwnedFile(db: Database, ownerUserId: string, id: string) {
+  return db.selectFrom('files').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+}
+
+export function listReadableFiles(db: Database, userId: string, filter: FileFilter, page: PageRequest) {
+  let query = db
+    .selectFrom('files')
+    .selectAll()
+    .select(sql<'owner' | 'shared'>`case when owner_user_id = ${userId} then 'owner' else 'shared' end`.as('access'));
+  const shared = (eb: ExpressionBuilder<DB, 'files'>) => sharedWith(eb, userId);
+  if (filter.scope === 'owned') query = query.where('owner_user_id', '=', userId);
+  else if (filter.scope === 'shared') query = query.where('owner_user_id', '<>', userId).where(shared);
+  else query = query.where((eb) => eb.or([eb('owner_user_id', '=', userId), shared(eb)]));
+  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
+  if (filter.parentId !== undefined) query = query.where('parent_id', '=', filter.parentId);
+  if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
+  if (filter.status !== undefined) query = query.where('status', '=', filter.status);
+  if (filter.conversationId !== undefined) query = query.where('conversation_id', '=', filter.conversationId);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+export function insertFile(db: Database, row: Insertable<Files>) {
+  return db.insertInto('files').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function updateFile(db: Database, ownerUserId: string, id: string, changes: Updateable<Files>) {
+  return db
+    .updateTable('files')
+    .set(changes)
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteFile(db: Database, ownerUserId: string, id: string): Promise<void> {
+  await db.deleteFrom('files').where('owner_user_id', '=', ownerUserId).where('id', '=', id).execute();
+}
+
+export async function hasChildren(db: Database, id: string): Promise<boolean> {
+  return (await db.selectFrom('files').select('id').where('parent_id', '=', id).limit(1).executeTakeFirst()) !== undefined;
+}
+
+/** Whether `ancestorId` is `folderId` itself or one of the folders above it. */
+export async function isSelfOrAncestor(db: Database, folderId: string, ancestorId: string): Promise<boolean> {
+  const result = await sql<{ found: boolean }>`
+    with recursive chain(id, parent_id) as (
+      select id, parent_id from files where id = ${folderId}
+      union
+      select f.id, f.parent_id from files f join chain c on f.id = c.parent_id
+    )
+    select exists (select 1 from chain where id = ${ancestorId}) as found`.execute(db);
+  return result.rows[0]?.found === true;
+}
+
+export async function lockFileTree(db: Database, ownerUserId: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtext(${`files:${ownerUserId}`}))`.execute(db);
+}
+
+export function sharesOf(db: Database, fileIds: string[]) {
+  if (fileIds.length === 0) return Promise.resolve([]);
+  return db.selectFrom('file_shares').select(['file_id', 'grantee_user_id']).where('file_id', 'in', fileIds).orderBy('grantee_user_id').execute();
+}
+
+export async function addShares(db: Database, fileId: string, userIds: string[]): Promise<void> {
+  if (userIds.length === 0) return;
+  await db
+    .insertInto('file_shares')
+    .values(userIds.map((grantee) => ({ file_id: fileId, grantee_user_id: grantee })))
+    .onConflict((oc) => oc.columns(['file_id', 'grantee_user_id']).doNothing())
+    .execute();
+}
+
+export async function removeShares(db: Database, fileId: string, userIds: string[]): Promise<void> {
+  if (userIds.length === 0) return;
+  await db.deleteFrom('file_shares').where('file_id', '=', fileId).where('grantee_user_id', 'in', userIds).execute();
+}
+
+export async function insertUploadToken(db: Database, row: { jti: string; fileId: string; userId: string; expiresAt: Date }) {
+  await db.insertInto('upload_tokens').values({ jti: row.jti, file_id: row.fileId, user_id: row.userId, expires_at: row.expiresAt }).execute();
+}
+
+/** Marks the token used; false when it already was (or never existed). */
+export async function consumeUploadToken(db: Database, jti: string): Promise<boolean> {
+  const row = await db
+    .updateTable('upload_tokens')
+    .set({ used_at: new Date() })
+    .where('jti', '=', jti)
+    .where('used_at', 'is', null)
+    .returning('jti')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Makes the uploaded object the file's content, unless another upload already did. */
+export function markReady(db: Database, id: string, stored: { key: string; size: number; sha256: string }) {
+  return db
+    .updateTable('files')
+    .set({ status: 'ready', storage_key: stored.key, size_bytes: stored.size, sha256: stored.sha256, updated_at: new Date() })
+    .where('id', '=', id)
+    .where('status', '<>', 'ready')
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function setStatus(db: Database, id: string, status: string, unlessStatus = 'ready'): Promise<void> {
+  await db.updateTable('files').set({ status, updated_at: new Date() }).where('id', '=', id).where('status', '<>', unlessStatus).execute();
+}
+
+export async function beginIngestion(db: Database, id: string): Promise<number> {
+  const row = await db
+    .updateTable('files')
+    .set({ ingest_status: 'processing', ingest_progress: 0, ingest_error: null, updated_at: new Date() })
+    .where('id', '=', id)
+    .returning(sql<number>`chunk_generation + 1`.as('generation'))
+    .executeTakeFirstOrThrow();
+  return row.generation;
+}
+
+export async function setIngestProgress(db: Database, id: string, progress: number): Promise<void> {
+  await db.updateTable('files').set({ ingest_progress: progress }).where('id', '=', id).execute();
+}
+
+export async function insertChunks(
+  db: Database,
+  rows: Array<{ fileId: string; generation: number; seq: number; start: number; end: number; content: string }>,
+): Promise<void> {
+  if (rows.length === 0) return;
+  await db
+    .insertInto('file_chunks')
+    .values(rows.map((r) => ({ file_id: r.fileId, generation: r.generation, seq: r.seq, start_offset: r.start, end_offset: r.end, content: r.content })))
+    .execute();
+}
+
+/** Switches search to the chunks of `generation` and drops every other generation, in one transaction. */
+export async function finishIngestion(db: Database, id: string, generation: number, chunkCount: number): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable('files')
+      .set({ ingest_status: 'ready', ingest_progress: 1, chunk_count: chunkCount, chunk_generation: generation, updated_at: new Date() })
+      .where('id', '=', id)
+      .execute();
+    await trx.deleteFrom('file_chunks').where('file_id', '=', id).where('generation', '<>', generation).execute();
+  });
+}
+
+export async function failIngestion(db: Database, id: string, generation: number, message: string): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('file_chunks').where('file_id', '=', id).where('generation', '=', generation).execute();
+    await trx.updateTable('files').set({ ingest_status: 'failed', ingest_error: message, updated_at: new Date() }).where('id', '=', id).execute();
+  });
+}
+
+export interface ChunkMatch {
+  file_id: string;
+  name: string;
+  seq: number;
+  start_offset: number;
+  end_offset: number;
+  score: number;
+  snippet: string;
+}
+
+/** Ranked chunks (current generation only) of the files `userId` may read. */
+export async function searchChunks(
+  db: Database,
+  userId: string,
+  query: string,
+  filter: { fileId?: string; projectId?: string },
+  limit: number,
+): Promise<ChunkMatch[]> {
+  const result = await sql<ChunkMatch>`
+    select c.file_id, f.name, c.seq, c.start_offset, c.end_offset,
+           ts_rank_cd(c.tsv, q)::float8 as score,
+           ts_headline('english', c.content, q,
+             'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2, FragmentDelimiter=" … "') as snippet
+    from file_chunks c
+    join files f on f.id = c.file_id and f.chunk_generation = c.generation,
+         websearch_to_tsquery('english', ${query}) q
+    where c.tsv @@ q
+      and (f.owner_user_id = ${userId}
+           or exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = ${userId}))
+      ${filter.fileId !== undefined ? sql`and f.id = ${filter.fileId}` : sql``}
+      ${filter.projectId !== undefined ? sql`and f.project_id = ${filter.projectId}` : sql``}
+    order by score desc, c.file_id, c.seq
+    limit ${limit}`.execute(db);
+  return result.rows;
+}

@@ -1,0 +1,282 @@
+import type { Readable } from 'node:stream';
+import type { components } from '../../../generated/api';
+import { ApiError, errors } from '../../http/errors';
+import type { PageRequest } from '../../http/pagination';
+import type { Database } from '../../platform/db';
+import { uuidv7 } from '../../platform/ids';
+import { toPage } from '../../platform/pagination';
+import type { SignedGrant, SignedUrls } from '../../platform/signed-urls';
+import { ObjectIncompleteError, type ObjectStore, ObjectTooLargeError } from '../../platform/storage';
+import type { ProjectService } from '../projects/service';
+import { baseType, canExtract, chunkText, extractText } from './extract';
+import type { FileRow } from './presenter';
+import * as repo from './repository';
+
+type Schemas = components['schemas'];
+type CreateInput = Omit<Schemas['FileCreateRequest'], 'userId' | 'accessToken'>;
+type UpdateInput = Omit<Schemas['FileUpdateRequest'], 'userId' | 'accessToken'>;
+
+export interface FileLimits {
+  maxUploadBytes: number;
+  ingestMaxBytes: number;
+}
+
+const INSERT_BATCH = 200;
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export const linkExpired = (what: string) => new ApiError(410, 'link_expired', `This ${what} URL has expired; request a new one.`);
+
+/**
+ * Files: metadata, owner-scoped access (the owner, or users it is shared with, read; only the
+ * owner changes), server-mediated upload and content, ingestion and text search.
+ */
+export class FileService {
+  constructor(
+    private readonly db: Database,
+    private readonly store: ObjectStore,
+    private readonly signedUrls: SignedUrls,
+    private readonly projects: ProjectService,
+    private readonly limits: FileLimits,
+    private readonly warn: (message: string, meta: Record<string, unknown>) => void,
+  ) {}
+
+  /** A file the caller may read (owner or grantee); 404 otherwise. */
+  async get(userId: string, fileId: string): Promise<FileRow> {
+    const row = await repo.findReadableFile(this.db, userId, fileId);
+    if (!row) throw errors.notFound('File not found.');
+    return row;
+  }
+
+  /** A file the caller owns: 404 when they cannot see it, 403 when it is only shared with them. */
+  private async owned(userId: string, fileId: string, db: Database = this.db): Promise<FileRow> {
+    const row = await repo.findReadableFile(db, userId, fileId);
+    if (!row) throw errors.notFound('File not found.');
+    if (row.owner_user_id !== userId) throw errors.forbidden('Only the owner can change or share this file.');
+    return row;
+  }
+
+  private async requireFolder(userId: string, folderId: string, db: Database = this.db): Promise<void> {
+    const folder = await repo.findOwnedFile(db, userId, folderId);
+    if (!folder || folder.kind !== 'folder') throw errors.notFound('Folder not found.');
+  }
+
+  async list(userId: string, filter: repo.FileFilter, page: PageRequest) {
+    return toPage(await repo.listReadableFiles(this.db, userId, filter, page), page.limit);
+  }
+
+  /** The users each of the given files (of the caller's) is shared with. */
+  async sharesOf(fileIds: string[]): Promise<Map<string, string[]>> {
+    const shares = new Map<string, string[]>();
+    for (const row of await repo.sharesOf(this.db, fileIds)) {
+      shares.set(row.file_id, [...(shares.get(row.file_id) ?? []), row.grantee_user_id]);
+    }
+    return shares;
+  }
+
+  /** A content URL for a ready file, bound to the user who may read it. */
+  async contentLink(row: FileRow, userId: string): Promise<{ url: string; expiresAt: number } | null> {
+    if (row.kind !== 'file' || row.status !== 'ready') return null;
+    const { token, expiresAt } = await this.signedUrls.sign({ userId, fileId: row.id, purpose: 'content' });
+    return { url: `/api/v1/files/${encodeURIComponent(row.id)}/content?token=${encodeURIComponent(token)}`, expiresAt };
+  }
+
+  async create(userId: string, input: CreateInput): Promise<FileRow> {
+    const kind = input.kind ?? 'file';
+    if (kind === 'file') {
+      const missing = (['mimeType', 'sizeBytes'] as const).filter((field) => input[field] === undefined);
+      if (missing.length > 0) {
+        throw errors.invalidRequest('A file needs mimeType and sizeBytes.', missing.map((f) => ({ path: `/body/${f}`, message: `is required for a file` })));
+      }
+      if ((input.sizeBytes as number) > this.limits.maxUploadBytes) {
+        throw new ApiError(413, 'payload_too_large', `Files may be at most ${this.limits.maxUploadBytes} bytes.`);
+      }
+    } else if (input.mimeType !== undefined || input.sizeBytes !== undefined) {
+      throw errors.invalidRequest('A folder takes neither mimeType nor sizeBytes.', [{ path: '/body/kind', message: 'folder has no content' }]);
+    }
+    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    if (input.parentId !== undefined) await this.requireFolder(userId, input.parentId);
+    const now = new Date();
+    return repo.insertFile(this.db, {
+      id: uuidv7(now.getTime()),
+      owner_user_id: userId,
+      kind,
+      name: input.name,
+      mime_type: kind === 'file' ? (input.mimeType as string) : null,
+      size_bytes: kind === 'file' ? (input.sizeBytes as number) : null,
+      status: kind === 'file' ? 'pending' : 'ready',
+      project_id: input.projectId ?? null,
+      parent_id: input.parentId ?? null,
+      conversation_id: input.conversationId ?? null,
+      created_at: now,
+      updated_at: now,
+    });
+  }
+
+  async update(userId: string, input: UpdateInput): Promise<FileRow> {
+    return this.db.transaction().execute(async (trx) => {
+      await repo.lockFileTree(trx, userId);
+      const file = await this.owned(userId, input.fileId, trx);
+      if (input.projectId !== undefined && input.projectId !== null) await this.projects.requireOwned(userId, input.projectId, trx);
+      if (input.parentId !== undefined && input.parentId !== null) {
+        await this.requireFolder(userId, input.parentId, trx);
+        if (file.kind === 'folder' && (await repo.isSelfOrAncestor(trx, input.parentId, file.id))) {
+          throw errors.conflict('A folder cannot be moved into itself or a folder inside it.');
+        }
+      }
+      const updated = await repo.updateFile(trx, userId, file.id, {
+        name: input.name,
+        parent_id: input.parentId,
+        project_id: input.projectId,
+        updated_at: new Date(),
+      });
+      if (!updated) throw errors.notFound('File not found.');
+      return updated;
+    });
+  }
+
+  async delete(userId: string, fileId: string): Promise<void> {
+    const file = await this.db.transaction().execute(async (trx) => {
+      await repo.lockFileTree(trx, userId);
+      const row = await this.owned(userId, fileId, trx);
+      if (await repo.hasChildren(trx, fileId)) throw errors.conflict('The folder is not empty: move or delete its files first.');
+      await repo.deleteFile(trx, userId, fileId);
+      return row;
+    });
+    if (file.storage_key) await this.deleteObject(file.storage_key);
+  }
+
+  async share(userId: string, input: { fileId: string; add?: string[]; remove?: string[] }): Promise<string[]> {
+    const add = input.add ?? [];
+    if (add.includes(userId)) {
+      throw errors.invalidRequest('A file cannot be shared with its owner.', [{ path: '/body/add', message: 'must not contain the owner' }]);
+    }
+    await this.db.transaction().execute(async (trx) => {
+      await this.owned(userId, input.fileId, trx);
+      await repo.addShares(trx, input.fileId, add);
+      await repo.removeShares(trx, input.fileId, input.remove ?? []);
+    });
+    return (await this.sharesOf([input.fileId])).get(input.fileId) ?? [];
+  }
+
+  async uploadUrl(userId: string, fileId: string) {
+    const file = await this.owned(userId, fileId);
+    if (file.kind !== 'file') throw errors.conflict('A folder has no content to upload.');
+    if (file.status === 'ready') throw errors.conflict('The file is already stored; files cannot be overwritten, create a new one.');
+    const signed = await this.signedUrls.sign({
+      userId,
+      fileId,
+      purpose: 'upload',
+      size: file.size_bytes as number,
+      type: file.mime_type as string,
+    });
+    await repo.insertUploadToken(this.db, { jti: signed.jti, fileId, userId, expiresAt: new Date(signed.expiresAt) });
+    return { ...signed, file };
+  }
+
+  /**
+   * Streams an upload to the store under a key of its own, then makes it the file's content. More
+   * bytes than declared fail as they arrive, fewer at the end; an upload that fails leaves no
+   * object and no ready file.
+   */
+  async receiveUpload(grant: SignedGrant, fileId: string, body: Readable, contentLength: number | undefined): Promise<FileRow> {
+    if (grant.purpose !== 'upload' || grant.fileId !== fileId) throw errors.unauthenticated('This URL is not for this upload.');
+    const file = await repo.findOwnedFile(this.db, grant.userId, fileId);
+    if (!file) throw errors.notFound('File not found.');
+    const declared = file.size_bytes as number;
+    if (contentLength === undefined) {
+      throw errors.invalidRequest('Send the upload with a Content-Length header.', [{ path: '/headers/content-length', message: 'is required' }]);
+    }
+    if (contentLength > declared) {
+      throw new ApiError(413, 'payload_too_large', `This upload must be exactly ${declared} bytes.`);
+    }
+    if (contentLength < declared) {
+      throw errors.invalidRequest(`This upload must be exactly ${declared} bytes.`, [{ path: '/headers/content-length', message: `must be ${declared}` }]);
+    }
+    if (!(await repo.consumeUploadToken(this.db, grant.jti))) throw new ApiError(410, 'link_used', 'This upload URL was already used; request a new one.');
+    if (file.status === 'ready') throw errors.conflict('The file is already stored.');
+
+    const key = `files/${file.owner_user_id}/${file.id}/${grant.jti}`;
+    await repo.setStatus(this.db, file.id, 'uploading');
+    let stored;
+    try {
+      stored = await this.store.put(key, body, { contentType: file.mime_type as string, size: declared });
+    } catch (error) {
+      await repo.setStatus(this.db, file.id, 'failed');
+      if (error instanceof ObjectTooLargeError) throw new ApiError(413, 'payload_too_large', `This upload must be exactly ${declared} bytes.`);
+      if (error instanceof ObjectIncompleteError) {
+        throw errors.invalidRequest(`The upload ended after ${error.received} of ${declared} bytes.`, [{ path: '/body', message: `must be ${declared} bytes` }]);
+      }
+      throw error;
+    }
+    const ready = await repo.markReady(this.db, file.id, { key, ...stored });
+    if (!ready) {
+      await this.deleteObject(key);
+      throw errors.conflict('Another upload stored this file first.');
+    }
+    return ready;
+  }
+
+  /**
+   * The file whose content the caller may read, with its object key. With a content URL's grant,
+   * the grant must be for this file, and its user must still be allowed to read it.
+   */
+  async readable(userId: string, fileId: string, grant?: SignedGrant): Promise<FileRow & { storage_key: string }> {
+    if (grant && (grant.purpose !== 'content' || grant.fileId !== fileId)) throw errors.unauthenticated('This URL is not for this file.');
+    const file = await repo.findReadableFile(this.db, userId, fileId);
+    if (!file || file.status !== 'ready' || !file.storage_key) throw errors.notFound('File not found.');
+    return file as FileRow & { storage_key: string };
+  }
+
+  openObject(key: string, range?: { start: number; end: number }): Promise<Readable> {
+    return this.store.get(key, range);
+  }
+
+  /** Extracts, chunks and indexes the text of the caller's ready file. */
+  async ingest(userId: string, fileId: string): Promise<{ status: 'ready'; chunkCount: number; characters: number }> {
+    const file = await this.owned(userId, fileId);
+    if (file.kind !== 'file' || file.status !== 'ready' || !file.storage_key) throw errors.conflict('Only an uploaded (ready) file can be ingested.');
+    if (!canExtract(file.mime_type)) {
+      throw new ApiError(415, 'unsupported_media_type', `Files of type ${file.mime_type} cannot be ingested (plain text, Markdown, HTML, JSON, CSV and PDF can).`);
+    }
+    if ((file.size_bytes as number) > this.limits.ingestMaxBytes) {
+      throw new ApiError(413, 'payload_too_large', `Documents over ${this.limits.ingestMaxBytes} bytes cannot be ingested.`);
+    }
+    const generation = await repo.beginIngestion(this.db, fileId);
+    try {
+      const bytes = await readAll(await this.store.get(file.storage_key));
+      const text = await extractText(baseType(file.mime_type as string), bytes);
+      const chunks = chunkText(text);
+      for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
+        const batch = chunks.slice(i, i + INSERT_BATCH).map((c, j) => ({ fileId, generation, seq: i + j, ...c }));
+        await repo.insertChunks(this.db, batch);
+        await repo.setIngestProgress(this.db, fileId, Math.min(1, (i + batch.length) / chunks.length));
+        await yieldToEventLoop();
+      }
+      await repo.finishIngestion(this.db, fileId, generation, chunks.length);
+      return { status: 'ready', chunkCount: chunks.length, characters: text.length };
+    } catch (error) {
+      await repo.failIngestion(this.db, fileId, generation, error instanceof Error ? error.message : String(error));
+      throw error;
+    }
+  }
+
+  async search(userId: string, query: string, filter: { fileId?: string; projectId?: string }, limit: number) {
+    if (filter.fileId !== undefined) await this.get(userId, filter.fileId);
+    if (filter.projectId !== undefined) await this.projects.requireOwned(userId, filter.projectId);
+    return repo.searchChunks(this.db, userId, query, filter, limit);
+  }
+
+  private async deleteObject(key: string): Promise<void> {
+    try {
+      await this.store.delete(key);
+    } catch (error) {
+      this.warn('could not delete a stored object; it is left behind', { key, error: (error as Error).message });
+    }
+  }
+}
+
+async function readAll(stream: Readable): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const part of stream) parts.push(part as Buffer);
+  return Buffer.concat(parts);
+}

@@ -1,0 +1,76 @@
+import { createHash } from 'node:crypto';
+import { Transform, type TransformCallback, type Readable } from 'node:stream';
+
+/** A byte range, both ends included (as in HTTP). */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+export interface StoredObject {
+  size: number;
+  sha256: string;
+}
+
+/**
+ * Where file and output bytes live. Implementations stream in both directions (never buffering an
+ * object), and `put` makes an object visible only once it is complete.
+ */
+export interface ObjectStore {
+  readonly kind: 'local' | 's3';
+  /**
+   * Stores `body` under `key`: exactly `size` bytes. More fail as soon as they arrive
+   * (ObjectTooLargeError), fewer at the end (ObjectIncompleteError); either way nothing is stored.
+   */
+  put(key: string, body: Readable, options: { contentType: string; size: number }): Promise<StoredObject>;
+  /** The object's bytes (or a range of them); ObjectNotFoundError when missing. */
+  get(key: string, range?: ByteRange): Promise<Readable>;
+  delete(key: string): Promise<void>;
+  /** Whether the store answers (for /readyz). */
+  isReachable(): Promise<boolean>;
+  /** Releases connections. */
+  close(): void;
+}
+
+export class ObjectTooLargeError extends Error {
+  constructor(readonly maxBytes: number) {
+    super(`more than ${maxBytes} bytes`);
+  }
+}
+
+export class ObjectIncompleteError extends Error {
+  constructor(
+    readonly expected: number,
+    readonly received: number,
+  ) {
+    super(`${received} of ${expected} bytes`);
+  }
+}
+
+export class ObjectNotFoundError extends Error {}
+
+/**
+ * Passes bytes through while counting and hashing them; fails with ObjectTooLargeError as soon as
+ * more than `maxBytes` have passed.
+ */
+export class MeasuringStream extends Transform {
+  private readonly hash = createHash('sha256');
+  size = 0;
+
+  constructor(private readonly maxBytes: number) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.size += chunk.length;
+    if (this.size > this.maxBytes) return callback(new ObjectTooLargeError(this.maxBytes));
+    this.hash.update(chunk);
+    callback(null, chunk);
+  }
+
+  /** The size and hash, once the stream has ended with exactly `maxBytes` bytes. */
+  complete(): StoredObject {
+    if (this.size !== this.maxBytes) throw new ObjectIncompleteError(this.maxBytes, this.size);
+    return { size: this.size, sha256: this.hash.digest('hex') };
+  }
+}

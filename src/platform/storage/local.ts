@@ -1,0 +1,64 @@
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { type ByteRange, MeasuringStream, ObjectNotFoundError, type ObjectStore, type StoredObject } from './index';
+
+/** Objects as files under a directory; written to a temporary file and renamed into place when complete. */
+export class LocalObjectStore implements ObjectStore {
+  readonly kind = 'local' as const;
+  private readonly tmp: string;
+
+  constructor(private readonly root: string) {
+    this.tmp = path.join(root, '.incoming');
+    fs.mkdirSync(this.tmp, { recursive: true });
+  }
+
+  private pathOf(key: string): string {
+    const file = path.resolve(this.root, key);
+    if (!file.startsWith(`${this.root}${path.sep}`) || key.startsWith('.')) throw new Error(`invalid object key ${key}`);
+    return file;
+  }
+
+  async put(key: string, body: Readable, options: { size: number }): Promise<StoredObject> {
+    const target = this.pathOf(key);
+    const temporary = path.join(this.tmp, randomUUID());
+    const measure = new MeasuringStream(options.size);
+    try {
+      await pipeline(body, measure, fs.createWriteStream(temporary, { flags: 'wx' }));
+      const stored = measure.complete();
+      await fs.promises.mkdir(path.dirname(target), { recursive: true });
+      await fs.promises.rename(temporary, target);
+      return stored;
+    } catch (error) {
+      await fs.promises.rm(temporary, { force: true });
+      throw error;
+    }
+  }
+
+  async get(key: string, range?: ByteRange): Promise<Readable> {
+    const file = this.pathOf(key);
+    const handle = await fs.promises.open(file, 'r').catch((error: NodeJS.ErrnoException) => {
+      throw error.code === 'ENOENT' ? new ObjectNotFoundError(key) : error;
+    });
+    return handle.createReadStream(range ? { start: range.start, end: range.end } : {});
+  }
+
+  async delete(key: string): Promise<void> {
+    await fs.promises.rm(this.pathOf(key), { force: true });
+  }
+
+  async isReachable(): Promise<boolean> {
+    try {
+      await fs.promises.access(this.tmp, fs.constants.W_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  close(): void {
+    // nothing held open between calls
+  }
+}
