@@ -2,7 +2,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { SessionService } from '../areas/sessions/service';
 import { type SignedGrant, SignedUrlExpiredError, SignedUrlInvalidError, type SignedUrls } from '../platform/signed-urls';
 import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
-import { errors } from './errors';
+import { ApiError, errors } from './errors';
 
 export const SESSION_COOKIE = 'service_session';
 
@@ -34,8 +34,9 @@ export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionSe
         return true;
       } catch (error) {
         if (error instanceof SignedUrlExpiredError) {
-          // The library answers with this status; the error middleware words it.
-          throw Object.assign(new Error('This signed URL has expired; request a new one.'), { status: 410 });
+          // Genuine but expired: let resolveCaller answer 410 (the library only knows 401 and 403).
+          req.credentials = { ...req.credentials, signedExpired: true };
+          return true;
         }
         if (error instanceof SignedUrlInvalidError) {
           req.authFailure = 'The signed URL is not valid.';
@@ -97,7 +98,10 @@ function originAllowed(req: Request, allowedOrigins: string[]): boolean {
  */
 export function resolveCaller(allowedOrigins: string[]) {
   return function resolveCallerMiddleware(req: Request, _res: Response, next: NextFunction): void {
-    const { bearer, session, signed } = req.credentials ?? {};
+    const { bearer, session, signed, signedExpired } = req.credentials ?? {};
+    if (signedExpired && !bearer && !session) {
+      return next(new ApiError(410, 'link_expired', 'This signed URL has expired; request a new one.'));
+    }
     if (bearer) {
       req.caller = { userId: bearer, via: 'bearer' };
     } else if (signed && !session) {

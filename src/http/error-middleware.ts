@@ -47,8 +47,6 @@ export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?:
       return errors.notFound('No such route.');
     case 405:
       return errors.methodNotAllowed(e.headers?.Allow ?? '');
-    case 410:
-      return new ApiError(410, 'link_expired', 'This signed URL has expired; request a new one.');
     default:
       break;
   }

@@ -8,7 +8,7 @@ declare module 'express-serve-static-core' {
     /** The authenticated caller, set once the operation's security passed. */
     caller?: Caller;
     /** What each security scheme found, before one is chosen as the caller. */
-    credentials?: { bearer?: string; session?: { userId: string; token: string }; signed?: SignedGrant };
+    credentials?: { bearer?: string; session?: { userId: string; token: string }; signed?: SignedGrant; signedExpired?: boolean };
     /** Why authentication failed, for the 401 message. */
     authFailure?: string;
   }

@@ -22,7 +22,7 @@ export interface TestUser {
 export interface Harness {
   runtime: Runtime;
   baseUrl: string;
-  /** supertest against the app, for raw and deliberately invalid requests. */
+  /** supertest against the listening server, for raw and deliberately invalid requests. */
   http: () => supertest.Agent;
   newUser(prefix?: string): Promise<TestUser>;
   close(): Promise<void>;
@@ -66,7 +66,7 @@ export async function startHarness(
   return {
     runtime,
     baseUrl,
-    http: () => supertest.agent(runtime.app),
+    http: () => supertest.agent(baseUrl),
     async newUser(prefix = 'user') {
       const userId = `${prefix}-${randomUUID()}`;
       const token = await sign(userId);
@@ -104,4 +104,11 @@ export const textBody: BodyParser = (res, callback) => {
   let body = '';
   res.on('data', (chunk: Buffer) => (body += chunk.toString()));
   res.on('end', () => callback(null, body));
+};
+
+/** A supertest parser that keeps the body as bytes. */
+export const binaryBody: BodyParser = (res, callback) => {
+  const parts: Buffer[] = [];
+  res.on('data', (chunk: Buffer) => parts.push(chunk));
+  res.on('end', () => callback(null, Buffer.concat(parts)));
 };

@@ -39,13 +39,15 @@ export class S3ObjectStore implements ObjectStore {
           : undefined,
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
+      // Failures reach the caller as errors; the SDK's own console notes (an aborted upload) are noise.
+      logger: { trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
     });
   }
 
   async put(key: string, body: Readable, options: { contentType: string; size: number }): Promise<StoredObject> {
     const measure = new MeasuringStream(options.size);
     const passThrough = new PassThrough();
-    const piping = pipeline(body, measure, passThrough);
+    const abort = new AbortController();
     const upload = this.client.send(
       new PutObjectCommand({
         Bucket: this.settings.bucket,
@@ -54,21 +56,30 @@ export class S3ObjectStore implements ObjectStore {
         ContentLength: options.size,
         ContentType: options.contentType,
       }),
+      { abortSignal: abort.signal },
     );
-    // Whichever fails first wins; the other is awaited so nothing is left running.
+    // Too many bytes, too few, or a failing body: abort the PUT at once (it would otherwise wait
+    // for bytes that never come), so S3 keeps nothing.
+    const piping = pipeline(body, measure, passThrough).then(() => measure.complete());
+    piping.catch((error: unknown) => {
+      abort.abort(error);
+      passThrough.destroy(error as Error);
+    });
     const [piped, sent] = await Promise.allSettled([piping, upload]);
-    const failure = piped.status === 'rejected' ? piped.reason : sent.status === 'rejected' ? sent.reason : null;
-    let stored: StoredObject | null = null;
-    try {
-      if (failure === null) stored = measure.complete();
-    } catch (error) {
-      await this.delete(key).catch(() => undefined);
-      throw error;
-    }
-    if (stored) return stored;
-    passThrough.destroy();
-    await this.delete(key).catch(() => undefined);
-    throw failure;
+    if (piped.status === 'fulfilled' && sent.status === 'fulfilled') return piped.value;
+    await this.discard(key);
+    throw piped.status === 'rejected' ? piped.reason : (sent as PromiseRejectedResult).reason;
+  }
+
+  /**
+   * Deletes what a failed PUT may have left. S3 itself stores nothing from an aborted PUT, but some
+   * S3-compatible servers finish writing a partial object after the client has gone, so the delete
+   * is repeated once that request has settled.
+   */
+  private async discard(key: string): Promise<void> {
+    const attempt = () => this.delete(key).catch(() => undefined);
+    await attempt();
+    for (const delayMs of [200, 2000]) setTimeout(() => void attempt(), delayMs).unref();
   }
 
   async get(key: string, range?: ByteRange): Promise<Readable> {
