@@ -81,13 +81,17 @@ export async function startHarness(
 
 /**
  * Starts one harness for the test file, with a fresh user per name (`alice`, `bob`…), and closes it
- * after the file. `ctx.h` is the harness and `ctx.alice` a user; read them inside tests.
+ * after the file. `ctx.h` is the harness and `ctx.alice` a user; read them inside tests. `env` is
+ * read when the harness starts (so it may name servers that other beforeAll hooks started).
  */
-export function useHarness<P extends string>(...names: P[]): { readonly h: Harness } & { readonly [K in P]: TestUser } {
+export function useHarnessWith<P extends string>(
+  env: () => Record<string, string>,
+  ...names: P[]
+): { readonly h: Harness } & { readonly [K in P]: TestUser } {
   let harness: Harness | undefined;
   const users = new Map<string, TestUser>();
   beforeAll(async () => {
-    harness = await startHarness();
+    harness = await startHarness(env());
     for (const name of names) users.set(name, await harness.newUser(name));
   });
   afterAll(() => harness?.close());
@@ -95,6 +99,10 @@ export function useHarness<P extends string>(...names: P[]): { readonly h: Harne
   Object.defineProperty(ctx, 'h', { get: () => harness });
   for (const name of names) Object.defineProperty(ctx, name, { get: () => users.get(name) });
   return ctx as { readonly h: Harness } & { readonly [K in P]: TestUser };
+}
+
+export function useHarness<P extends string>(...names: P[]): { readonly h: Harness } & { readonly [K in P]: TestUser } {
+  return useHarnessWith(() => ({}), ...names);
 }
 
 type BodyParser = Extract<Parameters<supertest.Test['parse']>[0], (res: never, callback: never) => void>;
