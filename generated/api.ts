@@ -413,6 +413,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/knowledge/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search everything the caller has
+         * @description One ranked list over the caller's file chunks (ingested documents, including files shared with
+         *     them), memory items, notes and projects (name, description, instructions). Full-text retrieval
+         *     always runs; when the `vectorSearch` capability is on and the database has the `vector`
+         *     extension, vector retrieval over embeddings runs too and the two are fused
+         *     (`retrieval: hybrid`); otherwise the answer has the same shape with `retrieval: lexical`,
+         *     never an error. Embeddings are computed in the background after writes, so a record written a
+         *     moment ago may first be found by its words only. `projectId` must be one of the caller's
+         *     projects (`404` otherwise).
+         */
+        post: operations["searchKnowledge"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/outputs": {
         parameters: {
             query?: never;
@@ -675,7 +702,7 @@ export interface components {
              */
             billing: boolean;
             /**
-             * @description Knowledge search may use vector retrieval; when `false` it is lexical only.
+             * @description Knowledge search uses vector retrieval (hybrid); `false` when switched off or when the database has no `vector` extension (detected at start), and then search is lexical only.
              * @example true
              */
             vectorSearch: boolean;
@@ -1711,6 +1738,107 @@ export interface components {
              * @enum {boolean}
              */
             deleted: true;
+        };
+        /**
+         * @description Where results may come from. Clients must tolerate new values.
+         * @example notes
+         * @enum {string}
+         */
+        KnowledgeSource: "files" | "memory" | "notes" | "projects";
+        /**
+         * @example {
+         *       "query": "quarterly revenue plan",
+         *       "sources": [
+         *         "files",
+         *         "notes"
+         *       ],
+         *       "limit": 5
+         *     }
+         */
+        KnowledgeSearchRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /**
+             * @description What to find, in plain words. Lexical retrieval matches any of the words (stemmed, English), ranking passages with more of them, closer together, first.
+             * @example quarterly revenue plan
+             */
+            query: string;
+            /** @description Search only these (default all). */
+            sources?: components["schemas"]["KnowledgeSource"][];
+            /** @description Only content in this project of the caller's (and the project itself). */
+            projectId?: components["schemas"]["Id"];
+            /** @default 10 */
+            limit?: number;
+        };
+        KnowledgeResult: {
+            /**
+             * @description The kind of the source. Clients must tolerate new values.
+             * @example file
+             * @enum {string}
+             */
+            kind: "file" | "memory" | "note" | "project";
+            /**
+             * @description The source's id (`fileId`, `memoryId`, `noteId` or `projectId`).
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60
+             */
+            id: string;
+            /**
+             * @description The file or note title, the project name, or the start of the memory item.
+             * @example report.pdf
+             */
+            title: string;
+            /**
+             * @description An excerpt with the matched words between `«` and `»` (none for a purely semantic match).
+             * @example … the «quarterly» «revenue» table shows …
+             */
+            snippet: string;
+            /**
+             * @description The marked words, as offsets in the snippet without its markers.
+             * @example [
+             *       {
+             *         "start": 6,
+             *         "end": 15
+             *       }
+             *     ]
+             */
+            highlights: {
+                start: number;
+                end: number;
+            }[];
+            /**
+             * @description Higher is better; comparable within one response only.
+             * @example 0.0327
+             */
+            score: number;
+            /** @example null */
+            projectId: string | null;
+            /**
+             * @description For file results, the file (also in `id`).
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60
+             */
+            fileId: string | null;
+            /**
+             * @description For file results, the chunk of the document.
+             * @example 3
+             */
+            chunkIndex: number | null;
+            /**
+             * @description For file results, where the chunk starts in the extracted text.
+             * @example 4120
+             */
+            startOffset: number | null;
+            /** @example 5118 */
+            endOffset: number | null;
+        };
+        KnowledgeSearchResponse: {
+            /** @description Best first; ties are broken by kind and id, so the same data and query give the same order. */
+            results: components["schemas"]["KnowledgeResult"][];
+            /**
+             * @description `hybrid`: full-text and vector retrieval fused (reciprocal rank fusion); `lexical`: full-text only (vector search is switched off, or the database has no `vector` extension). Clients must tolerate new values.
+             * @example hybrid
+             * @enum {string}
+             */
+            retrieval: "hybrid" | "lexical";
         };
     };
     responses: {
@@ -3324,6 +3452,61 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["SearchTextResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    searchKnowledge: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["KnowledgeSearchRequest"];
+            };
+        };
+        responses: {
+            /** @description The results. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "kind": "note",
+                     *           "id": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e21",
+                     *           "title": "Q3 plan",
+                     *           "snippet": "Our «quarterly» «revenue» «plan» …",
+                     *           "highlights": [
+                     *             {
+                     *               "start": 4,
+                     *               "end": 13
+                     *             }
+                     *           ],
+                     *           "score": 0.0327,
+                     *           "projectId": null,
+                     *           "fileId": null,
+                     *           "chunkIndex": null,
+                     *           "startOffset": null,
+                     *           "endOffset": null
+                     *         }
+                     *       ],
+                     *       "retrieval": "hybrid"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["KnowledgeSearchResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -104,6 +104,15 @@ export interface IdempotencyKeys {
   user_id: string;
 }
 
+export interface KnowledgeEmbeddings {
+  created_at: Generated<Timestamp>;
+  embedding: string;
+  owner_user_id: string;
+  source_id: string;
+  source_kind: string;
+  source_version: string;
+}
+
 export interface LedgerEntries {
   actor_user_id: string;
   amount_cents: number;
@@ -125,6 +134,7 @@ export interface MemoryItems {
   project_id: string | null;
   source: string;
   source_ref: string | null;
+  tsv: Generated<string | null>;
   updated_at: Generated<Timestamp>;
 }
 
@@ -136,6 +146,7 @@ export interface Notes {
   pinned: Generated<boolean>;
   project_id: string | null;
   title: Generated<string>;
+  tsv: Generated<string | null>;
   updated_at: Generated<Timestamp>;
 }
 
@@ -163,6 +174,7 @@ export interface Projects {
   name: string;
   owner_user_id: string;
   parent_id: string | null;
+  tsv: Generated<string | null>;
   updated_at: Generated<Timestamp>;
 }
 
@@ -204,6 +216,7 @@ export interface DB {
   file_shares: FileShares;
   files: Files;
   idempotency_keys: IdempotencyKeys;
+  knowledge_embeddings: KnowledgeEmbeddings;
   ledger_entries: LedgerEntries;
   memory_items: MemoryItems;
   notes: Notes;

@@ -32,7 +32,7 @@ async function main(): Promise<void> {
       outFile: path.join(out, 'db.ts'),
       excludePattern: '(kysely_*|public.kysely_*)',
       // The service parses int8 as a number on pg (see src/platform/db), as PGlite does.
-      typeMapping: { int8: 'number' },
+      typeMapping: { int8: 'number', vector: 'string', tsvector: 'string' },
       logger: undefined,
     });
   } finally {

@@ -7,6 +7,8 @@ import { AuditService } from './areas/audit/service';
 import { budgetHandlers } from './areas/budgets/handlers';
 import { BudgetService } from './areas/budgets/service';
 import { capabilityHandlers } from './areas/capabilities/handlers';
+import { knowledgeHandlers } from './areas/knowledge/handlers';
+import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
 import { fileHandlers } from './areas/files/handlers';
 import { FileService } from './areas/files/service';
 import { outputHandlers } from './areas/outputs/handlers';
@@ -36,6 +38,8 @@ import './http/types';
 import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
 import { IdempotencyStore } from './platform/idempotency';
+import { HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
+import { hasVectorExtension } from './platform/db/vector';
 import type { Logger } from './platform/logger';
 import { SignedUrls } from './platform/signed-urls';
 import type { ObjectStore } from './platform/storage';
@@ -44,6 +48,7 @@ import { S3ObjectStore } from './platform/storage/s3';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
 export interface Services {
+  knowledge: KnowledgeService;
   files: FileService;
   outputs: OutputService;
   audit: AuditService;
@@ -64,6 +69,8 @@ export interface Runtime {
   services: Services;
   /** Development signing material (null with an identity provider). */
   devAuth: DevAuthMaterial | null;
+  /** Embeds new and changed records in the background. */
+  indexer: KnowledgeIndexer;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
   close(): Promise<void>;
@@ -86,19 +93,26 @@ function createServices(
   store: ObjectStore,
   signedUrls: SignedUrls,
   logger: Logger,
+  vectorAvailable: boolean,
 ): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
+  const capabilities = new CapabilityService(db, audit, config.capabilities, Date.now, vectorAvailable);
   const warn = (message: string, meta: Record<string, unknown>) => logger.warn(message, meta);
+  const embedder =
+    config.embeddings.provider === 'http'
+      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model })
+      : new HashingEmbedder();
   return {
+    knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable),
     files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn),
     outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
     audit,
     principals: new PrincipalService(db, audit),
     budgets: new BudgetService(db, audit),
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
-    capabilities: new CapabilityService(db, audit, config.capabilities),
+    capabilities,
     projects,
     notes: new NoteService(db, projects),
     memory: new MemoryService(db, projects),
@@ -119,6 +133,7 @@ function handlerMap(services: Services, config: Config): HandlerMap {
     ...budgetHandlers(services.budgets),
     ...fileHandlers(services.files),
     ...outputHandlers(services.outputs),
+    ...knowledgeHandlers(services.knowledge),
   };
 }
 
@@ -136,7 +151,12 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const verifyToken = await createTokenVerifier(config, devAuth);
     const store = openObjectStore(config);
     const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
-    const services = createServices(config, db, store, signedUrls, logger);
+    const vectorAvailable = await hasVectorExtension(db.db);
+    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable);
+    const indexer = new KnowledgeIndexer(services.knowledge, config.embeddings.indexIntervalMs, (error) =>
+      logger.error('knowledge indexing failed', { error: (error as Error).message }),
+    );
+    indexer.start();
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
       config.bootstrapAdminUserIds,
@@ -184,7 +204,9 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       drain: () => {
         draining = true;
       },
+      indexer,
       close: async () => {
+        await indexer.stop();
         store.close();
         await db.close();
       },

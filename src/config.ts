@@ -42,6 +42,14 @@ export interface Config {
   /** Lifetime of the upload URLs and content URLs the service signs. */
   signedUrlTtlSeconds: number;
   ingestMaxBytes: number;
+  embeddings: {
+    provider: 'builtin-hashing' | 'http';
+    baseUrl: string | null;
+    apiKey: string | null;
+    model: string;
+    /** How often new or changed records are embedded. */
+    indexIntervalMs: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -193,6 +201,13 @@ export function loadConfig(env: Env = process.env): Config {
     },
     signedUrlTtlSeconds: r.int('SIGNED_URL_TTL_SECONDS', 300, 10, 86_400),
     ingestMaxBytes: parseSize(r, 'INGEST_MAX_BYTES', 64 * 1024 * 1024),
+    embeddings: {
+      provider: r.oneOf('EMBEDDINGS_PROVIDER', ['builtin-hashing', 'http'] as const, 'builtin-hashing'),
+      baseUrl: r.url('EMBEDDINGS_BASE_URL', ['http:', 'https:']),
+      apiKey: r.optional('EMBEDDINGS_API_KEY'),
+      model: r.string('EMBEDDINGS_MODEL', 'text-embedding-3-small'),
+      indexIntervalMs: r.int('KNOWLEDGE_INDEX_INTERVAL_MS', 2000, 100, 3_600_000),
+    },
   };
 
   for (const origin of config.auth.allowedOrigins) {
@@ -204,6 +219,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if ((config.storage.s3?.accessKeyId === null) !== (config.storage.s3?.secretAccessKey === null)) {
     r.problems.push('set both S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, or neither (to use the default AWS credential chain)');
+  }
+  if (config.embeddings.provider === 'http' && !config.embeddings.baseUrl) {
+    r.problems.push('EMBEDDINGS_PROVIDER=http needs EMBEDDINGS_BASE_URL (an OpenAI-compatible API)');
   }
   if (config.auth.jwksUrl && config.auth.publicKeyPem) {
     r.problems.push('set either AUTH_JWKS_URL or AUTH_PUBLIC_KEY, not both');

@@ -31,11 +31,18 @@ export class CapabilityService {
     private readonly audit: AuditService,
     private readonly defaults: CapabilityDefaults,
     private readonly now: () => number = Date.now,
+    /** Whether the database can do vector search at all (pgvector); the flag alone is not enough. */
+    private readonly vectorAvailable = true,
   ) {}
 
+  /** The capabilities as clients see them: `vectorSearch` only where the database has pgvector. */
   async current(): Promise<Capabilities> {
     const flags = await this.flags();
-    return { ...flags, billingProvider: flags.billing ? this.defaults.billingProvider : 'none' };
+    return {
+      ...flags,
+      vectorSearch: flags.vectorSearch && this.vectorAvailable,
+      billingProvider: flags.billing ? this.defaults.billingProvider : 'none',
+    };
   }
 
   async isEnabled(name: CapabilityName): Promise<boolean> {

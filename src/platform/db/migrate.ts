@@ -3,6 +3,7 @@ import * as m0001 from './migrations/0001_initial';
 import * as m0002 from './migrations/0002_idempotency_keys';
 import * as m0003 from './migrations/0003_administration';
 import * as m0004 from './migrations/0004_files';
+import * as m0005 from './migrations/0005_knowledge';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -10,6 +11,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0002_idempotency_keys': m0002,
   '0003_administration': m0003,
   '0004_files': m0004,
+  '0005_knowledge': m0005,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

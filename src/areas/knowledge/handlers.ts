@@ -1,0 +1,12 @@
+import type { HandlerMap } from '../../http/handler';
+import { presentKnowledgeResult } from './presenter';
+import type { KnowledgeService } from './service';
+
+export function knowledgeHandlers(knowledge: KnowledgeService): Pick<HandlerMap, 'searchKnowledge'> {
+  return {
+    searchKnowledge: async ({ caller, body }) => {
+      const { retrieval, hits } = await knowledge.search(caller.userId, body);
+      return { results: hits.map(({ hit, score }) => presentKnowledgeResult(hit, score)), retrieval };
+    },
+  };
+}

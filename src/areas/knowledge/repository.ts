@@ -1,0 +1,167 @@
+import { type RawBuilder, sql } from 'kysely';
+import type { Database } from '../../platform/db';
+
+export type SourceKind = 'file' | 'memory' | 'note' | 'project';
+
+export interface Hit {
+  kind: SourceKind;
+  id: string;
+  title: string;
+  snippet: string;
+  score: number;
+  project_id: string | null;
+  file_id: string | null;
+  seq: number | null;
+  start_offset: number | null;
+  end_offset: number | null;
+}
+
+export interface Scope {
+  userId: string;
+  kinds: SourceKind[];
+  projectId?: string;
+}
+
+const HEADLINE = 'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2, FragmentDelimiter=" … "';
+const nothing = sql``;
+
+/**
+ * One SELECT per source over the rows the caller may read: kind, id, title, the text to cut a
+ * snippet from, project, file position, and `extra` (a match condition or a join).
+ */
+function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unknown>; where: RawBuilder<unknown>; measure: RawBuilder<unknown> }>) {
+  const { userId, projectId } = scope;
+  const inProject = (column: RawBuilder<unknown>) => (projectId !== undefined ? sql`and ${column} = ${projectId}` : nothing);
+  const selects: Record<SourceKind, RawBuilder<unknown>> = {
+    note: sql`select 'note', n.id, n.title, n.title || E'\n' || n.content, ${parts.note.measure},
+                     n.project_id, null::text, null::int, null::int, null::int
+              from notes n ${parts.note.from}
+              where n.owner_user_id = ${userId} ${parts.note.where} ${inProject(sql`n.project_id`)}`,
+    memory: sql`select 'memory', m.id, left(m.content, 80), m.content, ${parts.memory.measure},
+                       m.project_id, null::text, null::int, null::int, null::int
+                from memory_items m ${parts.memory.from}
+                where m.owner_user_id = ${userId} ${parts.memory.where} ${inProject(sql`m.project_id`)}`,
+    project: sql`select 'project', p.id, p.name, p.name || E'\n' || p.description || E'\n' || p.instructions, ${parts.project.measure},
+                        p.id, null::text, null::int, null::int, null::int
+                 from projects p ${parts.project.from}
+                 where p.owner_user_id = ${userId} ${parts.project.where} ${inProject(sql`p.id`)}`,
+    file: sql`select 'file', f.id, f.name, c.content, ${parts.file.measure},
+                     f.project_id, f.id, c.seq, c.start_offset, c.end_offset
+              from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation ${parts.file.from}
+              where (f.owner_user_id = ${userId}
+                     or exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = ${userId}))
+                ${parts.file.where} ${inProject(sql`f.project_id`)}`,
+  };
+  return sql.join(scope.kinds.map((kind) => selects[kind]), sql` union all `);
+}
+
+/**
+ * The words of a query, any of which may match (ranked by how many and how close): questions in
+ * plain language rarely contain every word of the passage that answers them.
+ */
+const anyWord = (query: string) => sql`coalesce(nullif(replace(plainto_tsquery('english', ${query})::text, '&', '|'), ''), '')::tsquery`;
+
+/** Full-text matches, best first (ties by kind, id, chunk: the same data gives the same order). */
+export async function lexicalHits(db: Database, scope: Scope, query: string, limit: number): Promise<Hit[]> {
+  const q = anyWord(query);
+  const match = (tsv: RawBuilder<unknown>) => ({ from: nothing, where: sql`and ${tsv} @@ (select q from query)`, measure: sql`ts_rank_cd(${tsv}, (select q from query))` });
+  const result = await sql<Hit>`
+    with query as (select ${q} as q),
+    hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, { note: match(sql`n.tsv`), memory: match(sql`m.tsv`), project: match(sql`p.tsv`), file: match(sql`c.tsv`) })})
+    select kind, id, title, ts_headline('english', body, (select q from query), ${HEADLINE}) as snippet,
+           measure::float8 as score, project_id, file_id, seq, start_offset, end_offset
+    from hits
+    order by measure desc, kind, id, seq nulls first
+    limit ${limit}`.execute(db);
+  return result.rows;
+}
+
+/** The caller's nearest embeddings (cosine distance), their sources, best first. */
+export async function vectorHits(db: Database, scope: Scope, query: string, vector: string, limit: number): Promise<Hit[]> {
+  const q = anyWord(query);
+  const near = (kind: SourceKind, id: RawBuilder<unknown>) => ({
+    from: sql`join nearest e on e.source_kind = ${kind} and e.source_id = ${id}`,
+    where: nothing,
+    measure: sql`e.distance`,
+  });
+  const result = await sql<Hit>`
+    with query as (select ${q} as q),
+    nearest as (
+      select source_kind, source_id, embedding <=> ${vector}::vector as distance
+      from knowledge_embeddings
+      where owner_user_id = ${scope.userId}
+      order by embedding <=> ${vector}::vector
+      limit ${limit * 4}
+    ),
+    hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, {
+      note: near('note', sql`n.id`),
+      memory: near('memory', sql`m.id`),
+      project: near('project', sql`p.id`),
+      file: near('file', sql`c.file_id || ':' || c.generation || ':' || c.seq`),
+    })})
+    select kind, id, title, ts_headline('english', body, (select q from query), ${HEADLINE}) as snippet,
+           (1 - measure)::float8 as score, project_id, file_id, seq, start_offset, end_offset
+    from hits
+    order by measure asc, kind, id, seq nulls first
+    limit ${limit}`.execute(db);
+  return result.rows;
+}
+
+export interface PendingSource {
+  kind: SourceKind;
+  id: string;
+  owner: string;
+  version: string;
+  text: string;
+}
+
+/** Records whose embedding is missing or older than the record, a batch at a time. */
+export async function pendingSources(db: Database, limit: number): Promise<PendingSource[]> {
+  const result = await sql<PendingSource>`
+    select * from (
+      select 'note' as kind, n.id, n.owner_user_id as owner, (extract(epoch from n.updated_at) * 1000)::bigint::text as version,
+             left(n.title || E'\n' || n.content, 4000) as text
+      from notes n left join knowledge_embeddings e on e.source_kind = 'note' and e.source_id = n.id
+      where e.source_id is null or e.source_version <> (extract(epoch from n.updated_at) * 1000)::bigint::text
+      union all
+      select 'memory', m.id, m.owner_user_id, (extract(epoch from m.updated_at) * 1000)::bigint::text, m.content
+      from memory_items m left join knowledge_embeddings e on e.source_kind = 'memory' and e.source_id = m.id
+      where e.source_id is null or e.source_version <> (extract(epoch from m.updated_at) * 1000)::bigint::text
+      union all
+      select 'project', p.id, p.owner_user_id, (extract(epoch from p.updated_at) * 1000)::bigint::text,
+             left(p.name || E'\n' || p.description || E'\n' || p.instructions, 4000)
+      from projects p left join knowledge_embeddings e on e.source_kind = 'project' and e.source_id = p.id
+      where e.source_id is null or e.source_version <> (extract(epoch from p.updated_at) * 1000)::bigint::text
+      union all
+      select 'file', c.file_id || ':' || c.generation || ':' || c.seq, f.owner_user_id, 'chunk', c.content
+      from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation
+      left join knowledge_embeddings e on e.source_kind = 'file' and e.source_id = c.file_id || ':' || c.generation || ':' || c.seq
+      where e.source_id is null
+    ) pending
+    limit ${limit}`.execute(db);
+  return result.rows;
+}
+
+export async function upsertEmbeddings(db: Database, rows: Array<PendingSource & { vector: string }>): Promise<void> {
+  if (rows.length === 0) return;
+  const values = sql.join(rows.map((r) => sql`(${r.kind}, ${r.id}, ${r.owner}, ${r.version}, ${r.vector}::vector)`));
+  await sql`
+    insert into knowledge_embeddings (source_kind, source_id, owner_user_id, source_version, embedding)
+    values ${values}
+    on conflict (source_kind, source_id) do update
+      set owner_user_id = excluded.owner_user_id, source_version = excluded.source_version,
+          embedding = excluded.embedding, created_at = now()`.execute(db);
+}
+
+/** Drops embeddings whose record is gone (deleted, or a file chunk of a replaced ingestion). */
+export async function deleteOrphanEmbeddings(db: Database): Promise<number> {
+  const result = await sql`
+    delete from knowledge_embeddings e
+    where (e.source_kind = 'note' and not exists (select 1 from notes n where n.id = e.source_id))
+       or (e.source_kind = 'memory' and not exists (select 1 from memory_items m where m.id = e.source_id))
+       or (e.source_kind = 'project' and not exists (select 1 from projects p where p.id = e.source_id))
+       or (e.source_kind = 'file' and not exists (
+             select 1 from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation
+             where c.file_id || ':' || c.generation || ':' || c.seq = e.source_id))`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
