@@ -4,7 +4,8 @@
  *   - throughput of GET /api/v1/notes?limit=20 (bearer JWT, validated, 20 rows) against bare
  *     Express serving a constant body of the same size: wrk on one core, servers on the other;
  *   - the validator's operation lookup, in-process: library mounting against the service's;
- *   - the audit export of 100,000 events: rate, and the service's RSS before and at its peak.
+ *   - the audit export of 100,000 events: rate, and the service's RSS before and at its peak;
+ *   - knowledge search at 100,000 chunks, lexical and hybrid, next to the raw SQL (bench/knowledge.ts).
  * Set DATABASE_URL to run the service on Postgres instead of PGlite.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -14,6 +15,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { openPglite, openPostgres } from '../src/platform/db';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
+import { knowledgeBench } from './knowledge';
 import { measureLookup } from './validator-lookup';
 
 const root = path.resolve(__dirname, '..');
@@ -146,6 +148,8 @@ async function main(): Promise<void> {
     rows.push(['ratio service / bare Express', (notes / bareRps).toFixed(3)]);
 
     rows.push(...(await auditExport(dataDir, env, token)));
+
+    rows.push(...(await knowledgeBench()));
 
     for (const row of await measureLookup()) {
       rows.push([`operation lookup, ${row.document}: library mount (µs)`, row.library.toFixed(2)]);

@@ -1,7 +1,8 @@
 import { sendContent } from '../../http/content';
 import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
 import { readPage } from '../../http/pagination';
-import { type FileRow, presentFile, presentSnippet } from './presenter';
+import { presentSnippet } from '../../http/snippet';
+import { type FileRow, presentFile } from './presenter';
 import type { FileService } from './service';
 
 export function fileHandlers(

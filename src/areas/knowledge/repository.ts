@@ -59,9 +59,12 @@ function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unk
  * The words of a query, any of which may match (ranked by how many and how close): questions in
  * plain language rarely contain every word of the passage that answers them.
  */
-const anyWord = (query: string) => sql`coalesce(nullif(replace(plainto_tsquery('english', ${query})::text, '&', '|'), ''), '')::tsquery`;
+export const anyWord = (query: string) => sql`coalesce(nullif(replace(plainto_tsquery('english', ${query})::text, '&', '|'), ''), '')::tsquery`;
 
-/** Full-text matches, best first (ties by kind, id, chunk: the same data gives the same order). */
+/**
+ * Full-text matches, best first (ties by kind, id, chunk: the same data gives the same order).
+ * Snippets are cut only for the rows returned.
+ */
 export async function lexicalHits(db: Database, scope: Scope, query: string, limit: number): Promise<Hit[]> {
   const q = anyWord(query);
   const match = (tsv: RawBuilder<unknown>) => ({ from: nothing, where: sql`and ${tsv} @@ (select q from query)`, measure: sql`ts_rank_cd(${tsv}, (select q from query))` });
@@ -70,40 +73,42 @@ export async function lexicalHits(db: Database, scope: Scope, query: string, lim
     hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, { note: match(sql`n.tsv`), memory: match(sql`m.tsv`), project: match(sql`p.tsv`), file: match(sql`c.tsv`) })})
     select kind, id, title, ts_headline('english', body, (select q from query), ${HEADLINE}) as snippet,
            measure::float8 as score, project_id, file_id, seq, start_offset, end_offset
-    from hits
-    order by measure desc, kind, id, seq nulls first
-    limit ${limit}`.execute(db);
+    from (select * from hits order by measure desc, kind, id, seq nulls first limit ${limit}) top
+    order by measure desc, kind, id, seq nulls first`.execute(db);
   return result.rows;
 }
 
 /** The caller's nearest embeddings (cosine distance), their sources, best first. */
 export async function vectorHits(db: Database, scope: Scope, query: string, vector: string, limit: number): Promise<Hit[]> {
   const q = anyWord(query);
-  const near = (kind: SourceKind, id: RawBuilder<unknown>) => ({
-    from: sql`join nearest e on e.source_kind = ${kind} and e.source_id = ${id}`,
+  const near = (kind: SourceKind, on: RawBuilder<unknown>) => ({
+    from: sql`join nearest e on e.source_kind = ${kind} and ${on}`,
     where: nothing,
     measure: sql`e.distance`,
   });
   const result = await sql<Hit>`
     with query as (select ${q} as q),
     nearest as (
-      select source_kind, source_id, embedding <=> ${vector}::vector as distance
+      select source_kind, source_id, embedding <=> ${vector}::vector as distance,
+             -- file chunk ids are "<fileId>:<generation>:<seq>": split, they join on the chunks' key
+             case when source_kind = 'file' then split_part(source_id, ':', 1) end as chunk_file_id,
+             case when source_kind = 'file' then split_part(source_id, ':', 2)::int end as chunk_generation,
+             case when source_kind = 'file' then split_part(source_id, ':', 3)::int end as chunk_seq
       from knowledge_embeddings
       where owner_user_id = ${scope.userId}
       order by embedding <=> ${vector}::vector
       limit ${limit * 4}
     ),
     hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, {
-      note: near('note', sql`n.id`),
-      memory: near('memory', sql`m.id`),
-      project: near('project', sql`p.id`),
-      file: near('file', sql`c.file_id || ':' || c.generation || ':' || c.seq`),
+      note: near('note', sql`e.source_id = n.id`),
+      memory: near('memory', sql`e.source_id = m.id`),
+      project: near('project', sql`e.source_id = p.id`),
+      file: near('file', sql`e.chunk_file_id = c.file_id and e.chunk_generation = c.generation and e.chunk_seq = c.seq`),
     })})
     select kind, id, title, ts_headline('english', body, (select q from query), ${HEADLINE}) as snippet,
            (1 - measure)::float8 as score, project_id, file_id, seq, start_offset, end_offset
-    from hits
-    order by measure asc, kind, id, seq nulls first
-    limit ${limit}`.execute(db);
+    from (select * from hits order by measure asc, kind, id, seq nulls first limit ${limit}) top
+    order by measure asc, kind, id, seq nulls first`.execute(db);
   return result.rows;
 }
 

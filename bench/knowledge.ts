@@ -1,0 +1,123 @@
+/**
+ * Knowledge search at 100,000 chunks (part of `make bench`): p50/p95 of lexical and hybrid search
+ * through the service's KnowledgeService, next to the raw SQL of each retrieval, in one run, on
+ * the embedded PGlite (which has pgvector). Prints rows for the table of bench/run.ts.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { sql } from 'kysely';
+import { AuditService } from '../src/areas/audit/service';
+import { CapabilityService } from '../src/areas/capabilities/service';
+import { anyWord } from '../src/areas/knowledge/repository';
+import { KnowledgeService } from '../src/areas/knowledge/service';
+import { ProjectService } from '../src/areas/projects/service';
+import { HashingEmbedder, toVectorLiteral } from '../src/platform/ai/embeddings';
+import { openPglite } from '../src/platform/db';
+import { migrateToLatest } from '../src/platform/db/migrate';
+
+const CHUNKS = Number(process.env.BENCH_CHUNKS ?? 100_000);
+const QUERIES = 40;
+const USER = 'bench-user';
+
+/**
+ * A deterministic pseudo-random word stream (no Math.random: the same corpus every run): mostly
+ * 2,000 made-up words, with topic words (the ones queried) one time in twenty.
+ */
+function* words(seed: number): Generator<string> {
+  const syllables = ['ka', 'lo', 'mi', 'ne', 'ru', 'sa', 'ti', 'vo', 'ze', 'pa', 'qu', 'bri', 'dra', 'fen', 'gor', 'hal', 'jun', 'wex', 'yor', 'tal'];
+  const madeUp = Array.from({ length: 2000 }, (_, i) => `${syllables[i % 20]}${syllables[Math.floor(i / 20) % 20]}${syllables[Math.floor(i / 400) % 20]}`);
+  const topics = 'revenue quarter plan garden tomato basil coral reef thesis research travel lisbon hotel river budget cost forecast meeting notes design review deploy server database index search vector memory project skill agent model prompt token invoice contract policy privacy security audit export report chart image audio video draft summary'.split(' ');
+  let state = seed;
+  for (;;) {
+    state = (state * 1103515245 + 12345) % 2 ** 31;
+    const pick = Math.floor(state / 7);
+    yield state % 20 === 0 ? (topics[pick % topics.length] as string) : (madeUp[pick % madeUp.length] as string);
+  }
+}
+
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+};
+
+async function timed(run: (i: number) => Promise<unknown>): Promise<{ p50: number; p95: number }> {
+  await run(0);
+  const times: number[] = [];
+  for (let i = 1; i <= QUERIES; i += 1) {
+    const started = performance.now();
+    await run(i);
+    times.push(performance.now() - started);
+  }
+  return { p50: percentile(times, 50), p95: percentile(times, 95) };
+}
+
+export async function knowledgeBench(log: (line: string) => void = () => undefined): Promise<Array<[string, string]>> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-knowledge-'));
+  const database = await openPglite(path.join(dir, 'pglite'));
+  try {
+    const db = database.db;
+    await migrateToLatest(db);
+    await sql`insert into files (id, owner_user_id, kind, name, mime_type, size_bytes, status, chunk_generation, ingest_status, chunk_count)
+              values ('bench-file', ${USER}, 'file', 'corpus.txt', 'text/plain', 0, 'ready', 1, 'ready', ${CHUNKS})`.execute(db);
+    const embedder = new HashingEmbedder();
+    const stream = words(42);
+    const started = performance.now();
+    await sql`drop index knowledge_embeddings_hnsw_idx`.execute(db);
+    for (let offset = 0; offset < CHUNKS; offset += 500) {
+      const batch = Array.from({ length: Math.min(500, CHUNKS - offset) }, (_, i) => ({
+        seq: offset + i,
+        content: Array.from({ length: 60 }, () => stream.next().value as string).join(' '),
+      }));
+      await sql`insert into file_chunks (file_id, generation, seq, start_offset, end_offset, content) values ${sql.join(
+        batch.map((c) => sql`('bench-file', 1, ${c.seq}, ${c.seq * 400}, ${c.seq * 400 + c.content.length}, ${c.content})`),
+      )}`.execute(db);
+      const vectors = await embedder.embed(batch.map((c) => c.content));
+      await sql`insert into knowledge_embeddings (source_kind, source_id, owner_user_id, source_version, embedding) values ${sql.join(
+        batch.map((c, i) => sql`('file', ${`bench-file:1:${c.seq}`}, ${USER}, 'chunk', ${toVectorLiteral(vectors[i] as number[])}::vector)`),
+      )}`.execute(db);
+    }
+    log(`loaded ${CHUNKS} chunks and embeddings in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    const indexStarted = performance.now();
+    await sql`create index knowledge_embeddings_hnsw_idx on knowledge_embeddings using hnsw (embedding vector_cosine_ops)`.execute(db);
+    await sql`analyze`.execute(db);
+    log(`built the HNSW index in ${((performance.now() - indexStarted) / 1000).toFixed(1)} s`);
+
+    const audit = new AuditService(db);
+    const defaults = { automations: true, billing: false, vectorSearch: true, billingProvider: 'stripe' as const, cacheMs: 0 };
+    const capabilities = new CapabilityService(db, audit, defaults, Date.now, true);
+    const knowledge = new KnowledgeService(db, capabilities, new ProjectService(db), embedder, true);
+    const queries = ['quarterly revenue forecast', 'coral reef research', 'hotel in lisbon', 'security audit export', 'vector index search', 'garden tomato basil'];
+    const query = (i: number) => queries[i % queries.length] as string;
+    const actor = { userId: 'bench-admin', requestId: null };
+
+    await capabilities.update(actor, { vectorSearch: false });
+    const lexical = await timed((i) => knowledge.search(USER, { query: query(i), limit: 10 }));
+    const rawLexical = await timed((i) =>
+      sql`select c.seq from file_chunks c, (select ${anyWord(query(i))} as q) query
+          where c.tsv @@ query.q order by ts_rank_cd(c.tsv, query.q) desc limit 10`.execute(db),
+    );
+    await capabilities.update(actor, { vectorSearch: true });
+    const hybrid = await timed((i) => knowledge.search(USER, { query: query(i), limit: 10 }));
+    const vectors = await embedder.embed(queries);
+    const rawVector = await timed((i) =>
+      sql`select source_id from knowledge_embeddings order by embedding <=> ${toVectorLiteral(vectors[i % queries.length] as number[])}::vector limit 10`.execute(db),
+    );
+    const ms = (v: number) => v.toFixed(1);
+    return [
+      [`knowledge search, ${CHUNKS} chunks, lexical: p50 / p95 (ms)`, `${ms(lexical.p50)} / ${ms(lexical.p95)}`],
+      ['  raw full-text SQL (any word, rank, top 10): p50 / p95 (ms)', `${ms(rawLexical.p50)} / ${ms(rawLexical.p95)}`],
+      [`knowledge search, ${CHUNKS} chunks, hybrid: p50 / p95 (ms)`, `${ms(hybrid.p50)} / ${ms(hybrid.p95)}`],
+      ['  raw vector SQL (HNSW, top 10): p50 / p95 (ms)', `${ms(rawVector.p50)} / ${ms(rawVector.p95)}`],
+    ];
+  } finally {
+    await database.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (require.main === module) {
+  knowledgeBench((line) => console.error(line)).then((rows) => {
+    for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
+  });
+}
