@@ -2,7 +2,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { SessionService } from '../areas/sessions/service';
 import { type SignedGrant, SignedUrlExpiredError, SignedUrlInvalidError, type SignedUrls } from '../platform/signed-urls';
 import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
-import { ApiError, errors } from './errors';
+import { errors } from './errors';
 
 export const SESSION_COOKIE = 'service_session';
 
@@ -100,7 +100,7 @@ export function resolveCaller(allowedOrigins: string[]) {
   return function resolveCallerMiddleware(req: Request, _res: Response, next: NextFunction): void {
     const { bearer, session, signed, signedExpired } = req.credentials ?? {};
     if (signedExpired && !bearer && !session) {
-      return next(new ApiError(410, 'link_expired', 'This signed URL has expired; request a new one.'));
+      return next(errors.linkExpired());
     }
     if (bearer) {
       req.caller = { userId: bearer, via: 'bearer' };

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import parseRange from 'range-parser';
-import { ApiError } from './errors';
+import { errors } from './errors';
 import { STREAMED } from './handler';
 
 /** Types a browser would run (script, markup): always downloaded, never rendered in our origin. */
@@ -45,7 +45,7 @@ export async function sendContent(req: Request, res: Response, content: StoredCo
   if (header && content.size > 0) {
     const ranges = parseRange(content.size, header, { combine: true });
     if (ranges === -1) {
-      throw new ApiError(416, 'range_not_satisfiable', 'The requested range is not satisfiable.', {}, { 'Content-Range': `bytes */${content.size}` });
+      throw errors.rangeNotSatisfiable(content.size);
     }
     // A malformed header (-2) or several ranges: the whole content, as HTTP allows.
     if (ranges !== -2 && ranges.length === 1) range = ranges[0];

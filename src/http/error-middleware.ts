@@ -23,7 +23,7 @@ export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?:
   if (error instanceof ApiError) return error;
   const e = (error ?? {}) as LibraryError;
   const status = e.status ?? e.statusCode;
-  if (e.type === 'entity.too.large' || status === 413) return errors.payloadTooLarge(bodyLimitBytes);
+  if (e.type === 'entity.too.large' || status === 413) return errors.payloadTooLarge(`The request body is larger than ${bodyLimitBytes} bytes.`);
   if (e.type === 'entity.parse.failed') {
     return errors.invalidRequest('The request body is not valid JSON.', [{ path: '/body', message: 'must be valid JSON' }]);
   }

@@ -46,8 +46,12 @@ export const errors = {
   conflict: (message: string) => new ApiError(409, 'conflict', message),
   idempotencyKeyReused: () =>
     new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used with a different request.'),
-  payloadTooLarge: (limitBytes: number) =>
-    new ApiError(413, 'payload_too_large', `The request body is larger than ${limitBytes} bytes.`),
+  linkExpired: () => new ApiError(410, 'link_expired', 'This signed URL has expired; request a new one.'),
+  linkUsed: () => new ApiError(410, 'link_used', 'This upload URL was already used; request a new one.'),
+  payloadTooLarge: (message: string) => new ApiError(413, 'payload_too_large', message),
+  unsupportedMediaType: (message: string) => new ApiError(415, 'unsupported_media_type', message),
+  rangeNotSatisfiable: (size: number) =>
+    new ApiError(416, 'range_not_satisfiable', 'The requested range is not satisfiable.', {}, { 'Content-Range': `bytes */${size}` }),
   internal: (requestId: string) =>
     new ApiError(500, 'internal_error', 'An unexpected error occurred.', { requestId }),
 };

@@ -74,22 +74,6 @@ export async function hasChildren(db: Database, id: string): Promise<boolean> {
   return (await db.selectFrom('files').select('id').where('parent_id', '=', id).limit(1).executeTakeFirst()) !== undefined;
 }
 
-/** Whether `ancestorId` is `folderId` itself or one of the folders above it. */
-export async function isSelfOrAncestor(db: Database, folderId: string, ancestorId: string): Promise<boolean> {
-  const result = await sql<{ found: boolean }>`
-    with recursive chain(id, parent_id) as (
-      select id, parent_id from files where id = ${folderId}
-      union
-      select f.id, f.parent_id from files f join chain c on f.id = c.parent_id
-    )
-    select exists (select 1 from chain where id = ${ancestorId}) as found`.execute(db);
-  return result.rows[0]?.found === true;
-}
-
-export async function lockFileTree(db: Database, ownerUserId: string): Promise<void> {
-  await sql`select pg_advisory_xact_lock(hashtext(${`files:${ownerUserId}`}))`.execute(db);
-}
-
 export function sharesOf(db: Database, fileIds: string[]) {
   if (fileIds.length === 0) return Promise.resolve([]);
   return db.selectFrom('file_shares').select(['file_id', 'grantee_user_id']).where('file_id', 'in', fileIds).orderBy('grantee_user_id').execute();

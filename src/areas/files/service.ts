@@ -1,8 +1,9 @@
 import type { Readable } from 'node:stream';
 import type { components } from '../../../generated/api';
-import { ApiError, errors } from '../../http/errors';
+import { errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
+import { isSelfOrAncestor, lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
 import type { SignedGrant, SignedUrls } from '../../platform/signed-urls';
@@ -23,8 +24,6 @@ export interface FileLimits {
 
 const INSERT_BATCH = 200;
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-export const linkExpired = (what: string) => new ApiError(410, 'link_expired', `This ${what} URL has expired; request a new one.`);
 
 /**
  * Files: metadata, owner-scoped access (the owner, or users it is shared with, read; only the
@@ -88,7 +87,7 @@ export class FileService {
         throw errors.invalidRequest('A file needs mimeType and sizeBytes.', missing.map((f) => ({ path: `/body/${f}`, message: `is required for a file` })));
       }
       if ((input.sizeBytes as number) > this.limits.maxUploadBytes) {
-        throw new ApiError(413, 'payload_too_large', `Files may be at most ${this.limits.maxUploadBytes} bytes.`);
+        throw errors.payloadTooLarge(`Files may be at most ${this.limits.maxUploadBytes} bytes.`);
       }
     } else if (input.mimeType !== undefined || input.sizeBytes !== undefined) {
       throw errors.invalidRequest('A folder takes neither mimeType nor sizeBytes.', [{ path: '/body/kind', message: 'folder has no content' }]);
@@ -114,12 +113,12 @@ export class FileService {
 
   async update(userId: string, input: UpdateInput): Promise<FileRow> {
     return this.db.transaction().execute(async (trx) => {
-      await repo.lockFileTree(trx, userId);
+      await lockForTransaction(trx, `files:${userId}`);
       const file = await this.owned(userId, input.fileId, trx);
       if (input.projectId !== undefined && input.projectId !== null) await this.projects.requireOwned(userId, input.projectId, trx);
       if (input.parentId !== undefined && input.parentId !== null) {
         await this.requireFolder(userId, input.parentId, trx);
-        if (file.kind === 'folder' && (await repo.isSelfOrAncestor(trx, input.parentId, file.id))) {
+        if (file.kind === 'folder' && (await isSelfOrAncestor(trx, 'files', input.parentId, file.id))) {
           throw errors.conflict('A folder cannot be moved into itself or a folder inside it.');
         }
       }
@@ -136,7 +135,7 @@ export class FileService {
 
   async delete(userId: string, fileId: string): Promise<void> {
     const file = await this.db.transaction().execute(async (trx) => {
-      await repo.lockFileTree(trx, userId);
+      await lockForTransaction(trx, `files:${userId}`);
       const row = await this.owned(userId, fileId, trx);
       if (await repo.hasChildren(trx, fileId)) throw errors.conflict('The folder is not empty: move or delete its files first.');
       await repo.deleteFile(trx, userId, fileId);
@@ -187,12 +186,12 @@ export class FileService {
       throw errors.invalidRequest('Send the upload with a Content-Length header.', [{ path: '/headers/content-length', message: 'is required' }]);
     }
     if (contentLength > declared) {
-      throw new ApiError(413, 'payload_too_large', `This upload must be exactly ${declared} bytes.`);
+      throw errors.payloadTooLarge(`This upload must be exactly ${declared} bytes.`);
     }
     if (contentLength < declared) {
       throw errors.invalidRequest(`This upload must be exactly ${declared} bytes.`, [{ path: '/headers/content-length', message: `must be ${declared}` }]);
     }
-    if (!(await repo.consumeUploadToken(this.db, grant.jti))) throw new ApiError(410, 'link_used', 'This upload URL was already used; request a new one.');
+    if (!(await repo.consumeUploadToken(this.db, grant.jti))) throw errors.linkUsed();
     if (file.status === 'ready') throw errors.conflict('The file is already stored.');
 
     const key = `files/${file.owner_user_id}/${file.id}/${grant.jti}`;
@@ -202,7 +201,7 @@ export class FileService {
       stored = await this.store.put(key, body, { contentType: file.mime_type as string, size: declared });
     } catch (error) {
       await repo.setStatus(this.db, file.id, 'failed');
-      if (error instanceof ObjectTooLargeError) throw new ApiError(413, 'payload_too_large', `This upload must be exactly ${declared} bytes.`);
+      if (error instanceof ObjectTooLargeError) throw errors.payloadTooLarge(`This upload must be exactly ${declared} bytes.`);
       if (error instanceof ObjectIncompleteError) {
         throw errors.invalidRequest(`The upload ended after ${error.received} of ${declared} bytes.`, [{ path: '/body', message: `must be ${declared} bytes` }]);
       }
@@ -236,10 +235,10 @@ export class FileService {
     const file = await this.owned(userId, fileId);
     if (file.kind !== 'file' || file.status !== 'ready' || !file.storage_key) throw errors.conflict('Only an uploaded (ready) file can be ingested.');
     if (!canExtract(file.mime_type)) {
-      throw new ApiError(415, 'unsupported_media_type', `Files of type ${file.mime_type} cannot be ingested (plain text, Markdown, HTML, JSON, CSV and PDF can).`);
+      throw errors.unsupportedMediaType(`Files of type ${file.mime_type} cannot be ingested (plain text, Markdown, HTML, JSON, CSV and PDF can).`);
     }
     if ((file.size_bytes as number) > this.limits.ingestMaxBytes) {
-      throw new ApiError(413, 'payload_too_large', `Documents over ${this.limits.ingestMaxBytes} bytes cannot be ingested.`);
+      throw errors.payloadTooLarge(`Documents over ${this.limits.ingestMaxBytes} bytes cannot be ingested.`);
     }
     const generation = await repo.beginIngestion(this.db, fileId);
     try {

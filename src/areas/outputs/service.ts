@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
 import type { Outputs } from '../../../generated/db';
-import { ApiError, errors } from '../../http/errors';
+import { errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
@@ -37,7 +37,7 @@ export class OutputService {
   async create(output: NewOutput): Promise<OutputRow> {
     const size = Buffer.isBuffer(output.body) ? output.body.length : output.sizeBytes;
     if (size === undefined) throw new Error('a streamed output needs its sizeBytes');
-    if (size > this.maxBytes) throw new ApiError(413, 'payload_too_large', `Outputs may be at most ${this.maxBytes} bytes.`);
+    if (size > this.maxBytes) throw errors.payloadTooLarge(`Outputs may be at most ${this.maxBytes} bytes.`);
     const now = new Date();
     const id = uuidv7(now.getTime());
     const key = `outputs/${output.ownerUserId}/${id}`;

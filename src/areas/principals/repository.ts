@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import type { Database } from '../../platform/db';
 
 export function rolesOf(db: Database, userId: string) {
@@ -36,9 +35,4 @@ export async function countAdmins(db: Database): Promise<number> {
     .where('role', '=', 'admin')
     .executeTakeFirstOrThrow();
   return Number(row.count);
-}
-
-/** Serializes changes to the set of principals until the transaction ends (the last-admin rule). */
-export async function lockPrincipals(db: Database): Promise<void> {
-  await sql`select pg_advisory_xact_lock(hashtext('administrative_principals'))`.execute(db);
 }

@@ -3,6 +3,7 @@ import type { components } from '../../../generated/api';
 import type { AdministrativePrincipals } from '../../../generated/db';
 import { errors } from '../../http/errors';
 import type { Database } from '../../platform/db';
+import { lockForTransaction } from '../../platform/db/locks';
 import type { Actor, AuditService } from '../audit/service';
 import * as repo from './repository';
 
@@ -73,7 +74,7 @@ export class PrincipalService {
   /** Revokes one role or all roles of a user, never the last admin (audited in the same transaction). */
   async revoke(actor: Actor, target: { userId: string; role?: Role }): Promise<Role[]> {
     return this.db.transaction().execute(async (trx) => {
-      await repo.lockPrincipals(trx);
+      await lockForTransaction(trx, 'administrative_principals'); // the last-admin rule
       const held = await repo.findPrincipals(trx, target.userId, target.role);
       if (held.length === 0) {
         throw errors.principalNotFound(

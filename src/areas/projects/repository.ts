@@ -1,4 +1,4 @@
-import { sql, type Insertable, type Updateable } from 'kysely';
+import type { Insertable, Updateable } from 'kysely';
 import type { Projects } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import type { PageRequest } from '../../http/pagination';
@@ -62,21 +62,4 @@ export async function deleteProject(db: Database, ownerUserId: string, id: strin
 export async function hasChildren(db: Database, id: string): Promise<boolean> {
   const row = await db.selectFrom('projects').select('id').where('parent_id', '=', id).limit(1).executeTakeFirst();
   return row !== undefined;
-}
-
-/** Whether `ancestorId` is `projectId` itself or one of its ancestors. */
-export async function isSelfOrAncestor(db: Database, projectId: string, ancestorId: string): Promise<boolean> {
-  const result = await sql<{ found: boolean }>`
-    with recursive chain(id, parent_id) as (
-      select id, parent_id from projects where id = ${projectId}
-      union
-      select p.id, p.parent_id from projects p join chain c on p.id = c.parent_id
-    )
-    select exists (select 1 from chain where id = ${ancestorId}) as found`.execute(db);
-  return result.rows[0]?.found === true;
-}
-
-/** Serializes changes to one user's project tree until the transaction ends. */
-export async function lockProjectTree(db: Database, ownerUserId: string): Promise<void> {
-  await sql`select pg_advisory_xact_lock(hashtext(${`projects:${ownerUserId}`}))`.execute(db);
 }

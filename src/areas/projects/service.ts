@@ -4,6 +4,7 @@ import type { Projects } from '../../../generated/db';
 import { errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
+import { isSelfOrAncestor, lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
 import * as repo from './repository';
@@ -58,11 +59,11 @@ export class ProjectService {
 
   async update(userId: string, input: UpdateInput): Promise<ProjectRow> {
     return this.db.transaction().execute(async (trx) => {
-      await repo.lockProjectTree(trx, userId);
+      await lockForTransaction(trx, `projects:${userId}`);
       if (!(await repo.findProject(trx, userId, input.projectId))) throw errors.notFound('Project not found.');
       if (input.parentId !== undefined && input.parentId !== null) {
         if (!(await repo.findProject(trx, userId, input.parentId))) throw errors.notFound('Parent project not found.');
-        if (await repo.isSelfOrAncestor(trx, input.parentId, input.projectId)) {
+        if (await isSelfOrAncestor(trx, 'projects', input.parentId, input.projectId)) {
           throw errors.conflict('A project cannot be moved under itself or one of its sub-projects.');
         }
       }
@@ -81,7 +82,7 @@ export class ProjectService {
 
   async delete(userId: string, projectId: string): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
-      await repo.lockProjectTree(trx, userId);
+      await lockForTransaction(trx, `projects:${userId}`);
       if (!(await repo.findProject(trx, userId, projectId))) throw errors.notFound('Project not found.');
       if (await repo.hasChildren(trx, projectId)) {
         throw errors.conflict('The project has sub-projects: move or delete them first.');
