@@ -70,13 +70,17 @@ async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOpti
   const lookup = chain[metadataIndex] as Middleware;
   const cache = new Map<string, Record<string, unknown>>();
   const cachedMetadata: Middleware = (req, res, next) => {
-    const key = `${req.method} ${(req.route as { path: string }).path}`;
+    // HEAD is GET without the body (Express answers it from the GET handler): same operation.
+    const head = req.method === 'HEAD';
+    const key = `${head ? 'GET' : req.method} ${(req.route as { path: string }).path}`;
     const hit = cache.get(key);
     if (hit) {
       (req as unknown as { openapi: unknown }).openapi = { ...hit, pathParams: req.params };
       return next();
     }
+    if (head) req.method = 'GET';
     return lookup(req, res, (error?: unknown) => {
+      if (head) req.method = 'HEAD';
       const found = (req as unknown as { openapi?: Record<string, unknown> }).openapi;
       if (!error && found) {
         const { pathParams: _params, ...reusable } = found;

@@ -41,6 +41,14 @@ describe('HTTP basics', () => {
     expect(res.headers.allow).toContain('PATCH');
   });
 
+  test('HEAD answers like GET, without a body', async () => {
+    const head = await h.http().head('/api/v1/notes').set(alice.auth);
+    expect(head.status).toBe(200);
+    expect(head.headers['content-type']).toMatch(/application\/json/);
+    expect(head.text ?? '').toBe('');
+    expect((await h.http().head('/api/v1/notes')).status).toBe(401);
+  });
+
   test('an oversized body is a 413 and creates nothing', async () => {
     const res = await h.http().post('/api/v1/notes').set(alice.auth).send({ content: 'x'.repeat(70 * 1024) });
     expect(res.status).toBe(413);
