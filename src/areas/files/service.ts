@@ -205,6 +205,10 @@ export class FileService {
       if (error instanceof ObjectIncompleteError) {
         throw errors.invalidRequest(`The upload ended after ${error.received} of ${declared} bytes.`, [{ path: '/body', message: `must be ${declared} bytes` }]);
       }
+      if (body.destroyed && !body.readableEnded) {
+        // The client went away mid-upload: an expected event, not a server fault.
+        throw errors.invalidRequest('The upload was interrupted; request a new upload URL and send it again.', [{ path: '/body', message: 'incomplete' }]);
+      }
       throw error;
     }
     const ready = await repo.markReady(this.db, file.id, { key, ...stored });

@@ -17,6 +17,7 @@ const SOURCE_KINDS: Record<NonNullable<Request['sources']>[number], repo.SourceK
 const RRF_K = 60;
 const CANDIDATES = 50;
 const INDEX_BATCH = 64;
+const BATCHES_PER_PASS = 16;
 
 const keyOf = (hit: repo.Hit) => `${hit.kind}|${hit.id}|${hit.seq ?? ''}`;
 const byScoreThenKey = (a: { score: number; hit: repo.Hit }, b: { score: number; hit: repo.Hit }) =>
@@ -69,17 +70,21 @@ export class KnowledgeService {
     return { retrieval: 'hybrid' as const, hits: [...fused.values()].sort(byScoreThenKey).slice(0, limit) };
   }
 
-  /** Embeds records written since their last embedding; returns how many. Safe on any number of instances. */
-  async indexPending(): Promise<number> {
+  /**
+   * Embeds records written since their last embedding, up to `maxBatches` batches; returns how
+   * many. Safe on any number of instances (the same record embedded twice is written twice, equal).
+   */
+  async indexPending(maxBatches = Number.POSITIVE_INFINITY): Promise<number> {
     if (!(await this.vectorEnabled())) return 0;
     let total = 0;
-    for (;;) {
+    for (let batch = 0; batch < maxBatches; batch += 1) {
       const pending = await repo.pendingSources(this.db, INDEX_BATCH);
       if (pending.length === 0) return total;
       const vectors = await this.embedder.embed(pending.map((p) => p.text));
       await repo.upsertEmbeddings(this.db, pending.map((p, i) => ({ ...p, vector: toVectorLiteral(vectors[i] as number[]) })));
       total += pending.length;
     }
+    return total;
   }
 
   deleteOrphans(): Promise<number> {
@@ -112,7 +117,8 @@ export class KnowledgeIndexer {
   runOnce(): Promise<void> {
     this.running ??= (async () => {
       try {
-        await this.knowledge.indexPending();
+        // Bounded passes, so that shutdown never waits for a long backlog (the next pass continues it).
+        await this.knowledge.indexPending(BATCHES_PER_PASS);
         if (Date.now() - this.lastCleanup > 60_000) {
           this.lastCleanup = Date.now();
           await this.knowledge.deleteOrphans();
