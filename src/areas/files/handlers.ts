@@ -1,8 +1,7 @@
 import { sendContent } from '../../http/content';
 import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
 import { readPage } from '../../http/pagination';
-import { presentSnippet } from '../../http/snippet';
-import { type FileRow, presentFile } from './presenter';
+import { type FileRow, presentFile, presentTextMatch, presentUpload } from './presenter';
 import type { FileService } from './service';
 
 export function fileHandlers(
@@ -50,16 +49,7 @@ export function fileHandlers(
     },
     createFileUploadUrl: async ({ caller, body, req }) => {
       const { token, expiresAt, file } = await files.uploadUrl(caller.userId, body.fileId);
-      const url = `${req.protocol}://${req.get('host')}/api/v1/files/${encodeURIComponent(file.id)}/upload?token=${encodeURIComponent(token)}`;
-      return {
-        upload: {
-          url,
-          method: 'PUT' as const,
-          headers: { 'Content-Type': file.mime_type as string },
-          expiresAt,
-          maxBytes: file.size_bytes as number,
-        },
-      };
+      return { upload: presentUpload(`${req.protocol}://${req.get('host')}`, file, token, expiresAt) };
     },
     uploadFileContent: async ({ caller, params, req }) => {
       const length = req.get('content-length');
@@ -80,17 +70,7 @@ export function fileHandlers(
     ingestDocument: async ({ caller, body }) => ({ ingestion: { fileId: body.fileId, ...(await files.ingest(caller.userId, body.fileId)) } }),
     searchFileText: async ({ caller, body }) => {
       const matches = await files.search(caller.userId, body.query, { fileId: body.fileId, projectId: body.projectId }, body.limit ?? 20);
-      return {
-        results: matches.map((m) => ({
-          fileId: m.file_id,
-          fileName: m.name,
-          chunkIndex: m.seq,
-          startOffset: m.start_offset,
-          endOffset: m.end_offset,
-          score: Number(m.score),
-          ...presentSnippet(m.snippet),
-        })),
-      };
+      return { results: matches.map(presentTextMatch) };
     },
   };
 }

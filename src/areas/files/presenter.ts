@@ -1,6 +1,8 @@
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
 import type { Files } from '../../../generated/db';
+import { presentSnippet } from '../../http/snippet';
+import type { ChunkMatch } from './repository';
 
 type Schemas = components['schemas'];
 export type FileRow = Selectable<Files> & { access?: 'owner' | 'shared' };
@@ -36,5 +38,28 @@ export function presentFile(row: FileRow, viewerUserId: string, sharedWith: stri
     contentUrlExpiresAt: contentLink?.expiresAt ?? null,
     createdAt: row.created_at.getTime(),
     updatedAt: row.updated_at.getTime(),
+  };
+}
+
+/** Where and how to send a file's bytes. `origin` is the service's own scheme, host and port. */
+export function presentUpload(origin: string, file: FileRow, token: string, expiresAt: number): Schemas['UploadUrlResponse']['upload'] {
+  return {
+    url: `${origin}/api/v1/files/${encodeURIComponent(file.id)}/upload?token=${encodeURIComponent(token)}`,
+    method: 'PUT',
+    headers: { 'Content-Type': file.mime_type as string },
+    expiresAt,
+    maxBytes: file.size_bytes as number,
+  };
+}
+
+export function presentTextMatch(match: ChunkMatch): Schemas['SearchTextResponse']['results'][number] {
+  return {
+    fileId: match.file_id,
+    fileName: match.name,
+    chunkIndex: match.seq,
+    startOffset: match.start_offset,
+    endOffset: match.end_offset,
+    score: Number(match.score),
+    ...presentSnippet(match.snippet),
   };
 }
