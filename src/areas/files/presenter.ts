@@ -5,13 +5,14 @@ import { presentSnippet } from '../../http/snippet';
 import type { ChunkMatch } from './repository';
 
 type Schemas = components['schemas'];
-export type FileRow = Selectable<Files> & { access?: 'owner' | 'shared' };
+export type FileRow = Selectable<Files>;
 
 export interface ContentLink {
   url: string;
   expiresAt: number;
 }
 
+/** The file as `viewerUserId` sees it: `access` and `sharedWith` depend on whether they own it. */
 export function presentFile(row: FileRow, viewerUserId: string, sharedWith: string[], contentLink: ContentLink | null): Schemas['File'] {
   const access = row.owner_user_id === viewerUserId ? 'owner' : 'shared';
   return {

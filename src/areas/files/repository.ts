@@ -12,12 +12,11 @@ export interface FileFilter {
   conversationId?: string;
 }
 
-/** The file if `userId` owns it or it was shared with them; `access` says which. */
+/** The file if `userId` owns it or it was shared with them. */
 export function findReadableFile(db: Database, userId: string, id: string) {
   return db
     .selectFrom('files')
     .selectAll()
-    .select(sql<'owner' | 'shared'>`case when owner_user_id = ${userId} then 'owner' else 'shared' end`.as('access'))
     .where('id', '=', id)
     .where((eb) => eb.or([eb('owner_user_id', '=', userId), sharedWith(eb, userId)]))
     .executeTakeFirst();
@@ -35,10 +34,7 @@ export function findOwnedFile(db: Database, ownerUserId: string, id: string) {
 }
 
 export function listReadableFiles(db: Database, userId: string, filter: FileFilter, page: PageRequest) {
-  let query = db
-    .selectFrom('files')
-    .selectAll()
-    .select(sql<'owner' | 'shared'>`case when owner_user_id = ${userId} then 'owner' else 'shared' end`.as('access'));
+  let query = db.selectFrom('files').selectAll();
   const shared = (eb: ExpressionBuilder<DB, 'files'>) => sharedWith(eb, userId);
   if (filter.scope === 'owned') query = query.where('owner_user_id', '=', userId);
   else if (filter.scope === 'shared') query = query.where('owner_user_id', '<>', userId).where(shared);
