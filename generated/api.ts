@@ -626,6 +626,149 @@ export interface paths {
         patch: operations["updateCapabilities"];
         trace?: never;
     };
+    "/api/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's webhook subscriptions, or read one
+         * @description With `subscriptionId`, returns that subscription as `{ subscription }` (`404` if it is not one
+         *     of the caller's). Without it, returns a page of the caller's subscriptions, newest first, as
+         *     `{ subscriptions, nextCursor }`. The signing secret is never part of the answer.
+         */
+        get: operations["getWebhooks"];
+        put?: never;
+        /**
+         * Subscribe a URL to events
+         * @description Creates a subscription owned by the caller and returns it with its signing `secret`, which is
+         *     shown only here (and by `rotate-secret`): store it. Each URL may be subscribed once per user
+         *     (`409 conflict` otherwise: change the existing subscription's events instead), and a user has at
+         *     most 25 subscriptions (`409 conflict`). The URL is checked as `WebhookUrl` describes (`400`).
+         *
+         *     This create takes no `Idempotency-Key`: a remembered answer would keep the secret, and the
+         *     one-subscription-per-URL rule already makes a retry safe (it answers `409`; rotate the secret if
+         *     the first answer was lost).
+         */
+        post: operations["createWebhook"];
+        /**
+         * Delete a webhook subscription
+         * @description Deletes the caller's subscription named by `subscriptionId` (query, or JSON body; if both are
+         *     given they must agree), with its delivery log. Pending deliveries are not sent.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a webhook subscription
+         * @description Changes the fields present in the body of the caller's subscription `subscriptionId`: its URL
+         *     (checked as on create; `409` if another of the caller's subscriptions has it), event kinds,
+         *     description or `enabled`. `enabled: true` also clears a disabled subscription's reason and
+         *     failure state; deliveries still pending resume. `enabled: false` holds new events back: none is
+         *     queued for a disabled subscription.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/api/v1/webhooks/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace a subscription's signing secret
+         * @description Generates a new signing secret for the caller's subscription and returns it (shown only here).
+         *     For `graceSeconds` (default 24 hours) every delivery carries two signatures in
+         *     `webhook-signature`, one per secret, so a receiver verifying with either keeps working while it
+         *     switches over; then only the new secret signs. Rotating again during a grace period ends the
+         *     older grace period: only the secret being replaced stays valid alongside the new one.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed test event to a subscription
+         * @description Sends one `webhook.test` event, signed like every delivery, to the caller's subscription now,
+         *     and answers with the delivery and the outcome of its single attempt (a test is not retried and
+         *     does not count towards disabling the subscription). A disabled subscription may be tested, so a
+         *     receiver can be checked before it is enabled again. The request waits for the receiver, at most
+         *     the delivery timeout (10 seconds by default).
+         */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The delivery log
+         * @description With `deliveryId`, returns that delivery as `{ delivery }` (`404` if it is not one of the
+         *     caller's). Without it, returns a page of the caller's deliveries, newest first, as
+         *     `{ deliveries, nextCursor }`, optionally only those of `subscriptionId` (which must be the
+         *     caller's, `404` otherwise) or in `status`. Each delivery carries the event it sends and every
+         *     attempt: when, the receiver's status, the start of its answer, the latency and, for failures
+         *     without an answer, the reason. Finished deliveries are kept for 30 days (configurable).
+         */
+        get: operations["getWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/deliveries/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a finished delivery's event again
+         * @description Queues the event of the caller's finished (`succeeded` or `failed`) delivery `deliveryId` for
+         *     its subscription again, as a new delivery with a full retry schedule, and returns it. The event
+         *     keeps its id, so the `webhook-id` header is the one the receiver saw before. `409 conflict` when
+         *     the delivery is still pending, when the event already has a pending delivery to that
+         *     subscription, or when the subscription is disabled (enable it first).
+         */
+        post: operations["redeliverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1840,6 +1983,280 @@ export interface components {
              */
             retrieval: "hybrid" | "lexical";
         };
+        /**
+         * @description An event kind a subscription can select. Clients must tolerate new values.
+         * @example automation.finished
+         * @enum {string}
+         */
+        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed";
+        /**
+         * @description The event kinds to deliver; at least one.
+         * @example [
+         *       "automation.finished",
+         *       "automation.failed"
+         *     ]
+         */
+        WebhookEventTypes: components["schemas"]["WebhookEventType"][];
+        /**
+         * @description Where deliveries are POSTed: an absolute `http` or `https` URL without credentials or fragment, on the scheme's default port (or a port the deployment allows). The host must resolve to a public address: loopback, private, link-local, unique-local, multicast, unspecified, shared, reserved and cloud-metadata addresses (also in IPv4-mapped IPv6 form) are refused with `400`, when the subscription is saved and again at every delivery.
+         * @example https://hooks.example.com/ai-workspace
+         */
+        WebhookUrl: string;
+        /**
+         * @description At most 500 characters.
+         * @example Post automation results to the team channel.
+         */
+        WebhookDescription: string;
+        WebhookSubscription: {
+            subscriptionId: components["schemas"]["Id"];
+            url: components["schemas"]["WebhookUrl"];
+            description: components["schemas"]["WebhookDescription"];
+            events: components["schemas"]["WebhookEventTypes"];
+            /**
+             * @description Whether new events are delivered. The service turns this off by itself when the receiver is gone or keeps failing (see `disabledReason`).
+             * @example true
+             */
+            enabled: boolean;
+            /**
+             * @description `active`: enabled and the last delivery attempt succeeded (or none was made yet); `failing`: enabled, but every attempt since `failingSince` failed; `disabled`: no event is delivered. Clients must tolerate new values.
+             * @example active
+             * @enum {string}
+             */
+            status: "active" | "failing" | "disabled";
+            /**
+             * @description Why the subscription is disabled: `user` (turned off with PATCH), `endpoint_gone` (the receiver answered `410 Gone`) or `persistent_failure` (every attempt failed for longer than the deployment's limit, 5 days by default). `null` while enabled. Re-enable with `PATCH … { enabled: true }`. Clients must tolerate new values.
+             * @example null
+             * @enum {string|null}
+             */
+            disabledReason: "user" | "endpoint_gone" | "persistent_failure" | null;
+            /**
+             * Format: int64
+             * @example null
+             */
+            disabledAt: number | null;
+            /**
+             * Format: int64
+             * @description The first failed attempt since the last successful one, or `null`.
+             * @example null
+             */
+            failingSince: number | null;
+            /**
+             * Format: int64
+             * @description After a secret rotation, until when deliveries are also signed with the previous secret.
+             * @example null
+             */
+            previousSecretExpiresAt: number | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description The signing secret, `whsec_` followed by the base64 of 32 random bytes. Shown only in the answer of the create and rotate operations: store it then.
+         * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw5uH7r9ZqQbk=
+         */
+        WebhookSecret: string;
+        /**
+         * @example {
+         *       "url": "https://hooks.example.com/ai-workspace",
+         *       "events": [
+         *         "automation.finished",
+         *         "automation.failed"
+         *       ],
+         *       "description": "Post automation results to the team channel."
+         *     }
+         */
+        WebhookCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            url: components["schemas"]["WebhookUrl"];
+            events: components["schemas"]["WebhookEventTypes"];
+            /** @default  */
+            description?: components["schemas"]["WebhookDescription"];
+            /** @default true */
+            enabled?: boolean;
+        };
+        /**
+         * @description Only the fields present change. Of the reference's unattributed constraints, the three strings of minimum length 1 are `subscriptionId`, `url` and `userId`, the array of at least one element is `events` and the string of at most 500 characters is `description`.
+         * @example {
+         *       "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+         *       "events": [
+         *         "chat.completed",
+         *         "automation.finished"
+         *       ]
+         *     }
+         */
+        WebhookUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            subscriptionId: components["schemas"]["Id"];
+            url?: components["schemas"]["WebhookUrl"];
+            events?: components["schemas"]["WebhookEventTypes"];
+            description?: components["schemas"]["WebhookDescription"];
+            /**
+             * @description `true` re-enables a disabled subscription and clears its failure state; `false` disables it.
+             * @example true
+             */
+            enabled?: boolean;
+        };
+        /**
+         * @example {
+         *       "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50"
+         *     }
+         */
+        WebhookSubscriptionIdRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            subscriptionId?: components["schemas"]["Id"];
+        };
+        /**
+         * @example {
+         *       "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50"
+         *     }
+         */
+        WebhookTestRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            subscriptionId: components["schemas"]["Id"];
+        };
+        /**
+         * @example {
+         *       "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+         *       "graceSeconds": 3600
+         *     }
+         */
+        WebhookRotateSecretRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            subscriptionId: components["schemas"]["Id"];
+            /**
+             * @description How long deliveries are also signed with the current secret, so that receivers can switch over (0 to 7 days; default 24 hours). `0` retires the current secret at once.
+             * @default 86400
+             * @example 86400
+             */
+            graceSeconds?: number;
+        };
+        /**
+         * @example {
+         *       "deliveryId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60"
+         *     }
+         */
+        WebhookRedeliverRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            deliveryId: components["schemas"]["Id"];
+        };
+        WebhookSubscriptionResponse: {
+            subscription: components["schemas"]["WebhookSubscription"];
+        };
+        WebhookSubscriptionListResponse: {
+            subscriptions: components["schemas"]["WebhookSubscription"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ subscription }` when `subscriptionId` is given, otherwise a page `{ subscriptions, nextCursor }`. */
+        WebhookSubscriptionGetResponse: components["schemas"]["WebhookSubscriptionResponse"] | components["schemas"]["WebhookSubscriptionListResponse"];
+        WebhookSecretResponse: {
+            subscription: components["schemas"]["WebhookSubscription"];
+            secret: components["schemas"]["WebhookSecret"];
+        };
+        WebhookDeleteResponse: {
+            subscriptionId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        /** @description The body of every delivery (exactly these bytes are signed). `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. `data` depends on the type; clients must tolerate new properties. */
+        WebhookEvent: {
+            /**
+             * @description The event id (`msg_` and a UUIDv7).
+             * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
+             */
+            id: string;
+            /** @example automation.finished */
+            type: string;
+            createdAt: components["schemas"]["Timestamp"];
+            /**
+             * @example {
+             *       "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
+             *       "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81"
+             *     }
+             */
+            data: {
+                [key: string]: unknown;
+            };
+        };
+        WebhookAttempt: {
+            /** @example 1 */
+            attempt: number;
+            attemptedAt: components["schemas"]["Timestamp"];
+            /**
+             * @description `succeeded` for a `2xx` answer; anything else (another status, a redirect, a timeout, a refused address) failed.
+             * @example failed
+             * @enum {string}
+             */
+            outcome: "succeeded" | "failed";
+            /**
+             * @description The receiver's HTTP status, or `null` when there was no answer.
+             * @example 503
+             */
+            responseStatus: number | null;
+            /**
+             * @description The start of the receiver's answer (at most 1,024 characters), or `null`.
+             * @example upstream unavailable
+             */
+            responseBody: string | null;
+            /**
+             * @description Milliseconds from sending the request to the end of the answer, or `null` when no request was sent.
+             * @example 84
+             */
+            latencyMs: number | null;
+            /**
+             * @description Why the attempt failed without a `2xx`, for people (`timeout after 10000 ms`, `redirects are not followed`, `address not allowed`…), or `null`.
+             * @example null
+             */
+            error: string | null;
+        };
+        WebhookDelivery: {
+            deliveryId: components["schemas"]["Id"];
+            subscriptionId: components["schemas"]["Id"];
+            /** @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70 */
+            eventId: string;
+            /** @example automation.finished */
+            eventType: string;
+            /**
+             * @description `pending` until an attempt succeeds (`succeeded`) or the last attempt fails (`failed`). Clients must tolerate new values.
+             * @example succeeded
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            /** @example 1 */
+            attemptCount: number;
+            /**
+             * Format: int64
+             * @description When the next attempt is due, while `pending`.
+             * @example null
+             */
+            nextAttemptAt: number | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @example 1763784000412
+             */
+            completedAt: number | null;
+            event: components["schemas"]["WebhookEvent"];
+            /** @description Every attempt so far, oldest first. */
+            attempts: components["schemas"]["WebhookAttempt"][];
+        };
+        WebhookDeliveryResponse: {
+            delivery: components["schemas"]["WebhookDelivery"];
+        };
+        WebhookDeliveryListResponse: {
+            deliveries: components["schemas"]["WebhookDelivery"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ delivery }` when `deliveryId` is given, otherwise a page `{ deliveries, nextCursor }`. */
+        WebhookDeliveryGetResponse: components["schemas"]["WebhookDeliveryResponse"] | components["schemas"]["WebhookDeliveryListResponse"];
     };
     responses: {
         /** @description `invalid_request`: the request does not match the contract or the rules stated for the operation; `details` lists each problem. Nothing was changed. */
@@ -4070,6 +4487,400 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["RoleRequired"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getWebhooks: {
+        parameters: {
+            query?: {
+                /** @description Read this subscription. */
+                subscriptionId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription, or a page of subscriptions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSubscriptionGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The created subscription and its signing secret. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "subscription": {
+                     *         "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *         "url": "https://hooks.example.com/ai-workspace",
+                     *         "description": "Post automation results to the team channel.",
+                     *         "events": [
+                     *           "automation.finished",
+                     *           "automation.failed"
+                     *         ],
+                     *         "enabled": true,
+                     *         "status": "active",
+                     *         "disabledReason": null,
+                     *         "disabledAt": null,
+                     *         "failingSince": null,
+                     *         "previousSecretExpiresAt": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       },
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw5uH7r9ZqQbk="
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSecretResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: {
+                /** @description The subscription to delete (or give it in the body). */
+                subscriptionId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["WebhookSubscriptionIdRequest"];
+            };
+        };
+        responses: {
+            /** @description The subscription was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "subscription": {
+                     *         "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *         "url": "https://hooks.example.com/ai-workspace",
+                     *         "description": "Post automation results to the team channel.",
+                     *         "events": [
+                     *           "chat.completed",
+                     *           "automation.finished"
+                     *         ],
+                     *         "enabled": true,
+                     *         "status": "active",
+                     *         "disabledReason": null,
+                     *         "disabledAt": null,
+                     *         "failingSince": null,
+                     *         "previousSecretExpiresAt": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784060000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookRotateSecretRequest"];
+            };
+        };
+        responses: {
+            /** @description The subscription and its new signing secret. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "subscription": {
+                     *         "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *         "url": "https://hooks.example.com/ai-workspace",
+                     *         "description": "Post automation results to the team channel.",
+                     *         "events": [
+                     *           "automation.finished",
+                     *           "automation.failed"
+                     *         ],
+                     *         "enabled": true,
+                     *         "status": "active",
+                     *         "disabledReason": null,
+                     *         "disabledAt": null,
+                     *         "failingSince": null,
+                     *         "previousSecretExpiresAt": 1763787600000,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       },
+                     *       "secret": "whsec_c2VjcmV0LXJvdGF0ZWQtaW4tdGhlLWV4YW1wbGUtMzI="
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSecretResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestRequest"];
+            };
+        };
+        responses: {
+            /** @description The test delivery, attempted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "delivery": {
+                     *         "deliveryId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e61",
+                     *         "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *         "eventId": "msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e71",
+                     *         "eventType": "webhook.test",
+                     *         "status": "succeeded",
+                     *         "attemptCount": 1,
+                     *         "nextAttemptAt": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000084,
+                     *         "completedAt": 1763784000084,
+                     *         "event": {
+                     *           "id": "msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e71",
+                     *           "type": "webhook.test",
+                     *           "createdAt": 1763784000000,
+                     *           "data": {
+                     *             "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50"
+                     *           }
+                     *         },
+                     *         "attempts": [
+                     *           {
+                     *             "attempt": 1,
+                     *             "attemptedAt": 1763784000000,
+                     *             "outcome": "succeeded",
+                     *             "responseStatus": 204,
+                     *             "responseBody": "",
+                     *             "latencyMs": 84,
+                     *             "error": null
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Read this delivery. */
+                deliveryId?: components["schemas"]["Id"];
+                /** @description Only deliveries of this subscription. */
+                subscriptionId?: components["schemas"]["Id"];
+                /** @description Only deliveries in this state. */
+                status?: "pending" | "succeeded" | "failed";
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, or a page of deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    redeliverWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookRedeliverRequest"];
+            };
+        };
+        responses: {
+            /** @description The new, pending delivery. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "delivery": {
+                     *         "deliveryId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e62",
+                     *         "subscriptionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *         "eventId": "msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "eventType": "automation.finished",
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": 1763790000000,
+                     *         "createdAt": 1763790000000,
+                     *         "updatedAt": 1763790000000,
+                     *         "completedAt": null,
+                     *         "event": {
+                     *           "id": "msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *           "type": "automation.finished",
+                     *           "createdAt": 1763784000000,
+                     *           "data": {
+                     *             "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
+                     *             "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81"
+                     *           }
+                     *         },
+                     *         "attempts": []
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["InternalError"];
         };

@@ -207,6 +207,58 @@ export interface UploadTokens {
   user_id: string;
 }
 
+export interface WebhookDeliveries {
+  attempt_count: Generated<number>;
+  completed_at: Timestamp | null;
+  created_at: Generated<Timestamp>;
+  event_id: string;
+  id: string;
+  is_test: Generated<boolean>;
+  lease_token: string | null;
+  max_attempts: number;
+  next_attempt_at: Timestamp;
+  owner_user_id: string;
+  status: string;
+  subscription_id: string;
+  updated_at: Generated<Timestamp>;
+}
+
+export interface WebhookDeliveryAttempts {
+  attempt: number;
+  attempted_at: Timestamp;
+  delivery_id: string;
+  error: string | null;
+  latency_ms: number | null;
+  outcome: string;
+  response_body: string | null;
+  response_status: number | null;
+}
+
+export interface WebhookEvents {
+  body: string;
+  created_at: Generated<Timestamp>;
+  id: string;
+  owner_user_id: string;
+  type: string;
+}
+
+export interface WebhookSubscriptions {
+  created_at: Generated<Timestamp>;
+  description: Generated<string>;
+  disabled_at: Timestamp | null;
+  disabled_reason: string | null;
+  enabled: boolean;
+  events: string[];
+  failing_since: Timestamp | null;
+  id: string;
+  owner_user_id: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: Timestamp | null;
+  secret: string;
+  updated_at: Generated<Timestamp>;
+  url: string;
+}
+
 export interface DB {
   administrative_principals: AdministrativePrincipals;
   audit_events: AuditEvents;
@@ -225,4 +277,8 @@ export interface DB {
   sessions: Sessions;
   skills: Skills;
   upload_tokens: UploadTokens;
+  webhook_deliveries: WebhookDeliveries;
+  webhook_delivery_attempts: WebhookDeliveryAttempts;
+  webhook_events: WebhookEvents;
+  webhook_subscriptions: WebhookSubscriptions;
 }

@@ -26,6 +26,10 @@ import { sessionHandlers } from './areas/sessions/handlers';
 import { SessionService } from './areas/sessions/service';
 import { skillHandlers } from './areas/skills/handlers';
 import { SkillService } from './areas/skills/service';
+import { WebhookDispatcher } from './areas/webhooks/dispatcher';
+import { webhookHandlers } from './areas/webhooks/handlers';
+import { WebhookService } from './areas/webhooks/service';
+import { SecretBox } from './areas/webhooks/signing';
 import { type Config, hasIdentityProvider } from './config';
 import { resolveCaller, securityHandlers } from './http/auth';
 import { docsRouter } from './http/docs';
@@ -60,6 +64,7 @@ export interface Services {
   notes: NoteService;
   memory: MemoryService;
   skills: SkillService;
+  webhooks: WebhookService;
 }
 
 export interface Runtime {
@@ -71,6 +76,8 @@ export interface Runtime {
   devAuth: DevAuthMaterial | null;
   /** Embeds new and changed records in the background. */
   indexer: KnowledgeIndexer;
+  /** Delivers outgoing webhooks in the background. */
+  dispatcher: WebhookDispatcher;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
   close(): Promise<void>;
@@ -94,6 +101,8 @@ function createServices(
   signedUrls: SignedUrls,
   logger: Logger,
   vectorAvailable: boolean,
+  dispatcher: WebhookDispatcher,
+  secretBox: SecretBox,
 ): Services {
   const { db } = database;
   const audit = new AuditService(db);
@@ -117,7 +126,18 @@ function createServices(
     notes: new NoteService(db, projects),
     memory: new MemoryService(db, projects),
     skills: new SkillService(db, projects),
+    webhooks: new WebhookService(db, secretBox, dispatcher),
   };
+}
+
+function createDispatcher(config: Config, database: DatabaseHandle, secretBox: SecretBox, logger: Logger): WebhookDispatcher {
+  const { allowLoopback, allowedPorts, ...settings } = config.webhooks;
+  return new WebhookDispatcher(
+    database.db,
+    secretBox,
+    { ...settings, policy: { allowLoopback, allowedPorts } },
+    { log: (level, message, meta) => logger.log(level, message, meta) },
+  );
 }
 
 function handlerMap(services: Services, config: Config): HandlerMap {
@@ -134,6 +154,7 @@ function handlerMap(services: Services, config: Config): HandlerMap {
     ...fileHandlers(services.files),
     ...outputHandlers(services.outputs),
     ...knowledgeHandlers(services.knowledge),
+    ...webhookHandlers(services.webhooks),
   };
 }
 
@@ -152,11 +173,14 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const store = openObjectStore(config);
     const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
     const vectorAvailable = await hasVectorExtension(db.db);
-    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable);
+    const secretBox = new SecretBox(config.webhooks.secretsKey ?? cookieSecret);
+    const dispatcher = createDispatcher(config, db, secretBox, logger);
+    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secretBox);
     const indexer = new KnowledgeIndexer(services.knowledge, config.embeddings.indexIntervalMs, (error) =>
       logger.error('knowledge indexing failed', { error: (error as Error).message }),
     );
     indexer.start();
+    dispatcher.start();
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
       config.bootstrapAdminUserIds,
@@ -205,8 +229,9 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         draining = true;
       },
       indexer,
+      dispatcher,
       close: async () => {
-        await indexer.stop();
+        await Promise.all([indexer.stop(), dispatcher.stop()]);
         store.close();
         await db.close();
       },

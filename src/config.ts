@@ -50,6 +50,22 @@ export interface Config {
     /** How often new or changed records are embedded. */
     indexIntervalMs: number;
   };
+  webhooks: {
+    /** Lets receivers on loopback addresses (any port) through the address guard: tests and local development only. */
+    allowLoopback: boolean;
+    /** Ports allowed besides the scheme's default one. */
+    allowedPorts: number[];
+    timeoutMs: number;
+    /** Delays before the second, third… attempt. */
+    retryScheduleMs: number[];
+    /** A subscription failing for this long is disabled. */
+    disableAfterMs: number;
+    pollIntervalMs: number;
+    concurrency: number;
+    retentionMs: number;
+    /** Key material for the stored signing secrets (derived from the cookie secret when unset). */
+    secretsKey: string | null;
+  };
 }
 
 export class ConfigError extends Error {
@@ -128,6 +144,35 @@ class Reader {
 }
 
 const SIZE = /^(\d+)\s*(b|kb|mb|gb)?$/i;
+
+const DURATION = /^(\d+)(ms|s|m|h|d)$/;
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration such as 500ms, 5s, 5m, 2h or 5d, in milliseconds (null when it is not one). */
+export function parseDuration(value: string): number | null {
+  const match = DURATION.exec(value.trim());
+  return match ? Number(match[1]) * (DURATION_UNITS[match[2] as string] as number) : null;
+}
+
+function durations(reader: Reader, name: string, fallback: string): number[] {
+  const raw = reader.raw(name) ?? fallback;
+  const values = raw.split(',').map(parseDuration);
+  if (values.some((v) => v === null) || values.length > 20) {
+    reader.problems.push(`${name} must be a comma-separated list of at most 20 durations such as 5s,5m,2h (got "${raw}")`);
+    return fallback.split(',').map((v) => parseDuration(v) as number);
+  }
+  return values as number[];
+}
+
+function duration(reader: Reader, name: string, fallback: string): number {
+  const raw = reader.raw(name) ?? fallback;
+  const value = parseDuration(raw);
+  if (value === null) {
+    reader.problems.push(`${name} must be a duration such as 30s, 12h or 5d (got "${raw}")`);
+    return parseDuration(fallback) as number;
+  }
+  return value;
+}
 
 function parseSize(reader: Reader, name: string, fallback: number): number {
   const value = reader.raw(name);
@@ -208,6 +253,22 @@ export function loadConfig(env: Env = process.env): Config {
       model: r.string('EMBEDDINGS_MODEL', 'text-embedding-3-small'),
       indexIntervalMs: r.int('KNOWLEDGE_INDEX_INTERVAL_MS', 2000, 100, 3_600_000),
     },
+    webhooks: {
+      allowLoopback: r.bool('WEBHOOK_ALLOW_LOOPBACK', false),
+      allowedPorts: r.list('WEBHOOK_ALLOWED_PORTS').map((port) => {
+        if (!/^\d+$/.test(port) || Number(port) < 1 || Number(port) > 65535) {
+          r.problems.push(`WEBHOOK_ALLOWED_PORTS must list port numbers (got "${port}")`);
+        }
+        return Number(port);
+      }),
+      timeoutMs: r.int('WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
+      retryScheduleMs: durations(r, 'WEBHOOK_RETRY_SCHEDULE', '5s,5m,30m,2h,5h,10h,10h'),
+      disableAfterMs: duration(r, 'WEBHOOK_DISABLE_AFTER', '5d'),
+      pollIntervalMs: r.int('WEBHOOK_POLL_INTERVAL_MS', 1000, 10, 60_000),
+      concurrency: r.int('WEBHOOK_CONCURRENCY', 8, 1, 256),
+      retentionMs: r.int('WEBHOOK_LOG_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
+      secretsKey: r.optional('WEBHOOK_SECRETS_KEY'),
+    },
   };
 
   for (const origin of config.auth.allowedOrigins) {
@@ -222,6 +283,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.embeddings.provider === 'http' && !config.embeddings.baseUrl) {
     r.problems.push('EMBEDDINGS_PROVIDER=http needs EMBEDDINGS_BASE_URL (an OpenAI-compatible API)');
+  }
+  if (config.webhooks.secretsKey !== null && config.webhooks.secretsKey.length < 32) {
+    r.problems.push('WEBHOOK_SECRETS_KEY must be at least 32 characters');
+  }
+  if (config.env === 'production' && config.webhooks.allowLoopback) {
+    r.problems.push('WEBHOOK_ALLOW_LOOPBACK is for tests and local development; it cannot be set in production');
   }
   if (config.auth.jwksUrl && config.auth.publicKeyPem) {
     r.problems.push('set either AUTH_JWKS_URL or AUTH_PUBLIC_KEY, not both');

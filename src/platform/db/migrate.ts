@@ -4,6 +4,7 @@ import * as m0002 from './migrations/0002_idempotency_keys';
 import * as m0003 from './migrations/0003_administration';
 import * as m0004 from './migrations/0004_files';
 import * as m0005 from './migrations/0005_knowledge';
+import * as m0006 from './migrations/0006_webhooks';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -12,6 +13,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0003_administration': m0003,
   '0004_files': m0004,
   '0005_knowledge': m0005,
+  '0006_webhooks': m0006,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -1,0 +1,291 @@
+import { randomUUID } from 'node:crypto';
+import type { Database } from '../../platform/db';
+import { type OutboundPolicy, postPinned, resolveTarget } from '../../platform/net/outbound';
+import * as repo from './repository';
+import { type SecretBox, signatureHeader } from './signing';
+
+export interface DeliverySettings {
+  policy: OutboundPolicy;
+  timeoutMs: number;
+  /** Delays before the second, third… attempt; one attempt more than delays in all. */
+  retryScheduleMs: readonly number[];
+  disableAfterMs: number;
+  pollIntervalMs: number;
+  concurrency: number;
+  retentionMs: number;
+}
+
+export interface DispatcherHooks {
+  /** Milliseconds since the epoch (a test may move time forward). */
+  now?: () => number;
+  /** 0 ≤ x < 1, for the retry jitter. */
+  random?: () => number;
+  log?: (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
+}
+
+/** How much of a receiver's answer the delivery log keeps. */
+export const KEPT_RESPONSE_CHARS = 1024;
+/** Retry-After values beyond this are cut to it. */
+const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
+const JITTER = 0.1;
+const PASSES_PER_RUN = 50;
+const PRUNE_EVERY_MS = 3_600_000;
+const PRUNE_BATCH = 1000;
+const USER_AGENT = 'ai-workspace-webhooks/1.0';
+
+/** A claimed attempt: the delivery row's claim and the lease token that proves it. */
+export interface Claim {
+  claimed: repo.Claimed;
+  token: string;
+}
+
+interface Outcome {
+  succeeded: boolean;
+  status: number | null;
+  body: string | null;
+  latencyMs: number | null;
+  error: string | null;
+  retryAfterMs: number | null;
+}
+
+/** The delay a `Retry-After` header asks for (seconds or an HTTP date), or null. */
+export function retryAfterMs(value: string | string[] | undefined, now: number): number | null {
+  if (typeof value !== 'string' || value.trim() === '') return null;
+  const ms = /^\d+$/.test(value.trim()) ? Number(value.trim()) * 1000 : Date.parse(value) - now;
+  return Number.isFinite(ms) && ms > 0 ? Math.min(ms, MAX_RETRY_AFTER_MS) : null;
+}
+
+/** Text Postgres can store (no NUL characters), cut to the kept length. */
+function keepText(text: string): string {
+  return text.replace(/\u0000/g, '').slice(0, KEPT_RESPONSE_CHARS);
+}
+
+/**
+ * The delivery workers of one instance: claim due deliveries (`FOR UPDATE SKIP LOCKED`, so any
+ * number of instances share the work), make one signed attempt each, record it, and schedule the
+ * next attempt or finish the delivery. A receiver's failure is an expected outcome, recorded in
+ * the log, never an error of the service.
+ */
+export class WebhookDispatcher {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<number> | null = null;
+  private lastPrune = 0;
+  private stopping = false;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private readonly log: NonNullable<DispatcherHooks['log']>;
+
+  constructor(
+    private readonly db: Database,
+    private readonly box: SecretBox,
+    readonly settings: DeliverySettings,
+    hooks: DispatcherHooks = {},
+  ) {
+    this.now = hooks.now ?? Date.now;
+    this.random = hooks.random ?? Math.random;
+    this.log = hooks.log ?? (() => undefined);
+  }
+
+  /** How long an attempt holds its delivery: the request's timeout and time to record it. */
+  get leaseMs(): number {
+    return this.settings.timeoutMs + 5000;
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.stopping = false;
+    this.timer = setInterval(() => void this.runOnce(), this.settings.pollIntervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** Delivers what is due now (bounded); resolves with the number of attempts made. */
+  runOnce(): Promise<number> {
+    this.running ??= (async () => {
+      let attempts = 0;
+      try {
+        for (let pass = 0; pass < PASSES_PER_RUN && !this.stopping; pass += 1) {
+          const claims = await this.claim(this.settings.concurrency);
+          await Promise.all(claims.map((claim) => this.attempt(claim)));
+          attempts += claims.length;
+          if (claims.length < this.settings.concurrency) break;
+        }
+        if (this.now() - this.lastPrune > PRUNE_EVERY_MS) {
+          this.lastPrune = this.now();
+          await this.prune();
+        }
+      } catch (error) {
+        this.log('error', 'webhook delivery pass failed', { error: (error as Error).message });
+      } finally {
+        this.running = null;
+      }
+      return attempts;
+    })();
+    return this.running;
+  }
+
+  /** Claims up to `limit` due deliveries for this instance. */
+  async claim(limit: number): Promise<Claim[]> {
+    const token = randomUUID();
+    const now = this.now();
+    const claimed = await this.db
+      .transaction()
+      .execute((trx) => repo.claimDue(trx, new Date(now), new Date(now + this.leaseMs), token, limit));
+    return claimed.map((row) => ({ claimed: row, token }));
+  }
+
+  /**
+   * Makes one attempt of a claimed delivery and records it. An attempt whose instance stopped
+   * before recording it is logged first as interrupted (it may have reached the receiver, which
+   * drops the repeat by its `webhook-id`).
+   */
+  async attempt({ claimed, token }: Claim): Promise<void> {
+    const number = claimed.attempt_count;
+    if (claimed.previous_lease_token !== null) {
+      const interrupted: Outcome = {
+        succeeded: false,
+        status: null,
+        body: null,
+        latencyMs: null,
+        error: 'interrupted: the instance making this attempt stopped before recording its answer',
+        retryAfterMs: null,
+      };
+      if (number - 1 >= claimed.max_attempts) {
+        await this.record({ claimed, token }, number - 1, new Date(this.now()), interrupted);
+        return;
+      }
+      await repo.insertAttempt(this.db, this.attemptRow(claimed.id, number - 1, new Date(this.now()), interrupted));
+    }
+    const context = await repo.sendingContext(this.db, claimed.id);
+    if (!context) return; // the subscription was deleted meanwhile
+    const attemptedAt = new Date(this.now());
+    const outcome = await this.send(context, attemptedAt.getTime());
+    await this.record({ claimed, token }, number, attemptedAt, outcome);
+  }
+
+  private async send(
+    context: NonNullable<Awaited<ReturnType<typeof repo.sendingContext>>>,
+    nowMs: number,
+  ): Promise<Outcome> {
+    const secrets = [this.box.open(context.secret)];
+    if (context.previous_secret && context.previous_secret_expires_at && context.previous_secret_expires_at.getTime() > nowMs) {
+      secrets.push(this.box.open(context.previous_secret));
+    }
+    const timestamp = Math.floor(nowMs / 1000);
+    const headers = {
+      'user-agent': USER_AGENT,
+      'webhook-id': context.event_id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signatureHeader(secrets, context.event_id, timestamp, context.body),
+    };
+    const failed = (error: string): Outcome => ({ succeeded: false, status: null, body: null, latencyMs: null, error, retryAfterMs: null });
+    let target;
+    try {
+      target = await resolveTarget(context.url, this.settings.policy, this.settings.timeoutMs);
+    } catch (error) {
+      return failed(`address not allowed or not resolved: ${(error as Error).message}`);
+    }
+    try {
+      const answer = await postPinned(target, headers, context.body, { timeoutMs: this.settings.timeoutMs, keepBytes: KEPT_RESPONSE_CHARS * 4 });
+      const succeeded = answer.status >= 200 && answer.status < 300;
+      const redirect = answer.status >= 300 && answer.status < 400;
+      return {
+        succeeded,
+        status: answer.status,
+        body: keepText(answer.body),
+        latencyMs: answer.latencyMs,
+        error: redirect ? `redirects are not followed (Location: ${String(answer.headers.location ?? '')})`.slice(0, 500) : null,
+        retryAfterMs: succeeded ? null : retryAfterMs(answer.headers['retry-after'], this.now()),
+      };
+    } catch (error) {
+      return failed((error as Error).message || String(error));
+    }
+  }
+
+  private attemptRow(deliveryId: string, attempt: number, at: Date, outcome: Outcome) {
+    return {
+      delivery_id: deliveryId,
+      attempt,
+      attempted_at: at,
+      outcome: outcome.succeeded ? 'succeeded' : 'failed',
+      response_status: outcome.status,
+      response_body: outcome.body,
+      latency_ms: outcome.latencyMs,
+      error: outcome.error,
+    };
+  }
+
+  /** Records an attempt, moves the delivery on, and updates its subscription's health. */
+  private async record({ claimed, token }: Claim, attempt: number, attemptedAt: Date, outcome: Outcome): Promise<void> {
+    const now = new Date(this.now());
+    const gone = outcome.status === 410;
+    const final = outcome.succeeded || gone || attempt >= claimed.max_attempts;
+    const delay = final ? 0 : this.retryDelay(attempt, outcome.retryAfterMs);
+    const disabled = await this.db.transaction().execute(async (trx) => {
+      const held = await repo.releaseDelivery(trx, claimed.id, token, {
+        status: outcome.succeeded ? 'succeeded' : final ? 'failed' : 'pending',
+        attempt_count: attempt,
+        next_attempt_at: new Date(now.getTime() + delay),
+        completed_at: final ? now : null,
+        updated_at: now,
+      });
+      if (!held) return null; // the lease ran out and another instance took the delivery over
+      await repo.insertAttempt(trx, this.attemptRow(claimed.id, attempt, attemptedAt, outcome));
+      if (claimed.is_test) return null;
+      if (outcome.succeeded) {
+        await trx
+          .updateTable('webhook_subscriptions')
+          .set({ failing_since: null })
+          .where('id', '=', claimed.subscription_id)
+          .where('failing_since', 'is not', null)
+          .execute();
+        return null;
+      }
+      const subscription = await trx
+        .updateTable('webhook_subscriptions')
+        .set((eb) => ({ failing_since: eb.fn.coalesce('failing_since', eb.val(attemptedAt)) }))
+        .where('id', '=', claimed.subscription_id)
+        .returning(['enabled', 'failing_since'])
+        .executeTakeFirst();
+      if (!subscription?.enabled) return null;
+      const failingTooLong = (subscription.failing_since?.getTime() ?? now.getTime()) <= now.getTime() - this.settings.disableAfterMs;
+      if (!gone && !failingTooLong) return null;
+      const reason = gone ? 'endpoint_gone' : 'persistent_failure';
+      await repo.updateSubscriptionById(trx, claimed.subscription_id, {
+        enabled: false,
+        disabled_reason: reason,
+        disabled_at: now,
+        updated_at: now,
+      });
+      return reason;
+    });
+    if (disabled) {
+      this.log('warn', 'webhook subscription disabled', { subscriptionId: claimed.subscription_id, reason: disabled });
+    }
+  }
+
+  /** The delay after failed attempt `attempt`: the schedule's, with jitter, or Retry-After's if later. */
+  private retryDelay(attempt: number, retryAfter: number | null): number {
+    const schedule = this.settings.retryScheduleMs;
+    const base = schedule[Math.min(attempt - 1, schedule.length - 1)] ?? 0;
+    const jittered = Math.round(base * (1 + JITTER * this.random()));
+    return Math.max(jittered, retryAfter ?? 0);
+  }
+
+  /** Deletes the log of deliveries finished longer ago than the retention period. */
+  async prune(): Promise<number> {
+    const cutoff = new Date(this.now() - this.settings.retentionMs);
+    let total = 0;
+    for (;;) {
+      const deleted = await repo.pruneBefore(this.db, cutoff, PRUNE_BATCH);
+      total += deleted;
+      if (deleted < PRUNE_BATCH || this.stopping) return total;
+    }
+  }
+}

@@ -1,0 +1,213 @@
+import { type Insertable, type Selectable, sql, type Transaction, type Updateable } from 'kysely';
+import type {
+  WebhookDeliveries,
+  WebhookDeliveryAttempts,
+  WebhookEvents,
+  WebhookSubscriptions,
+} from '../../../generated/db';
+import type { PageRequest } from '../../http/pagination';
+import type { Database, DB } from '../../platform/db';
+
+export type SubscriptionRow = Selectable<WebhookSubscriptions>;
+export type AttemptRow = Selectable<WebhookDeliveryAttempts>;
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+export type DeliveryRow = Selectable<WebhookDeliveries> & { event_type: string; event_body: string };
+
+// ---- subscriptions ----
+
+export function findSubscription(db: Database, ownerUserId: string, id: string) {
+  return db
+    .selectFrom('webhook_subscriptions')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+export function listSubscriptions(db: Database, ownerUserId: string, page: PageRequest) {
+  let query = db.selectFrom('webhook_subscriptions').selectAll().where('owner_user_id', '=', ownerUserId);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+export async function countSubscriptions(db: Database, ownerUserId: string): Promise<number> {
+  const row = await db
+    .selectFrom('webhook_subscriptions')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('owner_user_id', '=', ownerUserId)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+export function insertSubscription(db: Database, row: Insertable<WebhookSubscriptions>) {
+  return db.insertInto('webhook_subscriptions').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function updateSubscription(db: Database, ownerUserId: string, id: string, changes: Updateable<WebhookSubscriptions>) {
+  return db
+    .updateTable('webhook_subscriptions')
+    .set(changes)
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteSubscription(db: Database, ownerUserId: string, id: string): Promise<boolean> {
+  const result = await db
+    .deleteFrom('webhook_subscriptions')
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+/** The enabled subscriptions of a user that selected an event kind. */
+export function subscribersOf(trx: Transaction<DB>, ownerUserId: string, type: string) {
+  return trx
+    .selectFrom('webhook_subscriptions')
+    .select('id')
+    .where('owner_user_id', '=', ownerUserId)
+    .where('enabled', '=', true)
+    .where(sql<boolean>`events @> array[${type}]::text[]`)
+    .execute();
+}
+
+// ---- the outbox ----
+
+export function insertEvent(trx: Transaction<DB> | Database, row: Insertable<WebhookEvents>) {
+  return trx.insertInto('webhook_events').values(row).execute();
+}
+
+export function insertDeliveries(trx: Transaction<DB> | Database, rows: Insertable<WebhookDeliveries>[]) {
+  return trx.insertInto('webhook_deliveries').values(rows).execute();
+}
+
+function deliveriesWithEvents(db: Database | Transaction<DB>) {
+  return db
+    .selectFrom('webhook_deliveries as d')
+    .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+    .selectAll('d')
+    .select(['e.type as event_type', 'e.body as event_body']);
+}
+
+export function findDelivery(db: Database, ownerUserId: string, id: string): Promise<DeliveryRow | undefined> {
+  return deliveriesWithEvents(db).where('d.owner_user_id', '=', ownerUserId).where('d.id', '=', id).executeTakeFirst();
+}
+
+export function listDeliveries(
+  db: Database,
+  ownerUserId: string,
+  filter: { subscriptionId?: string; status?: DeliveryStatus },
+  page: PageRequest,
+): Promise<DeliveryRow[]> {
+  let query = deliveriesWithEvents(db).where('d.owner_user_id', '=', ownerUserId);
+  if (filter.subscriptionId !== undefined) query = query.where('d.subscription_id', '=', filter.subscriptionId);
+  if (filter.status !== undefined) query = query.where('d.status', '=', filter.status);
+  if (page.beforeId !== null) query = query.where('d.id', '<', page.beforeId);
+  return query.orderBy('d.id', 'desc').limit(page.limit + 1).execute();
+}
+
+export function attemptsOf(db: Database, deliveryIds: string[]): Promise<AttemptRow[]> {
+  if (deliveryIds.length === 0) return Promise.resolve([]);
+  return db
+    .selectFrom('webhook_delivery_attempts')
+    .selectAll()
+    .where('delivery_id', 'in', deliveryIds)
+    .orderBy('delivery_id')
+    .orderBy('attempt')
+    .execute();
+}
+
+// ---- delivery workers ----
+
+export interface Claimed {
+  id: string;
+  subscription_id: string;
+  event_id: string;
+  is_test: boolean;
+  attempt_count: number;
+  max_attempts: number;
+  /** Set when the previous attempt was claimed but never recorded (its instance stopped). */
+  previous_lease_token: string | null;
+}
+
+/**
+ * Claims up to `limit` due deliveries for one attempt each: skips rows other workers hold, and
+ * deliveries of disabled subscriptions (except tests); moves `next_attempt_at` to the end of the
+ * lease, so a delivery whose worker stops is due again after it.
+ */
+export async function claimDue(
+  trx: Transaction<DB>,
+  now: Date,
+  leaseUntil: Date,
+  token: string,
+  limit: number,
+): Promise<Claimed[]> {
+  const result = await sql<Claimed>`
+    with due as (
+      select d.id, d.lease_token
+      from webhook_deliveries d
+      join webhook_subscriptions s on s.id = d.subscription_id
+      where d.status = 'pending' and d.next_attempt_at <= ${now} and (s.enabled or d.is_test)
+      order by d.next_attempt_at
+      limit ${limit}
+      for update of d skip locked
+    )
+    update webhook_deliveries w
+    set lease_token = ${token}, next_attempt_at = ${leaseUntil}, attempt_count = w.attempt_count + 1, updated_at = ${now}
+    from due
+    where w.id = due.id
+    returning w.id, w.subscription_id, w.event_id, w.is_test, w.attempt_count, w.max_attempts,
+      due.lease_token as previous_lease_token`.execute(trx);
+  return result.rows;
+}
+
+/** What an attempt needs: the body to send and the subscription's URL and sealed secrets. */
+export function sendingContext(db: Database, deliveryId: string) {
+  return db
+    .selectFrom('webhook_deliveries as d')
+    .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+    .innerJoin('webhook_subscriptions as s', 's.id', 'd.subscription_id')
+    .select(['e.id as event_id', 'e.body', 's.url', 's.secret', 's.previous_secret', 's.previous_secret_expires_at'])
+    .where('d.id', '=', deliveryId)
+    .executeTakeFirst();
+}
+
+export function insertAttempt(db: Database | Transaction<DB>, row: Insertable<WebhookDeliveryAttempts>) {
+  return db.insertInto('webhook_delivery_attempts').values(row).onConflict((oc) => oc.doNothing()).execute();
+}
+
+/** Ends the current attempt of a delivery, if this worker still holds its lease. */
+export async function releaseDelivery(
+  trx: Transaction<DB>,
+  id: string,
+  token: string,
+  changes: Updateable<WebhookDeliveries>,
+): Promise<boolean> {
+  const result = await trx
+    .updateTable('webhook_deliveries')
+    .set({ ...changes, lease_token: null })
+    .where('id', '=', id)
+    .where('lease_token', '=', token)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+export function updateSubscriptionById(trx: Transaction<DB>, id: string, changes: Updateable<WebhookSubscriptions>) {
+  return trx.updateTable('webhook_subscriptions').set(changes).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+/** Deletes finished deliveries completed before `cutoff`, and events left without deliveries. */
+export async function pruneBefore(db: Database, cutoff: Date, batch: number): Promise<number> {
+  const deleted = await sql<{ id: string }>`
+    delete from webhook_deliveries where id in (
+      select id from webhook_deliveries where status <> 'pending' and completed_at < ${cutoff} limit ${batch})
+    returning id`.execute(db);
+  await sql`
+    delete from webhook_events e where e.id in (
+      select id from webhook_events where created_at < ${cutoff}
+        and not exists (select 1 from webhook_deliveries d where d.event_id = webhook_events.id)
+      limit ${batch})`.execute(db);
+  return deleted.rows.length;
+}

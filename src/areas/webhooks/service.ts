@@ -1,0 +1,267 @@
+import { randomUUID } from 'node:crypto';
+import type { Transaction } from 'kysely';
+import type { components } from '../../../generated/api';
+import { errors } from '../../http/errors';
+import type { PageRequest } from '../../http/pagination';
+import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
+import { uuidv7 } from '../../platform/ids';
+import { AddressNotAllowed, resolveTarget, UrlNotAllowed } from '../../platform/net/outbound';
+import { toPage } from '../../platform/pagination';
+import type { WebhookDispatcher } from './dispatcher';
+import * as repo from './repository';
+import { newSigningSecret, type SecretBox } from './signing';
+
+type CreateInput = Omit<components['schemas']['WebhookCreateRequest'], 'userId' | 'accessToken'>;
+type UpdateInput = Omit<components['schemas']['WebhookUpdateRequest'], 'userId' | 'accessToken'>;
+export type WebhookEventType = components['schemas']['WebhookEventType'];
+
+/** Subscriptions per user. */
+export const MAX_SUBSCRIPTIONS = 25;
+const TEST_EVENT = 'webhook.test';
+const DEFAULT_GRACE_SECONDS = 86_400;
+
+export interface DeliveryWithAttempts {
+  delivery: repo.DeliveryRow;
+  attempts: repo.AttemptRow[];
+}
+
+/**
+ * Outgoing webhooks: subscriptions and their secrets, the outbox other areas write events into
+ * (`emitEvent`, inside their own transaction), and the delivery log.
+ */
+export class WebhookService {
+  constructor(
+    private readonly db: Database,
+    private readonly box: SecretBox,
+    private readonly dispatcher: WebhookDispatcher,
+  ) {}
+
+  async get(userId: string, subscriptionId: string): Promise<repo.SubscriptionRow> {
+    const row = await repo.findSubscription(this.db, userId, subscriptionId);
+    if (!row) throw errors.notFound('Webhook subscription not found.');
+    return row;
+  }
+
+  async list(userId: string, page: PageRequest) {
+    return toPage(await repo.listSubscriptions(this.db, userId, page), page.limit);
+  }
+
+  async create(userId: string, input: CreateInput): Promise<{ subscription: repo.SubscriptionRow; secret: string }> {
+    await this.checkReceiver(input.url);
+    if ((await repo.countSubscriptions(this.db, userId)) >= MAX_SUBSCRIPTIONS) {
+      throw errors.conflict(`You already have ${MAX_SUBSCRIPTIONS} webhook subscriptions, the most a user may have.`);
+    }
+    const now = new Date();
+    const secret = newSigningSecret();
+    const subscription = await withUniqueUrl(() =>
+      repo.insertSubscription(this.db, {
+        id: uuidv7(now.getTime()),
+        owner_user_id: userId,
+        url: input.url,
+        description: input.description ?? '',
+        events: [...input.events].sort(),
+        enabled: input.enabled ?? true,
+        disabled_reason: input.enabled === false ? 'user' : null,
+        disabled_at: input.enabled === false ? now : null,
+        secret: this.box.seal(secret),
+        created_at: now,
+        updated_at: now,
+      }),
+    );
+    return { subscription, secret };
+  }
+
+  async update(userId: string, input: UpdateInput): Promise<repo.SubscriptionRow> {
+    const current = await this.get(userId, input.subscriptionId);
+    if (input.url !== undefined && input.url !== current.url) await this.checkReceiver(input.url);
+    const now = new Date();
+    const enabling = input.enabled === true && !current.enabled;
+    const disabling = input.enabled === false && current.enabled;
+    const updated = await withUniqueUrl(() =>
+      repo.updateSubscription(this.db, userId, input.subscriptionId, {
+        url: input.url,
+        description: input.description,
+        events: input.events ? [...input.events].sort() : undefined,
+        enabled: input.enabled,
+        ...(enabling ? { disabled_reason: null, disabled_at: null, failing_since: null } : {}),
+        ...(disabling ? { disabled_reason: 'user', disabled_at: now } : {}),
+        updated_at: now,
+      }),
+    );
+    if (!updated) throw errors.notFound('Webhook subscription not found.');
+    return updated;
+  }
+
+  async delete(userId: string, subscriptionId: string): Promise<void> {
+    if (!(await repo.deleteSubscription(this.db, userId, subscriptionId))) throw errors.notFound('Webhook subscription not found.');
+  }
+
+  async rotateSecret(userId: string, subscriptionId: string, graceSeconds = DEFAULT_GRACE_SECONDS) {
+    const current = await this.get(userId, subscriptionId);
+    const now = new Date();
+    const secret = newSigningSecret();
+    const subscription = await repo.updateSubscription(this.db, userId, subscriptionId, {
+      secret: this.box.seal(secret),
+      previous_secret: graceSeconds > 0 ? current.secret : null,
+      previous_secret_expires_at: graceSeconds > 0 ? new Date(now.getTime() + graceSeconds * 1000) : null,
+      updated_at: now,
+    });
+    if (!subscription) throw errors.notFound('Webhook subscription not found.');
+    return { subscription, secret };
+  }
+
+  /**
+   * Writes an event and one pending delivery per enabled subscription of `userId` that selected
+   * `type`, in the caller's transaction: the event exists exactly when the change it reports was
+   * committed. Returns the event id, or null when nobody subscribed.
+   */
+  async emitEvent(trx: Transaction<DB>, type: WebhookEventType, userId: string, data: Record<string, unknown>): Promise<string | null> {
+    const subscribers = await repo.subscribersOf(trx, userId, type);
+    if (subscribers.length === 0) return null;
+    const now = new Date();
+    const eventId = `msg_${uuidv7(now.getTime())}`;
+    await repo.insertEvent(trx, { id: eventId, owner_user_id: userId, type, body: eventBody(eventId, type, now, data), created_at: now });
+    await repo.insertDeliveries(
+      trx,
+      subscribers.map(({ id }) => ({
+        id: uuidv7(now.getTime()),
+        subscription_id: id,
+        event_id: eventId,
+        owner_user_id: userId,
+        status: 'pending',
+        max_attempts: this.maxAttempts,
+        next_attempt_at: now,
+        created_at: now,
+        updated_at: now,
+      })),
+    );
+    return eventId;
+  }
+
+  /** Sends a `webhook.test` event to the subscription now (one attempt) and returns the delivery. */
+  async sendTest(userId: string, subscriptionId: string): Promise<DeliveryWithAttempts> {
+    await this.get(userId, subscriptionId);
+    const now = new Date();
+    const eventId = `msg_${uuidv7(now.getTime())}`;
+    const deliveryId = uuidv7(now.getTime());
+    const token = randomUUID();
+    // Written already claimed by this request, so no worker races it for the attempt.
+    await this.db.transaction().execute(async (trx) => {
+      await repo.insertEvent(trx, {
+        id: eventId,
+        owner_user_id: userId,
+        type: TEST_EVENT,
+        body: eventBody(eventId, TEST_EVENT, now, { subscriptionId }),
+        created_at: now,
+      });
+      await repo.insertDeliveries(trx, [
+        {
+          id: deliveryId,
+          subscription_id: subscriptionId,
+          event_id: eventId,
+          owner_user_id: userId,
+          status: 'pending',
+          is_test: true,
+          attempt_count: 1,
+          max_attempts: 1,
+          next_attempt_at: new Date(now.getTime() + this.dispatcher.leaseMs),
+          lease_token: token,
+          created_at: now,
+          updated_at: now,
+        },
+      ]);
+    });
+    const claimed: repo.Claimed = {
+      id: deliveryId,
+      subscription_id: subscriptionId,
+      event_id: eventId,
+      is_test: true,
+      attempt_count: 1,
+      max_attempts: 1,
+      previous_lease_token: null,
+    };
+    await this.dispatcher.attempt({ claimed, token });
+    return this.getDelivery(userId, deliveryId);
+  }
+
+  async getDelivery(userId: string, deliveryId: string): Promise<DeliveryWithAttempts> {
+    const delivery = await repo.findDelivery(this.db, userId, deliveryId);
+    if (!delivery) throw errors.notFound('Webhook delivery not found.');
+    return { delivery, attempts: await repo.attemptsOf(this.db, [deliveryId]) };
+  }
+
+  async listDeliveries(userId: string, filter: { subscriptionId?: string; status?: repo.DeliveryStatus }, page: PageRequest) {
+    if (filter.subscriptionId !== undefined) await this.get(userId, filter.subscriptionId);
+    const { items, nextCursor } = toPage(await repo.listDeliveries(this.db, userId, filter, page), page.limit);
+    const attempts = await repo.attemptsOf(this.db, items.map((d) => d.id));
+    const byDelivery = new Map<string, repo.AttemptRow[]>();
+    for (const attempt of attempts) byDelivery.set(attempt.delivery_id, [...(byDelivery.get(attempt.delivery_id) ?? []), attempt]);
+    return { items: items.map((delivery) => ({ delivery, attempts: byDelivery.get(delivery.id) ?? [] })), nextCursor };
+  }
+
+  /** Queues a finished delivery's event again for its subscription, as a new delivery. */
+  async redeliver(userId: string, deliveryId: string): Promise<DeliveryWithAttempts> {
+    const { delivery } = await this.getDelivery(userId, deliveryId);
+    if (delivery.status === 'pending') throw errors.conflict('This delivery is still pending; it is retried on its schedule.');
+    const subscription = await this.get(userId, delivery.subscription_id);
+    if (!subscription.enabled) throw errors.conflict('The subscription is disabled; enable it before redelivering.');
+    const now = new Date();
+    const id = uuidv7(now.getTime());
+    try {
+      await repo.insertDeliveries(this.db, [
+        {
+          id,
+          subscription_id: delivery.subscription_id,
+          event_id: delivery.event_id,
+          owner_user_id: userId,
+          status: 'pending',
+          is_test: delivery.is_test,
+          max_attempts: delivery.is_test ? 1 : this.maxAttempts,
+          next_attempt_at: now,
+          created_at: now,
+          updated_at: now,
+        },
+      ]);
+    } catch (error) {
+      if (pgErrorCode(error) === PgError.uniqueViolation) {
+        throw errors.conflict('This event already has a pending delivery to the subscription.');
+      }
+      throw error;
+    }
+    return this.getDelivery(userId, id);
+  }
+
+  private get maxAttempts(): number {
+    return this.dispatcher.settings.retryScheduleMs.length + 1;
+  }
+
+  /** Refuses a receiver URL that is malformed or reaches a non-public address (400). */
+  private async checkReceiver(url: string): Promise<void> {
+    const { policy, timeoutMs } = this.dispatcher.settings;
+    try {
+      await resolveTarget(url, policy, Math.min(timeoutMs, 5000));
+    } catch (error) {
+      if (error instanceof UrlNotAllowed || error instanceof AddressNotAllowed) {
+        throw errors.invalidRequest('The webhook URL is not allowed.', [{ path: '/body/url', message: error.message }]);
+      }
+      // A name that does not resolve yet is accepted: it is checked again at every delivery.
+    }
+  }
+}
+
+/** The exact body every attempt of an event sends: `{ id, type, createdAt, data }`. */
+function eventBody(id: string, type: string, createdAt: Date, data: Record<string, unknown>): string {
+  return JSON.stringify({ id, type, createdAt: createdAt.getTime(), data });
+}
+
+/** Runs a write whose only expected failure is the per-user unique URL. */
+async function withUniqueUrl<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (pgErrorCode(error) === PgError.uniqueViolation) {
+      throw errors.conflict('You already have a webhook subscription for this URL; change its events instead.');
+    }
+    throw error;
+  }
+}
