@@ -7,6 +7,9 @@ export default async function globalTeardown(): Promise<void> {
   if (url && name) {
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
+    // The run's template and every test file's copy of it.
+    const copies = await admin.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [`${name}\\_%`]);
+    for (const { datname } of copies.rows) await admin.query(`drop database if exists ${datname} with (force)`);
     await admin.query(`drop database if exists ${name} with (force)`);
     await admin.end();
   }

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import pg from 'pg';
 import supertest from 'supertest';
 import { type ApiClient, createApiClient } from '../../generated/client';
 import { createRuntime, type Runtime } from '../../src/app';
@@ -31,9 +32,37 @@ export interface Harness {
 let copies = 0;
 
 /**
- * Starts the whole service as production runs it (response validation on, logs silent) on the
- * run's test database: the shared Postgres database when DATABASE_URL is set, otherwise a private
- * copy of the migrated PGlite template.
+ * A private copy of the run's migrated Postgres database (CREATE DATABASE … TEMPLATE), so that the
+ * background workers of one test file never see another file's rows. Dropped at teardown.
+ */
+async function copyPostgresDatabase(): Promise<string> {
+  const template = process.env.TEST_DATABASE_NAME as string;
+  const name = `${template}_${randomUUID().replace(/-/g, '').slice(0, 12)}`; // module state restarts with every test file
+  const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  await admin.connect();
+  try {
+    for (let tries = 0; ; tries += 1) {
+      try {
+        await admin.query(`create database ${name} template ${template}`);
+        break;
+      } catch (error) {
+        // Two workers copying the same template at once: the second waits its turn.
+        if ((error as { code?: string }).code !== '55006' || tries > 50) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(process.env.TEST_DATABASE_URL as string);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * Starts the whole service as production runs it (response validation on, logs silent) on a
+ * private copy of the run's migrated test database: Postgres when DATABASE_URL is set, otherwise
+ * PGlite.
  */
 export async function startHarness(
   env: Record<string, string> = {},
@@ -42,7 +71,7 @@ export async function startHarness(
   const config = loadConfig({
     NODE_ENV: 'test',
     DATA_DIR: process.env.TEST_DATA_DIR,
-    DATABASE_URL: process.env.TEST_DATABASE_URL,
+    DATABASE_URL: process.env.TEST_DATABASE_URL ? await copyPostgresDatabase() : undefined,
     LOG_LEVEL: 'silent',
     VALIDATE_RESPONSES: 'true',
     ...env,

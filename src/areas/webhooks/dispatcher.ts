@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../platform/db';
-import { type OutboundPolicy, postPinned, resolveTarget } from '../../platform/net/outbound';
+import { AddressNotAllowed, type OutboundPolicy, postPinned, resolveTarget, UrlNotAllowed } from '../../platform/net/outbound';
 import * as repo from './repository';
 import { type SecretBox, signatureHeader } from './signing';
 
@@ -112,7 +112,14 @@ export class WebhookDispatcher {
       try {
         for (let pass = 0; pass < PASSES_PER_RUN && !this.stopping; pass += 1) {
           const claims = await this.claim(this.settings.concurrency);
-          await Promise.all(claims.map((claim) => this.attempt(claim)));
+          await Promise.all(
+            claims.map((claim) =>
+              this.attempt(claim).catch((error: unknown) =>
+                // Left claimed: the delivery is tried again when its lease ends.
+                this.log('error', 'webhook attempt could not be recorded', { deliveryId: claim.claimed.id, error: (error as Error).message }),
+              ),
+            ),
+          );
           attempts += claims.length;
           if (claims.length < this.settings.concurrency) break;
         }
@@ -173,9 +180,19 @@ export class WebhookDispatcher {
     context: NonNullable<Awaited<ReturnType<typeof repo.sendingContext>>>,
     nowMs: number,
   ): Promise<Outcome> {
-    const secrets = [this.box.open(context.secret)];
+    const failed = (error: string): Outcome => ({ succeeded: false, status: null, body: null, latencyMs: null, error, retryAfterMs: null });
+    const sealed = [context.secret];
     if (context.previous_secret && context.previous_secret_expires_at && context.previous_secret_expires_at.getTime() > nowMs) {
-      secrets.push(this.box.open(context.previous_secret));
+      sealed.push(context.previous_secret);
+    }
+    let secrets: string[];
+    try {
+      secrets = sealed.map((secret) => this.box.open(secret));
+    } catch {
+      this.log('error', 'a webhook signing secret cannot be read: every instance needs the same WEBHOOK_SECRETS_KEY (or COOKIE_SECRET)', {
+        eventId: context.event_id,
+      });
+      return failed('the signing secret cannot be read with this deployment\'s key (was WEBHOOK_SECRETS_KEY changed?); rotate the secret');
     }
     const timestamp = Math.floor(nowMs / 1000);
     const headers = {
@@ -184,12 +201,13 @@ export class WebhookDispatcher {
       'webhook-timestamp': String(timestamp),
       'webhook-signature': signatureHeader(secrets, context.event_id, timestamp, context.body),
     };
-    const failed = (error: string): Outcome => ({ succeeded: false, status: null, body: null, latencyMs: null, error, retryAfterMs: null });
     let target;
     try {
       target = await resolveTarget(context.url, this.settings.policy, this.settings.timeoutMs);
     } catch (error) {
-      return failed(`address not allowed or not resolved: ${(error as Error).message}`);
+      if (error instanceof AddressNotAllowed) return failed(`address not allowed: ${error.message}`);
+      if (error instanceof UrlNotAllowed) return failed(`URL not allowed: ${error.message}`);
+      return failed((error as Error).message);
     }
     try {
       const answer = await postPinned(target, headers, context.body, { timeoutMs: this.settings.timeoutMs, keepBytes: KEPT_RESPONSE_CHARS * 4 });

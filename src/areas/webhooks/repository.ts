@@ -75,15 +75,15 @@ export function subscribersOf(trx: Transaction<DB>, ownerUserId: string, type: s
 
 // ---- the outbox ----
 
-export function insertEvent(trx: Transaction<DB> | Database, row: Insertable<WebhookEvents>) {
+export function insertEvent(trx: Database, row: Insertable<WebhookEvents>) {
   return trx.insertInto('webhook_events').values(row).execute();
 }
 
-export function insertDeliveries(trx: Transaction<DB> | Database, rows: Insertable<WebhookDeliveries>[]) {
+export function insertDeliveries(trx: Database, rows: Insertable<WebhookDeliveries>[]) {
   return trx.insertInto('webhook_deliveries').values(rows).execute();
 }
 
-function deliveriesWithEvents(db: Database | Transaction<DB>) {
+function deliveriesWithEvents(db: Database) {
   return db
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
@@ -174,7 +174,7 @@ export function sendingContext(db: Database, deliveryId: string) {
     .executeTakeFirst();
 }
 
-export function insertAttempt(db: Database | Transaction<DB>, row: Insertable<WebhookDeliveryAttempts>) {
+export function insertAttempt(db: Database, row: Insertable<WebhookDeliveryAttempts>) {
   return db.insertInto('webhook_delivery_attempts').values(row).onConflict((oc) => oc.doNothing()).execute();
 }
 

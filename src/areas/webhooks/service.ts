@@ -185,18 +185,28 @@ export class WebhookService {
   }
 
   async getDelivery(userId: string, deliveryId: string): Promise<DeliveryWithAttempts> {
-    const delivery = await repo.findDelivery(this.db, userId, deliveryId);
-    if (!delivery) throw errors.notFound('Webhook delivery not found.');
-    return { delivery, attempts: await repo.attemptsOf(this.db, [deliveryId]) };
+    const found = await this.snapshot(async (trx) => {
+      const delivery = await repo.findDelivery(trx, userId, deliveryId);
+      return delivery ? { delivery, attempts: await repo.attemptsOf(trx, [deliveryId]) } : undefined;
+    });
+    if (!found) throw errors.notFound('Webhook delivery not found.');
+    return found;
   }
 
   async listDeliveries(userId: string, filter: { subscriptionId?: string; status?: repo.DeliveryStatus }, page: PageRequest) {
     if (filter.subscriptionId !== undefined) await this.get(userId, filter.subscriptionId);
-    const { items, nextCursor } = toPage(await repo.listDeliveries(this.db, userId, filter, page), page.limit);
-    const attempts = await repo.attemptsOf(this.db, items.map((d) => d.id));
-    const byDelivery = new Map<string, repo.AttemptRow[]>();
-    for (const attempt of attempts) byDelivery.set(attempt.delivery_id, [...(byDelivery.get(attempt.delivery_id) ?? []), attempt]);
-    return { items: items.map((delivery) => ({ delivery, attempts: byDelivery.get(delivery.id) ?? [] })), nextCursor };
+    return this.snapshot(async (trx) => {
+      const { items, nextCursor } = toPage(await repo.listDeliveries(trx, userId, filter, page), page.limit);
+      const attempts = await repo.attemptsOf(trx, items.map((d) => d.id));
+      const byDelivery = new Map<string, repo.AttemptRow[]>();
+      for (const attempt of attempts) byDelivery.set(attempt.delivery_id, [...(byDelivery.get(attempt.delivery_id) ?? []), attempt]);
+      return { items: items.map((delivery) => ({ delivery, attempts: byDelivery.get(delivery.id) ?? [] })), nextCursor };
+    });
+  }
+
+  /** Reads deliveries and their attempts as of one moment, while workers keep recording attempts. */
+  private snapshot<T>(read: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+    return this.db.transaction().setIsolationLevel('repeatable read').execute(read);
   }
 
   /** Queues a finished delivery's event again for its subscription, as a new delivery. */

@@ -1,0 +1,113 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { sql } from 'kysely';
+import { createRuntime, type Runtime } from '../../src/app';
+import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/platform/logger';
+import { type Harness, startHarness } from '../helpers/harness';
+import { freePort, listening, start } from '../helpers/process';
+import { emit, eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
+
+const SECRETS_KEY = 'a-test-key-for-sealing-webhook-secrets-001';
+const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
+
+/** A second service instance on the harness's database (the same PGlite, or its own Postgres pool). */
+async function secondInstance(h: Harness, env: Record<string, string>): Promise<Runtime> {
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    DATA_DIR: process.env.TEST_DATA_DIR,
+    DATABASE_URL: h.runtime.config.databaseUrl ?? undefined,
+    LOG_LEVEL: 'silent',
+    ...env,
+  });
+  const shared = onPostgres ? undefined : { ...h.runtime.database, close: async () => undefined };
+  return createRuntime(config, createLogger('silent'), shared);
+}
+
+describe('webhook delivery across instances', () => {
+  let receiver: Receiver;
+  afterEach(() => receiver?.close());
+
+  test('two instances deliver 1,000 events, each exactly once', async () => {
+    // Background polling off: the test drives both instances' workers side by side.
+    const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '60000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
+    const a = await startHarness(env);
+    const b = await secondInstance(a, env);
+    try {
+      receiver = await startReceiver();
+      const user = await a.newUser('scale');
+      const { secret } = await subscribe(a, user, receiver.url, ['chat.completed']);
+      const emitted: string[] = [];
+      for (let batch = 0; batch < 100; batch += 1) {
+        await a.runtime.database.db.transaction().execute(async (trx) => {
+          for (let i = 0; i < 10; i += 1) {
+            emitted.push((await a.runtime.services.webhooks.emitEvent(trx, 'chat.completed', user.userId, { n: batch * 10 + i })) as string);
+          }
+        });
+      }
+      const made = { a: 0, b: 0 };
+      while (made.a + made.b < 1000) {
+        const [byA, byB] = await Promise.all([a.runtime.dispatcher.runOnce(), b.dispatcher.runOnce()]);
+        made.a += byA;
+        made.b += byB;
+        if (byA + byB === 0) break;
+      }
+
+      expect(made.a + made.b).toBe(1000);
+      expect(made.a).toBeGreaterThan(0);
+      expect(made.b).toBeGreaterThan(0);
+      expect(receiver.received).toHaveLength(1000);
+      const ids = receiver.received.map((request) => verify(secret, request).id);
+      expect(new Set(ids).size).toBe(1000);
+      expect(new Set(ids)).toEqual(new Set(emitted));
+      const states = await sql<{ status: string; attempt_count: number; n: number }>`
+        select status, attempt_count, count(*)::int as n from webhook_deliveries where owner_user_id = ${user.userId}
+        group by status, attempt_count`.execute(a.runtime.database.db);
+      expect(states.rows).toEqual([{ status: 'succeeded', attempt_count: 1, n: 1000 }]);
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  }, 180_000);
+
+  (onPostgres ? test : test.skip)(
+    'an instance killed mid-delivery: another redelivers after the lease, with the same webhook-id',
+    async () => {
+      const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '20', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
+      const survivor = await startHarness(env);
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-webhooks-'));
+      const doomed = start({ ...env, DATABASE_URL: survivor.runtime.config.databaseUrl as string, DATA_DIR: dataDir, PORT: String(await freePort()) });
+      try {
+        await survivor.runtime.dispatcher.stop(); // only the doomed instance may take the first attempt
+        await listening(doomed);
+        receiver = await startReceiver((n) => (n === 0 ? 'hang' : { status: 200 }));
+        const user = await survivor.newUser('killed');
+        const { subscription, secret } = await subscribe(survivor, user, receiver.url, ['automation.finished']);
+        const eventId = await emit(survivor, user.userId, 'automation.finished', { runId: 'r-kill' });
+
+        await eventually(() => (receiver.received.length === 1 ? true : undefined));
+        doomed.child.kill('SIGKILL');
+        await doomed.exited;
+        const killedAt = Date.now();
+        survivor.runtime.dispatcher.start();
+
+        await eventually(() => (receiver.received.length === 2 ? true : undefined), 30_000);
+        expect(receiver.received[1]!.at - killedAt).toBeGreaterThanOrEqual(3000); // not before the lease (6 s from the claim) ran out
+        expect(receiver.received.map((request) => verify(secret, request).id)).toEqual([eventId, eventId]);
+        expect(receiver.received[0]!.headers['webhook-id']).toBe(receiver.received[1]!.headers['webhook-id']);
+        const log = await eventually(async () => {
+          const res = await survivor.http().get('/api/v1/webhooks/deliveries').query({ subscriptionId: subscription.subscriptionId }).set(user.auth);
+          return res.body.deliveries[0]?.status === 'succeeded' ? res.body.deliveries[0] : undefined;
+        });
+        expect(log.attempts.map((x: { outcome: string }) => x.outcome)).toEqual(['failed', 'succeeded']);
+        expect(log.attempts[0].error).toMatch(/^interrupted/);
+      } finally {
+        if (doomed.child.exitCode === null && doomed.child.signalCode === null) doomed.child.kill('SIGKILL');
+        await survivor.close();
+        fs.rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
+});
