@@ -219,6 +219,8 @@ describe('delivery', () => {
     expect(r.received).toHaveLength(8);
     const after = await subscription(sub.subscriptionId, me);
     expect(after).toMatchObject({ enabled: true, status: 'failing', failingSince: delivery.attempts[0]!.attemptedAt });
+    const moved = await ctx.h.http().patch('/api/v1/webhooks').set(me.auth).send({ subscriptionId: sub.subscriptionId, url: `${r.url}/v2` });
+    expect(moved.body.subscription).toMatchObject({ status: 'active', failingSince: null, url: `${r.url}/v2` });
   });
 
   test('Retry-After postpones the next attempt', async () => {

@@ -83,6 +83,8 @@ export class WebhookService {
         description: input.description,
         events: input.events ? [...input.events].sort() : undefined,
         enabled: input.enabled,
+        // A new URL or a re-enabled subscription starts with a clean record.
+        ...(input.url !== undefined && input.url !== current.url ? { failing_since: null } : {}),
         ...(enabling ? { disabled_reason: null, disabled_at: null, failing_since: null } : {}),
         ...(disabling ? { disabled_reason: 'user', disabled_at: now } : {}),
         updated_at: now,
