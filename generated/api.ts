@@ -769,6 +769,149 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The models available to the caller
+         * @description The models of the deployment's provider, the default first. Without a configured provider this
+         *     is the built-in development model (`builtin-development`), which answers deterministically and
+         *     is not an AI.
+         */
+        get: operations["getModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/model-providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The model providers of the deployment
+         * @description The provider connections chat and automations use, as the deployment configured them (never
+         *     their keys). In 1.0.0 there is one: an OpenAI-compatible API, or the built-in development
+         *     provider when none is configured.
+         */
+        get: operations["getModelProviders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's conversations, or read one
+         * @description With `conversationId`, returns that conversation as `{ conversation }` (`404` if it is not one
+         *     of the caller's). Without it, returns a page of the caller's conversations, newest first, as
+         *     `{ conversations, nextCursor }`, optionally only those in `projectId` or with the given
+         *     `archived` state.
+         */
+        get: operations["getConversations"];
+        put?: never;
+        /**
+         * Start a conversation
+         * @description Creates a conversation owned by the caller. `projectId`, when given, must be one of the
+         *     caller's projects (`404` otherwise); `model` one of the available models (`400` otherwise).
+         *     Accepts `Idempotency-Key` to make retries safe.
+         */
+        post: operations["createConversation"];
+        /**
+         * Delete a conversation
+         * @description Deletes the caller's conversation named by `conversationId` (query, or JSON body; if both are
+         *     given they must agree), with its messages. A reply still being written is discarded.
+         */
+        delete: operations["deleteConversation"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a conversation
+         * @description Changes the fields present in the body of the caller's conversation `conversationId`: title,
+         *     project (one of the caller's, `404` otherwise; `null` for none), `archived` (an archived
+         *     conversation takes no new messages until it is unarchived) and model (`null` for the default).
+         */
+        patch: operations["updateConversation"];
+        trace?: never;
+    };
+    "/api/v1/conversations/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The messages of a conversation
+         * @description A page of the messages of the caller's conversation `conversationId` (`404` if it is not one of
+         *     the caller's), newest first, as `{ messages, nextCursor }`.
+         */
+        get: operations["getMessages"];
+        put?: never;
+        /**
+         * Post a message and get the assistant's reply
+         * @description Stores the caller's message in their conversation `conversationId` (`404` if it is not one of
+         *     theirs, `409` if it is archived) and has the model reply. The prompt holds the conversation's
+         *     project instructions, the caller's memory items most relevant to the message, and the recent
+         *     messages. Without `stream` the answer is JSON `{ message, reply }` once the reply is complete;
+         *     with `stream: true` it is server-sent events (see `ChatEventStream`), and closing the connection
+         *     cancels the reply.
+         *
+         *     A finished reply records its tokens and cost in the usage ledger and emits the `chat.completed`
+         *     webhook event; a failed one (the provider's error, `502 model_provider_error`; no answer within
+         *     the deployment's timeout, `504 model_provider_timeout`; a cancelled stream) is stored as
+         *     `failed` and emits `chat.failed`. The error answers carry the failed reply's `messageId`.
+         */
+        post: operations["sendMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversations/agent-greeting": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post an agent's greeting in a conversation
+         * @description Posts the greeting of the agent `agentId` (one of the caller's skills: its `greeting`, or, when
+         *     that is empty, an introduction made of its name and description) in the caller's conversation
+         *     `conversationId`, as an assistant message from that agent. Idempotent per conversation and
+         *     agent: a second call answers the same message and posts nothing. Another user's conversation or
+         *     skill is `404`.
+         */
+        post: operations["postAgentGreeting"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1210,6 +1353,11 @@ export interface components {
              * @example Read the paper and write five bullets.
              */
             instructions: string;
+            /**
+             * @description What the skill says first when it joins a conversation as an agent (`POST /api/v1/conversations/agent-greeting`); empty for an introduction made of its name and description.
+             * @example Send me a paper and I'll summarize it.
+             */
+            greeting: string;
             /** @example true */
             enabled: boolean;
             /**
@@ -1233,6 +1381,11 @@ export interface components {
          */
         SkillInstructions: string;
         /**
+         * @description Markdown, at most 2,000 characters.
+         * @example Send me a paper and I'll summarize it.
+         */
+        SkillGreeting: string;
+        /**
          * @example {
          *       "name": "Summarize a paper",
          *       "description": "Five-bullet summary with the method and the main result.",
@@ -1247,6 +1400,8 @@ export interface components {
             description?: components["schemas"]["SkillDescription"];
             /** @default  */
             instructions?: components["schemas"]["SkillInstructions"];
+            /** @default  */
+            greeting?: components["schemas"]["SkillGreeting"];
             /** @default true */
             enabled?: boolean;
             /** @description A project of the caller's to limit the skill to. */
@@ -1266,6 +1421,7 @@ export interface components {
             name?: components["schemas"]["SkillName"];
             description?: components["schemas"]["SkillDescription"];
             instructions?: components["schemas"]["SkillInstructions"];
+            greeting?: components["schemas"]["SkillGreeting"];
             /** @example false */
             enabled?: boolean;
             /**
@@ -2257,6 +2413,274 @@ export interface components {
         };
         /** @description `{ delivery }` when `deliveryId` is given, otherwise a page `{ deliveries, nextCursor }`. */
         WebhookDeliveryGetResponse: components["schemas"]["WebhookDeliveryResponse"] | components["schemas"]["WebhookDeliveryListResponse"];
+        Model: {
+            /**
+             * @description What `model` fields name.
+             * @example gpt-4o-mini
+             */
+            modelId: string;
+            /** @example openai-compatible */
+            providerId: string;
+            /** @example gpt-4o-mini */
+            name: string;
+            /**
+             * @description Used when a conversation or message names no model.
+             * @example true
+             */
+            default: boolean;
+            /**
+             * @description Price of prompt tokens, as the deployment configured it (0 when unpriced).
+             * @example 15
+             */
+            inputCentsPerMillionTokens: number;
+            /** @example 60 */
+            outputCentsPerMillionTokens: number;
+        };
+        ModelListResponse: {
+            models: components["schemas"]["Model"][];
+        };
+        ModelProvider: {
+            /** @example openai-compatible */
+            providerId: string;
+            /**
+             * @description `openai-compatible`: an OpenAI-compatible chat completions API. `builtin-development`: the deterministic development model the service uses when no provider is configured; it echoes and is not an AI. Clients must tolerate new values.
+             * @example openai-compatible
+             * @enum {string}
+             */
+            kind: "openai-compatible" | "builtin-development";
+            /** @example OpenAI-compatible provider */
+            name: string;
+            /**
+             * @description The provider's API base URL (never its key), or `null` for the built-in one.
+             * @example https://api.example.com/v1
+             */
+            baseUrl: string | null;
+            /**
+             * @example [
+             *       "gpt-4o-mini"
+             *     ]
+             */
+            models: string[];
+        };
+        ModelProviderListResponse: {
+            providers: components["schemas"]["ModelProvider"][];
+        };
+        /**
+         * @description One of the models `GET /api/v1/models` lists (`400` otherwise).
+         * @example gpt-4o-mini
+         */
+        ModelId: string;
+        /**
+         * @description At most 200 characters; when empty, the first message names the conversation.
+         * @example Quarterly planning
+         */
+        ConversationTitle: string;
+        Conversation: {
+            conversationId: components["schemas"]["Id"];
+            title: components["schemas"]["ConversationTitle"];
+            /**
+             * @description The project whose instructions and memory the assistant uses, or `null`.
+             * @example null
+             */
+            projectId: string | null;
+            /** @example false */
+            archived: boolean;
+            /**
+             * @description The conversation's model, or `null` for the deployment's default.
+             * @example null
+             */
+            model: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @example {
+         *       "title": "Quarterly planning"
+         *     }
+         */
+        ConversationCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /** @default  */
+            title?: components["schemas"]["ConversationTitle"];
+            /** @description A project of the caller's. */
+            projectId?: components["schemas"]["Id"];
+            model?: components["schemas"]["ModelId"];
+        };
+        /**
+         * @description Only the fields present change.
+         * @example {
+         *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+         *       "archived": true
+         *     }
+         */
+        ConversationUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            conversationId: components["schemas"]["Id"];
+            title?: components["schemas"]["ConversationTitle"];
+            /**
+             * @description A project of the caller's, or `null`.
+             * @example null
+             */
+            projectId?: string | null;
+            /** @example true */
+            archived?: boolean;
+            /**
+             * @description One of the available models, or `null` for the default.
+             * @example null
+             */
+            model?: string | null;
+        };
+        /**
+         * @example {
+         *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90"
+         *     }
+         */
+        ConversationDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            conversationId?: components["schemas"]["Id"];
+        };
+        ConversationResponse: {
+            conversation: components["schemas"]["Conversation"];
+        };
+        ConversationListResponse: {
+            conversations: components["schemas"]["Conversation"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ conversation }` when `conversationId` is given, otherwise a page `{ conversations, nextCursor }`. */
+        ConversationGetResponse: components["schemas"]["ConversationResponse"] | components["schemas"]["ConversationListResponse"];
+        ConversationDeleteResponse: {
+            conversationId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        Message: {
+            messageId: components["schemas"]["Id"];
+            conversationId: components["schemas"]["Id"];
+            /**
+             * @description Clients must tolerate new values.
+             * @example assistant
+             * @enum {string}
+             */
+            role: "user" | "assistant";
+            /**
+             * @description Markdown. For a failed reply, what had arrived before it failed.
+             * @example Here is the plan for the quarter.
+             */
+            content: string;
+            /**
+             * @description `generating` while the model writes the reply, `complete`, or `failed` (see `errorCode`). Clients must tolerate new values.
+             * @example complete
+             * @enum {string}
+             */
+            status: "generating" | "complete" | "failed";
+            /**
+             * @description The agent (skill) that posted the message, for an agent greeting; otherwise `null`.
+             * @example null
+             */
+            agentId: string | null;
+            /**
+             * @description The model that wrote an assistant reply.
+             * @example gpt-4o-mini
+             */
+            model: string | null;
+            /**
+             * @description Why a reply failed. Clients must tolerate new values.
+             * @example null
+             * @enum {string|null}
+             */
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | null;
+            /** @example null */
+            errorMessage: string | null;
+            /** @description Tokens and cost of a completed reply, or `null`. */
+            usage: {
+                /** @example 412 */
+                inputTokens: number;
+                /** @example 96 */
+                outputTokens: number;
+                /**
+                 * @description What the reply cost at the model's configured prices, in cents (fractional).
+                 * @example 0.01194
+                 */
+                costCents: number;
+            } | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        MessageListResponse: {
+            /** @description Newest first. */
+            messages: components["schemas"]["Message"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @example {
+         *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+         *       "content": "Draft the plan for the quarter."
+         *     }
+         */
+        MessageCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            conversationId: components["schemas"]["Id"];
+            /**
+             * @description The user's message (Markdown), 1 to 100,000 characters, not only white space.
+             * @example Draft the plan for the quarter.
+             */
+            content: string;
+            /**
+             * @description `true` answers with server-sent events (`text/event-stream`) as the reply is written.
+             * @default false
+             * @example false
+             */
+            stream?: boolean;
+            model?: components["schemas"]["ModelId"];
+        };
+        MessageCreateResponse: {
+            message: components["schemas"]["Message"];
+            reply: components["schemas"]["Message"];
+        };
+        MessageResponse: {
+            message: components["schemas"]["Message"];
+        };
+        /**
+         * @description Server-sent events, in this order:
+         *     - `event: message`, `data: { "message": Message }`: the stored user message;
+         *     - `event: delta`, `data: { "text": string }`: the next piece of the reply (any number);
+         *     - then either `event: done`, `data: { "message": Message }` (the stored, complete reply: its
+         *       content is the concatenation of the deltas), or `event: error`,
+         *       `data: { "error": string, "code": string, "message": Message }` (the reply as stored, failed).
+         *     Closing the connection cancels the reply (it is stored as failed, `cancelled`).
+         * @example event: message
+         *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
+         *
+         *     event: delta
+         *     data: {"text":"Hello"}
+         *
+         *     event: delta
+         *     data: {"text":" there."}
+         *
+         *     event: done
+         *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","role":"assistant","content":"Hello there."}}
+         */
+        ChatEventStream: string;
+        /**
+         * @example {
+         *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+         *       "agentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23"
+         *     }
+         */
+        AgentGreetingRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            conversationId: components["schemas"]["Id"];
+            /** @description The agent, defined by one of the caller's skills (its `skillId`). */
+            agentId: components["schemas"]["Id"];
+        };
     };
     responses: {
         /** @description `invalid_request`: the request does not match the contract or the rules stated for the operation; `details` lists each problem. Nothing was changed. */
@@ -2456,6 +2880,38 @@ export interface components {
                  * @example {
                  *       "error": "The requested range is not satisfiable.",
                  *       "code": "range_not_satisfiable"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `model_provider_error`: the model provider answered with an error. The failed reply is stored; `messageId` names it. */
+        ModelProviderError: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The model provider failed: upstream overloaded.",
+                 *       "code": "model_provider_error",
+                 *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `model_provider_timeout`: the model provider did not finish within the deployment's timeout. The failed reply is stored; `messageId` names it. */
+        ModelProviderTimeout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The model provider did not answer within 60000 ms.",
+                 *       "code": "model_provider_timeout",
+                 *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92"
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorResponse"];
@@ -3223,6 +3679,7 @@ export interface operations {
                      *         "name": "Summarize a paper",
                      *         "description": "Five-bullet summary with the method and the main result.",
                      *         "instructions": "Read the paper and write five bullets.",
+                     *         "greeting": "",
                      *         "enabled": true,
                      *         "projectId": null,
                      *         "createdAt": 1763784000000,
@@ -3307,6 +3764,7 @@ export interface operations {
                      *         "name": "Summarize a paper",
                      *         "description": "Five-bullet summary with the method and the main result.",
                      *         "instructions": "Read the paper and write five bullets.",
+                     *         "greeting": "",
                      *         "enabled": false,
                      *         "projectId": null,
                      *         "createdAt": 1763784000000,
@@ -4881,6 +5339,449 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getModels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The models. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "models": [
+                     *         {
+                     *           "modelId": "gpt-4o-mini",
+                     *           "providerId": "openai-compatible",
+                     *           "name": "gpt-4o-mini",
+                     *           "default": true,
+                     *           "inputCentsPerMillionTokens": 15,
+                     *           "outputCentsPerMillionTokens": 60
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getModelProviders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The providers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "providers": [
+                     *         {
+                     *           "providerId": "openai-compatible",
+                     *           "kind": "openai-compatible",
+                     *           "name": "OpenAI-compatible provider",
+                     *           "baseUrl": "https://api.example.com/v1",
+                     *           "models": [
+                     *             "gpt-4o-mini"
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelProviderListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getConversations: {
+        parameters: {
+            query?: {
+                /** @description Read this conversation. */
+                conversationId?: components["schemas"]["Id"];
+                /** @description Only records in this project (one of the caller's). */
+                projectId?: components["parameters"]["ProjectFilter"];
+                /** @description Only archived (`true`) or active (`false`) conversations. */
+                archived?: boolean;
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The conversation, or a page of conversations. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConversationGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createConversation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConversationCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The created conversation. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "conversation": {
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "title": "Quarterly planning",
+                     *         "projectId": null,
+                     *         "archived": false,
+                     *         "model": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConversationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteConversation: {
+        parameters: {
+            query?: {
+                /** @description The conversation to delete (or give it in the body). */
+                conversationId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ConversationDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The conversation was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConversationDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateConversation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConversationUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated conversation. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "conversation": {
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "title": "Quarterly planning",
+                     *         "projectId": null,
+                     *         "archived": true,
+                     *         "model": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784060000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConversationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getMessages: {
+        parameters: {
+            query: {
+                /** @description The conversation. */
+                conversationId: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of messages. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "messages": [
+                     *         {
+                     *           "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *           "role": "assistant",
+                     *           "content": "Here is the plan for the quarter.",
+                     *           "status": "complete",
+                     *           "agentId": null,
+                     *           "model": "gpt-4o-mini",
+                     *           "errorCode": null,
+                     *           "errorMessage": null,
+                     *           "usage": {
+                     *             "inputTokens": 412,
+                     *             "outputTokens": 96,
+                     *             "costCents": 0.01194
+                     *           },
+                     *           "createdAt": 1763784000100,
+                     *           "updatedAt": 1763784002100
+                     *         },
+                     *         {
+                     *           "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
+                     *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *           "role": "user",
+                     *           "content": "Draft the plan for the quarter.",
+                     *           "status": "complete",
+                     *           "agentId": null,
+                     *           "model": null,
+                     *           "errorCode": null,
+                     *           "errorMessage": null,
+                     *           "usage": null,
+                     *           "createdAt": 1763784000000,
+                     *           "updatedAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    sendMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessageCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The stored message and the complete reply, or the stream of the reply. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": {
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "role": "user",
+                     *         "content": "Draft the plan for the quarter.",
+                     *         "status": "complete",
+                     *         "agentId": null,
+                     *         "model": null,
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "usage": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       },
+                     *       "reply": {
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "role": "assistant",
+                     *         "content": "Here is the plan for the quarter.",
+                     *         "status": "complete",
+                     *         "agentId": null,
+                     *         "model": "gpt-4o-mini",
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "usage": {
+                     *           "inputTokens": 412,
+                     *           "outputTokens": 96,
+                     *           "costCents": 0.01194
+                     *         },
+                     *         "createdAt": 1763784000100,
+                     *         "updatedAt": 1763784002100
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageCreateResponse"];
+                    "text/event-stream": components["schemas"]["ChatEventStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["ModelProviderError"];
+            504: components["responses"]["ModelProviderTimeout"];
+        };
+    };
+    postAgentGreeting: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentGreetingRequest"];
+            };
+        };
+        responses: {
+            /** @description The greeting message. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": {
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e93",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "role": "assistant",
+                     *         "content": "Hi, I'm your research assistant. Send me a paper and I'll summarize it.",
+                     *         "status": "complete",
+                     *         "agentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
+                     *         "model": null,
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "usage": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["InternalError"];
         };

@@ -56,6 +56,17 @@ export interface Capabilities {
   updated_by: string | null;
 }
 
+export interface Conversations {
+  archived: Generated<boolean>;
+  created_at: Generated<Timestamp>;
+  id: string;
+  model: string | null;
+  owner_user_id: string;
+  project_id: string | null;
+  title: Generated<string>;
+  updated_at: Generated<Timestamp>;
+}
+
 export interface FileChunks {
   content: string;
   end_offset: number;
@@ -138,6 +149,25 @@ export interface MemoryItems {
   updated_at: Generated<Timestamp>;
 }
 
+export interface Messages {
+  agent_id: string | null;
+  content: Generated<string>;
+  conversation_id: string;
+  cost_micro_cents: number | null;
+  created_at: Generated<Timestamp>;
+  error_code: string | null;
+  error_message: string | null;
+  id: string;
+  input_tokens: number | null;
+  kind: string;
+  model: string | null;
+  output_tokens: number | null;
+  owner_user_id: string;
+  role: string;
+  status: string;
+  updated_at: Generated<Timestamp>;
+}
+
 export interface Notes {
   content: Generated<string>;
   created_at: Generated<Timestamp>;
@@ -191,6 +221,7 @@ export interface Skills {
   created_at: Generated<Timestamp>;
   description: Generated<string>;
   enabled: Generated<boolean>;
+  greeting: Generated<string>;
   id: string;
   instructions: Generated<string>;
   name: string;
@@ -204,6 +235,18 @@ export interface UploadTokens {
   file_id: string;
   jti: string;
   used_at: Timestamp | null;
+  user_id: string;
+}
+
+export interface UsageRecords {
+  cost_micro_cents: number;
+  created_at: Generated<Timestamp>;
+  id: string;
+  input_tokens: number;
+  kind: string;
+  model: string;
+  output_tokens: number;
+  resource_id: string;
   user_id: string;
 }
 
@@ -264,6 +307,7 @@ export interface DB {
   audit_events: AuditEvents;
   budgets: Budgets;
   capabilities: Capabilities;
+  conversations: Conversations;
   file_chunks: FileChunks;
   file_shares: FileShares;
   files: Files;
@@ -271,12 +315,14 @@ export interface DB {
   knowledge_embeddings: KnowledgeEmbeddings;
   ledger_entries: LedgerEntries;
   memory_items: MemoryItems;
+  messages: Messages;
   notes: Notes;
   outputs: Outputs;
   projects: Projects;
   sessions: Sessions;
   skills: Skills;
   upload_tokens: UploadTokens;
+  usage_records: UsageRecords;
   webhook_deliveries: WebhookDeliveries;
   webhook_delivery_attempts: WebhookDeliveryAttempts;
   webhook_events: WebhookEvents;

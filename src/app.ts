@@ -26,6 +26,9 @@ import { sessionHandlers } from './areas/sessions/handlers';
 import { SessionService } from './areas/sessions/service';
 import { skillHandlers } from './areas/skills/handlers';
 import { SkillService } from './areas/skills/service';
+import { conversationHandlers } from './areas/conversations/handlers';
+import { ChatService } from './areas/conversations/service';
+import { modelHandlers } from './areas/models/handlers';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { WebhookService } from './areas/webhooks/service';
@@ -43,6 +46,7 @@ import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './pl
 import { migrateToLatest } from './platform/db/migrate';
 import { IdempotencyStore } from './platform/idempotency';
 import { HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
+import { DevelopmentProvider, type ModelProvider, OpenAICompatibleProvider } from './platform/ai/models';
 import { hasVectorExtension } from './platform/db/vector';
 import type { Logger } from './platform/logger';
 import { SignedUrls } from './platform/signed-urls';
@@ -65,6 +69,9 @@ export interface Services {
   memory: MemoryService;
   skills: SkillService;
   webhooks: WebhookService;
+  chat: ChatService;
+  /** The model provider chat and automations call. */
+  models: ModelProvider;
 }
 
 export interface Runtime {
@@ -113,6 +120,11 @@ function createServices(
     config.embeddings.provider === 'http'
       ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model })
       : new HashingEmbedder();
+  const skills = new SkillService(db, projects);
+  const webhooks = new WebhookService(db, secretBox, dispatcher);
+  const models: ModelProvider = config.models.baseUrl
+    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: config.models.models })
+    : new DevelopmentProvider();
   return {
     knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable),
     files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn),
@@ -125,8 +137,10 @@ function createServices(
     projects,
     notes: new NoteService(db, projects),
     memory: new MemoryService(db, projects),
-    skills: new SkillService(db, projects),
-    webhooks: new WebhookService(db, secretBox, dispatcher),
+    skills,
+    webhooks,
+    chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs),
+    models,
   };
 }
 
@@ -155,6 +169,8 @@ function handlerMap(services: Services, config: Config): HandlerMap {
     ...outputHandlers(services.outputs),
     ...knowledgeHandlers(services.knowledge),
     ...webhookHandlers(services.webhooks),
+    ...modelHandlers(services.models),
+    ...conversationHandlers(services.chat, config.models.timeoutMs),
   };
 }
 

@@ -50,6 +50,15 @@ export interface Config {
     /** How often new or changed records are embedded. */
     indexIntervalMs: number;
   };
+  models: {
+    /** An OpenAI-compatible API; null for the built-in development provider. */
+    baseUrl: string | null;
+    apiKey: string | null;
+    /** The models offered, the default first, with their prices in cents per million tokens. */
+    models: { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number }[];
+    /** How long a reply may take. */
+    timeoutMs: number;
+  };
   webhooks: {
     /** Lets receivers on loopback addresses (any port) through the address guard: tests and local development only. */
     allowLoopback: boolean;
@@ -253,6 +262,20 @@ export function loadConfig(env: Env = process.env): Config {
       model: r.string('EMBEDDINGS_MODEL', 'text-embedding-3-small'),
       indexIntervalMs: r.int('KNOWLEDGE_INDEX_INTERVAL_MS', 2000, 100, 3_600_000),
     },
+    models: {
+      baseUrl: r.url('MODEL_PROVIDER_BASE_URL', ['http:', 'https:']),
+      apiKey: r.optional('MODEL_PROVIDER_API_KEY'),
+      models: r.list('MODEL_PROVIDER_MODELS').map((entry) => {
+        const match = /^([^:\s]{1,200})(?::(\d+):(\d+))?$/.exec(entry);
+        if (!match) r.problems.push(`MODEL_PROVIDER_MODELS entries are model ids, optionally with prices: gpt-4o-mini:15:60 (got "${entry}")`);
+        return {
+          id: match?.[1] ?? entry,
+          inputCentsPerMillionTokens: Number(match?.[2] ?? 0),
+          outputCentsPerMillionTokens: Number(match?.[3] ?? 0),
+        };
+      }),
+      timeoutMs: r.int('CHAT_TIMEOUT_MS', 60_000, 100, 600_000),
+    },
     webhooks: {
       allowLoopback: r.bool('WEBHOOK_ALLOW_LOOPBACK', false),
       allowedPorts: r.list('WEBHOOK_ALLOWED_PORTS').map((port) => {
@@ -283,6 +306,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.embeddings.provider === 'http' && !config.embeddings.baseUrl) {
     r.problems.push('EMBEDDINGS_PROVIDER=http needs EMBEDDINGS_BASE_URL (an OpenAI-compatible API)');
+  }
+  if (config.models.baseUrl && config.models.models.length === 0) {
+    r.problems.push('MODEL_PROVIDER_BASE_URL needs MODEL_PROVIDER_MODELS (the model ids it offers, the default first)');
+  }
+  if (!config.models.baseUrl && config.models.models.length > 0) {
+    r.problems.push('MODEL_PROVIDER_MODELS needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
   }
   if (config.webhooks.secretsKey !== null && config.webhooks.secretsKey.length < 32) {
     r.problems.push('WEBHOOK_SECRETS_KEY must be at least 32 characters');

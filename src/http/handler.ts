@@ -31,11 +31,14 @@ export type PathParams<K extends OperationId> = Parameters<K, 'path'>;
 /** What a handler returns when it has written a streamed (non-JSON) 200 body itself. */
 export const STREAMED: unique symbol = Symbol('streamed');
 
+/** STREAMED when the 200 response may also be a stream of server-sent events. */
+type EventStreamContent<T> = T extends { content: { 'text/event-stream': unknown } } ? typeof STREAMED : never;
+
 /** The 200 body of an operation as the document defines it, or STREAMED for a non-JSON body. */
 export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R }
   ? [JsonContent<R>] extends [never]
     ? typeof STREAMED
-    : JsonContent<R>
+    : JsonContent<R> | EventStreamContent<R>
   : never;
 
 export interface HandlerInput<K extends OperationId> {

@@ -1,7 +1,8 @@
-import type { Insertable, Updateable } from 'kysely';
+import { type Insertable, sql, type Updateable } from 'kysely';
 import type { MemoryItems } from '../../../generated/db';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
+import { anyWord } from '../knowledge/repository';
 
 export function findMemoryItem(db: Database, ownerUserId: string, id: string) {
   return db
@@ -61,4 +62,22 @@ export async function deleteMemoryItem(db: Database, ownerUserId: string, id: st
     .where('id', '=', id)
     .executeTakeFirst();
   return result.numDeletedRows > 0n;
+}
+
+/**
+ * The user's memory items sharing the most words with `text` (full-text rank), global ones and
+ * those of `projectId`: what the assistant is told about the user for a message.
+ */
+export async function relevantMemoryItems(db: Database, ownerUserId: string, projectId: string | null, text: string, limit: number) {
+  const query = anyWord(text);
+  return db
+    .selectFrom('memory_items')
+    .select(['id', 'content'])
+    .where('owner_user_id', '=', ownerUserId)
+    .where((eb) => (projectId === null ? eb('project_id', 'is', null) : eb.or([eb('project_id', 'is', null), eb('project_id', '=', projectId)])))
+    .where(sql<boolean>`tsv @@ ${query}`)
+    .orderBy(sql`ts_rank_cd(tsv, ${query})`, 'desc')
+    .orderBy('id', 'desc')
+    .limit(limit)
+    .execute();
 }

@@ -8,6 +8,7 @@ export function presentSkill(row: Selectable<Skills>): components['schemas']['Sk
     name: row.name,
     description: row.description,
     instructions: row.instructions,
+    greeting: row.greeting,
     enabled: row.enabled,
     projectId: row.project_id,
     createdAt: row.created_at.getTime(),

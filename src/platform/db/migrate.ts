@@ -5,6 +5,7 @@ import * as m0003 from './migrations/0003_administration';
 import * as m0004 from './migrations/0004_files';
 import * as m0005 from './migrations/0005_knowledge';
 import * as m0006 from './migrations/0006_webhooks';
+import * as m0007 from './migrations/0007_conversations';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -14,6 +15,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0004_files': m0004,
   '0005_knowledge': m0005,
   '0006_webhooks': m0006,
+  '0007_conversations': m0007,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -1,0 +1,70 @@
+import { errors } from '../../http/errors';
+import { type HandlerMap, idFromQueryOrBody, STREAMED } from '../../http/handler';
+import { readPage } from '../../http/pagination';
+import { EventStream } from '../../http/sse';
+import { presentConversation, presentMessage } from './presenter';
+import type { ChatService, SendOutcome } from './service';
+
+/** The error answer of a failed reply (a cancelled one is answered like a provider error). */
+function failureError(outcome: SendOutcome, timeoutMs: number) {
+  return outcome.failure?.code === 'model_provider_timeout'
+    ? errors.modelProviderTimeout(timeoutMs, outcome.reply.id)
+    : errors.modelProviderError(outcome.failure?.error ?? 'unknown failure', outcome.reply.id);
+}
+
+export function conversationHandlers(
+  chat: ChatService,
+  timeoutMs: number,
+): Pick<
+  HandlerMap,
+  'getConversations' | 'createConversation' | 'updateConversation' | 'deleteConversation' | 'getMessages' | 'sendMessage' | 'postAgentGreeting'
+> {
+  return {
+    getConversations: async ({ caller, query }) => {
+      if (query.conversationId !== undefined) {
+        return { conversation: presentConversation(await chat.get(caller.userId, query.conversationId)) };
+      }
+      const filter = { projectId: query.projectId, archived: query.archived };
+      const page = await chat.list(caller.userId, filter, readPage(query));
+      return { conversations: page.items.map(presentConversation), nextCursor: page.nextCursor };
+    },
+    createConversation: async ({ caller, body }) => ({ conversation: presentConversation(await chat.create(caller.userId, body)) }),
+    updateConversation: async ({ caller, body }) => ({ conversation: presentConversation(await chat.update(caller.userId, body)) }),
+    deleteConversation: async ({ caller, query, body }) => {
+      const conversationId = idFromQueryOrBody('conversationId', query, body);
+      await chat.delete(caller.userId, conversationId);
+      return { conversationId, deleted: true };
+    },
+    getMessages: async ({ caller, query }) => {
+      const page = await chat.messages(caller.userId, query.conversationId, readPage(query));
+      return { messages: page.items.map(presentMessage), nextCursor: page.nextCursor };
+    },
+    sendMessage: async ({ caller, body, res }) => {
+      // A client that goes away before the answer is complete cancels the reply.
+      const client = new AbortController();
+      res.on('close', () => {
+        if (!res.writableFinished) client.abort(new Error('the client closed the connection'));
+      });
+      if (!body.stream) {
+        const outcome = await chat.send(caller.userId, body, { signal: client.signal });
+        if (outcome.failure) throw failureError(outcome, timeoutMs);
+        return { message: presentMessage(outcome.message), reply: presentMessage(outcome.reply) };
+      }
+      const events = new EventStream(res);
+      const outcome = await chat.send(caller.userId, body, {
+        signal: client.signal,
+        onStart: (message) => events.send('message', { message: presentMessage(message) }),
+        onDelta: (text) => events.send('delta', { text }),
+      });
+      if (outcome.failure) {
+        const { message } = failureError(outcome, timeoutMs);
+        events.send('error', { error: message, code: outcome.failure.code, message: presentMessage(outcome.reply) });
+      } else {
+        events.send('done', { message: presentMessage(outcome.reply) });
+      }
+      events.end();
+      return STREAMED;
+    },
+    postAgentGreeting: async ({ caller, body }) => ({ message: presentMessage(await chat.greet(caller.userId, body.conversationId, body.agentId)) }),
+  };
+}

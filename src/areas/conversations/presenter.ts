@@ -1,0 +1,36 @@
+import type { components } from '../../../generated/api';
+import type { ConversationRow, MessageRow } from './repository';
+
+type Schemas = components['schemas'];
+
+export function presentConversation(row: ConversationRow): Schemas['Conversation'] {
+  return {
+    conversationId: row.id,
+    title: row.title,
+    projectId: row.project_id,
+    archived: row.archived,
+    model: row.model,
+    createdAt: row.created_at.getTime(),
+    updatedAt: row.updated_at.getTime(),
+  };
+}
+
+export function presentMessage(row: MessageRow): Schemas['Message'] {
+  const priced = row.input_tokens !== null && row.output_tokens !== null && row.cost_micro_cents !== null;
+  return {
+    messageId: row.id,
+    conversationId: row.conversation_id,
+    role: row.role as Schemas['Message']['role'],
+    content: row.content,
+    status: row.status as Schemas['Message']['status'],
+    agentId: row.agent_id,
+    model: row.model,
+    errorCode: row.error_code as Schemas['Message']['errorCode'],
+    errorMessage: row.error_message,
+    usage: priced
+      ? { inputTokens: row.input_tokens as number, outputTokens: row.output_tokens as number, costCents: (row.cost_micro_cents as number) / 1e6 }
+      : null,
+    createdAt: row.created_at.getTime(),
+    updatedAt: row.updated_at.getTime(),
+  };
+}

@@ -1,0 +1,91 @@
+import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
+import type { Conversations, Messages, UsageRecords } from '../../../generated/db';
+import type { PageRequest } from '../../http/pagination';
+import type { Database, DB } from '../../platform/db';
+
+export type ConversationRow = Selectable<Conversations>;
+export type MessageRow = Selectable<Messages>;
+
+export function findConversation(db: Database, ownerUserId: string, id: string) {
+  return db
+    .selectFrom('conversations')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+export function listConversations(
+  db: Database,
+  ownerUserId: string,
+  filter: { projectId?: string; archived?: boolean },
+  page: PageRequest,
+) {
+  let query = db.selectFrom('conversations').selectAll().where('owner_user_id', '=', ownerUserId);
+  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
+  if (filter.archived !== undefined) query = query.where('archived', '=', filter.archived);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+export function insertConversation(db: Database, row: Insertable<Conversations>) {
+  return db.insertInto('conversations').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function updateConversation(db: Database, ownerUserId: string, id: string, changes: Updateable<Conversations>) {
+  return db
+    .updateTable('conversations')
+    .set(changes)
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteConversation(db: Database, ownerUserId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('conversations').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+export function listMessages(db: Database, conversationId: string, page: PageRequest) {
+  let query = db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+/** The last `limit` complete messages before `beforeId`, oldest first: the prompt's history. */
+export async function history(db: Database, conversationId: string, beforeId: string, limit: number) {
+  const rows = await db
+    .selectFrom('messages')
+    .select(['role', 'content'])
+    .where('conversation_id', '=', conversationId)
+    .where('status', '=', 'complete')
+    .where('id', '<', beforeId)
+    .orderBy('id', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.reverse();
+}
+
+export function findGreeting(db: Database, conversationId: string, agentId: string) {
+  return db
+    .selectFrom('messages')
+    .selectAll()
+    .where('conversation_id', '=', conversationId)
+    .where('agent_id', '=', agentId)
+    .where('kind', '=', 'greeting')
+    .executeTakeFirst();
+}
+
+export function insertMessage(db: Database, row: Insertable<Messages>) {
+  return db.insertInto('messages').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+/** Updates a message; undefined when it is gone (its conversation was deleted meanwhile). */
+export function updateMessage(trx: Transaction<DB>, id: string, changes: Updateable<Messages>) {
+  return trx.updateTable('messages').set(changes).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+export function insertUsage(trx: Transaction<DB>, row: Insertable<UsageRecords>) {
+  return trx.insertInto('usage_records').values(row).execute();
+}

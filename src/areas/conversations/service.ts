@@ -1,0 +1,282 @@
+import type { components } from '../../../generated/api';
+import { ApiError, errors } from '../../http/errors';
+import type { PageRequest } from '../../http/pagination';
+import { type ChatMessage, type ChatUsage, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
+import { type Database, PgError, pgErrorCode } from '../../platform/db';
+import { uuidv7 } from '../../platform/ids';
+import { toPage } from '../../platform/pagination';
+import { relevantMemoryItems } from '../memory/repository';
+import type { ProjectService } from '../projects/service';
+import type { SkillService } from '../skills/service';
+import type { WebhookService } from '../webhooks/service';
+import * as repo from './repository';
+
+type CreateInput = Omit<components['schemas']['ConversationCreateRequest'], 'userId' | 'accessToken'>;
+type UpdateInput = Omit<components['schemas']['ConversationUpdateRequest'], 'userId' | 'accessToken'>;
+type SendInput = Omit<components['schemas']['MessageCreateRequest'], 'userId' | 'accessToken'>;
+
+export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled';
+
+export interface SendOutcome {
+  message: repo.MessageRow;
+  reply: repo.MessageRow;
+  failure: { code: FailureCode; error: string } | null;
+}
+
+export interface SendHooks {
+  /** The client went away: cancels the reply. */
+  signal: AbortSignal;
+  /** The user message is stored and the reply begins. */
+  onStart?: (message: repo.MessageRow) => void;
+  /** Set to receive the reply as it is written (streamed from the provider). */
+  onDelta?: (text: string) => void;
+}
+
+const HISTORY_MESSAGES = 20;
+const MEMORY_ITEMS = 5;
+const TITLE_LENGTH = 60;
+const SYSTEM_PROMPT = 'You are the assistant of an AI workspace. Answer in Markdown.';
+
+/** Cost in millionths of a cent: tokens × cents per million tokens. */
+const costMicroCents = (model: ModelInfo, usage: ChatUsage) =>
+  usage.inputTokens * model.inputCentsPerMillionTokens + usage.outputTokens * model.outputCentsPerMillionTokens;
+
+/** The title a first message gives an untitled conversation. */
+const titleFrom = (content: string) => {
+  const line = content.trim().replace(/\s+/g, ' ');
+  return line.length <= TITLE_LENGTH ? line : `${line.slice(0, TITLE_LENGTH - 1)}…`;
+};
+
+/**
+ * Conversations and chat: a user message, the model's reply (whole or streamed) through the
+ * provider interface, its usage in the usage ledger, and `chat.completed` / `chat.failed` in the
+ * webhook outbox, written in the same transaction as the reply's final state.
+ */
+export class ChatService {
+  constructor(
+    private readonly db: Database,
+    private readonly provider: ModelProvider,
+    private readonly projects: ProjectService,
+    private readonly skills: SkillService,
+    private readonly webhooks: WebhookService,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async get(userId: string, conversationId: string): Promise<repo.ConversationRow> {
+    const row = await repo.findConversation(this.db, userId, conversationId);
+    if (!row) throw errors.notFound('Conversation not found.');
+    return row;
+  }
+
+  async list(userId: string, filter: { projectId?: string; archived?: boolean }, page: PageRequest) {
+    return toPage(await repo.listConversations(this.db, userId, filter, page), page.limit);
+  }
+
+  async create(userId: string, input: CreateInput): Promise<repo.ConversationRow> {
+    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    if (input.model !== undefined) this.model(input.model);
+    const now = new Date();
+    return repo.insertConversation(this.db, {
+      id: uuidv7(now.getTime()),
+      owner_user_id: userId,
+      project_id: input.projectId ?? null,
+      title: input.title ?? '',
+      model: input.model ?? null,
+      created_at: now,
+      updated_at: now,
+    });
+  }
+
+  async update(userId: string, input: UpdateInput): Promise<repo.ConversationRow> {
+    if (input.projectId !== undefined && input.projectId !== null) await this.projects.requireOwned(userId, input.projectId);
+    if (input.model !== undefined && input.model !== null) this.model(input.model);
+    const updated = await repo.updateConversation(this.db, userId, input.conversationId, {
+      title: input.title,
+      project_id: input.projectId,
+      archived: input.archived,
+      model: input.model,
+      updated_at: new Date(),
+    });
+    if (!updated) throw errors.notFound('Conversation not found.');
+    return updated;
+  }
+
+  async delete(userId: string, conversationId: string): Promise<void> {
+    if (!(await repo.deleteConversation(this.db, userId, conversationId))) throw errors.notFound('Conversation not found.');
+  }
+
+  async messages(userId: string, conversationId: string, page: PageRequest) {
+    await this.get(userId, conversationId);
+    return toPage(await repo.listMessages(this.db, conversationId, page), page.limit);
+  }
+
+  /** The agent's (skill's) greeting in the conversation, posted once. */
+  async greet(userId: string, conversationId: string, agentId: string): Promise<repo.MessageRow> {
+    const conversation = await this.get(userId, conversationId);
+    const skill = await this.skills.get(userId, agentId).catch((error: unknown) => {
+      if (error instanceof ApiError && error.status === 404) throw errors.notFound('Agent not found: agentId must be one of your skills.');
+      throw error;
+    });
+    const existing = await repo.findGreeting(this.db, conversation.id, skill.id);
+    if (existing) return existing;
+    const now = new Date();
+    const content = skill.greeting.trim() !== '' ? skill.greeting : `Hi, I'm ${skill.name}.${skill.description ? ` ${skill.description}` : ''}`;
+    try {
+      return await this.db.transaction().execute(async (trx) => {
+        const message = await repo.insertMessage(trx, {
+          id: uuidv7(now.getTime()),
+          conversation_id: conversation.id,
+          owner_user_id: userId,
+          role: 'assistant',
+          kind: 'greeting',
+          content,
+          status: 'complete',
+          agent_id: skill.id,
+          created_at: now,
+          updated_at: now,
+        });
+        await repo.updateConversation(trx, userId, conversation.id, { updated_at: now });
+        return message;
+      });
+    } catch (error) {
+      // The same greeting posted by a concurrent call: answer that one.
+      if (pgErrorCode(error) !== PgError.uniqueViolation) throw error;
+      return (await repo.findGreeting(this.db, conversation.id, skill.id)) as repo.MessageRow;
+    }
+  }
+
+  /**
+   * Stores the user's message and a reply being generated, asks the model, and stores the reply's
+   * outcome. A provider failure, timeout or cancellation is an outcome (`failure`), not an error.
+   */
+  async send(userId: string, input: SendInput, hooks: SendHooks): Promise<SendOutcome> {
+    const conversation = await this.get(userId, input.conversationId);
+    if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
+    // The conversation's model, or the default when it has none or the deployment no longer offers it.
+    const model =
+      input.model !== undefined ? this.model(input.model) : (this.provider.models.find((m) => m.id === conversation.model) ?? this.model(undefined));
+    const now = new Date();
+    const [message, reply] = await this.db.transaction().execute(async (trx) => {
+      const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
+      const stored = await repo.insertMessage(trx, { ...base, id: uuidv7(now.getTime()), role: 'user', kind: 'message', content: input.content, status: 'complete' });
+      const pending = await repo.insertMessage(trx, { ...base, id: uuidv7(now.getTime()), role: 'assistant', kind: 'reply', status: 'generating', model: model.id });
+      await repo.updateConversation(trx, userId, conversation.id, {
+        updated_at: now,
+        ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}),
+      });
+      return [stored, pending] as const;
+    });
+    hooks.onStart?.(message);
+
+    const prompt = await this.prompt(userId, conversation, message);
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const signal = AbortSignal.any([hooks.signal, timeout]);
+    let text = '';
+    try {
+      let usage: ChatUsage = { inputTokens: 0, outputTokens: 0 };
+      if (hooks.onDelta) {
+        for await (const part of this.provider.stream({ model: model.id, messages: prompt, signal })) {
+          if (part.type === 'delta') {
+            text += part.text;
+            hooks.onDelta(part.text);
+          } else usage = part.usage;
+        }
+      } else {
+        ({ text, usage } = await this.provider.generate({ model: model.id, messages: prompt, signal }));
+      }
+      return { message, reply: await this.complete(userId, reply, model, text, usage), failure: null };
+    } catch (error) {
+      const failure = timeout.aborted
+        ? { code: 'model_provider_timeout' as const, error: `no answer within ${this.timeoutMs} ms` }
+        : hooks.signal.aborted
+          ? { code: 'cancelled' as const, error: 'the client closed the connection' }
+          : error instanceof ModelProviderFailure
+            ? { code: 'model_provider_error' as const, error: error.message }
+            : null;
+      if (!failure) throw error;
+      return { message, reply: await this.fail(userId, reply, model, text, failure), failure };
+    }
+  }
+
+  /** The available model `id` (the default without one); `400` naming `/body/model` when unknown. */
+  private model(id: string | undefined): ModelInfo {
+    const models = this.provider.models;
+    const found = id === undefined ? (models.find((m) => m.default) ?? models[0]) : models.find((m) => m.id === id);
+    if (found) return found;
+    const message = `must be one of the available models: ${models.map((m) => m.id).join(', ')}`;
+    throw errors.invalidRequest(`The model "${id ?? ''}" is not available.`, [{ path: '/body/model', message }]);
+  }
+
+  /** System prompt (project instructions, relevant memory), recent history and the new message. */
+  private async prompt(userId: string, conversation: repo.ConversationRow, message: repo.MessageRow): Promise<ChatMessage[]> {
+    const project = conversation.project_id ? await this.projects.get(userId, conversation.project_id).catch(() => null) : null;
+    const [memory, history] = await Promise.all([
+      relevantMemoryItems(this.db, userId, conversation.project_id, message.content, MEMORY_ITEMS),
+      repo.history(this.db, conversation.id, message.id, HISTORY_MESSAGES),
+    ]);
+    let system = SYSTEM_PROMPT;
+    if (project) system += `\n\nThe conversation belongs to the project "${project.name}".${project.instructions ? `\nProject instructions:\n${project.instructions}` : ''}`;
+    if (memory.length > 0) system += `\n\nWhat you know about the user:\n${memory.map((m) => `- ${m.content}`).join('\n')}`;
+    return [
+      { role: 'system', content: system },
+      ...history.map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content })),
+      { role: 'user', content: message.content },
+    ];
+  }
+
+  private complete(userId: string, reply: repo.MessageRow, model: ModelInfo, text: string, usage: ChatUsage) {
+    return this.db.transaction().execute(async (trx) => {
+      const now = new Date();
+      const cost = costMicroCents(model, usage);
+      const stored = await repo.updateMessage(trx, reply.id, {
+        content: text,
+        status: 'complete',
+        input_tokens: usage.inputTokens,
+        output_tokens: usage.outputTokens,
+        cost_micro_cents: cost,
+        updated_at: now,
+      });
+      if (!stored) return { ...reply, content: text, status: 'complete' }; // the conversation was deleted meanwhile
+      await repo.insertUsage(trx, {
+        id: uuidv7(now.getTime()),
+        user_id: userId,
+        kind: 'chat.reply',
+        resource_id: reply.id,
+        model: model.id,
+        input_tokens: usage.inputTokens,
+        output_tokens: usage.outputTokens,
+        cost_micro_cents: cost,
+        created_at: now,
+      });
+      await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
+        conversationId: reply.conversation_id,
+        messageId: reply.id,
+        model: model.id,
+        content: text,
+        usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, costCents: cost / 1e6 },
+      });
+      return stored;
+    });
+  }
+
+  private fail(userId: string, reply: repo.MessageRow, model: ModelInfo, text: string, failure: { code: FailureCode; error: string }) {
+    return this.db.transaction().execute(async (trx) => {
+      const stored = await repo.updateMessage(trx, reply.id, {
+        content: text,
+        status: 'failed',
+        error_code: failure.code,
+        error_message: failure.error,
+        updated_at: new Date(),
+      });
+      if (!stored) return { ...reply, content: text, status: 'failed', error_code: failure.code, error_message: failure.error };
+      await this.webhooks.emitEvent(trx, 'chat.failed', userId, {
+        conversationId: reply.conversation_id,
+        messageId: reply.id,
+        model: model.id,
+        errorCode: failure.code,
+        error: failure.error,
+      });
+      return stored;
+    });
+  }
+}

@@ -1,0 +1,28 @@
+import type { Response } from 'express';
+
+/**
+ * A server-sent event stream on a response: opened (status and headers sent) by the first event,
+ * so that anything refused before it is still answered as a JSON error.
+ */
+export class EventStream {
+  private opened = false;
+
+  constructor(private readonly res: Response) {}
+
+  send(event: string, data: unknown): void {
+    if (!this.opened) {
+      this.opened = true;
+      this.res.status(200).set({
+        'Content-Type': 'text/event-stream; charset=utf-8',
+        'Cache-Control': 'no-cache, no-transform',
+        'X-Accel-Buffering': 'no',
+      });
+      this.res.flushHeaders();
+    }
+    if (!this.res.writableEnded) this.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  }
+
+  end(): void {
+    if (!this.res.writableEnded) this.res.end();
+  }
+}

@@ -1,0 +1,102 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** How the fake model answers one chat completion request. */
+export type Behaviour =
+  | { kind: 'reply'; chunks: string[]; usage?: { prompt: number; completion: number } }
+  | { kind: 'error'; status: number; message: string }
+  /** Never answers. */
+  | { kind: 'hang' }
+  /** Streams these chunks, then never finishes. */
+  | { kind: 'stall'; chunks: string[] };
+
+export interface FakeModelServer {
+  /** The base URL of its OpenAI-compatible API (`…/v1`). */
+  baseUrl: string;
+  requests: { body: { model: string; stream?: boolean; messages: { role: string; content: string }[] }; authorization?: string }[];
+  /** Requests whose client went away before the answer ended. */
+  abandoned: () => number;
+  behaviour: (n: number) => Behaviour;
+  close(): Promise<void>;
+}
+
+/**
+ * A local server speaking the OpenAI chat completions protocol (plain JSON and streamed
+ * server-sent events, with usage), answering as `behaviour` says.
+ */
+export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] })): Promise<FakeModelServer> {
+  let abandoned = 0;
+  const fake: FakeModelServer = {
+    baseUrl: '',
+    requests: [],
+    abandoned: () => abandoned,
+    behaviour,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  const server = http.createServer((req, res) => {
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => parts.push(c));
+    req.on('end', () => {
+      if (req.url !== '/v1/chat/completions' || req.method !== 'POST') {
+        res.writeHead(404).end();
+        return;
+      }
+      const body = JSON.parse(Buffer.concat(parts).toString('utf8'));
+      const n = fake.requests.length;
+      fake.requests.push({ body, authorization: req.headers.authorization });
+      res.on('close', () => {
+        if (!res.writableFinished) abandoned += 1;
+      });
+      const answer = fake.behaviour(n);
+      if (answer.kind === 'hang') return;
+      if (answer.kind === 'error') {
+        res.writeHead(answer.status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: answer.message, type: 'server_error' } }));
+        return;
+      }
+      const base = { id: `chatcmpl-${n}`, created: 1763784000, model: body.model };
+      if (!body.stream) {
+        const usage = answer.kind === 'reply' ? (answer.usage ?? { prompt: 10, completion: 5 }) : { prompt: 0, completion: 0 };
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            ...base,
+            object: 'chat.completion',
+            choices: [{ index: 0, message: { role: 'assistant', content: answer.chunks.join('') }, finish_reason: 'stop' }],
+            usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion },
+          }),
+        );
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      const event = (data: unknown) => res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', ...(data as object) })}\n\n`);
+      answer.chunks.forEach((content, i) =>
+        event({ choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content }, finish_reason: null }] }),
+      );
+      if (answer.kind === 'stall') return;
+      const usage = answer.usage ?? { prompt: 10, completion: 5 };
+      event({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+      event({ choices: [], usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } });
+      res.end('data: [DONE]\n\n');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  fake.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return fake;
+}
+
+/** Parses a server-sent event stream into its events. */
+export function parseEvents(text: string): { event: string; data: Record<string, unknown> }[] {
+  return text
+    .split('\n\n')
+    .filter((block) => block.trim() !== '')
+    .map((block) => {
+      const lines = block.split('\n');
+      const event = lines.find((l) => l.startsWith('event: '))?.slice(7) ?? 'message';
+      const data = lines.filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+      return { event, data: JSON.parse(data) as Record<string, unknown> };
+    });
+}
