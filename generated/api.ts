@@ -880,6 +880,10 @@ export interface paths {
          *     webhook event; a failed one (the provider's error, `502 model_provider_error`; no answer within
          *     the deployment's timeout, `504 model_provider_timeout`; a cancelled stream) is stored as
          *     `failed` and emits `chat.failed`. The error answers carry the failed reply's `messageId`.
+         *
+         *     A JSON answer may be made safe to retry with `Idempotency-Key` (the same key and body answer the
+         *     first complete reply again and post nothing); a stream cannot be replayed, so `stream: true`
+         *     with the header is `400`.
          */
         post: operations["sendMessage"];
         delete?: never;
@@ -5671,7 +5675,13 @@ export interface operations {
     sendMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5684,6 +5694,7 @@ export interface operations {
             /** @description The stored message and the complete reply, or the stream of the reply. */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5724,6 +5735,16 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["MessageCreateResponse"];
+                    /**
+                     * @example event: message
+                     *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
+                     *
+                     *     event: delta
+                     *     data: {"text":"Hello"}
+                     *
+                     *     event: done
+                     *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","role":"assistant","content":"Hello"}}
+                     */
                     "text/event-stream": components["schemas"]["ChatEventStream"];
                 };
             };
@@ -5733,6 +5754,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["ModelProviderError"];
             504: components["responses"]["ModelProviderTimeout"];

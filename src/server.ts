@@ -32,6 +32,7 @@ async function main(): Promise<void> {
   logger.info('listening', {
     port: config.port,
     database: runtime.database.kind,
+    modelProvider: runtime.services.models.info.kind,
     startupMs: Math.round(performance.now() - started),
   });
 

@@ -60,7 +60,11 @@ export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?:
 /** Renders every error as the ErrorResponse body. A 500 says only `internal_error` and the request id. */
 export function errorMiddleware(logger: Logger, bodyLimitBytes: number): ErrorRequestHandler {
   return (error, req, res, next) => {
-    if (res.headersSent) return next(error);
+    if (res.headersSent) {
+      // A streamed answer had started: it can only be cut short (Express closes the connection).
+      logger.error('error after the response started', { requestId: req.requestId, error: (error as Error)?.message });
+      return next(error);
+    }
     const apiError = toApiError(error, bodyLimitBytes, req.authFailure) ?? errors.internal(req.requestId);
     if (apiError.status >= 500) {
       const e = error as Error & { errors?: unknown };

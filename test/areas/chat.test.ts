@@ -182,6 +182,12 @@ describe('POST /api/v1/conversations/messages', () => {
     const [reply] = await messages(ctx.alice, conversationId);
     expect(reply).toMatchObject({ status: 'failed', errorCode: 'model_provider_timeout' });
     await eventually(() => (model.abandoned() > 0 ? true : undefined));
+
+    model.behaviour = () => ({ kind: 'stall', chunks: ['Half'] });
+    const streamed = await send(ctx.alice, { conversationId, content: 'Again', stream: true }).buffer(true).parse(textBody);
+    const events = parseEvents(streamed.body as string);
+    expect(events.map((e) => e.event)).toEqual(['message', 'delta', 'error']);
+    expect(events[2]!.data).toMatchObject({ code: 'model_provider_timeout', message: { status: 'failed', content: 'Half', errorCode: 'model_provider_timeout' } });
   });
 
   test('a client that disconnects mid-stream cancels the provider call; the partial reply is stored as cancelled', async () => {
@@ -253,6 +259,20 @@ describe('POST /api/v1/conversations/messages', () => {
     expect(await messages(ctx.alice, conversationId)).toEqual([]);
     expect(model.requests).toHaveLength(requests);
     expect((await ctx.h.http().get('/api/v1/conversations/messages').set(ctx.alice.auth)).status).toBe(400);
+  });
+
+  test('Idempotency-Key replays a JSON reply and posts nothing; with stream it is refused', async () => {
+    const conversationId = await conversation(ctx.alice);
+    const requests = model.requests.length;
+    const first = await send(ctx.alice, { conversationId, content: 'Once' }).set('Idempotency-Key', 'chat-once');
+    const again = await send(ctx.alice, { conversationId, content: 'Once' }).set('Idempotency-Key', 'chat-once');
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body).toEqual(first.body);
+    expect(model.requests).toHaveLength(requests + 1);
+    const streamed = await send(ctx.alice, { conversationId, content: 'Twice', stream: true }).set('Idempotency-Key', 'chat-stream');
+    expect(streamed.status).toBe(400);
+    expect(await messages(ctx.alice, conversationId)).toHaveLength(2);
   });
 
   test('messages are paged, newest first', async () => {

@@ -39,7 +39,12 @@ export function conversationHandlers(
       const page = await chat.messages(caller.userId, query.conversationId, readPage(query));
       return { messages: page.items.map(presentMessage), nextCursor: page.nextCursor };
     },
-    sendMessage: async ({ caller, body, res }) => {
+    sendMessage: async ({ caller, body, req, res }) => {
+      if (body.stream && req.get('idempotency-key') !== undefined) {
+        throw errors.invalidRequest('A streamed reply cannot be replayed: send Idempotency-Key only without stream.', [
+          { path: '/headers/idempotency-key', message: 'must not be sent with stream: true' },
+        ]);
+      }
       // A client that goes away before the answer is complete cancels the reply.
       const client = new AbortController();
       res.on('close', () => {

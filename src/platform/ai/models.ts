@@ -60,6 +60,12 @@ export interface ModelPrice {
   outputCentsPerMillionTokens: number;
 }
 
+/** The AI SDK takes the system prompt apart from the conversation. */
+const split = (messages: ChatMessage[]) => ({
+  system: messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n\n') || undefined,
+  messages: messages.filter((m): m is ChatMessage & { role: 'user' | 'assistant' } => m.role !== 'system'),
+});
+
 const usageOf = (usage: LanguageModelUsage | undefined): ChatUsage => ({
   inputTokens: usage?.inputTokens ?? 0,
   outputTokens: usage?.outputTokens ?? 0,
@@ -97,7 +103,7 @@ export class OpenAICompatibleProvider implements ModelProvider {
     try {
       const result = await generateText({
         model: this.model(request.model),
-        messages: request.messages,
+        ...split(request.messages),
         abortSignal: request.signal,
         maxRetries: 0,
       });
@@ -110,7 +116,7 @@ export class OpenAICompatibleProvider implements ModelProvider {
   async *stream(request: ChatRequest): AsyncIterable<ChatPart> {
     const result = streamText({
       model: this.model(request.model),
-      messages: request.messages,
+      ...split(request.messages),
       abortSignal: request.signal,
       maxRetries: 0,
     });
