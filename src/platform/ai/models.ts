@@ -119,6 +119,7 @@ export class OpenAICompatibleProvider implements ModelProvider {
       ...split(request.messages),
       abortSignal: request.signal,
       maxRetries: 0,
+      onError: () => undefined, // errors arrive in the stream below (the default prints them)
     });
     try {
       for await (const part of result.fullStream) {
