@@ -916,6 +916,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/automations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's automations, or read one
+         * @description With `automationId`, returns that automation as `{ automation }` (`404` if it is not one of the
+         *     caller's). Without it, returns a page of the caller's automations, newest first, as
+         *     `{ automations, nextCursor }`, optionally only those with the given `enabled` state.
+         */
+        get: operations["getAutomations"];
+        put?: never;
+        /**
+         * Create an automation
+         * @description Creates an automation owned by the caller, validated like `POST /api/v1/automations/test`: an
+         *     invalid cron expression is `400 invalid_cron`, an unknown time zone or model `400
+         *     invalid_request`, another user's project or skill `404`. Scheduled automations run at each slot
+         *     of their schedule once, however many instances run. Accepts `Idempotency-Key`.
+         */
+        post: operations["createAutomation"];
+        /**
+         * Delete an automation
+         * @description Deletes the caller's automation named by `automationId` (query, or JSON body; if both are given
+         *     they must agree), with its run history; queued runs never start. Its outputs are kept.
+         */
+        delete: operations["deleteAutomation"];
+        options?: never;
+        head?: never;
+        /**
+         * Update an automation
+         * @description Changes the fields present in the body of the caller's automation `automationId`, validated as
+         *     on create. `schedule: null` makes it run only when asked to; a new schedule starts at its next
+         *     slot.
+         */
+        patch: operations["updateAutomation"];
+        trace?: never;
+    };
+    "/api/v1/automations/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Validate a draft automation (and optionally run it once)
+         * @description Checks a draft without saving it: the cron expression and time zone, that the project, skills
+         *     and model exist and are the caller's, and the prompt's limits (those are checked by the
+         *     request's schema, `400`). Problems are answered as `valid: false` with one entry per field;
+         *     `nextRuns` lists the schedule's next five slots. With `execute: true` and a valid draft, the
+         *     prompt also runs once as a dry run and `preview` holds its output: nothing is saved and no
+         *     webhook is sent.
+         */
+        post: operations["testAutomation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/automations/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run an automation now
+         * @description Queues a run of the caller's automation `automationId` (enabled or not) and returns it. Runs go
+         *     `queued` → `running` → `succeeded` or `failed` (or `cancelled` when their automation is switched
+         *     off before they start); follow them with `GET /api/v1/automations/runs`. Each finished run emits
+         *     `automation.finished`, each failed one `automation.failed`. Accepts `Idempotency-Key`, so that a
+         *     retried request queues one run.
+         */
+        post: operations["runAutomation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/automations/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The run history
+         * @description With `runId`, returns that run as `{ run }` (`404` if it is not one of the caller's). Without
+         *     it, returns a page of the caller's runs, newest first, as `{ runs, nextCursor }`, optionally
+         *     only those of `automationId` (one of the caller's, `404` otherwise) or in `status`.
+         */
+        get: operations["getAutomationRuns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2685,6 +2796,318 @@ export interface components {
             /** @description The agent, defined by one of the caller's skills (its `skillId`). */
             agentId: components["schemas"]["Id"];
         };
+        /** @description When the automation runs by itself. */
+        AutomationSchedule: {
+            /**
+             * @description A cron expression of five fields (minute, hour, day of month, month, day of week), as in `0 9 * * 1-5`. A slot missed while no instance ran is run once when they are back.
+             * @example 0 9 * * 1-5
+             */
+            cron: string;
+            /**
+             * @description The IANA time zone the expression is read in.
+             * @example Europe/Paris
+             */
+            timezone: string;
+        };
+        /**
+         * @description What each run stores as its output: Markdown (`text/markdown`), plain text (`text/plain`) or a JSON document (`application/json`; a reply that is not JSON fails the run).
+         * @example markdown
+         * @enum {string}
+         */
+        AutomationOutputFormat: "markdown" | "text" | "json";
+        /**
+         * @description 1 to 200 characters, not only white space.
+         * @example Morning briefing
+         */
+        AutomationName: string;
+        /**
+         * @description What the model is asked at every run (Markdown, at most 20,000 characters).
+         * @example Summarize yesterday's notes in five bullets.
+         */
+        AutomationPrompt: string;
+        /** @description Skills of the caller's whose instructions are added to the prompt. */
+        AutomationSkillIds: components["schemas"]["Id"][];
+        Automation: {
+            automationId: components["schemas"]["Id"];
+            name: components["schemas"]["AutomationName"];
+            prompt: components["schemas"]["AutomationPrompt"];
+            /** @description The schedule, or `null` for an automation that runs only when asked to. */
+            schedule: {
+                /** @example 0 9 * * 1-5 */
+                cron: string;
+                /** @example Europe/Paris */
+                timezone: string;
+            } | null;
+            /**
+             * @description Whether the schedule fires (explicit runs work either way).
+             * @example true
+             */
+            enabled: boolean;
+            /** @example null */
+            projectId: string | null;
+            /** @example [] */
+            skillIds: string[];
+            /**
+             * @description The model, or `null` for the deployment's default.
+             * @example null
+             */
+            model: string | null;
+            outputFormat: components["schemas"]["AutomationOutputFormat"];
+            /**
+             * Format: int64
+             * @description The next scheduled slot, or `null` when not scheduled (no schedule, or disabled).
+             * @example 1763794800000
+             */
+            nextRunAt: number | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @example {
+         *       "name": "Morning briefing",
+         *       "prompt": "Summarize yesterday's notes in five bullets.",
+         *       "schedule": {
+         *         "cron": "0 9 * * 1-5",
+         *         "timezone": "Europe/Paris"
+         *       }
+         *     }
+         */
+        AutomationCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            name: components["schemas"]["AutomationName"];
+            prompt: components["schemas"]["AutomationPrompt"];
+            /** @description Omit for an automation that runs only when asked to. */
+            schedule?: components["schemas"]["AutomationSchedule"];
+            /** @default true */
+            enabled?: boolean;
+            /** @description A project of the caller's, whose instructions are added to the prompt. */
+            projectId?: components["schemas"]["Id"];
+            skillIds?: components["schemas"]["AutomationSkillIds"];
+            /** @description One of the models `GET /api/v1/models` lists. */
+            model?: components["schemas"]["Id"];
+            /** @default markdown */
+            outputFormat?: components["schemas"]["AutomationOutputFormat"];
+        };
+        /**
+         * @description Only the fields present change; `schedule`, `projectId` and `model` may be `null`.
+         * @example {
+         *       "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+         *       "enabled": false
+         *     }
+         */
+        AutomationUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            automationId: components["schemas"]["Id"];
+            name?: components["schemas"]["AutomationName"];
+            prompt?: components["schemas"]["AutomationPrompt"];
+            schedule?: {
+                /** @example 0 9 * * 1-5 */
+                cron: string;
+                /** @example Europe/Paris */
+                timezone: string;
+            } | null;
+            /** @example false */
+            enabled?: boolean;
+            /** @example null */
+            projectId?: string | null;
+            skillIds?: components["schemas"]["AutomationSkillIds"];
+            /** @example null */
+            model?: string | null;
+            outputFormat?: components["schemas"]["AutomationOutputFormat"];
+        };
+        /**
+         * @example {
+         *       "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0"
+         *     }
+         */
+        AutomationDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            automationId?: components["schemas"]["Id"];
+        };
+        AutomationResponse: {
+            automation: components["schemas"]["Automation"];
+        };
+        AutomationListResponse: {
+            automations: components["schemas"]["Automation"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ automation }` when `automationId` is given, otherwise a page `{ automations, nextCursor }`. */
+        AutomationGetResponse: components["schemas"]["AutomationResponse"] | components["schemas"]["AutomationListResponse"];
+        AutomationDeleteResponse: {
+            automationId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        /**
+         * @description A draft, as it would be created, and whether to run it once.
+         * @example {
+         *       "name": "Morning briefing",
+         *       "prompt": "Summarize yesterday's notes in five bullets.",
+         *       "schedule": {
+         *         "cron": "0 9 * * 1-5",
+         *         "timezone": "Europe/Paris"
+         *       }
+         *     }
+         */
+        AutomationTestRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            name: components["schemas"]["AutomationName"];
+            prompt: components["schemas"]["AutomationPrompt"];
+            schedule?: components["schemas"]["AutomationSchedule"];
+            /** @default true */
+            enabled?: boolean;
+            projectId?: components["schemas"]["Id"];
+            skillIds?: components["schemas"]["AutomationSkillIds"];
+            model?: components["schemas"]["Id"];
+            /** @default markdown */
+            outputFormat?: components["schemas"]["AutomationOutputFormat"];
+            /**
+             * @description Also run the prompt once, as a dry run (nothing is saved, no webhook is sent).
+             * @default false
+             * @example false
+             */
+            execute?: boolean;
+        };
+        AutomationTestError: {
+            /**
+             * @description The draft's field, as a JSON pointer into the body.
+             * @example /schedule/cron
+             */
+            field: string;
+            /**
+             * @description `invalid_cron`, `unknown_timezone`, `not_found` (a project, skill or model that is not the caller's or not available), `invalid_output` (a dry run whose reply is not the requested format) or `model_provider_error`. Clients must tolerate new values.
+             * @example invalid_cron
+             */
+            code: string;
+            /** @example Constraint error, got value 61 expected range 0-59 */
+            message: string;
+        };
+        AutomationTestResponse: {
+            /** @example true */
+            valid: boolean;
+            errors: components["schemas"]["AutomationTestError"][];
+            /**
+             * @description The next five scheduled slots (empty without a schedule or when it is invalid).
+             * @example [
+             *       1763794800000,
+             *       1763881200000
+             *     ]
+             */
+            nextRuns: components["schemas"]["Timestamp"][];
+            /** @description With `execute`, the dry run's output; otherwise `null`. */
+            preview: {
+                /** @example - Notes reviewed: 4 */
+                content: string;
+                /** @example text/markdown */
+                mimeType: string;
+                usage: {
+                    /** @example 120 */
+                    inputTokens: number;
+                    /** @example 40 */
+                    outputTokens: number;
+                };
+            } | null;
+        };
+        /**
+         * @example {
+         *       "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0"
+         *     }
+         */
+        AutomationRunRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            automationId: components["schemas"]["Id"];
+        };
+        /**
+         * @description Clients must tolerate new values.
+         * @example succeeded
+         * @enum {string}
+         */
+        AutomationRunStatus: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+        AutomationRun: {
+            runId: components["schemas"]["Id"];
+            automationId: components["schemas"]["Id"];
+            status: components["schemas"]["AutomationRunStatus"];
+            /**
+             * @example manual
+             * @enum {string}
+             */
+            trigger: "schedule" | "manual";
+            /**
+             * Format: int64
+             * @description The schedule's slot a scheduled run is for.
+             * @example null
+             */
+            scheduledFor: number | null;
+            /**
+             * @description How many times the run was started (more than 1 after an instance stopped during it).
+             * @example 1
+             */
+            attempt: number;
+            createdAt: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @example 1763784000100
+             */
+            startedAt: number | null;
+            /**
+             * Format: int64
+             * @example 1763784004100
+             */
+            finishedAt: number | null;
+            /**
+             * @description Why the run failed: `model_provider_error`, `model_provider_timeout`, `invalid_output`, `interrupted` (its instance stopped too often) or `capability_disabled`. Clients must tolerate new values.
+             * @example null
+             */
+            errorCode: string | null;
+            /** @example null */
+            errorMessage: string | null;
+            usage: {
+                /** @example 120 */
+                inputTokens: number;
+                /** @example 40 */
+                outputTokens: number;
+                /** @example 0.0042 */
+                costCents: number;
+            } | null;
+            /** @description The outputs the run stored (read them with `/api/v1/outputs`). */
+            outputs: {
+                /** @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1eb1 */
+                outputId: string;
+                /** @example Morning briefing 2026-11-22.md */
+                name: string;
+                /** @example text/markdown */
+                mimeType: string;
+                /** @example 512 */
+                sizeBytes: number;
+            }[];
+        };
+        AutomationRunResponse: {
+            run: components["schemas"]["AutomationRun"];
+        };
+        AutomationRunListResponse: {
+            runs: components["schemas"]["AutomationRun"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ run }` when `runId` is given, otherwise a page `{ runs, nextCursor }`. */
+        AutomationRunGetResponse: components["schemas"]["AutomationRunResponse"] | components["schemas"]["AutomationRunListResponse"];
+        /** @description The deterministic answer of every route of a capability that is switched off. */
+        CapabilityDisabledError: components["schemas"]["ErrorResponse"] & {
+            /** @enum {string} */
+            code?: "capability_disabled";
+            /**
+             * @description The capability that is off. Clients must tolerate new values.
+             * @example automations
+             */
+            capability: string;
+        };
     };
     responses: {
         /** @description `invalid_request`: the request does not match the contract or the rules stated for the operation; `details` lists each problem. Nothing was changed. */
@@ -2902,6 +3325,31 @@ export interface components {
                  *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92"
                  *     }
                  */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `capability_disabled`: the capability this operation belongs to is switched off for this deployment. */
+        CapabilityDisabled: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "Automation scheduling is disabled for this deployment.",
+                 *       "code": "capability_disabled",
+                 *       "capability": "automations"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CapabilityDisabledError"];
+            };
+        };
+        /** @description `capability_disabled` when the capability this operation belongs to is switched off (the same body on every route of the capability, whatever the request), or `forbidden`: the body names another user. */
+        ForbiddenOrCapabilityDisabled: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
@@ -5805,6 +6253,322 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAutomations: {
+        parameters: {
+            query?: {
+                /** @description Read this automation. */
+                automationId?: components["schemas"]["Id"];
+                /** @description Only enabled (`true`) or disabled (`false`) automations. */
+                enabled?: boolean;
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The automation, or a page of automations. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AutomationGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["CapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createAutomation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AutomationCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The created automation. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "automation": {
+                     *         "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *         "name": "Morning briefing",
+                     *         "prompt": "Summarize yesterday's notes in five bullets.",
+                     *         "schedule": {
+                     *           "cron": "0 9 * * 1-5",
+                     *           "timezone": "Europe/Paris"
+                     *         },
+                     *         "enabled": true,
+                     *         "projectId": null,
+                     *         "skillIds": [],
+                     *         "model": null,
+                     *         "outputFormat": "markdown",
+                     *         "nextRunAt": 1763794800000,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteAutomation: {
+        parameters: {
+            query?: {
+                /** @description The automation to delete (or give it in the body). */
+                automationId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["AutomationDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The automation was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateAutomation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AutomationUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated automation. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "automation": {
+                     *         "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *         "name": "Morning briefing",
+                     *         "prompt": "Summarize yesterday's notes in five bullets.",
+                     *         "schedule": {
+                     *           "cron": "0 9 * * 1-5",
+                     *           "timezone": "Europe/Paris"
+                     *         },
+                     *         "enabled": true,
+                     *         "projectId": null,
+                     *         "skillIds": [],
+                     *         "model": null,
+                     *         "outputFormat": "markdown",
+                     *         "nextRunAt": 1763794800000,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    testAutomation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AutomationTestRequest"];
+            };
+        };
+        responses: {
+            /** @description The verdict on the draft. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AutomationTestResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    runAutomation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AutomationRunRequest"];
+            };
+        };
+        responses: {
+            /** @description The queued run. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "run": {
+                     *         "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1eb0",
+                     *         "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *         "status": "queued",
+                     *         "trigger": "manual",
+                     *         "scheduledFor": null,
+                     *         "attempt": 0,
+                     *         "createdAt": 1763784000000,
+                     *         "startedAt": null,
+                     *         "finishedAt": null,
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "usage": null,
+                     *         "outputs": []
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationRunResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAutomationRuns: {
+        parameters: {
+            query?: {
+                /** @description Read this run. */
+                runId?: components["schemas"]["Id"];
+                /** @description Only runs of this automation. */
+                automationId?: components["schemas"]["Id"];
+                /** @description Only runs in this state. */
+                status?: components["schemas"]["AutomationRunStatus"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run, or a page of runs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AutomationRunGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["CapabilityDisabled"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
         };
     };

@@ -43,6 +43,44 @@ export interface AuditEvents {
   resource_type: string;
 }
 
+export interface AutomationRuns {
+  attempt: Generated<number>;
+  automation_id: string;
+  cost_micro_cents: number | null;
+  created_at: Generated<Timestamp>;
+  error_code: string | null;
+  error_message: string | null;
+  finished_at: Timestamp | null;
+  id: string;
+  input_tokens: number | null;
+  lease_token: string | null;
+  locked_until: Timestamp | null;
+  output_ids: Generated<string[]>;
+  output_tokens: number | null;
+  owner_user_id: string;
+  scheduled_for: Timestamp | null;
+  started_at: Timestamp | null;
+  status: string;
+  trigger: string;
+}
+
+export interface Automations {
+  created_at: Generated<Timestamp>;
+  cron: string | null;
+  enabled: boolean;
+  id: string;
+  model: string | null;
+  name: string;
+  next_run_at: Timestamp | null;
+  output_format: string;
+  owner_user_id: string;
+  project_id: string | null;
+  prompt: string;
+  skill_ids: Generated<string[]>;
+  timezone: string | null;
+  updated_at: Generated<Timestamp>;
+}
+
 export interface Budgets {
   balance_cents: number;
   updated_at: Generated<Timestamp>;
@@ -305,6 +343,8 @@ export interface WebhookSubscriptions {
 export interface DB {
   administrative_principals: AdministrativePrincipals;
   audit_events: AuditEvents;
+  automation_runs: AutomationRuns;
+  automations: Automations;
   budgets: Budgets;
   capabilities: Capabilities;
   conversations: Conversations;

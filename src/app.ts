@@ -26,6 +26,9 @@ import { sessionHandlers } from './areas/sessions/handlers';
 import { SessionService } from './areas/sessions/service';
 import { skillHandlers } from './areas/skills/handlers';
 import { SkillService } from './areas/skills/service';
+import { automationHandlers } from './areas/automations/handlers';
+import { AutomationRunner, AutomationScheduler } from './areas/automations/runner';
+import { AutomationService } from './areas/automations/service';
 import { conversationHandlers } from './areas/conversations/handlers';
 import { ChatService } from './areas/conversations/service';
 import { modelHandlers } from './areas/models/handlers';
@@ -35,6 +38,7 @@ import { WebhookService } from './areas/webhooks/service';
 import { SecretBox } from './areas/webhooks/signing';
 import { type Config, hasIdentityProvider } from './config';
 import { resolveCaller, securityHandlers } from './http/auth';
+import { requireDeclaredCapability } from './http/capability-gate';
 import { docsRouter } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
@@ -70,6 +74,7 @@ export interface Services {
   skills: SkillService;
   webhooks: WebhookService;
   chat: ChatService;
+  automations: AutomationService;
   /** The model provider chat and automations call. */
   models: ModelProvider;
 }
@@ -85,6 +90,10 @@ export interface Runtime {
   indexer: KnowledgeIndexer;
   /** Delivers outgoing webhooks in the background. */
   dispatcher: WebhookDispatcher;
+  /** Queues the runs of due schedule slots (node-cron ticks). */
+  scheduler: AutomationScheduler;
+  /** Executes queued automation runs. */
+  runner: AutomationRunner;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
   close(): Promise<void>;
@@ -140,21 +149,24 @@ function createServices(
     skills,
     webhooks,
     chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs),
+    automations: new AutomationService(db, models, projects, skills),
     models,
   };
 }
 
+/** The logging function the background workers take. */
+const workerLog =
+  (logger: Logger) =>
+  (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>): void => {
+    logger.log(level, message, meta);
+  };
+
 function createDispatcher(config: Config, database: DatabaseHandle, secretBox: SecretBox, logger: Logger): WebhookDispatcher {
   const { allowLoopback, allowedPorts, ...settings } = config.webhooks;
-  return new WebhookDispatcher(
-    database.db,
-    secretBox,
-    { ...settings, policy: { allowLoopback, allowedPorts } },
-    { log: (level, message, meta) => logger.log(level, message, meta) },
-  );
+  return new WebhookDispatcher(database.db, secretBox, { ...settings, policy: { allowLoopback, allowedPorts } }, { log: workerLog(logger) });
 }
 
-function handlerMap(services: Services, config: Config): HandlerMap {
+function handlerMap(services: Services, config: Config, runner: AutomationRunner): HandlerMap {
   return {
     ...sessionHandlers(services.sessions, { secure: config.env !== 'development' }),
     ...capabilityHandlers(services.capabilities),
@@ -171,6 +183,7 @@ function handlerMap(services: Services, config: Config): HandlerMap {
     ...webhookHandlers(services.webhooks),
     ...modelHandlers(services.models),
     ...conversationHandlers(services.chat, config.models.timeoutMs),
+    ...automationHandlers(services.automations, runner),
   };
 }
 
@@ -195,8 +208,13 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const indexer = new KnowledgeIndexer(services.knowledge, config.embeddings.indexIntervalMs, (error) =>
       logger.error('knowledge indexing failed', { error: (error as Error).message }),
     );
+    const log = workerLog(logger);
+    const runner = new AutomationRunner(db.db, services.automations, services.outputs, services.webhooks, services.capabilities, config.automations, log);
+    const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => void runner.runOnce());
     indexer.start();
     dispatcher.start();
+    runner.start();
+    scheduler.start();
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
       config.bootstrapAdminUserIds,
@@ -224,12 +242,12 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     app.use(docsRouter());
     app.use(cookieParser(cookieSecret));
     app.use(
-      await apiRouter(doc, handlerMap(services, config), {
+      await apiRouter(doc, handlerMap(services, config, runner), {
         validateResponses: config.validateResponses,
         bodyLimitBytes: config.bodyLimitBytes,
         idempotency: new IdempotencyStore(db.db),
         securityHandlers: securityHandlers(verifyToken, services.sessions, signedUrls),
-        afterSecurity: [resolveCaller(config.auth.allowedOrigins), requireRoles(services.principals)],
+        afterSecurity: [resolveCaller(config.auth.allowedOrigins), requireDeclaredCapability(services.capabilities), requireRoles(services.principals)],
       }),
     );
     app.use('/api/v1', apiNotFound);
@@ -246,8 +264,11 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       },
       indexer,
       dispatcher,
+      scheduler,
+      runner,
       close: async () => {
-        await Promise.all([indexer.stop(), dispatcher.stop()]);
+        await scheduler.stop();
+        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop()]);
         store.close();
         await db.close();
       },

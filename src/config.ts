@@ -1,4 +1,5 @@
 import path from 'node:path';
+import cron from 'node-cron';
 
 /** Configuration of the service, read from the environment once at start-up and validated. */
 export interface Config {
@@ -58,6 +59,16 @@ export interface Config {
     models: { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number }[];
     /** How long a reply may take. */
     timeoutMs: number;
+  };
+  automations: {
+    /** How often each instance looks for due schedule slots (a six-field node-cron expression). */
+    tickCron: string;
+    /** How often each instance looks for queued runs. */
+    pollIntervalMs: number;
+    /** How long one run may take. */
+    runTimeoutMs: number;
+    /** Runs of one user running at once, across instances. */
+    maxConcurrentRunsPerUser: number;
   };
   webhooks: {
     /** Lets receivers on loopback addresses (any port) through the address guard: tests and local development only. */
@@ -276,6 +287,12 @@ export function loadConfig(env: Env = process.env): Config {
       }),
       timeoutMs: r.int('CHAT_TIMEOUT_MS', 60_000, 100, 600_000),
     },
+    automations: {
+      tickCron: r.string('AUTOMATION_TICK_CRON', '*/10 * * * * *'),
+      pollIntervalMs: r.int('AUTOMATION_POLL_INTERVAL_MS', 1000, 10, 60_000),
+      runTimeoutMs: r.int('AUTOMATION_RUN_TIMEOUT_MS', 300_000, 100, 3_600_000),
+      maxConcurrentRunsPerUser: r.int('AUTOMATION_MAX_CONCURRENT_RUNS', 2, 1, 100),
+    },
     webhooks: {
       allowLoopback: r.bool('WEBHOOK_ALLOW_LOOPBACK', false),
       allowedPorts: r.list('WEBHOOK_ALLOWED_PORTS').map((port) => {
@@ -312,6 +329,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (!config.models.baseUrl && config.models.models.length > 0) {
     r.problems.push('MODEL_PROVIDER_MODELS needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
+  }
+  if (!cron.validate(config.automations.tickCron)) {
+    r.problems.push(`AUTOMATION_TICK_CRON must be a cron expression such as */10 * * * * * (got "${config.automations.tickCron}")`);
   }
   if (config.webhooks.secretsKey !== null && config.webhooks.secretsKey.length < 32) {
     r.problems.push('WEBHOOK_SECRETS_KEY must be at least 32 characters');

@@ -15,3 +15,16 @@ export function requireCapability(capabilities: CapabilitySource, name: Capabili
     else next(errors.capabilityDisabled(name));
   };
 }
+
+/**
+ * The gate of the operations that declare their capability in the document (`x-capability`),
+ * placed after authentication and before request validation: with the capability off, every such
+ * operation answers the same body, whatever the request.
+ */
+export function requireDeclaredCapability(capabilities: CapabilitySource): RequestHandler {
+  return async function declaredCapabilityGate(req, _res, next) {
+    const declared = (req as unknown as { openapi?: { schema?: { 'x-capability'?: CapabilityName } } }).openapi?.schema?.['x-capability'];
+    if (declared === undefined || (await capabilities.isEnabled(declared))) next();
+    else next(errors.capabilityDisabled(declared));
+  };
+}

@@ -1,5 +1,5 @@
 import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
-import type { Conversations, Messages, UsageRecords } from '../../../generated/db';
+import type { Conversations, Messages } from '../../../generated/db';
 import type { PageRequest } from '../../http/pagination';
 import type { Database, DB } from '../../platform/db';
 
@@ -84,8 +84,4 @@ export function insertMessage(db: Database, row: Insertable<Messages>) {
 /** Updates a message; undefined when it is gone (its conversation was deleted meanwhile). */
 export function updateMessage(trx: Transaction<DB>, id: string, changes: Updateable<Messages>) {
   return trx.updateTable('messages').set(changes).where('id', '=', id).returningAll().executeTakeFirst();
-}
-
-export function insertUsage(trx: Transaction<DB>, row: Insertable<UsageRecords>) {
-  return trx.insertInto('usage_records').values(row).execute();
 }

@@ -8,6 +8,7 @@ import { toPage } from '../../platform/pagination';
 import { relevantMemoryItems } from '../memory/repository';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
+import { costMicroCents, recordUsage } from '../usage/ledger';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
 
@@ -36,10 +37,6 @@ const HISTORY_MESSAGES = 20;
 const MEMORY_ITEMS = 5;
 const TITLE_LENGTH = 60;
 const SYSTEM_PROMPT = 'You are the assistant of an AI workspace. Answer in Markdown.';
-
-/** Cost in millionths of a cent: tokens × cents per million tokens. */
-const costMicroCents = (model: ModelInfo, usage: ChatUsage) =>
-  usage.inputTokens * model.inputCentsPerMillionTokens + usage.outputTokens * model.outputCentsPerMillionTokens;
 
 /** The title a first message gives an untitled conversation. */
 const titleFrom = (content: string) => {
@@ -237,17 +234,7 @@ export class ChatService {
         updated_at: now,
       });
       if (!stored) return { ...reply, content: text, status: 'complete' }; // the conversation was deleted meanwhile
-      await repo.insertUsage(trx, {
-        id: uuidv7(now.getTime()),
-        user_id: userId,
-        kind: 'chat.reply',
-        resource_id: reply.id,
-        model: model.id,
-        input_tokens: usage.inputTokens,
-        output_tokens: usage.outputTokens,
-        cost_micro_cents: cost,
-        created_at: now,
-      });
+      await recordUsage(trx, { userId, kind: 'chat.reply', resourceId: reply.id, model, usage, at: now });
       await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,

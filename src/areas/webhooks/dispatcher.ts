@@ -107,6 +107,7 @@ export class WebhookDispatcher {
 
   /** Delivers what is due now (bounded); resolves with the number of attempts made. */
   runOnce(): Promise<number> {
+    // Cleared once the pass has settled (a pass that awaits nothing must not clear it before it is set).
     this.running ??= (async () => {
       let attempts = 0;
       try {
@@ -129,11 +130,11 @@ export class WebhookDispatcher {
         }
       } catch (error) {
         this.log('error', 'webhook delivery pass failed', { error: (error as Error).message });
-      } finally {
-        this.running = null;
       }
       return attempts;
-    })();
+    })().finally(() => {
+      this.running = null;
+    });
     return this.running;
   }
 

@@ -6,6 +6,7 @@ import * as m0004 from './migrations/0004_files';
 import * as m0005 from './migrations/0005_knowledge';
 import * as m0006 from './migrations/0006_webhooks';
 import * as m0007 from './migrations/0007_conversations';
+import * as m0008 from './migrations/0008_automations';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -16,6 +17,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0005_knowledge': m0005,
   '0006_webhooks': m0006,
   '0007_conversations': m0007,
+  '0008_automations': m0008,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

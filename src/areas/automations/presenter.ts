@@ -1,0 +1,47 @@
+import type { components } from '../../../generated/api';
+import type { AutomationRow, RunRow } from './repository';
+
+type Schemas = components['schemas'];
+
+export function presentAutomation(row: AutomationRow): Schemas['Automation'] {
+  const scheduled = row.cron !== null && row.timezone !== null;
+  return {
+    automationId: row.id,
+    name: row.name,
+    prompt: row.prompt,
+    schedule: scheduled ? { cron: row.cron as string, timezone: row.timezone as string } : null,
+    enabled: row.enabled,
+    projectId: row.project_id,
+    skillIds: row.skill_ids,
+    model: row.model,
+    outputFormat: row.output_format as Schemas['AutomationOutputFormat'],
+    nextRunAt: scheduled && row.enabled && row.next_run_at ? row.next_run_at.getTime() : null,
+    createdAt: row.created_at.getTime(),
+    updatedAt: row.updated_at.getTime(),
+  };
+}
+
+export function presentRun(row: RunRow, outputs: { id: string; name: string; mime_type: string; size_bytes: number }[]): Schemas['AutomationRun'] {
+  const byId = new Map(outputs.map((o) => [o.id, o]));
+  return {
+    runId: row.id,
+    automationId: row.automation_id,
+    status: row.status as Schemas['AutomationRunStatus'],
+    trigger: row.trigger as Schemas['AutomationRun']['trigger'],
+    scheduledFor: row.scheduled_for?.getTime() ?? null,
+    attempt: row.attempt,
+    createdAt: row.created_at.getTime(),
+    startedAt: row.started_at?.getTime() ?? null,
+    finishedAt: row.finished_at?.getTime() ?? null,
+    errorCode: row.error_code,
+    errorMessage: row.error_message,
+    usage:
+      row.input_tokens !== null && row.output_tokens !== null && row.cost_micro_cents !== null
+        ? { inputTokens: row.input_tokens, outputTokens: row.output_tokens, costCents: row.cost_micro_cents / 1e6 }
+        : null,
+    outputs: row.output_ids
+      .map((id) => byId.get(id))
+      .filter((o) => o !== undefined)
+      .map((o) => ({ outputId: o.id, name: o.name, mimeType: o.mime_type, sizeBytes: o.size_bytes })),
+  };
+}

@@ -1,0 +1,150 @@
+import { type Insertable, type Selectable, sql, type Transaction, type Updateable } from 'kysely';
+import type { AutomationRuns, Automations } from '../../../generated/db';
+import type { PageRequest } from '../../http/pagination';
+import type { Database, DB } from '../../platform/db';
+
+export type AutomationRow = Selectable<Automations>;
+export type RunRow = Selectable<AutomationRuns>;
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+export function findAutomation(db: Database, ownerUserId: string, id: string) {
+  return db
+    .selectFrom('automations')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+export function findAutomationById(db: Database, id: string) {
+  return db.selectFrom('automations').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function listAutomations(db: Database, ownerUserId: string, filter: { enabled?: boolean }, page: PageRequest) {
+  let query = db.selectFrom('automations').selectAll().where('owner_user_id', '=', ownerUserId);
+  if (filter.enabled !== undefined) query = query.where('enabled', '=', filter.enabled);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+export function insertAutomation(db: Database, row: Insertable<Automations>) {
+  return db.insertInto('automations').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function updateAutomation(db: Database, ownerUserId: string, id: string, changes: Updateable<Automations>) {
+  return db
+    .updateTable('automations')
+    .set(changes)
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteAutomation(db: Database, ownerUserId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('automations').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+// ---- the scheduler ----
+
+/** Enabled scheduled automations whose next slot is due. */
+export function dueAutomations(db: Database, now: Date, limit: number) {
+  return db
+    .selectFrom('automations')
+    .select(['id', 'owner_user_id', 'cron', 'timezone', 'next_run_at'])
+    .where('enabled', '=', true)
+    .where('cron', 'is not', null)
+    .where('next_run_at', '<=', now)
+    .orderBy('next_run_at')
+    .limit(limit)
+    .execute();
+}
+
+/** Claims a slot: true when this call inserted its run (every other instance's insert is a no-op). */
+export async function insertScheduledRun(db: Database, row: Insertable<AutomationRuns>): Promise<boolean> {
+  const inserted = await db
+    .insertInto('automation_runs')
+    .values(row)
+    .onConflict((oc) => oc.columns(['automation_id', 'scheduled_for']).doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+/** Moves the automation's next slot forward (never back, whichever instance writes last). */
+export function advanceNextRun(db: Database, id: string, next: Date) {
+  return db
+    .updateTable('automations')
+    .set({ next_run_at: next })
+    .where('id', '=', id)
+    .where((eb) => eb.or([eb('next_run_at', 'is', null), eb('next_run_at', '<', next)]))
+    .execute();
+}
+
+// ---- runs ----
+
+export function insertRun(db: Database, row: Insertable<AutomationRuns>) {
+  return db.insertInto('automation_runs').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function findRun(db: Database, ownerUserId: string, id: string) {
+  return db.selectFrom('automation_runs').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+}
+
+export function listRuns(db: Database, ownerUserId: string, filter: { automationId?: string; status?: RunStatus }, page: PageRequest) {
+  let query = db.selectFrom('automation_runs').selectAll().where('owner_user_id', '=', ownerUserId);
+  if (filter.automationId !== undefined) query = query.where('automation_id', '=', filter.automationId);
+  if (filter.status !== undefined) query = query.where('status', '=', filter.status);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+export function outputsOf(db: Database, outputIds: string[]) {
+  if (outputIds.length === 0) return Promise.resolve([]);
+  return db.selectFrom('outputs').select(['id', 'name', 'mime_type', 'size_bytes']).where('id', 'in', outputIds).execute();
+}
+
+/**
+ * Claims up to `limit` runs to start: queued ones, and running ones whose lease ran out (their
+ * instance stopped), oldest first, keeping each user under `perUser` runs at once. Claims are
+ * serialized across instances (a transaction-scoped advisory lock), so the per-user count is exact.
+ */
+export async function claimRuns(trx: Transaction<DB>, now: Date, leaseUntil: Date, token: string, limit: number, perUser: number) {
+  await sql`select pg_advisory_xact_lock(hashtext('automation-runs:claim'))`.execute(trx);
+  const result = await sql<RunRow>`
+    with active as (
+      select owner_user_id, count(*)::int as n from automation_runs
+      where status = 'running' and locked_until > ${now}
+      group by owner_user_id
+    ),
+    ranked as (
+      select r.id, r.created_at,
+        coalesce(a.n, 0) + row_number() over (partition by r.owner_user_id order by r.created_at, r.id) as slot
+      from automation_runs r left join active a on a.owner_user_id = r.owner_user_id
+      where r.status = 'queued' or (r.status = 'running' and r.locked_until <= ${now})
+    ),
+    picked as (
+      select id from automation_runs
+      where id in (select id from ranked where slot <= ${perUser} order by created_at, id limit ${limit})
+      for update skip locked
+    )
+    update automation_runs r
+    set status = 'running', attempt = r.attempt + 1, locked_until = ${leaseUntil}, lease_token = ${token},
+      started_at = coalesce(r.started_at, ${now})
+    from picked
+    where r.id = picked.id
+    returning r.*`.execute(trx);
+  return result.rows;
+}
+
+/** Ends a run, if this worker still holds its lease. */
+export async function finishRun(db: Database, id: string, token: string, changes: Updateable<AutomationRuns>): Promise<RunRow | undefined> {
+  return db
+    .updateTable('automation_runs')
+    .set({ ...changes, lease_token: null, locked_until: null })
+    .where('id', '=', id)
+    .where('lease_token', '=', token)
+    .returningAll()
+    .executeTakeFirst();
+}

@@ -1,0 +1,217 @@
+import { randomUUID } from 'node:crypto';
+import cron, { type ScheduledTask } from 'node-cron';
+import type { Database } from '../../platform/db';
+import { uuidv7 } from '../../platform/ids';
+import type { CapabilityService } from '../capabilities/service';
+import type { OutputService } from '../outputs/service';
+import { costMicroCents, recordUsage } from '../usage/ledger';
+import type { WebhookService } from '../webhooks/service';
+import * as repo from './repository';
+import { latestSlot, nextSlots } from './schedule';
+import { type AutomationService, RunFailure } from './service';
+
+export interface RunnerSettings {
+  tickCron: string;
+  pollIntervalMs: number;
+  runTimeoutMs: number;
+  maxConcurrentRunsPerUser: number;
+}
+
+type Log = (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
+
+/** Starts of a run after which an instance stopping during it fails the run instead. */
+const MAX_ATTEMPTS = 3;
+const DUE_BATCH = 500;
+const PASSES_PER_RUN = 20;
+
+/**
+ * The scheduler of one instance: node-cron ticks, and each tick claims the due slots of enabled
+ * schedules by inserting their runs. The unique (automation, slot) key makes every slot run once
+ * however many instances tick; after downtime only the latest missed slot runs.
+ */
+export class AutomationScheduler {
+  private task: ScheduledTask | null = null;
+
+  constructor(
+    private readonly db: Database,
+    private readonly capabilities: CapabilityService,
+    private readonly tickCron: string,
+    private readonly log: Log,
+    private readonly onQueued: () => void = () => undefined,
+  ) {}
+
+  start(): void {
+    this.task ??= cron.schedule(this.tickCron, () => this.tick().catch((error: unknown) => this.log('error', 'automation scheduling failed', { error: (error as Error).message })), {
+      noOverlap: true,
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.task?.destroy();
+    this.task = null;
+  }
+
+  /** Queues the runs of the slots due at `now`; resolves with how many this instance queued. */
+  async tick(now: Date = new Date()): Promise<number> {
+    if (!(await this.capabilities.isEnabled('automations'))) return 0;
+    let queued = 0;
+    for (const automation of await repo.dueAutomations(this.db, now, DUE_BATCH)) {
+      const { cron: expression, timezone } = automation as { cron: string; timezone: string };
+      const slot = latestSlot(expression, timezone, now);
+      const inserted = await repo.insertScheduledRun(this.db, {
+        id: uuidv7(now.getTime()),
+        automation_id: automation.id,
+        owner_user_id: automation.owner_user_id,
+        status: 'queued',
+        trigger: 'schedule',
+        scheduled_for: slot,
+        created_at: now,
+      });
+      if (inserted) queued += 1;
+      await repo.advanceNextRun(this.db, automation.id, nextSlots(expression, timezone, now, 1)[0] as Date);
+    }
+    if (queued > 0) this.onQueued();
+    return queued;
+  }
+}
+
+/**
+ * The run workers of one instance: claim queued runs (and runs whose instance stopped, after
+ * their lease), execute them under the run timeout, store the output, record usage and emit
+ * `automation.finished` or `automation.failed` with the run's final state.
+ */
+export class AutomationRunner {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<number> | null = null;
+  private stopping = false;
+
+  constructor(
+    private readonly db: Database,
+    private readonly automations: AutomationService,
+    private readonly outputs: OutputService,
+    private readonly webhooks: WebhookService,
+    private readonly capabilities: CapabilityService,
+    private readonly settings: RunnerSettings,
+    private readonly log: Log,
+  ) {}
+
+  get leaseMs(): number {
+    return this.settings.runTimeoutMs + Math.min(30_000, this.settings.runTimeoutMs);
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.stopping = false;
+    this.timer = setInterval(() => void this.runOnce(), this.settings.pollIntervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** Starts what can start now (bounded); resolves with the number of runs finished. */
+  runOnce(): Promise<number> {
+    // Cleared once the pass has settled (a pass that awaits nothing must not clear it before it is set).
+    this.running ??= (async () => {
+      let finished = 0;
+      try {
+        for (let pass = 0; pass < PASSES_PER_RUN && !this.stopping; pass += 1) {
+          const token = randomUUID();
+          const now = new Date();
+          const claimed = await this.db
+            .transaction()
+            .execute((trx) => repo.claimRuns(trx, now, new Date(now.getTime() + this.leaseMs), token, 8, this.settings.maxConcurrentRunsPerUser));
+          if (claimed.length === 0) break;
+          await Promise.all(
+            claimed.map((run) =>
+              this.execute(run, token).catch((error: unknown) =>
+                this.log('error', 'automation run could not be recorded', { runId: run.id, error: (error as Error).message }),
+              ),
+            ),
+          );
+          finished += claimed.length;
+        }
+      } catch (error) {
+        this.log('error', 'automation run pass failed', { error: (error as Error).message });
+      }
+      return finished;
+    })().finally(() => {
+      this.running = null;
+    });
+    return this.running;
+  }
+
+  private async execute(run: repo.RunRow, token: string): Promise<void> {
+    if (!(await this.capabilities.isEnabled('automations'))) {
+      await this.end(run, token, 'cancelled', { code: 'capability_disabled', message: 'Automations were switched off before the run started.' });
+      return;
+    }
+    if (run.attempt > MAX_ATTEMPTS) {
+      await this.end(run, token, 'failed', { code: 'interrupted', message: `The instances running it stopped ${MAX_ATTEMPTS} times.` });
+      return;
+    }
+    const automation = await repo.findAutomationById(this.db, run.automation_id);
+    if (!automation) return; // deleted meanwhile, with its runs
+    try {
+      const generated = await this.automations.generate(automation.owner_user_id, this.automations.draftOf(automation), AbortSignal.timeout(this.settings.runTimeoutMs));
+      const extension = { markdown: 'md', text: 'txt', json: 'json' }[automation.output_format] ?? 'txt';
+      const day = new Date().toISOString().slice(0, 10);
+      const output = await this.outputs.create({
+        ownerUserId: automation.owner_user_id,
+        type: 'document',
+        name: `${automation.name} ${day}.${extension}`,
+        mimeType: generated.mimeType,
+        body: Buffer.from(generated.content, 'utf8'),
+        automationId: automation.id,
+      });
+      const cost = costMicroCents(generated.model, generated.usage);
+      const ended = await this.db.transaction().execute(async (trx) => {
+        const now = new Date();
+        const stored = await repo.finishRun(trx, run.id, token, {
+          status: 'succeeded',
+          finished_at: now,
+          input_tokens: generated.usage.inputTokens,
+          output_tokens: generated.usage.outputTokens,
+          cost_micro_cents: cost,
+          output_ids: [output.id],
+        });
+        if (!stored) return false;
+        await recordUsage(trx, { userId: automation.owner_user_id, kind: 'automation.run', resourceId: run.id, model: generated.model, usage: generated.usage, at: now });
+        await this.webhooks.emitEvent(trx, 'automation.finished', automation.owner_user_id, {
+          automationId: automation.id,
+          runId: run.id,
+          trigger: run.trigger,
+          scheduledFor: run.scheduled_for?.getTime() ?? null,
+          outputIds: [output.id],
+          usage: { inputTokens: generated.usage.inputTokens, outputTokens: generated.usage.outputTokens, costCents: cost / 1e6 },
+        });
+        return true;
+      });
+      // Another instance took the run over (this one outlived its lease): its output is not this run's.
+      if (!ended) await this.outputs.delete(automation.owner_user_id, output.id).catch(() => undefined);
+    } catch (error) {
+      if (!(error instanceof RunFailure)) throw error;
+      await this.end(run, token, 'failed', { code: error.code, message: error.message });
+    }
+  }
+
+  /** Ends a run without output, emitting `automation.failed` for a failure. */
+  private async end(run: repo.RunRow, token: string, status: 'failed' | 'cancelled', error: { code: string; message: string }) {
+    await this.db.transaction().execute(async (trx) => {
+      const stored = await repo.finishRun(trx, run.id, token, { status, finished_at: new Date(), error_code: error.code, error_message: error.message });
+      if (!stored || status !== 'failed') return;
+      await this.webhooks.emitEvent(trx, 'automation.failed', run.owner_user_id, {
+        automationId: run.automation_id,
+        runId: run.id,
+        trigger: run.trigger,
+        scheduledFor: run.scheduled_for?.getTime() ?? null,
+        errorCode: error.code,
+        error: error.message,
+      });
+    });
+  }
+}
