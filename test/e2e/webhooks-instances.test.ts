@@ -2,28 +2,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
-import { createRuntime, type Runtime } from '../../src/app';
-import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/platform/logger';
-import { type Harness, startHarness } from '../helpers/harness';
+import { anotherInstance, startHarness } from '../helpers/harness';
 import { freePort, listening, start } from '../helpers/process';
 import { emit, eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
 
 const SECRETS_KEY = 'a-test-key-for-sealing-webhook-secrets-001';
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
-
-/** A second service instance on the harness's database (the same PGlite, or its own Postgres pool). */
-async function secondInstance(h: Harness, env: Record<string, string>): Promise<Runtime> {
-  const config = loadConfig({
-    NODE_ENV: 'test',
-    DATA_DIR: process.env.TEST_DATA_DIR,
-    DATABASE_URL: h.runtime.config.databaseUrl ?? undefined,
-    LOG_LEVEL: 'silent',
-    ...env,
-  });
-  const shared = onPostgres ? undefined : { ...h.runtime.database, close: async () => undefined };
-  return createRuntime(config, createLogger('silent'), shared);
-}
 
 describe('webhook delivery across instances', () => {
   let receiver: Receiver;
@@ -33,7 +17,7 @@ describe('webhook delivery across instances', () => {
     // Background polling off: the test drives both instances' workers side by side.
     const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '60000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
     const a = await startHarness(env);
-    const b = await secondInstance(a, env);
+    const b = await anotherInstance(a, env);
     try {
       receiver = await startReceiver();
       const user = await a.newUser('scale');

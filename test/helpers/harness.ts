@@ -109,6 +109,22 @@ export async function startHarness(
 }
 
 /**
+ * Another service instance on the harness's database (its own Postgres pool, or the same PGlite),
+ * without an HTTP server: for tests of work shared by instances. Close it before the harness.
+ */
+export async function anotherInstance(h: Harness, env: Record<string, string> = {}): Promise<Runtime> {
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    DATA_DIR: process.env.TEST_DATA_DIR,
+    DATABASE_URL: h.runtime.config.databaseUrl ?? undefined,
+    LOG_LEVEL: 'silent',
+    ...env,
+  });
+  const shared = h.runtime.config.databaseUrl ? undefined : { ...h.runtime.database, close: async () => undefined };
+  return createRuntime(config, createLogger('silent'), shared);
+}
+
+/**
  * Starts one harness for the test file, with a fresh user per name (`alice`, `bob`…), and closes it
  * after the file. `ctx.h` is the harness and `ctx.alice` a user; read them inside tests. `env` is
  * read when the harness starts (so it may name servers that other beforeAll hooks started).
