@@ -149,7 +149,7 @@ function createServices(
     skills,
     webhooks,
     chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs),
-    automations: new AutomationService(db, models, projects, skills),
+    automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs),
     models,
   };
 }

@@ -157,7 +157,11 @@ export class AutomationRunner {
     const automation = await repo.findAutomationById(this.db, run.automation_id);
     if (!automation) return; // deleted meanwhile, with its runs
     try {
-      const generated = await this.automations.generate(automation.owner_user_id, this.automations.draftOf(automation), AbortSignal.timeout(this.settings.runTimeoutMs));
+      const generated = await this.automations.generate(
+        automation.owner_user_id,
+        this.automations.draftOf(automation),
+        AbortSignal.timeout(this.settings.runTimeoutMs),
+      );
       const extension = { markdown: 'md', text: 'txt', json: 'json' }[automation.output_format] ?? 'txt';
       const day = new Date().toISOString().slice(0, 10);
       const output = await this.outputs.create({

@@ -68,7 +68,8 @@ export class AutomationService {
     private readonly provider: ModelProvider,
     private readonly projects: ProjectService,
     private readonly skills: SkillService,
-    private readonly now: () => Date = () => new Date(),
+    /** How long a run (and a dry run) may take. */
+    private readonly runTimeoutMs: number,
   ) {}
 
   async get(userId: string, automationId: string): Promise<repo.AutomationRow> {
@@ -83,7 +84,7 @@ export class AutomationService {
 
   async create(userId: string, input: CreateInput): Promise<repo.AutomationRow> {
     await this.requireValid(userId, { ...input, outputFormat: input.outputFormat ?? 'markdown' });
-    const now = this.now();
+    const now = new Date();
     const enabled = input.enabled ?? true;
     return repo.insertAutomation(this.db, {
       id: uuidv7(now.getTime()),
@@ -108,7 +109,7 @@ export class AutomationService {
     // Only what changes is checked (a model the deployment dropped since keeps the automation editable).
     await this.requireValid(userId, { ...input, outputFormat: input.outputFormat ?? 'markdown', prompt: input.prompt ?? current.prompt });
     const schedule = input.schedule === undefined ? scheduleOf(current) : input.schedule;
-    const now = this.now();
+    const now = new Date();
     // A new schedule, or one enabled again, starts at its next slot (missed slots are not run).
     const restart = input.schedule !== undefined || (input.enabled === true && !current.enabled);
     const updated = await repo.updateAutomation(this.db, userId, input.automationId, {
@@ -136,11 +137,11 @@ export class AutomationService {
     const draft: Draft = { ...input, outputFormat: input.outputFormat ?? 'markdown' };
     const problems = await this.check(userId, draft);
     const scheduleValid = input.schedule && !problems.some((p) => p.field.startsWith('/schedule'));
-    const nextRuns = scheduleValid && input.schedule ? nextSlots(input.schedule.cron, input.schedule.timezone, this.now(), NEXT_RUNS) : [];
+    const nextRuns = scheduleValid && input.schedule ? nextSlots(input.schedule.cron, input.schedule.timezone, new Date(), NEXT_RUNS) : [];
     let preview: Schemas['AutomationTestResponse']['preview'] = null;
     if (input.execute && problems.length === 0) {
       try {
-        const generated = await this.generate(userId, draft, AbortSignal.timeout(60_000));
+        const generated = await this.generate(userId, draft, AbortSignal.timeout(this.runTimeoutMs));
         preview = { content: generated.content, mimeType: generated.mimeType, usage: generated.usage };
       } catch (error) {
         if (!(error instanceof RunFailure)) throw error;
@@ -222,7 +223,7 @@ export class AutomationService {
   /** Queues an explicit run of the caller's automation (enabled or not). */
   async queueRun(userId: string, automationId: string): Promise<RunWithOutputs> {
     const automation = await this.get(userId, automationId);
-    const now = this.now();
+    const now = new Date();
     const run = await repo.insertRun(this.db, {
       id: uuidv7(now.getTime()),
       automation_id: automation.id,
