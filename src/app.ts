@@ -210,7 +210,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     );
     const log = workerLog(logger);
     const runner = new AutomationRunner(db.db, services.automations, services.outputs, services.webhooks, services.capabilities, config.automations, log);
-    const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => void runner.runOnce());
+    const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => runner.wake());
     indexer.start();
     dispatcher.start();
     runner.start();

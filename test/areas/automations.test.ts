@@ -19,6 +19,7 @@ const ctx = useHarnessWith(
     MODEL_PROVIDER_MODELS: 'test-model:100:200',
     AUTOMATION_POLL_INTERVAL_MS: '20',
     AUTOMATION_RUN_TIMEOUT_MS: '1000',
+    AUTOMATION_MAX_CONCURRENT_RUNS: '2',
     AUTOMATION_TICK_CRON: '0 0 0 1 1 *', // the tests tick the scheduler themselves
     CAPABILITY_CACHE_MS: '0',
     WEBHOOK_ALLOW_LOOPBACK: 'true',
@@ -193,6 +194,17 @@ describe('runs', () => {
     const automationId = await automation(ctx.alice);
     const queued = await ctx.h.http().post('/api/v1/automations/run').set(ctx.alice.auth).send({ automationId });
     expect(await finished(ctx.alice, queued.body.run.runId)).toMatchObject({ status: 'failed', errorCode: 'model_provider_timeout' });
+  });
+
+  test('a user has at most AUTOMATION_MAX_CONCURRENT_RUNS runs running at once', async () => {
+    model.behaviour = () => ({ kind: 'hang' });
+    const user = await ctx.h.newUser('busy');
+    const automationId = await automation(user);
+    for (let i = 0; i < 3; i += 1) await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });
+    const statuses = async () =>
+      ((await ctx.h.http().get('/api/v1/automations/runs').query({ automationId }).set(user.auth)).body.runs as Run[]).map((r) => r.status).sort();
+    expect(await eventually(async () => ((await statuses()).includes('running') ? statuses() : undefined))).toEqual(['queued', 'running', 'running']);
+    expect(await eventually(async () => ((await statuses()).every((s) => s === 'failed') ? true : undefined))).toBe(true);
   });
 
   test('Idempotency-Key queues one run; another user’s automation is not found; bad input is a 400', async () => {

@@ -24,7 +24,7 @@ export function automationHandlers(
     testAutomation: async ({ caller, body }) => automations.test(caller.userId, body),
     runAutomation: async ({ caller, body }) => {
       const queued = await automations.queueRun(caller.userId, body.automationId);
-      void runner.runOnce(); // start it now rather than at the next poll
+      runner.wake(); // start it now rather than at the next poll
       return { run: presentRun(queued.run, queued.outputs) };
     },
     getAutomationRuns: async ({ caller, query }) => {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
+import { WorkerPool } from '../../platform/workers';
 import type { CapabilityService } from '../capabilities/service';
 import type { OutputService } from '../outputs/service';
 import { costMicroCents, recordUsage } from '../usage/ledger';
@@ -22,7 +23,8 @@ type Log = (level: 'info' | 'warn' | 'error', message: string, meta: Record<stri
 /** Starts of a run after which an instance stopping during it fails the run instead. */
 const MAX_ATTEMPTS = 3;
 const DUE_BATCH = 500;
-const PASSES_PER_RUN = 20;
+/** Runs in progress at once in one instance (each user's limit applies across instances). */
+const RUNS_PER_INSTANCE = 8;
 
 /**
  * The scheduler of one instance: node-cron ticks, and each tick claims the due slots of enabled
@@ -81,9 +83,7 @@ export class AutomationScheduler {
  * `automation.finished` or `automation.failed` with the run's final state.
  */
 export class AutomationRunner {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<number> | null = null;
-  private stopping = false;
+  private readonly pool: WorkerPool<{ run: repo.RunRow; token: string }>;
 
   constructor(
     private readonly db: Database,
@@ -93,56 +93,54 @@ export class AutomationRunner {
     private readonly capabilities: CapabilityService,
     private readonly settings: RunnerSettings,
     private readonly log: Log,
-  ) {}
+  ) {
+    this.pool = new WorkerPool({
+      capacity: RUNS_PER_INSTANCE,
+      intervalMs: settings.pollIntervalMs,
+      claim: (limit) => this.claim(limit),
+      work: ({ run, token }) => this.execute(run, token),
+      onError: (error, job) =>
+        // Left running: the run is taken over when its lease ends.
+        this.log('error', job ? 'automation run could not be recorded' : 'automation run pass failed', {
+          runId: job?.run.id,
+          error: (error as Error).message,
+        }),
+    });
+  }
 
+  /** How long a run holds its claim: the run timeout and a margin to record the outcome. */
   get leaseMs(): number {
     return this.settings.runTimeoutMs + Math.min(30_000, this.settings.runTimeoutMs);
   }
 
   start(): void {
-    if (this.timer) return;
-    this.stopping = false;
-    this.timer = setInterval(() => void this.runOnce(), this.settings.pollIntervalMs);
-    this.timer.unref();
+    this.pool.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+  /** Stops claiming and waits for the runs in progress. */
+  stop(): Promise<void> {
+    return this.pool.stop();
   }
 
-  /** Starts what can start now (bounded); resolves with the number of runs finished. */
-  runOnce(): Promise<number> {
-    // Cleared once the pass has settled (a pass that awaits nothing must not clear it before it is set).
-    this.running ??= (async () => {
-      let finished = 0;
-      try {
-        for (let pass = 0; pass < PASSES_PER_RUN && !this.stopping; pass += 1) {
-          const token = randomUUID();
-          const now = new Date();
-          const claimed = await this.db
-            .transaction()
-            .execute((trx) => repo.claimRuns(trx, now, new Date(now.getTime() + this.leaseMs), token, 8, this.settings.maxConcurrentRunsPerUser));
-          if (claimed.length === 0) break;
-          await Promise.all(
-            claimed.map((run) =>
-              this.execute(run, token).catch((error: unknown) =>
-                this.log('error', 'automation run could not be recorded', { runId: run.id, error: (error as Error).message }),
-              ),
-            ),
-          );
-          finished += claimed.length;
-        }
-      } catch (error) {
-        this.log('error', 'automation run pass failed', { error: (error as Error).message });
-      }
-      return finished;
-    })().finally(() => {
-      this.running = null;
-    });
-    return this.running;
+  /** Starts what can start now, without waiting for it. */
+  wake(): void {
+    void this.pool.fill();
+  }
+
+  /** Starts what can start now and waits for those runs; resolves with how many. */
+  async runOnce(): Promise<number> {
+    const started = await this.pool.fill();
+    await this.pool.idle();
+    return started;
+  }
+
+  private async claim(limit: number): Promise<{ run: repo.RunRow; token: string }[]> {
+    const token: string = randomUUID();
+    const now = new Date();
+    const claimed = await this.db
+      .transaction()
+      .execute((trx) => repo.claimRuns(trx, now, new Date(now.getTime() + this.leaseMs), token, limit, this.settings.maxConcurrentRunsPerUser));
+    return claimed.map((run) => ({ run, token }));
   }
 
   private async execute(run: repo.RunRow, token: string): Promise<void> {

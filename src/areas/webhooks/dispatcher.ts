@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../platform/db';
 import { AddressNotAllowed, type OutboundPolicy, postPinned, resolveTarget, UrlNotAllowed } from '../../platform/net/outbound';
+import { WorkerPool } from '../../platform/workers';
 import * as repo from './repository';
 import { type SecretBox, signatureHeader } from './signing';
 
@@ -28,7 +29,6 @@ export const KEPT_RESPONSE_CHARS = 1024;
 /** Retry-After values beyond this are cut to it. */
 const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
 const JITTER = 0.1;
-const PASSES_PER_RUN = 50;
 const PRUNE_EVERY_MS = 3_600_000;
 const PRUNE_BATCH = 1000;
 const USER_AGENT = 'ai-workspace-webhooks/1.0';
@@ -67,10 +67,8 @@ function keepText(text: string): string {
  * the log, never an error of the service.
  */
 export class WebhookDispatcher {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<number> | null = null;
+  private readonly pool: WorkerPool<Claim>;
   private lastPrune = 0;
-  private stopping = false;
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly log: NonNullable<DispatcherHooks['log']>;
@@ -84,6 +82,21 @@ export class WebhookDispatcher {
     this.now = hooks.now ?? Date.now;
     this.random = hooks.random ?? Math.random;
     this.log = hooks.log ?? (() => undefined);
+    this.pool = new WorkerPool({
+      capacity: settings.concurrency,
+      intervalMs: settings.pollIntervalMs,
+      claim: async (limit) => {
+        await this.pruneWhenDue();
+        return this.claim(limit);
+      },
+      work: (claim) => this.attempt(claim),
+      onError: (error, claim) =>
+        // A claimed delivery left unrecorded is tried again when its lease ends.
+        this.log('error', claim ? 'webhook attempt could not be recorded' : 'webhook delivery pass failed', {
+          deliveryId: claim?.claimed.id,
+          error: (error as Error).message,
+        }),
+    });
   }
 
   /** How long an attempt holds its delivery: the request's timeout and time to record it. */
@@ -92,50 +105,30 @@ export class WebhookDispatcher {
   }
 
   start(): void {
-    if (this.timer) return;
-    this.stopping = false;
-    this.timer = setInterval(() => void this.runOnce(), this.settings.pollIntervalMs);
-    this.timer.unref();
+    this.pool.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+  /** Stops claiming and waits for the attempts in flight. */
+  stop(): Promise<void> {
+    return this.pool.stop();
   }
 
-  /** Delivers what is due now (bounded); resolves with the number of attempts made. */
-  runOnce(): Promise<number> {
-    // Cleared once the pass has settled (a pass that awaits nothing must not clear it before it is set).
-    this.running ??= (async () => {
-      let attempts = 0;
-      try {
-        for (let pass = 0; pass < PASSES_PER_RUN && !this.stopping; pass += 1) {
-          const claims = await this.claim(this.settings.concurrency);
-          await Promise.all(
-            claims.map((claim) =>
-              this.attempt(claim).catch((error: unknown) =>
-                // Left claimed: the delivery is tried again when its lease ends.
-                this.log('error', 'webhook attempt could not be recorded', { deliveryId: claim.claimed.id, error: (error as Error).message }),
-              ),
-            ),
-          );
-          attempts += claims.length;
-          if (claims.length < this.settings.concurrency) break;
-        }
-        if (this.now() - this.lastPrune > PRUNE_EVERY_MS) {
-          this.lastPrune = this.now();
-          await this.prune();
-        }
-      } catch (error) {
-        this.log('error', 'webhook delivery pass failed', { error: (error as Error).message });
-      }
-      return attempts;
-    })().finally(() => {
-      this.running = null;
-    });
-    return this.running;
+  /** Attempts this instance has made. */
+  get attemptsMade(): number {
+    return this.pool.completed;
+  }
+
+  /** Makes the attempts due now (up to the concurrency) and waits for them; resolves with how many it started. */
+  async runOnce(): Promise<number> {
+    const started = await this.pool.fill();
+    await this.pool.idle();
+    return started;
+  }
+
+  private async pruneWhenDue(): Promise<void> {
+    if (this.now() - this.lastPrune < PRUNE_EVERY_MS) return;
+    this.lastPrune = this.now();
+    await this.prune();
   }
 
   /** Claims up to `limit` due deliveries for this instance. */
@@ -304,7 +297,7 @@ export class WebhookDispatcher {
     for (;;) {
       const deleted = await repo.pruneBefore(this.db, cutoff, PRUNE_BATCH);
       total += deleted;
-      if (deleted < PRUNE_BATCH || this.stopping) return total;
+      if (deleted < PRUNE_BATCH) return total;
     }
   }
 }
