@@ -17,10 +17,6 @@ export interface DeliverySettings {
 }
 
 export interface DispatcherHooks {
-  /** Milliseconds since the epoch (a test may move time forward). */
-  now?: () => number;
-  /** 0 ≤ x < 1, for the retry jitter. */
-  random?: () => number;
   log?: (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
 }
 
@@ -69,8 +65,6 @@ function keepText(text: string): string {
 export class WebhookDispatcher {
   private readonly pool: WorkerPool<Claim>;
   private lastPrune = 0;
-  private readonly now: () => number;
-  private readonly random: () => number;
   private readonly log: NonNullable<DispatcherHooks['log']>;
 
   constructor(
@@ -79,8 +73,6 @@ export class WebhookDispatcher {
     readonly settings: DeliverySettings,
     hooks: DispatcherHooks = {},
   ) {
-    this.now = hooks.now ?? Date.now;
-    this.random = hooks.random ?? Math.random;
     this.log = hooks.log ?? (() => undefined);
     this.pool = new WorkerPool({
       capacity: settings.concurrency,
@@ -126,15 +118,15 @@ export class WebhookDispatcher {
   }
 
   private async pruneWhenDue(): Promise<void> {
-    if (this.now() - this.lastPrune < PRUNE_EVERY_MS) return;
-    this.lastPrune = this.now();
+    if (Date.now() - this.lastPrune < PRUNE_EVERY_MS) return;
+    this.lastPrune = Date.now();
     await this.prune();
   }
 
   /** Claims up to `limit` due deliveries for this instance. */
   async claim(limit: number): Promise<Claim[]> {
     const token = randomUUID();
-    const now = this.now();
+    const now = Date.now();
     const claimed = await this.db
       .transaction()
       .execute((trx) => repo.claimDue(trx, new Date(now), new Date(now + this.leaseMs), token, limit));
@@ -158,14 +150,14 @@ export class WebhookDispatcher {
         retryAfterMs: null,
       };
       if (number - 1 >= claimed.max_attempts) {
-        await this.record({ claimed, token }, number - 1, new Date(this.now()), interrupted);
+        await this.record({ claimed, token }, number - 1, new Date(Date.now()), interrupted);
         return;
       }
-      await repo.insertAttempt(this.db, this.attemptRow(claimed.id, number - 1, new Date(this.now()), interrupted));
+      await repo.insertAttempt(this.db, this.attemptRow(claimed.id, number - 1, new Date(Date.now()), interrupted));
     }
     const context = await repo.sendingContext(this.db, claimed.id);
     if (!context) return; // the subscription was deleted meanwhile
-    const attemptedAt = new Date(this.now());
+    const attemptedAt = new Date(Date.now());
     const outcome = await this.send(context, attemptedAt.getTime());
     await this.record({ claimed, token }, number, attemptedAt, outcome);
   }
@@ -213,7 +205,7 @@ export class WebhookDispatcher {
         body: keepText(answer.body),
         latencyMs: answer.latencyMs,
         error: redirect ? `redirects are not followed (Location: ${String(answer.headers.location ?? '')})`.slice(0, 500) : null,
-        retryAfterMs: succeeded ? null : retryAfterMs(answer.headers['retry-after'], this.now()),
+        retryAfterMs: succeeded ? null : retryAfterMs(answer.headers['retry-after'], Date.now()),
       };
     } catch (error) {
       return failed((error as Error).message || String(error));
@@ -235,7 +227,7 @@ export class WebhookDispatcher {
 
   /** Records an attempt, moves the delivery on, and updates its subscription's health. */
   private async record({ claimed, token }: Claim, attempt: number, attemptedAt: Date, outcome: Outcome): Promise<void> {
-    const now = new Date(this.now());
+    const now = new Date(Date.now());
     const gone = outcome.status === 410;
     const final = outcome.succeeded || gone || attempt >= claimed.max_attempts;
     const delay = final ? 0 : this.retryDelay(attempt, outcome.retryAfterMs);
@@ -286,13 +278,13 @@ export class WebhookDispatcher {
   private retryDelay(attempt: number, retryAfter: number | null): number {
     const schedule = this.settings.retryScheduleMs;
     const base = schedule[Math.min(attempt - 1, schedule.length - 1)] ?? 0;
-    const jittered = Math.round(base * (1 + JITTER * this.random()));
+    const jittered = Math.round(base * (1 + JITTER * Math.random()));
     return Math.max(jittered, retryAfter ?? 0);
   }
 
   /** Deletes the log of deliveries finished longer ago than the retention period. */
   async prune(): Promise<number> {
-    const cutoff = new Date(this.now() - this.settings.retentionMs);
+    const cutoff = new Date(Date.now() - this.settings.retentionMs);
     let total = 0;
     for (;;) {
       const deleted = await repo.pruneBefore(this.db, cutoff, PRUNE_BATCH);
