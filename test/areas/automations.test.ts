@@ -203,8 +203,14 @@ describe('runs', () => {
     for (let i = 0; i < 3; i += 1) await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });
     const statuses = async () =>
       ((await ctx.h.http().get('/api/v1/automations/runs').query({ automationId }).set(user.auth)).body.runs as Run[]).map((r) => r.status).sort();
-    expect(await eventually(async () => ((await statuses()).includes('running') ? statuses() : undefined))).toEqual(['queued', 'running', 'running']);
-    expect(await eventually(async () => ((await statuses()).every((s) => s === 'failed') ? true : undefined))).toBe(true);
+    // Sampled until all three have timed out: never more than two running, and two at some point.
+    const running: number[] = [];
+    await eventually(async () => {
+      const now = await statuses();
+      running.push(now.filter((s) => s === 'running').length);
+      return now.every((s) => s === 'failed') ? true : undefined;
+    });
+    expect(Math.max(...running)).toBe(2);
   });
 
   test('Idempotency-Key queues one run; another user’s automation is not found; bad input is a 400', async () => {
