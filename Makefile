@@ -7,7 +7,7 @@ NODE_MODULES := node_modules/.package-lock.json
 SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
 BUILD := dist/.built
 
-.PHONY: deps run test build gen gen-check lint lint-spec typecheck token admin migrate bench clean
+.PHONY: deps run test fuzz build gen gen-check lint lint-spec typecheck token admin migrate bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -29,6 +29,10 @@ run: $(BUILD)
 # pdf.js (PDF ingestion) loads its worker with a dynamic import, which jest runs only with VM modules.
 test: $(NODE_MODULES)
 	NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --no-warnings=ExperimentalWarning" npx jest $(JEST_ARGS)
+
+## Fuzz the API from its document: make fuzz [N=100000] [SEED=<a logged seed>] (DATABASE_URL as for make test).
+fuzz: $(NODE_MODULES)
+	FUZZ_REQUESTS=$(or $(N),10000) $(if $(SEED),FUZZ_SEED=$(SEED)) NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --no-warnings=ExperimentalWarning" npx jest test/fuzz
 
 ## Print a development access token: make token USER=alice
 token: $(BUILD)

@@ -3462,6 +3462,7 @@ export interface operations {
                     "application/json": components["schemas"]["SessionResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             500: components["responses"]["InternalError"];
         };
@@ -3489,6 +3490,7 @@ export interface operations {
                     "application/json": components["schemas"]["SessionEndedResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];

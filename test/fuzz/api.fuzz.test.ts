@@ -1,0 +1,176 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import fc from 'fast-check';
+import { sql } from 'kysely';
+import { type TestUser, useHarness } from '../helpers/harness';
+import { outOfBoundsFor, resolver, type Schema, valueFor, wrongTypeFor } from './schema-arbitrary';
+
+/**
+ * Property-based fuzzing driven by the OpenAPI document: for every operation, requests built from
+ * its schemas (valid as far as a generator can tell) and invalid mutations of them. Whatever is
+ * sent: never a 5xx (a response that strays from the document is a 500 too, since response
+ * validation is on), every error in the ErrorResponse shape, and a request refused as invalid
+ * changes nothing in the database. `FUZZ_REQUESTS` sets the count, `FUZZ_SEED` replays a run.
+ */
+const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 5000);
+const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
+
+interface Parameter {
+  name: string;
+  in: 'query' | 'path' | 'header' | 'cookie';
+  required?: boolean;
+  schema: Schema;
+}
+interface Operation {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  path: string;
+  parameters: Parameter[];
+  jsonBody: Schema | null;
+  rawBody: boolean;
+}
+interface Request {
+  op: Operation;
+  kind: 'valid' | 'missing' | 'wrongType' | 'extra' | 'outOfBounds' | 'malformed' | 'contentType' | 'badQuery';
+  url: string;
+  query: Record<string, unknown>;
+  body: unknown;
+  contentType: string | null;
+}
+
+const doc = JSON.parse(fs.readFileSync(path.resolve(__dirname, '../../generated/openapi.json'), 'utf8'));
+const resolve = resolver(doc);
+const resolveParameter = (p: Parameter | { $ref: string }): Parameter =>
+  '$ref' in p ? (doc.components.parameters[p.$ref.replace('#/components/parameters/', '')] as Parameter) : p;
+
+const operations: Operation[] = Object.entries(doc.paths as Record<string, Record<string, Record<string, unknown>>>).flatMap(([p, item]) =>
+  (['get', 'post', 'put', 'patch', 'delete'] as const)
+    .filter((method) => item[method])
+    .map((method) => {
+      const operation = item[method] as { parameters?: Parameter[]; requestBody?: { content: Record<string, { schema: Schema }> } };
+      const content = operation.requestBody?.content ?? {};
+      return {
+        method,
+        path: p,
+        parameters: (operation.parameters ?? []).map(resolveParameter).filter((x) => x.in === 'query' || x.in === 'path'),
+        jsonBody: content['application/json']?.schema ?? null,
+        rawBody: operation.requestBody !== undefined && !content['application/json'],
+      };
+    }),
+);
+
+const bodySchema = (op: Operation) => {
+  const schema = resolve(op.jsonBody as Schema);
+  return schema.properties ? schema : null;
+};
+
+function requestFor(op: Operation): fc.Arbitrary<Request> {
+  const pathParams = op.parameters.filter((p) => p.in === 'path');
+  const queryParams = op.parameters.filter((p) => p.in === 'query');
+  const query = fc.record(Object.fromEntries(queryParams.map((p) => [p.name, valueFor(p.schema, resolve)])), {
+    requiredKeys: queryParams.filter((p) => p.required).map((p) => p.name),
+  });
+  const url = fc.tuple(...pathParams.map((p) => valueFor(p.schema, resolve).map((v) => encodeURIComponent(String(v) || 'x')))).map((values) => {
+    let u = op.path;
+    pathParams.forEach((p, i) => (u = u.replace(`{${p.name}}`, values[i] as string)));
+    return u;
+  });
+  const body = op.jsonBody ? valueFor(op.jsonBody, resolve) : fc.constant(undefined);
+  const base = fc.record({ url, query, body }).map((r) => ({ ...r, op, contentType: op.jsonBody ? 'application/json' : null }));
+
+  const variants: fc.Arbitrary<Request>[] = [base.map((r) => ({ ...r, kind: 'valid' as const }))];
+  const object = op.jsonBody ? bodySchema(op) : null;
+  if (object?.properties) {
+    const props = Object.entries(object.properties).filter(([k]) => k !== 'userId' && k !== 'accessToken');
+    const required = (object.required ?? []).filter((k) => k !== 'userId');
+    const withBody = (kind: Request['kind'], change: fc.Arbitrary<(b: Record<string, unknown>) => Record<string, unknown>>) =>
+      fc.tuple(base, change).map(([r, f]) => ({ ...r, kind, body: f({ ...(r.body as Record<string, unknown>) }) }));
+    if (required.length > 0) {
+      variants.push(withBody('missing', fc.constantFrom(...required).map((k) => (b: Record<string, unknown>) => ({ ...b, [k]: undefined }))));
+    }
+    if (props.length > 0) {
+      variants.push(
+        withBody(
+          'wrongType',
+          fc.constantFrom(...props).chain(([k, s]) => wrongTypeFor(s, resolve).map((v) => (b: Record<string, unknown>) => ({ ...b, [k]: v }))),
+        ),
+      );
+      const bounded = props.map(([k, s]) => [k, outOfBoundsFor(s, resolve)] as const).filter(([, a]) => a !== null);
+      if (bounded.length > 0) {
+        variants.push(
+          withBody('outOfBounds', fc.constantFrom(...bounded).chain(([k, a]) => (a as fc.Arbitrary<unknown>).map((v) => (b: Record<string, unknown>) => ({ ...b, [k]: v })))),
+        );
+      }
+    }
+    if (object.additionalProperties === false) {
+      variants.push(withBody('extra', fc.constant((b: Record<string, unknown>) => ({ ...b, notInTheDocument: 1 }))));
+    }
+  }
+  if (op.jsonBody) {
+    variants.push(base.map((r) => ({ ...r, kind: 'malformed' as const, body: '{"unterminated": ' })));
+    variants.push(base.map((r) => ({ ...r, kind: 'contentType' as const, body: JSON.stringify(r.body ?? {}), contentType: 'text/plain' })));
+  }
+  if (!op.path.includes('{')) {
+    const badQuery = fc.oneof(
+      fc.constant({ notInTheDocument: 'x' }),
+      ...queryParams.filter((p) => resolve(p.schema).type === 'integer' || resolve(p.schema).type === 'boolean').map((p) => fc.constant({ [p.name]: 'not-a-value' })),
+    );
+    variants.push(fc.tuple(base, badQuery).map(([r, q]) => ({ ...r, kind: 'badQuery' as const, query: { ...r.query, ...q } })));
+  }
+  return fc.oneof(...variants);
+}
+
+const ctx = useHarness('fuzzer');
+let fingerprintSql: string;
+
+/** Row counts and last changes of every table a request could change (not the audit log, which records refused admin calls by design). */
+async function fingerprint(): Promise<string> {
+  const result = await sql.raw<{ f: string }>(fingerprintSql).execute(ctx.h.runtime.database.db);
+  return result.rows[0]?.f ?? '';
+}
+
+beforeAll(async () => {
+  // Background workers would change the database between the two fingerprints of a request.
+  const rt = ctx.h.runtime;
+  await Promise.all([rt.dispatcher.stop(), rt.runner.stop(), rt.scheduler.stop(), rt.indexer.stop()]);
+  const tables = await sql<{ table_name: string; has_updated_at: boolean }>`
+    select t.table_name, exists (select 1 from information_schema.columns c
+      where c.table_schema = 'public' and c.table_name = t.table_name and c.column_name = 'updated_at') as has_updated_at
+    from information_schema.tables t
+    where t.table_schema = 'public' and t.table_type = 'BASE TABLE'
+      and t.table_name not in ('audit_events', 'kysely_migration', 'kysely_migration_lock')
+    order by t.table_name`.execute(rt.database.db);
+  const parts = tables.rows.map(
+    (t) => `(select count(*)::text${t.has_updated_at ? " || '@' || coalesce(max(updated_at)::text, '')" : ''} from "${t.table_name}")`,
+  );
+  fingerprintSql = `select concat_ws('|', ${parts.join(', ')}) as f`;
+});
+
+test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape, refused requests change nothing`, async () => {
+  console.log(`fuzzing ${operations.length} operations with ${REQUESTS} requests, seed ${SEED} (replay: make fuzz N=${REQUESTS} SEED=${SEED})`);
+  const user: TestUser = ctx.fuzzer;
+  const counts: Record<string, number> = {};
+  await fc.assert(
+    fc.asyncProperty(fc.constantFrom(...operations).chain(requestFor), async (r) => {
+      const invalid = r.kind !== 'valid';
+      const before = invalid ? await fingerprint() : '';
+      let call = ctx.h.http()[r.op.method](r.url).set(user.auth).query(r.query as Record<string, string>);
+      if (r.op.rawBody) call = call.set('content-type', 'application/octet-stream').send(Buffer.from('fuzz'));
+      else if (r.contentType && r.body !== undefined) {
+        call = call.set('content-type', r.contentType).send(typeof r.body === 'string' ? r.body : JSON.stringify(r.body));
+      }
+      const res = await call.buffer(true);
+      const label = `${r.kind} ${r.op.method.toUpperCase()} ${r.op.path} → ${res.status}`;
+      counts[`${res.status}`] = (counts[`${res.status}`] ?? 0) + 1;
+      if (res.status >= 500) throw new Error(`${label}: ${JSON.stringify(res.body)} for ${JSON.stringify({ query: r.query, body: r.body })}`);
+      if (res.status >= 400) {
+        expect({ label, error: typeof res.body.error, code: typeof res.body.code }).toEqual({ label, error: 'string', code: 'string' });
+      }
+      if (invalid) {
+        expect({ label, status: res.status >= 400 && res.status < 500 }).toEqual({ label, status: true });
+        expect({ label, unchanged: (await fingerprint()) === before }).toEqual({ label, unchanged: true });
+      }
+    }),
+    { numRuns: REQUESTS, seed: SEED, endOnFailure: true },
+  );
+  console.log(`statuses: ${JSON.stringify(counts)}`);
+}, 1_800_000);
