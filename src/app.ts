@@ -53,6 +53,7 @@ import { HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
 import { DevelopmentProvider, type ModelProvider, OpenAICompatibleProvider } from './platform/ai/models';
 import { hasVectorExtension } from './platform/db/vector';
 import type { Logger } from './platform/logger';
+import { Metrics } from './platform/metrics';
 import { SignedUrls } from './platform/signed-urls';
 import type { ObjectStore } from './platform/storage';
 import { LocalObjectStore } from './platform/storage/local';
@@ -94,6 +95,7 @@ export interface Runtime {
   scheduler: AutomationScheduler;
   /** Executes queued automation runs. */
   runner: AutomationRunner;
+  metrics: Metrics;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
   close(): Promise<void>;
@@ -161,9 +163,26 @@ const workerLog =
     logger.log(level, message, meta);
   };
 
-function createDispatcher(config: Config, database: DatabaseHandle, secretBox: SecretBox, logger: Logger): WebhookDispatcher {
+function createDispatcher(config: Config, database: DatabaseHandle, secretBox: SecretBox, logger: Logger, metrics: Metrics): WebhookDispatcher {
   const { allowLoopback, allowedPorts, ...settings } = config.webhooks;
-  return new WebhookDispatcher(database.db, secretBox, { ...settings, policy: { allowLoopback, allowedPorts } }, { log: workerLog(logger) });
+  return new WebhookDispatcher(
+    database.db,
+    secretBox,
+    { ...settings, policy: { allowLoopback, allowedPorts } },
+    { log: workerLog(logger), onAttempt: (outcome) => metrics.deliveryAttempts.inc({ outcome }) },
+  );
+}
+
+/** The metrics, with the queue depths read from the database at each scrape. */
+function createMetrics(database: DatabaseHandle): Metrics {
+  const count = async (query: Promise<{ n: number } | undefined>) => Number((await query)?.n ?? 0);
+  return new Metrics({
+    pendingDeliveries: () =>
+      count(database.db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'pending').executeTakeFirst()),
+    queuedRuns: () =>
+      count(database.db.selectFrom('automation_runs').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'queued').executeTakeFirst()),
+    pool: () => database.poolStats(),
+  });
 }
 
 function handlerMap(services: Services, config: Config, runner: AutomationRunner): HandlerMap {
@@ -203,13 +222,16 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
     const vectorAvailable = await hasVectorExtension(db.db);
     const secretBox = new SecretBox(config.webhooks.secretsKey ?? cookieSecret);
-    const dispatcher = createDispatcher(config, db, secretBox, logger);
+    const metrics = createMetrics(db);
+    const dispatcher = createDispatcher(config, db, secretBox, logger, metrics);
     const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secretBox);
     const indexer = new KnowledgeIndexer(services.knowledge, config.embeddings.indexIntervalMs, (error) =>
       logger.error('knowledge indexing failed', { error: (error as Error).message }),
     );
     const log = workerLog(logger);
-    const runner = new AutomationRunner(db.db, services.automations, services.outputs, services.webhooks, services.capabilities, config.automations, log);
+    const runner = new AutomationRunner(db.db, services.automations, services.outputs, services.webhooks, services.capabilities, config.automations, log, (status) =>
+      metrics.runsFinished.inc({ status }),
+    );
     const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => runner.wake());
     indexer.start();
     dispatcher.start();
@@ -229,7 +251,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     app.disable('x-powered-by');
     app.set('trust proxy', config.trustProxy);
     app.set('query parser', 'simple');
-    app.use(requestLog(logger));
+    app.use(requestLog(logger, metrics));
     app.use(helmet({ crossOriginEmbedderPolicy: false }));
     app.get('/healthz', (_req, res) => {
       res.json({ status: 'ok' });
@@ -239,6 +261,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       const ready = database && storage && !draining;
       res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, storage, draining } });
     });
+    app.get('/metrics', metrics.handler(config.metricsToken));
     app.use(docsRouter());
     app.use(cookieParser(cookieSecret));
     app.use(
@@ -266,6 +289,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       dispatcher,
       scheduler,
       runner,
+      metrics,
       close: async () => {
         await scheduler.stop();
         await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop()]);

@@ -34,6 +34,8 @@ export interface Config {
     cacheMs: number;
   };
   bootstrapAdminUserIds: string[];
+  /** Bearer token that `GET /metrics` requires; unset, the route is not served. */
+  metricsToken: string | null;
   storage: {
     /** S3-compatible store when a bucket is set; otherwise the local directory DATA_DIR/objects. */
     s3: { endpoint: string | null; bucket: string; region: string; accessKeyId: string | null; secretAccessKey: string | null; forcePathStyle: boolean } | null;
@@ -250,6 +252,7 @@ export function loadConfig(env: Env = process.env): Config {
       cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
     },
     bootstrapAdminUserIds: r.list('BOOTSTRAP_ADMIN_USER_IDS'),
+    metricsToken: r.optional('METRICS_TOKEN'),
     storage: {
       s3: r.raw('S3_BUCKET')
         ? {
@@ -332,6 +335,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (!cron.validate(config.automations.tickCron)) {
     r.problems.push(`AUTOMATION_TICK_CRON must be a cron expression such as */10 * * * * * (got "${config.automations.tickCron}")`);
+  }
+  if (config.metricsToken !== null && config.metricsToken.length < 16) {
+    r.problems.push('METRICS_TOKEN must be at least 16 characters');
   }
   if (config.webhooks.secretsKey !== null && config.webhooks.secretsKey.length < 32) {
     r.problems.push('WEBHOOK_SECRETS_KEY must be at least 32 characters');

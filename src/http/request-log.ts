@@ -1,31 +1,38 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import type { Logger } from '../platform/logger';
+import type { Metrics } from '../platform/metrics';
 import { operationIdOf } from './openapi';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
 
 /**
  * Gives every request an id (the client's `X-Request-Id` when it is sensible) and logs one line per
- * request when it ends: id, operationId, user, status, latency. Bodies, queries and headers are
- * never logged, so neither are tokens.
+ * request when it ends: id, operationId, user, status, latency (also counted in the metrics).
+ * Bodies, queries and headers are never logged, so neither are tokens.
  */
-export function requestLog(logger: Logger): RequestHandler {
+export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
   return (req, res, next) => {
     const started = process.hrtime.bigint();
     const incoming = req.get('x-request-id');
     req.requestId = incoming && CLIENT_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('X-Request-Id', req.requestId);
     res.on('finish', () => {
+      const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
+      const operationId = operationIdOf(req);
       logger.info('request', {
         requestId: req.requestId,
-        operationId: operationIdOf(req),
+        operationId,
         userId: req.caller?.userId,
         method: req.method,
         path: req.path,
         status: res.statusCode,
-        latencyMs: Number(process.hrtime.bigint() - started) / 1e6,
+        latencyMs,
       });
+      // Operations by name; anything else (health, docs, unknown paths) as one label, to bound cardinality.
+      const operation = operationId ?? 'other';
+      metrics.requests.inc({ operation, method: req.method, status: String(res.statusCode) });
+      metrics.latency.observe({ operation }, latencyMs / 1000);
     });
     next();
   };

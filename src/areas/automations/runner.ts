@@ -93,6 +93,8 @@ export class AutomationRunner {
     private readonly capabilities: CapabilityService,
     private readonly settings: RunnerSettings,
     private readonly log: Log,
+    /** Told of every run this instance ends (for the metrics). */
+    private readonly onFinished: (status: 'succeeded' | 'failed' | 'cancelled') => void = () => undefined,
   ) {
     this.pool = new WorkerPool({
       capacity: RUNS_PER_INSTANCE,
@@ -193,8 +195,9 @@ export class AutomationRunner {
         });
         return true;
       });
+      if (ended) this.onFinished('succeeded');
       // Another instance took the run over (this one outlived its lease): its output is not this run's.
-      if (!ended) await this.outputs.delete(automation.owner_user_id, output.id).catch(() => undefined);
+      else await this.outputs.delete(automation.owner_user_id, output.id).catch(() => undefined);
     } catch (error) {
       if (!(error instanceof RunFailure)) throw error;
       await this.end(run, token, 'failed', { code: error.code, message: error.message });
@@ -205,6 +208,7 @@ export class AutomationRunner {
   private async end(run: repo.RunRow, token: string, status: 'failed' | 'cancelled', error: { code: string; message: string }) {
     await this.db.transaction().execute(async (trx) => {
       const stored = await repo.finishRun(trx, run.id, token, { status, finished_at: new Date(), error_code: error.code, error_message: error.message });
+      if (stored) this.onFinished(status);
       if (!stored || status !== 'failed') return;
       await this.webhooks.emitEvent(trx, 'automation.failed', run.owner_user_id, {
         automationId: run.automation_id,

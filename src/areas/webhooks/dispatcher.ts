@@ -18,6 +18,8 @@ export interface DeliverySettings {
 
 export interface DispatcherHooks {
   log?: (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
+  /** Told of every attempt recorded (for the metrics). */
+  onAttempt?: (outcome: 'succeeded' | 'failed') => void;
 }
 
 /** How much of a receiver's answer the delivery log keeps. */
@@ -66,6 +68,7 @@ export class WebhookDispatcher {
   private readonly pool: WorkerPool<Claim>;
   private lastPrune = 0;
   private readonly log: NonNullable<DispatcherHooks['log']>;
+  private readonly onAttempt: NonNullable<DispatcherHooks['onAttempt']>;
 
   constructor(
     private readonly db: Database,
@@ -74,6 +77,7 @@ export class WebhookDispatcher {
     hooks: DispatcherHooks = {},
   ) {
     this.log = hooks.log ?? (() => undefined);
+    this.onAttempt = hooks.onAttempt ?? (() => undefined);
     this.pool = new WorkerPool({
       capacity: settings.concurrency,
       intervalMs: settings.pollIntervalMs,
@@ -269,6 +273,7 @@ export class WebhookDispatcher {
       });
       return reason;
     });
+    this.onAttempt(outcome.succeeded ? 'succeeded' : 'failed');
     if (disabled) {
       this.log('warn', 'webhook subscription disabled', { subscriptionId: claimed.subscription_id, reason: disabled });
     }

@@ -13,6 +13,8 @@ export type { DB };
 export interface DatabaseHandle {
   db: Database;
   kind: 'postgres' | 'pglite';
+  /** The connection pool's state (Postgres), or null (PGlite has no pool). */
+  poolStats(): { total: number; idle: number; waiting: number } | null;
   close(): Promise<void>;
 }
 
@@ -23,7 +25,12 @@ export async function openPostgres(url: string, poolSize: number): Promise<Datab
   const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000 });
   pool.on('error', () => undefined); // an idle client lost its server; the pool replaces it
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
-  return { db, kind: 'postgres', close: () => db.destroy() };
+  return {
+    db,
+    kind: 'postgres',
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    close: () => db.destroy(),
+  };
 }
 
 /**
@@ -66,6 +73,7 @@ export async function openPglite(dir: string | null): Promise<DatabaseHandle> {
     return {
       db,
       kind: 'pglite',
+      poolStats: () => null,
       close: async () => {
         await db.destroy();
         if (!pglite.closed) await pglite.close();

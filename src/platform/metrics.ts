@@ -1,0 +1,93 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { RequestHandler } from 'express';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** What a scrape reads from the database and the pool, at the moment of the scrape. */
+export interface QueueProbe {
+  pendingDeliveries(): Promise<number>;
+  queuedRuns(): Promise<number>;
+  pool(): { total: number; idle: number; waiting: number } | null;
+}
+
+/**
+ * The service's Prometheus metrics: requests by operation and status with latency, the webhook
+ * and automation queues, delivery and run outcomes, the database pool, and the process.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'http_requests_total',
+    help: 'Requests answered, by operation and status.',
+    labelNames: ['operation', 'method', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly latency = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time to answer a request, by operation.',
+    labelNames: ['operation'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly deliveryAttempts = new Counter({
+    name: 'webhook_delivery_attempts_total',
+    help: 'Webhook delivery attempts made by this instance, by outcome.',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly runsFinished = new Counter({
+    name: 'automation_runs_finished_total',
+    help: 'Automation runs ended by this instance, by status.',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(probe: QueueProbe) {
+    collectDefaultMetrics({ register: this.registry });
+    new Gauge({
+      name: 'webhook_deliveries_pending',
+      help: 'Webhook deliveries waiting for an attempt (all instances).',
+      registers: [this.registry],
+      async collect() {
+        this.set(await probe.pendingDeliveries());
+      },
+    });
+    new Gauge({
+      name: 'automation_runs_queued',
+      help: 'Automation runs waiting to start (all instances).',
+      registers: [this.registry],
+      async collect() {
+        this.set(await probe.queuedRuns());
+      },
+    });
+    new Gauge({
+      name: 'db_pool_connections',
+      help: 'Database pool connections of this instance, by state (Postgres only).',
+      labelNames: ['state'] as const,
+      registers: [this.registry],
+      collect() {
+        const pool = probe.pool();
+        if (!pool) return;
+        this.set({ state: 'total' }, pool.total);
+        this.set({ state: 'idle' }, pool.idle);
+        this.set({ state: 'waiting' }, pool.waiting);
+      },
+    });
+  }
+
+  /**
+   * `GET /metrics` in the Prometheus text format, only for requests bearing `token`: the route
+   * does not exist (404) when no token is configured.
+   */
+  handler(token: string | null): RequestHandler {
+    const expected = token ? Buffer.from(`Bearer ${token}`) : null;
+    return async (req, res, next) => {
+      if (!expected) return next();
+      const given = Buffer.from(req.get('authorization') ?? '');
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        res.status(401).set('WWW-Authenticate', 'Bearer').json({ error: 'A metrics token is required.', code: 'unauthenticated' });
+        return;
+      }
+      res.set('Content-Type', this.registry.contentType).send(await this.registry.metrics());
+    };
+  }
+}
