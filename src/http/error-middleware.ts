@@ -1,6 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
+import { StorageUnavailableError } from '../platform/storage';
 import { ApiError, type ErrorDetail, errors } from './errors';
 
 interface LibraryError {
@@ -21,6 +22,7 @@ function detailPath(path: string | undefined): string {
 /** Turns any thrown value into the catalogue's ApiError (null: an unexpected error, a 500). */
 export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?: string): ApiError | null {
   if (error instanceof ApiError) return error;
+  if (error instanceof StorageUnavailableError) return errors.storageUnavailable();
   const e = (error ?? {}) as LibraryError;
   const status = e.status ?? e.statusCode;
   if (e.type === 'entity.too.large' || status === 413) return errors.payloadTooLarge(`The request body is larger than ${bodyLimitBytes} bytes.`);

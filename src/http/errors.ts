@@ -56,6 +56,8 @@ export const errors = {
     new ApiError(502, 'model_provider_error', `The model provider failed: ${message}`, { messageId }),
   modelProviderTimeout: (timeoutMs: number, messageId: string) =>
     new ApiError(504, 'model_provider_timeout', `The model provider did not answer within ${timeoutMs} ms.`, { messageId }),
+  storageUnavailable: () =>
+    new ApiError(503, 'storage_unavailable', 'The file store is unavailable; try again shortly.', {}, { 'Retry-After': '5' }),
   internal: (requestId: string) =>
     new ApiError(500, 'internal_error', 'An unexpected error occurred.', { requestId }),
 };

@@ -49,6 +49,33 @@ export class ObjectIncompleteError extends Error {
 
 export class ObjectNotFoundError extends Error {}
 
+/** The store cannot be reached or cannot store right now (network, server, disk): try again later. */
+export class StorageUnavailableError extends Error {
+  override name = 'StorageUnavailableError';
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+const DISK_CODES = new Set(['EACCES', 'EPERM', 'ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EMFILE', 'ENFILE']);
+
+/**
+ * `error` as StorageUnavailableError when it means the store is out of reach: for S3 a network
+ * error, a timeout or a 5xx answer; for the local directory a disk error (a full, read-only or
+ * inaccessible disk). Anything else (a client that went away, a missing object) is returned as is.
+ */
+export function asUnavailable(error: unknown, store: 's3' | 'local'): unknown {
+  const e = error as { code?: string; name?: string; $metadata?: { httpStatusCode?: number }; message?: string } | null;
+  const status = e?.$metadata?.httpStatusCode;
+  const unavailable =
+    store === 'local'
+      ? e?.code !== undefined && DISK_CODES.has(e.code)
+      : (e?.code !== undefined && NETWORK_CODES.has(e.code)) ||
+        // The SDK may wrap a socket error into a plain Error that keeps only its message.
+        [...NETWORK_CODES].some((code) => e?.message?.includes(code)) ||
+        e?.name === 'TimeoutError' ||
+        (status !== undefined && status >= 500);
+  return unavailable ? new StorageUnavailableError(e?.message ?? 'the object store is unavailable', { cause: error }) : error;
+}
+
 /**
  * Passes bytes through while counting and hashing them; fails with ObjectTooLargeError as soon as
  * more than `maxBytes` have passed.

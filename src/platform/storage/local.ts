@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { type ByteRange, MeasuringStream, ObjectNotFoundError, type ObjectStore, type StoredObject } from './index';
+import { asUnavailable, type ByteRange, MeasuringStream, ObjectNotFoundError, type ObjectStore, type StoredObject } from './index';
 
 /** Objects as files under a directory; written to a temporary file and renamed into place when complete. */
 export class LocalObjectStore implements ObjectStore {
@@ -33,14 +33,14 @@ export class LocalObjectStore implements ObjectStore {
       return stored;
     } catch (error) {
       await fs.promises.rm(temporary, { force: true });
-      throw error;
+      throw asUnavailable(error, 'local');
     }
   }
 
   async get(key: string, range?: ByteRange): Promise<Readable> {
     const file = this.pathOf(key);
     const handle = await fs.promises.open(file, 'r').catch((error: NodeJS.ErrnoException) => {
-      throw error.code === 'ENOENT' ? new ObjectNotFoundError(key) : error;
+      throw error.code === 'ENOENT' ? new ObjectNotFoundError(key) : asUnavailable(error, 'local');
     });
     return handle.createReadStream(range ? { start: range.start, end: range.end } : {});
   }

@@ -8,7 +8,17 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { type ByteRange, MeasuringStream, ObjectNotFoundError, type ObjectStore, type StoredObject } from './index';
+import {
+  asUnavailable,
+  type ByteRange,
+  MeasuringStream,
+  ObjectIncompleteError,
+  ObjectNotFoundError,
+  type ObjectStore,
+  ObjectTooLargeError,
+  StorageUnavailableError,
+  type StoredObject,
+} from './index';
 
 export interface S3Settings {
   endpoint: string | null;
@@ -38,6 +48,8 @@ export class S3ObjectStore implements ObjectStore {
           ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey }
           : undefined,
       requestChecksumCalculation: 'WHEN_REQUIRED',
+      // An unreachable store fails within seconds instead of holding requests open.
+      requestHandler: { connectionTimeout: 5000, requestTimeout: 30_000 },
       responseChecksumValidation: 'WHEN_REQUIRED',
       // Failures reach the caller as errors; the SDK's own console notes (an aborted upload) are noise.
       logger: { trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
@@ -65,9 +77,15 @@ export class S3ObjectStore implements ObjectStore {
       abort.abort(error);
       passThrough.destroy(error as Error);
     });
+    // The store failing (unreachable, an error answer) ends the body too.
+    upload.catch((error: unknown) => passThrough.destroy(error as Error));
     const [piped, sent] = await Promise.allSettled([piping, upload]);
     if (piped.status === 'fulfilled' && sent.status === 'fulfilled') return piped.value;
     await this.discard(key);
+    // A wrong size is the upload's fault; otherwise an unavailable store is the cause.
+    if (piped.status === 'rejected' && (piped.reason instanceof ObjectTooLargeError || piped.reason instanceof ObjectIncompleteError)) throw piped.reason;
+    const unavailable = sent.status === 'rejected' ? asUnavailable(sent.reason, 's3') : null;
+    if (unavailable instanceof StorageUnavailableError) throw unavailable;
     throw piped.status === 'rejected' ? piped.reason : (sent as PromiseRejectedResult).reason;
   }
 
@@ -94,7 +112,7 @@ export class S3ObjectStore implements ObjectStore {
       return out.Body as Readable;
     } catch (error) {
       if (error instanceof NoSuchKey || (error as { name?: string }).name === 'NoSuchKey') throw new ObjectNotFoundError(key);
-      throw error;
+      throw asUnavailable(error, 's3');
     }
   }
 
