@@ -1,21 +1,12 @@
 import { describeCrudContract } from '../helpers/crud-contract';
 import { binaryBody, type TestUser, useHarnessWith } from '../helpers/harness';
-import { type FakeModelServer, startFakeModel } from '../helpers/openai-server';
-import { eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
+import { useFakeModelAndReceiver } from '../helpers/openai-server';
+import { eventually, subscribe, verify } from '../helpers/receiver';
 
-let model: FakeModelServer;
-let receiver: Receiver;
-beforeAll(async () => {
-  model = await startFakeModel();
-  receiver = await startReceiver();
-});
-afterAll(async () => {
-  await model.close();
-  await receiver.close();
-});
+const servers = useFakeModelAndReceiver();
 const ctx = useHarnessWith(
   () => ({
-    MODEL_PROVIDER_BASE_URL: model.baseUrl,
+    MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
     MODEL_PROVIDER_MODELS: 'test-model:100:200',
     AUTOMATION_POLL_INTERVAL_MS: '20',
     AUTOMATION_RUN_TIMEOUT_MS: '1000',
@@ -29,7 +20,7 @@ const ctx = useHarnessWith(
   'bob',
 );
 beforeEach(() => {
-  model.behaviour = () => ({ kind: 'reply', chunks: ['- Four notes reviewed.'] });
+  servers.model.behaviour = () => ({ kind: 'reply', chunks: ['- Four notes reviewed.'] });
 });
 
 type Run = { runId: string; status: string; attempt: number; errorCode: string | null; outputs: { outputId: string; mimeType: string }[]; usage: unknown };
@@ -133,20 +124,20 @@ describe('POST /api/v1/automations/test', () => {
 
   test('execute runs the prompt once as a dry run: a preview, nothing saved, no webhook', async () => {
     const user = await ctx.h.newUser('dry');
-    await subscribe(ctx.h, user, `${receiver.url}/dry`, ['automation.finished', 'automation.failed']);
+    await subscribe(ctx.h, user, `${servers.receiver.url}/dry`, ['automation.finished', 'automation.failed']);
     const skill = await ctx.h.http().post('/api/v1/skills').set(user.auth).send({ name: 'Terse', instructions: 'Be terse.' });
     const res = await test_(user, { name: 'Dry', prompt: 'Summarize my week.', skillIds: [skill.body.skill.skillId], execute: true });
     expect(res.body).toMatchObject({ valid: true, preview: { content: '- Four notes reviewed.', mimeType: 'text/markdown', usage: { inputTokens: 10, outputTokens: 5 } } });
-    const prompt = model.requests.at(-1)!.body.messages;
+    const prompt = servers.model.requests.at(-1)!.body.messages;
     expect(prompt[0]!.content).toContain('Be terse.');
     expect(prompt.at(-1)).toEqual({ role: 'user', content: 'Summarize my week.' });
     expect((await ctx.h.http().get('/api/v1/automations').set(user.auth)).body.automations).toEqual([]);
     expect((await ctx.h.http().get('/api/v1/automations/runs').set(user.auth)).body.runs).toEqual([]);
     expect((await ctx.h.http().get('/api/v1/outputs').set(user.auth)).body.outputs).toEqual([]);
     await ctx.h.runtime.dispatcher.runOnce();
-    expect(receiver.received.filter((r) => r.path === '/hook/dry')).toEqual([]);
+    expect(servers.receiver.received.filter((r) => r.path === '/hook/dry')).toEqual([]);
 
-    model.behaviour = () => ({ kind: 'reply', chunks: ['not json'] });
+    servers.model.behaviour = () => ({ kind: 'reply', chunks: ['not json'] });
     const json = await test_(user, { name: 'Dry', prompt: 'List as JSON.', outputFormat: 'json', execute: true });
     expect(json.body).toMatchObject({ valid: false, errors: [{ field: '/outputFormat', code: 'invalid_output' }], preview: null });
   });
@@ -162,7 +153,7 @@ describe('POST /api/v1/automations/test', () => {
 describe('runs', () => {
   test('a run goes queued → running → succeeded, stores its output and emits automation.finished', async () => {
     const user = await ctx.h.newUser('runs');
-    const { secret } = await subscribe(ctx.h, user, `${receiver.url}/finished`, ['automation.finished']);
+    const { secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/finished`, ['automation.finished']);
     const automationId = await automation(user, { name: 'Briefing' });
     const queued = await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });
     expect(queued.status).toBe(200);
@@ -173,31 +164,31 @@ describe('runs', () => {
     expect(run.outputs[0]!.mimeType).toBe('text/markdown');
     const content = await ctx.h.http().get(`/api/v1/outputs/${run.outputs[0]!.outputId}/content`).set(user.auth).buffer(true).parse(binaryBody);
     expect((content.body as Buffer).toString('utf8')).toBe('- Four notes reviewed.');
-    const hook = await eventually(() => receiver.received.find((r) => r.path === '/hook/finished'));
+    const hook = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/finished'));
     expect(verify(secret, hook)).toMatchObject({ type: 'automation.finished', data: { automationId, runId: run.runId, outputIds: [run.outputs[0]!.outputId] } });
   });
 
   test('a provider error fails the run and emits automation.failed', async () => {
-    model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
+    servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
     const user = await ctx.h.newUser('runfails');
-    const { secret } = await subscribe(ctx.h, user, `${receiver.url}/run-failed`, ['automation.failed']);
+    const { secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/run-failed`, ['automation.failed']);
     const automationId = await automation(user);
     const queued = await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });
     const run = await finished(user, queued.body.run.runId);
     expect(run).toMatchObject({ status: 'failed', errorCode: 'model_provider_error', outputs: [], usage: null });
-    const hook = await eventually(() => receiver.received.find((r) => r.path === '/hook/run-failed'));
+    const hook = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/run-failed'));
     expect(verify(secret, hook)).toMatchObject({ type: 'automation.failed', data: { automationId, runId: run.runId, errorCode: 'model_provider_error' } });
   });
 
   test('a run that outlasts the run timeout fails', async () => {
-    model.behaviour = () => ({ kind: 'hang' });
+    servers.model.behaviour = () => ({ kind: 'hang' });
     const automationId = await automation(ctx.alice);
     const queued = await ctx.h.http().post('/api/v1/automations/run').set(ctx.alice.auth).send({ automationId });
     expect(await finished(ctx.alice, queued.body.run.runId)).toMatchObject({ status: 'failed', errorCode: 'model_provider_timeout' });
   });
 
   test('a user has at most AUTOMATION_MAX_CONCURRENT_RUNS runs running at once', async () => {
-    model.behaviour = () => ({ kind: 'hang' });
+    servers.model.behaviour = () => ({ kind: 'hang' });
     const user = await ctx.h.newUser('busy');
     const automationId = await automation(user);
     for (let i = 0; i < 3; i += 1) await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });

@@ -2,22 +2,13 @@ import http from 'node:http';
 import { sql } from 'kysely';
 import { describeCrudContract } from '../helpers/crud-contract';
 import { textBody, type TestUser, useHarnessWith } from '../helpers/harness';
-import { type FakeModelServer, parseEvents, startFakeModel } from '../helpers/openai-server';
-import { eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
+import { parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
+import { eventually, subscribe, verify } from '../helpers/receiver';
 
-let model: FakeModelServer;
-let receiver: Receiver;
-beforeAll(async () => {
-  model = await startFakeModel();
-  receiver = await startReceiver();
-});
-afterAll(async () => {
-  await model.close();
-  await receiver.close();
-});
+const servers = useFakeModelAndReceiver();
 const ctx = useHarnessWith(
   () => ({
-    MODEL_PROVIDER_BASE_URL: model.baseUrl,
+    MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
     MODEL_PROVIDER_API_KEY: 'test-provider-key',
     MODEL_PROVIDER_MODELS: 'test-model:100:200,other-model',
     CHAT_TIMEOUT_MS: '1000',
@@ -28,7 +19,7 @@ const ctx = useHarnessWith(
   'bob',
 );
 beforeEach(() => {
-  model.behaviour = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] });
+  servers.model.behaviour = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] });
 });
 
 async function conversation(user: TestUser, body: Record<string, unknown> = {}): Promise<string> {
@@ -54,7 +45,7 @@ describe('models', () => {
     ]);
     const providers = await ctx.h.http().get('/api/v1/model-providers').set(ctx.alice.auth);
     expect(providers.body.providers).toEqual([
-      { providerId: 'openai-compatible', kind: 'openai-compatible', name: expect.any(String), baseUrl: model.baseUrl, models: ['test-model', 'other-model'] },
+      { providerId: 'openai-compatible', kind: 'openai-compatible', name: expect.any(String), baseUrl: servers.model.baseUrl, models: ['test-model', 'other-model'] },
     ]);
     expect(JSON.stringify(providers.body)).not.toContain('test-provider-key');
     expect((await ctx.h.http().get('/api/v1/models')).status).toBe(401);
@@ -96,7 +87,7 @@ describe('POST /api/v1/conversations/messages', () => {
       errorCode: null,
       usage: { inputTokens: 10, outputTokens: 5, costCents: 0.002 },
     });
-    const request = model.requests.at(-1)!;
+    const request = servers.model.requests.at(-1)!;
     expect(request.authorization).toBe('Bearer test-provider-key');
     expect(request.body.model).toBe('test-model');
     const system = request.body.messages[0]!;
@@ -114,7 +105,7 @@ describe('POST /api/v1/conversations/messages', () => {
     expect(usage.rows[0]).toEqual({ n: 1, cost: 2000 });
 
     await send(ctx.alice, { conversationId, content: 'And for the appendix?', model: 'other-model' });
-    const second = model.requests.at(-1)!;
+    const second = servers.model.requests.at(-1)!;
     expect(second.body.model).toBe('other-model');
     expect(second.body.messages.slice(1)).toEqual([
       { role: 'user', content: 'Which units should the lab report use?' },
@@ -124,7 +115,7 @@ describe('POST /api/v1/conversations/messages', () => {
   });
 
   test('streams the reply as server-sent events, in order; the stored reply is their concatenation', async () => {
-    model.behaviour = () => ({ kind: 'reply', chunks: ['The ', 'plan ', 'is ', 'ready.'], usage: { prompt: 7, completion: 4 } });
+    servers.model.behaviour = () => ({ kind: 'reply', chunks: ['The ', 'plan ', 'is ', 'ready.'], usage: { prompt: 7, completion: 4 } });
     const conversationId = await conversation(ctx.alice);
     const res = await send(ctx.alice, { conversationId, content: 'Plan?', stream: true }).buffer(true).parse(textBody);
     expect(res.status).toBe(200);
@@ -134,7 +125,7 @@ describe('POST /api/v1/conversations/messages', () => {
     expect(events.filter((e) => e.event === 'delta').map((e) => e.data.text)).toEqual(['The ', 'plan ', 'is ', 'ready.']);
     const done = events.at(-1)!.data.message as Record<string, unknown>;
     expect(done).toMatchObject({ content: 'The plan is ready.', status: 'complete', usage: { inputTokens: 7, outputTokens: 4 } });
-    expect(model.requests.at(-1)!.body.stream).toBe(true);
+    expect(servers.model.requests.at(-1)!.body.stream).toBe(true);
     const stored = await messages(ctx.alice, conversationId);
     expect(stored[0]).toEqual(done);
     expect(stored[1]).toEqual(events[0]!.data.message);
@@ -142,10 +133,10 @@ describe('POST /api/v1/conversations/messages', () => {
 
   test('a completed reply emits chat.completed, signed', async () => {
     const user = await ctx.h.newUser('hooks');
-    const { secret } = await subscribe(ctx.h, user, `${receiver.url}/completed`, ['chat.completed']);
+    const { secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/completed`, ['chat.completed']);
     const conversationId = await conversation(user);
     const res = await send(user, { conversationId, content: 'Hi' });
-    const request = await eventually(() => receiver.received.find((r) => r.path === '/hook/completed'));
+    const request = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/completed'));
     expect(verify(secret, request)).toMatchObject({
       type: 'chat.completed',
       data: { conversationId, messageId: res.body.reply.messageId, model: 'test-model', content: 'Hello there.', usage: { inputTokens: 10, outputTokens: 5 } },
@@ -153,9 +144,9 @@ describe('POST /api/v1/conversations/messages', () => {
   });
 
   test('a provider failure stores the reply as failed, answers 502 and emits chat.failed', async () => {
-    model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
+    servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
     const user = await ctx.h.newUser('fails');
-    const { secret } = await subscribe(ctx.h, user, `${receiver.url}/failed`, ['chat.failed']);
+    const { secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/failed`, ['chat.failed']);
     const conversationId = await conversation(user);
     const res = await send(user, { conversationId, content: 'Hi' });
     expect(res.status).toBe(502);
@@ -164,7 +155,7 @@ describe('POST /api/v1/conversations/messages', () => {
     const [reply, message] = await messages(user, conversationId);
     expect(message).toMatchObject({ role: 'user', status: 'complete' });
     expect(reply).toMatchObject({ messageId: res.body.messageId, status: 'failed', errorCode: 'model_provider_error', usage: null });
-    const request = await eventually(() => receiver.received.find((r) => r.path === '/hook/failed'));
+    const request = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/failed'));
     expect(verify(secret, request)).toMatchObject({ type: 'chat.failed', data: { conversationId, messageId: res.body.messageId, errorCode: 'model_provider_error' } });
 
     const streamed = await send(user, { conversationId, content: 'Again', stream: true }).buffer(true).parse(textBody);
@@ -174,16 +165,16 @@ describe('POST /api/v1/conversations/messages', () => {
   });
 
   test('no answer within the timeout: 504, the reply stored as failed', async () => {
-    model.behaviour = () => ({ kind: 'hang' });
+    servers.model.behaviour = () => ({ kind: 'hang' });
     const conversationId = await conversation(ctx.alice);
     const res = await send(ctx.alice, { conversationId, content: 'Hi' });
     expect(res.status).toBe(504);
     expect(res.body).toMatchObject({ code: 'model_provider_timeout', messageId: expect.any(String) });
     const [reply] = await messages(ctx.alice, conversationId);
     expect(reply).toMatchObject({ status: 'failed', errorCode: 'model_provider_timeout' });
-    await eventually(() => (model.abandoned() > 0 ? true : undefined));
+    await eventually(() => (servers.model.abandoned() > 0 ? true : undefined));
 
-    model.behaviour = () => ({ kind: 'stall', chunks: ['Half'] });
+    servers.model.behaviour = () => ({ kind: 'stall', chunks: ['Half'] });
     const streamed = await send(ctx.alice, { conversationId, content: 'Again', stream: true }).buffer(true).parse(textBody);
     const events = parseEvents(streamed.body as string);
     expect(events.map((e) => e.event)).toEqual(['message', 'delta', 'error']);
@@ -191,11 +182,11 @@ describe('POST /api/v1/conversations/messages', () => {
   });
 
   test('a client that disconnects mid-stream cancels the provider call; the partial reply is stored as cancelled', async () => {
-    model.behaviour = () => ({ kind: 'stall', chunks: ['Partial ', 'answer'] });
+    servers.model.behaviour = () => ({ kind: 'stall', chunks: ['Partial ', 'answer'] });
     const user = await ctx.h.newUser('leaves');
-    const { secret } = await subscribe(ctx.h, user, `${receiver.url}/cancelled`, ['chat.failed']);
+    const { secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/cancelled`, ['chat.failed']);
     const conversationId = await conversation(user);
-    const abandonedBefore = model.abandoned();
+    const abandonedBefore = servers.model.abandoned();
     await new Promise<void>((resolve, reject) => {
       const request = http.request(`${ctx.h.baseUrl}/api/v1/conversations/messages`, {
         method: 'POST',
@@ -219,14 +210,14 @@ describe('POST /api/v1/conversations/messages', () => {
       return latest?.status === 'failed' ? latest : undefined;
     });
     expect(reply).toMatchObject({ errorCode: 'cancelled', content: 'Partial answer' });
-    await eventually(() => (model.abandoned() > abandonedBefore ? true : undefined));
-    const hook = await eventually(() => receiver.received.find((r) => r.path === '/hook/cancelled'));
+    await eventually(() => (servers.model.abandoned() > abandonedBefore ? true : undefined));
+    const hook = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/cancelled'));
     expect(verify(secret, hook)).toMatchObject({ type: 'chat.failed', data: { errorCode: 'cancelled' } });
   });
 
   test('another user’s conversation is not found, and gets no message', async () => {
     const conversationId = await conversation(ctx.alice);
-    const requests = model.requests.length;
+    const requests = servers.model.requests.length;
     for (const stream of [false, true]) {
       const res = await send(ctx.bob, { conversationId, content: 'Hi', stream });
       expect(res.status).toBe(404);
@@ -234,12 +225,12 @@ describe('POST /api/v1/conversations/messages', () => {
     }
     expect((await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(ctx.bob.auth)).status).toBe(404);
     expect(await messages(ctx.alice, conversationId)).toEqual([]);
-    expect(model.requests).toHaveLength(requests);
+    expect(servers.model.requests).toHaveLength(requests);
   });
 
   test('bad input is a 400, an archived conversation a 409, and nothing is stored or sent', async () => {
     const conversationId = await conversation(ctx.alice);
-    const requests = model.requests.length;
+    const requests = servers.model.requests.length;
     for (const body of [
       { conversationId },
       { conversationId, content: '' },
@@ -257,19 +248,19 @@ describe('POST /api/v1/conversations/messages', () => {
     await ctx.h.http().patch('/api/v1/conversations').set(ctx.alice.auth).send({ conversationId, archived: true });
     expect((await send(ctx.alice, { conversationId, content: 'Hi' })).status).toBe(409);
     expect(await messages(ctx.alice, conversationId)).toEqual([]);
-    expect(model.requests).toHaveLength(requests);
+    expect(servers.model.requests).toHaveLength(requests);
     expect((await ctx.h.http().get('/api/v1/conversations/messages').set(ctx.alice.auth)).status).toBe(400);
   });
 
   test('Idempotency-Key replays a JSON reply and posts nothing; with stream it is refused', async () => {
     const conversationId = await conversation(ctx.alice);
-    const requests = model.requests.length;
+    const requests = servers.model.requests.length;
     const first = await send(ctx.alice, { conversationId, content: 'Once' }).set('Idempotency-Key', 'chat-once');
     const again = await send(ctx.alice, { conversationId, content: 'Once' }).set('Idempotency-Key', 'chat-once');
     expect(again.status).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toEqual(first.body);
-    expect(model.requests).toHaveLength(requests + 1);
+    expect(servers.model.requests).toHaveLength(requests + 1);
     const streamed = await send(ctx.alice, { conversationId, content: 'Twice', stream: true }).set('Idempotency-Key', 'chat-stream');
     expect(streamed.status).toBe(400);
     expect(await messages(ctx.alice, conversationId)).toHaveLength(2);

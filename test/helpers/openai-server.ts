@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { type Receiver, startReceiver } from './receiver';
 
 /** How the fake model answers one chat completion request. */
 export type Behaviour =
@@ -99,4 +100,29 @@ export function parseEvents(text: string): { event: string; data: Record<string,
       const data = lines.filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
       return { event, data: JSON.parse(data) as Record<string, unknown> };
     });
+}
+
+/**
+ * A fake model server and a webhook receiver for the test file, started before its harness
+ * (declare this first) and closed after it.
+ */
+export function useFakeModelAndReceiver(): { readonly model: FakeModelServer; readonly receiver: Receiver } {
+  let model: FakeModelServer | undefined;
+  let receiver: Receiver | undefined;
+  beforeAll(async () => {
+    model = await startFakeModel();
+    receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    await model?.close();
+    await receiver?.close();
+  });
+  return {
+    get model() {
+      return model as FakeModelServer;
+    },
+    get receiver() {
+      return receiver as Receiver;
+    },
+  };
 }

@@ -1,4 +1,5 @@
 import type { components } from '../../../generated/api';
+import { presentRecordedUsage } from '../usage/presenter';
 import type { AutomationRow, RunRow } from './repository';
 
 type Schemas = components['schemas'];
@@ -35,10 +36,7 @@ export function presentRun(row: RunRow, outputs: { id: string; name: string; mim
     finishedAt: row.finished_at?.getTime() ?? null,
     errorCode: row.error_code,
     errorMessage: row.error_message,
-    usage:
-      row.input_tokens !== null && row.output_tokens !== null && row.cost_micro_cents !== null
-        ? { inputTokens: row.input_tokens, outputTokens: row.output_tokens, costCents: row.cost_micro_cents / 1e6 }
-        : null,
+    usage: presentRecordedUsage(row),
     outputs: row.output_ids
       .map((id) => byId.get(id))
       .filter((o) => o !== undefined)

@@ -6,6 +6,7 @@ import { WorkerPool } from '../../platform/workers';
 import type { CapabilityService } from '../capabilities/service';
 import type { OutputService } from '../outputs/service';
 import { costMicroCents, recordUsage } from '../usage/ledger';
+import { presentUsage } from '../usage/presenter';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
 import { latestSlot, nextSlots } from './schedule';
@@ -191,7 +192,7 @@ export class AutomationRunner {
           trigger: run.trigger,
           scheduledFor: run.scheduled_for?.getTime() ?? null,
           outputIds: [output.id],
-          usage: { inputTokens: generated.usage.inputTokens, outputTokens: generated.usage.outputTokens, costCents: cost / 1e6 },
+          usage: presentUsage(generated.usage, cost),
         });
         return true;
       });

@@ -1,7 +1,7 @@
 import type { components } from '../../../generated/api';
 import { ApiError, errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
-import type { ChatMessage, ChatUsage, ModelInfo, ModelProvider } from '../../platform/ai/models';
+import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type ModelProvider } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
@@ -168,7 +168,7 @@ export class AutomationService {
       const found = await this.skills.get(userId, skillId).catch(notFoundAsNull);
       if (!found) problems.push({ field: `/skillIds/${i}`, code: 'not_found', message: 'No such skill of yours.' });
     }
-    if (draft.model && !this.provider.models.some((m) => m.id === draft.model)) {
+    if (draft.model && !findModel(this.provider, draft.model)) {
       problems.push({ field: '/model', code: 'not_found', message: `Available models: ${this.provider.models.map((m) => m.id).join(', ')}.` });
     }
     return problems;
@@ -192,7 +192,8 @@ export class AutomationService {
    * format go to the system prompt. Throws RunFailure for the model's failures.
    */
   async generate(userId: string, draft: Draft, signal: AbortSignal): Promise<Generated> {
-    const model = this.provider.models.find((m) => m.id === draft.model) ?? this.provider.models.find((m) => m.default) ?? this.provider.models[0];
+    // A model the deployment no longer offers falls back to the default.
+    const model = findModel(this.provider, draft.model) ?? findModel(this.provider);
     if (!model) throw new RunFailure('model_provider_error', 'No model is available.');
     const project = draft.projectId ? await this.projects.get(userId, draft.projectId).catch(notFoundAsNull) : null;
     const skills = await Promise.all((draft.skillIds ?? []).map((id) => this.skills.get(userId, id).catch(notFoundAsNull)));

@@ -1,4 +1,5 @@
 import type { components } from '../../../generated/api';
+import { presentRecordedUsage } from '../usage/presenter';
 import type { ConversationRow, MessageRow } from './repository';
 
 type Schemas = components['schemas'];
@@ -16,7 +17,6 @@ export function presentConversation(row: ConversationRow): Schemas['Conversation
 }
 
 export function presentMessage(row: MessageRow): Schemas['Message'] {
-  const priced = row.input_tokens !== null && row.output_tokens !== null && row.cost_micro_cents !== null;
   return {
     messageId: row.id,
     conversationId: row.conversation_id,
@@ -27,9 +27,7 @@ export function presentMessage(row: MessageRow): Schemas['Message'] {
     model: row.model,
     errorCode: row.error_code as Schemas['Message']['errorCode'],
     errorMessage: row.error_message,
-    usage: priced
-      ? { inputTokens: row.input_tokens as number, outputTokens: row.output_tokens as number, costCents: (row.cost_micro_cents as number) / 1e6 }
-      : null,
+    usage: presentRecordedUsage(row),
     createdAt: row.created_at.getTime(),
     updatedAt: row.updated_at.getTime(),
   };

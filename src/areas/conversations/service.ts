@@ -1,7 +1,7 @@
 import type { components } from '../../../generated/api';
 import { ApiError, errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
-import { type ChatMessage, type ChatUsage, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
+import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
 import { type Database, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
@@ -9,6 +9,7 @@ import { relevantMemoryItems } from '../memory/repository';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import { costMicroCents, recordUsage } from '../usage/ledger';
+import { presentUsage } from '../usage/presenter';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
 
@@ -150,8 +151,7 @@ export class ChatService {
     const conversation = await this.get(userId, input.conversationId);
     if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
     // The conversation's model, or the default when it has none or the deployment no longer offers it.
-    const model =
-      input.model !== undefined ? this.model(input.model) : (this.provider.models.find((m) => m.id === conversation.model) ?? this.model(undefined));
+    const model = input.model !== undefined ? this.model(input.model) : (findModel(this.provider, conversation.model) ?? this.model(undefined));
     const now = new Date();
     const [message, reply] = await this.db.transaction().execute(async (trx) => {
       const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
@@ -197,10 +197,9 @@ export class ChatService {
 
   /** The available model `id` (the default without one); `400` naming `/body/model` when unknown. */
   private model(id: string | undefined): ModelInfo {
-    const models = this.provider.models;
-    const found = id === undefined ? (models.find((m) => m.default) ?? models[0]) : models.find((m) => m.id === id);
+    const found = findModel(this.provider, id);
     if (found) return found;
-    const message = `must be one of the available models: ${models.map((m) => m.id).join(', ')}`;
+    const message = `must be one of the available models: ${this.provider.models.map((m) => m.id).join(', ')}`;
     throw errors.invalidRequest(`The model "${id ?? ''}" is not available.`, [{ path: '/body/model', message }]);
   }
 
@@ -240,7 +239,7 @@ export class ChatService {
         messageId: reply.id,
         model: model.id,
         content: text,
-        usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, costCents: cost / 1e6 },
+        usage: presentUsage(usage, cost),
       });
       return stored;
     });

@@ -1,20 +1,10 @@
 import type { HandlerMap } from '../../http/handler';
 import type { ModelProvider } from '../../platform/ai/models';
+import { presentModel, presentProvider } from './presenter';
 
 export function modelHandlers(provider: ModelProvider): Pick<HandlerMap, 'getModels' | 'getModelProviders'> {
   return {
-    getModels: async () => ({
-      models: provider.models.map((m) => ({
-        modelId: m.id,
-        providerId: m.providerId,
-        name: m.name,
-        default: m.default,
-        inputCentsPerMillionTokens: m.inputCentsPerMillionTokens,
-        outputCentsPerMillionTokens: m.outputCentsPerMillionTokens,
-      })),
-    }),
-    getModelProviders: async () => ({
-      providers: [{ ...provider.info, models: provider.models.map((m) => m.id) }],
-    }),
+    getModels: async () => ({ models: provider.models.map(presentModel) }),
+    getModelProviders: async () => ({ providers: [presentProvider(provider)] }),
   };
 }

@@ -48,6 +48,15 @@ export interface ModelProvider {
   stream(request: ChatRequest): AsyncIterable<ChatPart>;
 }
 
+/**
+ * The provider's model `id`, or its default model when `id` is undefined or null; undefined when
+ * the provider does not offer `id`.
+ */
+export function findModel(provider: ModelProvider, id?: string | null): ModelInfo | undefined {
+  if (id === undefined || id === null) return provider.models.find((m) => m.default) ?? provider.models[0];
+  return provider.models.find((m) => m.id === id);
+}
+
 /** The provider answered with an error (or not in the protocol); the message is for people. */
 export class ModelProviderFailure extends Error {
   override name = 'ModelProviderFailure';
