@@ -1,6 +1,6 @@
 import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
 import { readPage } from '../../http/pagination';
-import { presentAutomation, presentRun } from './presenter';
+import { presentAutomation, presentRun, presentTestResult } from './presenter';
 import type { AutomationRunner } from './runner';
 import type { AutomationService } from './service';
 
@@ -21,7 +21,7 @@ export function automationHandlers(
       await automations.delete(caller.userId, automationId);
       return { automationId, deleted: true };
     },
-    testAutomation: async ({ caller, body }) => automations.test(caller.userId, body),
+    testAutomation: async ({ caller, body }) => presentTestResult(await automations.test(caller.userId, body)),
     runAutomation: async ({ caller, body }) => {
       const queued = await automations.queueRun(caller.userId, body.automationId);
       runner.wake(); // start it now rather than at the next poll

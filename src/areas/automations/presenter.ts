@@ -1,6 +1,7 @@
 import type { components } from '../../../generated/api';
 import { presentRecordedUsage } from '../usage/presenter';
 import type { AutomationRow, RunRow } from './repository';
+import type { TestResult } from './service';
 
 type Schemas = components['schemas'];
 
@@ -41,5 +42,14 @@ export function presentRun(row: RunRow, outputs: { id: string; name: string; mim
       .map((id) => byId.get(id))
       .filter((o) => o !== undefined)
       .map((o) => ({ outputId: o.id, name: o.name, mimeType: o.mime_type, sizeBytes: o.size_bytes })),
+  };
+}
+
+export function presentTestResult({ problems, nextRuns, preview }: TestResult): Schemas['AutomationTestResponse'] {
+  return {
+    valid: problems.length === 0,
+    errors: problems,
+    nextRuns: nextRuns.map((slot) => slot.getTime()),
+    preview: preview && { content: preview.content, mimeType: preview.mimeType, usage: preview.usage },
   };
 }

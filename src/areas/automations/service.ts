@@ -48,6 +48,13 @@ export interface RunWithOutputs {
   outputs: Awaited<ReturnType<typeof repo.outputsOf>>;
 }
 
+/** The verdict on a draft: its problems, the next slots of its schedule, a dry run's output. */
+export interface TestResult {
+  problems: TestError[];
+  nextRuns: Date[];
+  preview: Generated | null;
+}
+
 /** A run's failure: its code and a message for people. */
 export class RunFailure extends Error {
   constructor(
@@ -133,22 +140,21 @@ export class AutomationService {
   }
 
   /** Validates a draft (and with `execute`, runs it once, saving nothing). */
-  async test(userId: string, input: TestInput) {
+  async test(userId: string, input: TestInput): Promise<TestResult> {
     const draft: Draft = { ...input, outputFormat: input.outputFormat ?? 'markdown' };
     const problems = await this.check(userId, draft);
     const scheduleValid = input.schedule && !problems.some((p) => p.field.startsWith('/schedule'));
     const nextRuns = scheduleValid && input.schedule ? nextSlots(input.schedule.cron, input.schedule.timezone, new Date(), NEXT_RUNS) : [];
-    let preview: Schemas['AutomationTestResponse']['preview'] = null;
+    let preview: Generated | null = null;
     if (input.execute && problems.length === 0) {
       try {
-        const generated = await this.generate(userId, draft, AbortSignal.timeout(this.runTimeoutMs));
-        preview = { content: generated.content, mimeType: generated.mimeType, usage: generated.usage };
+        preview = await this.generate(userId, draft, AbortSignal.timeout(this.runTimeoutMs));
       } catch (error) {
         if (!(error instanceof RunFailure)) throw error;
         problems.push({ field: error.code === 'invalid_output' ? '/outputFormat' : '/prompt', code: error.code, message: error.message });
       }
     }
-    return { valid: problems.length === 0, errors: problems, nextRuns: nextRuns.map((d) => d.getTime()), preview };
+    return { problems, nextRuns, preview };
   }
 
   /** The problems of a draft, one per field: schedule, project, skills and model. */
