@@ -6,20 +6,10 @@ export interface CapabilitySource {
 }
 
 /**
- * Gates every route of a capability: when it is switched off the route answers the deterministic
- * `403 capability_disabled` body, the same on every gated route, and its handler never runs.
- */
-export function requireCapability(capabilities: CapabilitySource, name: CapabilityName): RequestHandler {
-  return async function capabilityGate(_req, _res, next) {
-    if (await capabilities.isEnabled(name)) next();
-    else next(errors.capabilityDisabled(name));
-  };
-}
-
-/**
  * The gate of the operations that declare their capability in the document (`x-capability`),
  * placed after authentication and before request validation: with the capability off, every such
- * operation answers the same body, whatever the request.
+ * operation answers the same `403 capability_disabled` body, whatever the request, and its handler
+ * never runs. Operations that declare none pass.
  */
 export function requireDeclaredCapability(capabilities: CapabilitySource): RequestHandler {
   return async function declaredCapabilityGate(req, _res, next) {

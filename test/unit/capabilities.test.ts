@@ -3,15 +3,20 @@ import supertest from 'supertest';
 import { AuditService } from '../../src/areas/audit/service';
 import { CapabilityService } from '../../src/areas/capabilities/service';
 import { errorMiddleware } from '../../src/http/error-middleware';
-import { requireCapability } from '../../src/http/capability-gate';
+import { requireDeclaredCapability } from '../../src/http/capability-gate';
 import { createLogger } from '../../src/platform/logger';
 import { type Harness, startHarness } from '../helpers/harness';
 
 describe('the capability gate', () => {
-  function gatedApp(enabled: boolean) {
+  function gatedApp(enabled: boolean, declared: string | null = 'automations') {
     const app = express();
     let handled = 0;
-    app.post('/api/v1/automations', requireCapability({ isEnabled: async () => enabled }, 'automations'), (_req, res) => {
+    // What the validator attaches once it has found the operation in the document.
+    app.use((req, _res, next) => {
+      Object.assign(req, { openapi: { schema: declared === null ? {} : { 'x-capability': declared } } });
+      next();
+    });
+    app.post('/api/v1/automations', requireDeclaredCapability({ isEnabled: async () => enabled }), (_req, res) => {
       handled += 1;
       res.json({ ok: true });
     });
@@ -37,6 +42,11 @@ describe('the capability gate', () => {
     const on = gatedApp(true);
     expect((await supertest(on.app).post('/api/v1/automations')).body).toEqual({ ok: true });
     expect(on.handled()).toBe(1);
+  });
+
+  test('lets operations through that declare no capability', async () => {
+    const undeclared = gatedApp(false, null);
+    expect((await supertest(undeclared.app).post('/api/v1/automations')).body).toEqual({ ok: true });
   });
 });
 
