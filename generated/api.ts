@@ -249,6 +249,8 @@ export interface paths {
          *     folder (`kind: folder`, ready at once) owned by the caller. A file needs `mimeType` and
          *     `sizeBytes` (at most the deployment's upload limit); a folder takes neither. `projectId`
          *     must be a project of the caller's and `parentId` a folder of the caller's (`404` otherwise).
+         *     A file whose size would take the caller's files beyond the plan's `storageBytes` entitlement is
+         *     `402 quota_exceeded`.
          *     Accepts `Idempotency-Key` to make retries safe.
          */
         post: operations["createFile"];
@@ -591,7 +593,8 @@ export interface paths {
          * Adjust a user's budget
          * @description Adds `amountCents` (whole cents; negative takes away) to the budget of `userId`, writing one
          *     ledger entry and the audit event `administration.budget.adjust` (with the amount) in the same
-         *     transaction. A change that would take the balance below zero is `409 conflict`. Accepts
+         *     transaction. A negative change that would take the balance below zero is `409 conflict`; a
+         *     positive one always applies (and restores access when the balance was spent). Accepts
          *     `Idempotency-Key`: a retry with the same key and body returns the first response and writes no
          *     second ledger entry. Roles: `admin` or `billing_admin`.
          */
@@ -624,6 +627,63 @@ export interface paths {
          *     transaction.
          */
         patch: operations["updateCapabilities"];
+        trace?: never;
+    };
+    "/api/v1/subscription": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the caller's subscription and entitlements
+         * @description The caller's plan, the provider's subscription state, the plan's entitlements and where the
+         *     caller stands in the current period. Subscription state comes only from verified payment
+         *     provider events: events are applied once each (by event id) and forward only, so a
+         *     redelivered or late event never rolls the state back, and a canceled subscription stays
+         *     canceled.
+         *
+         *     While billing is off (`billing: false` in `/api/v1/capabilities`), this reads as the
+         *     `self_hosted` plan with the deployment's configured entitlements and provider `none`. The
+         *     period is the provider's current billing period for a paid subscription, otherwise the
+         *     calendar month (UTC).
+         */
+        get: operations["getSubscription"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/subscription/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the caller's billing settings
+         * @description The deployment's billing provider and currency, and the caller's own preferences. While
+         *     billing is off the provider reads `none` (this operation still answers).
+         */
+        get: operations["getBillingSettings"];
+        put?: never;
+        /**
+         * Update the caller's billing settings
+         * @description Sets the caller's own preferences: a user changes only their own. The provider, currency and
+         *     plans are deployment settings (configuration), and budgets are changed by `admin` or
+         *     `billing_admin` through `POST /api/v1/admin/usage`. While billing is off this answers
+         *     `403 capability_disabled`.
+         */
+        post: operations["updateBillingSettings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/webhooks": {
@@ -881,6 +941,10 @@ export interface paths {
          *     the deployment's timeout, `504 model_provider_timeout`; a cancelled stream) is stored as
          *     `failed` and emits `chat.failed`. The error answers carry the failed reply's `messageId`.
          *
+         *     A reply is a charged action: its cost is charged to the caller's budget (see
+         *     `GET /api/v1/subscription`). With nothing left to spend the answer is `402 budget_exhausted`
+         *     and nothing is posted.
+         *
          *     A JSON answer may be made safe to retry with `Idempotency-Key` (the same key and body answer the
          *     first complete reply again and post nothing); a stream cannot be replayed, so `stream: true`
          *     with the header is `400`.
@@ -936,7 +1000,8 @@ export interface paths {
          * @description Creates an automation owned by the caller, validated like `POST /api/v1/automations/test`: an
          *     invalid cron expression is `400 invalid_cron`, an unknown time zone or model `400
          *     invalid_request`, another user's project or skill `404`. Scheduled automations run at each slot
-         *     of their schedule once, however many instances run. Accepts `Idempotency-Key`.
+         *     of their schedule once, however many instances run. Beyond the plan's `automations`
+         *     entitlement the answer is `402 quota_exceeded`. Accepts `Idempotency-Key`.
          */
         post: operations["createAutomation"];
         /**
@@ -972,7 +1037,8 @@ export interface paths {
          *     request's schema, `400`). Problems are answered as `valid: false` with one entry per field;
          *     `nextRuns` lists the schedule's next five slots. With `execute: true` and a valid draft, the
          *     prompt also runs once as a dry run and `preview` holds its output: nothing is saved and no
-         *     webhook is sent.
+         *     webhook is sent. The dry run is charged like a run: with nothing left to spend, `execute: true`
+         *     answers `402 budget_exhausted`.
          */
         post: operations["testAutomation"];
         delete?: never;
@@ -995,7 +1061,9 @@ export interface paths {
          * @description Queues a run of the caller's automation `automationId` (enabled or not) and returns it. Runs go
          *     `queued` → `running` → `succeeded` or `failed` (or `cancelled` when their automation is switched
          *     off before they start); follow them with `GET /api/v1/automations/runs`. Each finished run emits
-         *     `automation.finished`, each failed one `automation.failed`. Accepts `Idempotency-Key`, so that a
+         *     `automation.finished`, each failed one `automation.failed`. A run is a charged action: with
+         *     nothing left to spend the answer is `402 budget_exhausted` and no run is queued, and a queued or
+         *     scheduled run that starts with nothing left fails with `budget_exhausted`. Accepts `Idempotency-Key`, so that a
          *     retried request queues one run.
          */
         post: operations["runAutomation"];
@@ -1689,7 +1757,7 @@ export interface components {
             userId: string;
             /**
              * Format: int64
-             * @description What the user may still spend, in cents.
+             * @description The prepaid balance in cents: administrative adjustments and top-ups add to it, model usage beyond the plan's monthly budget takes from it. It may be negative (a charged action that starts with budget left completes; what it cost beyond the balance is owed).
              * @example 2500
              */
             balanceCents: number;
@@ -1716,11 +1784,11 @@ export interface components {
              */
             balanceAfterCents: number;
             /**
-             * @description `adjustment`: an administrative change. Clients must tolerate new values (usage charges).
+             * @description `adjustment`: an administrative change; `usage`: model usage charged to the balance (whole cents; smaller amounts carry over); `top_up`: a payment received through the payment provider. Clients must tolerate new values.
              * @example adjustment
              * @enum {string}
              */
-            kind: "adjustment";
+            kind: "adjustment" | "usage" | "top_up";
             /** @example alice */
             actorUserId: string;
             /** @example Goodwill credit */
@@ -1745,7 +1813,7 @@ export interface components {
             userId: components["schemas"]["TargetUserId"];
             /**
              * Format: int64
-             * @description Whole cents, not zero, at most 1,000,000.00 either way. A change that would take the balance below zero is refused (`409`).
+             * @description Whole cents, not zero, at most 1,000,000.00 either way. A negative change that would take the balance below zero is refused (`409`).
              * @example 1000
              */
             amountCents: number;
@@ -3108,6 +3176,166 @@ export interface components {
              */
             capability: string;
         };
+        /**
+         * @description The payment provider; `none` while billing is off. Clients must tolerate new values.
+         * @example stripe
+         * @enum {string}
+         */
+        BillingProvider: "none" | "stripe";
+        /** @description The newest invoice event of the subscription; `null` before the first. */
+        LatestInvoice: {
+            /**
+             * @description Clients must tolerate new values.
+             * @example paid
+             * @enum {string}
+             */
+            status: "paid" | "payment_failed";
+            /**
+             * Format: int64
+             * @example 2000
+             */
+            amountCents: number;
+            at: components["schemas"]["Timestamp"];
+        } | null;
+        /** @description What the plan allows. `null` means unlimited. Clients must tolerate new properties (plans may limit more over time). */
+        Entitlements: {
+            /**
+             * Format: int64
+             * @description Model usage included in each period, in cents; spending beyond it comes from the prepaid balance (top-ups and administrative adjustments).
+             * @example 2000
+             */
+            monthlyBudgetCents: number | null;
+            /**
+             * Format: int64
+             * @description Total declared size of the user's files (pending and stored).
+             * @example 10737418240
+             */
+            storageBytes: number | null;
+            /**
+             * @description How many automations the user may have.
+             * @example 50
+             */
+            automations: number | null;
+        };
+        /** @description Where the user stands in the current period. Amounts in cents, rounded down. */
+        SpendingState: {
+            periodStart: components["schemas"]["Timestamp"];
+            periodEnd: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @description Model usage charged in this period.
+             * @example 740
+             */
+            spentCents: number;
+            /**
+             * Format: int64
+             * @description What is left of the plan's monthly budget; `null` when the plan's budget is unlimited.
+             * @example 1260
+             */
+            allowanceRemainingCents: number | null;
+            /**
+             * Format: int64
+             * @description The prepaid balance. It may be negative: a charged action that starts with budget left completes, and what it cost beyond the balance is owed.
+             * @example 500
+             */
+            balanceCents: number;
+            /**
+             * Format: int64
+             * @description The user's own monthly spending limit (billing settings); `null` without one.
+             * @example null
+             */
+            spendingLimitCents: number | null;
+            /**
+             * Format: int64
+             * @description What may still be spent in this period: allowance left plus balance, capped by the spending limit; `null` when unlimited. At zero or below, charged actions answer `402 budget_exhausted`.
+             * @example 1760
+             */
+            availableCents: number | null;
+            /**
+             * Format: int64
+             * @example 52428800
+             */
+            storageUsedBytes: number;
+            /** @example 3 */
+            automationCount: number;
+        };
+        Subscription: {
+            /**
+             * @description `self_hosted` while billing is off, `free` without a current paid subscription, otherwise the deployment's name of the subscribed plan.
+             * @example pro
+             */
+            plan: string;
+            /**
+             * @description The provider's subscription status; `none` without a provider subscription (the `self_hosted` and `free` plans). Paid entitlements apply while `active`, `trialing` or `past_due`. Clients must tolerate new values.
+             * @example active
+             * @enum {string}
+             */
+            status: "none" | "active" | "trialing" | "past_due" | "canceled" | "unpaid" | "incomplete" | "incomplete_expired" | "paused";
+            provider: components["schemas"]["BillingProvider"];
+            /**
+             * @description The provider's subscription id.
+             * @example sub_1QExample
+             */
+            subscriptionId: string | null;
+            /**
+             * Format: int64
+             * @description Milliseconds since the epoch; `null` without a provider subscription.
+             * @example 1761955200000
+             */
+            currentPeriodStart: number | null;
+            /**
+             * Format: int64
+             * @description Milliseconds since the epoch; `null` without a provider subscription.
+             * @example 1764547200000
+             */
+            currentPeriodEnd: number | null;
+            /** @example false */
+            cancelAtPeriodEnd: boolean;
+            latestInvoice: components["schemas"]["LatestInvoice"];
+            entitlements: components["schemas"]["Entitlements"];
+            usage: components["schemas"]["SpendingState"];
+            /**
+             * Format: int64
+             * @description When the provider state last changed (milliseconds since the epoch); `null` without one.
+             * @example 1763784000000
+             */
+            updatedAt: number | null;
+        };
+        SubscriptionResponse: {
+            subscription: components["schemas"]["Subscription"];
+        };
+        BillingSettings: {
+            provider: components["schemas"]["BillingProvider"];
+            /**
+             * @description ISO 4217 code, lower case, of every amount (a deployment setting).
+             * @example usd
+             */
+            currency: string;
+            /**
+             * Format: int64
+             * @description The caller's own cap on model spending per period; charged actions answer `402 budget_exhausted` once the period's spending reaches it. `null`: no cap of the caller's (the plan and balance still apply).
+             * @example 5000
+             */
+            monthlySpendingLimitCents: number | null;
+            /**
+             * Format: int64
+             * @description When the caller last changed them; `null` when never.
+             * @example null
+             */
+            updatedAt: number | null;
+        };
+        BillingSettingsResponse: {
+            settings: components["schemas"]["BillingSettings"];
+        };
+        BillingSettingsUpdate: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            /**
+             * Format: int64
+             * @description Whole cents, at most 1,000,000.00; `null` removes the cap.
+             * @example 5000
+             */
+            monthlySpendingLimitCents: number | null;
+        };
     };
     responses: {
         /** @description `invalid_request`: the request does not match the contract or the rules stated for the operation; `details` lists each problem. Nothing was changed. */
@@ -3381,6 +3609,40 @@ export interface components {
                  *       "error": "The model provider did not answer within 60000 ms.",
                  *       "code": "model_provider_timeout",
                  *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `quota_exceeded`: the plan's entitlement `entitlement` (with its `limit` and what is `used`) does not allow this; nothing was changed. */
+        QuotaExceeded: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The plan allows 50 automations.",
+                 *       "code": "quota_exceeded",
+                 *       "entitlement": "automations",
+                 *       "limit": 50,
+                 *       "used": 50
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `budget_exhausted`: nothing is left to spend in this period (the plan's monthly budget, the prepaid balance, or the caller's own spending limit); nothing was changed. A top-up, an administrative budget adjustment (`POST /api/v1/admin/usage`), a higher spending limit or the next period (`periodEnd`) restores access. */
+        BudgetExhausted: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The budget for this period is spent.",
+                 *       "code": "budget_exhausted",
+                 *       "periodEnd": 1764547200000
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorResponse"];
@@ -4396,6 +4658,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["QuotaExceeded"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
@@ -5424,6 +5687,136 @@ export interface operations {
             500: components["responses"]["InternalError"];
         };
     };
+    getSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "subscription": {
+                     *         "plan": "pro",
+                     *         "status": "active",
+                     *         "provider": "stripe",
+                     *         "subscriptionId": "sub_1QExample",
+                     *         "currentPeriodStart": 1761955200000,
+                     *         "currentPeriodEnd": 1764547200000,
+                     *         "cancelAtPeriodEnd": false,
+                     *         "latestInvoice": {
+                     *           "status": "paid",
+                     *           "amountCents": 2000,
+                     *           "at": 1761955260000
+                     *         },
+                     *         "entitlements": {
+                     *           "monthlyBudgetCents": 2000,
+                     *           "storageBytes": 10737418240,
+                     *           "automations": 50
+                     *         },
+                     *         "usage": {
+                     *           "periodStart": 1761955200000,
+                     *           "periodEnd": 1764547200000,
+                     *           "spentCents": 740,
+                     *           "allowanceRemainingCents": 1260,
+                     *           "balanceCents": 500,
+                     *           "spendingLimitCents": null,
+                     *           "availableCents": 1760,
+                     *           "storageUsedBytes": 52428800,
+                     *           "automationCount": 3
+                     *         },
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getBillingSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "settings": {
+                     *         "provider": "stripe",
+                     *         "currency": "usd",
+                     *         "monthlySpendingLimitCents": 5000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BillingSettingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateBillingSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BillingSettingsUpdate"];
+            };
+        };
+        responses: {
+            /** @description The settings after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "settings": {
+                     *         "provider": "stripe",
+                     *         "currency": "usd",
+                     *         "monthlySpendingLimitCents": 5000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BillingSettingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["CapabilityDisabled"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     getWebhooks: {
         parameters: {
             query?: {
@@ -6221,6 +6614,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetExhausted"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
@@ -6371,6 +6765,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["QuotaExceeded"];
             403: components["responses"]["ForbiddenOrCapabilityDisabled"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
@@ -6491,6 +6886,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetExhausted"];
             403: components["responses"]["ForbiddenOrCapabilityDisabled"];
             413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["InternalError"];
@@ -6546,6 +6942,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetExhausted"];
             403: components["responses"]["ForbiddenOrCapabilityDisabled"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];

@@ -81,8 +81,49 @@ export interface Automations {
   updated_at: Generated<Timestamp>;
 }
 
+export interface BillingCustomers {
+  created_at: Generated<Timestamp>;
+  customer_id: string;
+  user_id: string;
+}
+
+export interface BillingEvents {
+  id: string;
+  outcome: string;
+  provider_created_at: Timestamp;
+  received_at: Generated<Timestamp>;
+  type: string;
+}
+
+export interface BillingSettings {
+  monthly_spending_limit_cents: number | null;
+  updated_at: Generated<Timestamp>;
+  user_id: string;
+}
+
+export interface BillingSubscriptions {
+  cancel_at_period_end: Generated<boolean>;
+  created_at: Generated<Timestamp>;
+  current_period_end: Timestamp | null;
+  current_period_start: Timestamp | null;
+  customer_id: string;
+  event_created_at: Timestamp;
+  id: string;
+  invoice_event_created_at: Timestamp | null;
+  latest_invoice_amount_cents: number | null;
+  latest_invoice_status: string | null;
+  plan: string | null;
+  price_id: string | null;
+  status: string;
+  updated_at: Generated<Timestamp>;
+  user_id: string | null;
+}
+
 export interface Budgets {
   balance_cents: number;
+  carry_micro_cents: Generated<number>;
+  period_spent_micro_cents: Generated<number>;
+  period_start: Timestamp | null;
   updated_at: Generated<Timestamp>;
   user_id: string;
 }
@@ -170,6 +211,7 @@ export interface LedgerEntries {
   id: string;
   kind: string;
   reason: Generated<string>;
+  reference: string | null;
   user_id: string;
 }
 
@@ -345,6 +387,10 @@ export interface DB {
   audit_events: AuditEvents;
   automation_runs: AutomationRuns;
   automations: Automations;
+  billing_customers: BillingCustomers;
+  billing_events: BillingEvents;
+  billing_settings: BillingSettings;
+  billing_subscriptions: BillingSubscriptions;
   budgets: Budgets;
   capabilities: Capabilities;
   conversations: Conversations;

@@ -4,6 +4,10 @@ import express, { type Express } from 'express';
 import helmet from 'helmet';
 import { auditHandlers } from './areas/audit/handlers';
 import { AuditService } from './areas/audit/service';
+import { billingHandlers } from './areas/billing/handlers';
+import { BillingService } from './areas/billing/service';
+import { StripeEvents } from './areas/billing/stripe';
+import { stripeWebhookRouter } from './areas/billing/webhook-route';
 import { budgetHandlers } from './areas/budgets/handlers';
 import { BudgetService } from './areas/budgets/service';
 import { capabilityHandlers } from './areas/capabilities/handlers';
@@ -67,6 +71,9 @@ export interface Services {
   audit: AuditService;
   principals: PrincipalService;
   budgets: BudgetService;
+  billing: BillingService;
+  /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
+  stripeEvents: StripeEvents | null;
   sessions: SessionService;
   capabilities: CapabilityService;
   projects: ProjectService;
@@ -133,16 +140,25 @@ function createServices(
       : new HashingEmbedder();
   const skills = new SkillService(db, projects);
   const webhooks = new WebhookService(db, secretBox, dispatcher);
+  const billing = new BillingService(db, capabilities, config.billing);
+  const { webhookSecret, toleranceSeconds } = config.billing.stripe;
+  const stripeEvents = webhookSecret
+    ? new StripeEvents(db, { webhookSecret, toleranceSeconds, currency: config.billing.currency, plans: config.billing.plans }, (level, message, meta) =>
+        logger.log(level, message, meta),
+      )
+    : null;
   const models: ModelProvider = config.models.baseUrl
     ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: config.models.models })
     : new DevelopmentProvider();
   return {
     knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable),
-    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn),
+    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing),
     outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
     audit,
     principals: new PrincipalService(db, audit),
     budgets: new BudgetService(db, audit),
+    billing,
+    stripeEvents,
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
     capabilities,
     projects,
@@ -150,8 +166,8 @@ function createServices(
     memory: new MemoryService(db, projects),
     skills,
     webhooks,
-    chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs),
-    automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs),
+    chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing),
+    automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs, billing),
     models,
   };
 }
@@ -196,6 +212,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...principalHandlers(services.principals),
     ...auditHandlers(services.audit),
     ...budgetHandlers(services.budgets),
+    ...billingHandlers(services.billing),
     ...fileHandlers(services.files),
     ...outputHandlers(services.outputs),
     ...knowledgeHandlers(services.knowledge),
@@ -229,7 +246,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       logger.error('knowledge indexing failed', { error: (error as Error).message }),
     );
     const log = workerLog(logger);
-    const runner = new AutomationRunner(db.db, services.automations, services.outputs, services.webhooks, services.capabilities, config.automations, log, (status) =>
+    const runner = new AutomationRunner(db.db, services.automations, services.outputs, services.webhooks, services.capabilities, services.billing, config.automations, log, (status) =>
       metrics.runsFinished.inc({ status }),
     );
     const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => runner.wake());
@@ -263,6 +280,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     });
     app.get('/metrics', metrics.handler(config.metricsToken));
     app.use(docsRouter());
+    if (services.stripeEvents) app.use(stripeWebhookRouter(services.stripeEvents));
     app.use(cookieParser(cookieSecret));
     app.use(
       await apiRouter(doc, handlerMap(services, config, runner), {

@@ -33,6 +33,20 @@ export interface Config {
     billingProvider: 'stripe';
     cacheMs: number;
   };
+  billing: {
+    /** ISO 4217 code, lower case, of every amount. */
+    currency: string;
+    /** What users without a paid plan (and every user while billing is off) are entitled to; null is unlimited. */
+    defaultEntitlements: Entitlements;
+    /** The paid plans, each matched by the provider's price ids. */
+    plans: Plan[];
+    stripe: {
+      /** The endpoint's signing secret (`whsec_…`); the inbound route is served only with one. */
+      webhookSecret: string | null;
+      /** How old a signed event may be. */
+      toleranceSeconds: number;
+    };
+  };
   bootstrapAdminUserIds: string[];
   /** Bearer token that `GET /metrics` requires; unset, the route is not served. */
   metricsToken: string | null;
@@ -88,6 +102,19 @@ export interface Config {
     /** Key material for the stored signing secrets (derived from the cookie secret when unset). */
     secretsKey: string | null;
   };
+}
+
+/** What a plan allows; null is unlimited. */
+export interface Entitlements {
+  monthlyBudgetCents: number | null;
+  storageBytes: number | null;
+  automations: number | null;
+}
+
+export interface Plan {
+  id: string;
+  priceIds: string[];
+  entitlements: Entitlements;
 }
 
 export class ConfigError extends Error {
@@ -196,17 +223,75 @@ function duration(reader: Reader, name: string, fallback: string): number {
   return value;
 }
 
+/** Bytes of a size such as 512kb or 5gb; null when it is not one. */
+function sizeInBytes(value: string): number | null {
+  const match = SIZE.exec(value);
+  if (!match) return null;
+  const factor = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[(match[2] ?? 'b').toLowerCase()] ?? 1;
+  return Number(match[1]) * factor;
+}
+
 function parseSize(reader: Reader, name: string, fallback: number): number {
   const value = reader.raw(name);
   if (value === undefined) return fallback;
-  const match = SIZE.exec(value);
-  if (!match) {
-    reader.problems.push(`${name} must be a size such as 1mb, 512kb or 5gb (got "${value}")`);
-    return fallback;
+  const bytes = sizeInBytes(value);
+  if (bytes === null) reader.problems.push(`${name} must be a size such as 1mb, 512kb or 5gb (got "${value}")`);
+  return bytes ?? fallback;
+}
+
+function optionalInt(reader: Reader, name: string): number | null {
+  return reader.raw(name) === undefined ? null : reader.int(name, 0, 0, Number.MAX_SAFE_INTEGER);
+}
+
+const PLAN_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+/**
+ * BILLING_PLANS: a JSON object of plan id → `{ priceIds, monthlyBudgetCents, storage, automations }`
+ * (the last three optional: absent is unlimited; storage is a size such as "10gb").
+ */
+function parsePlans(reader: Reader): Plan[] {
+  const raw = reader.raw('BILLING_PLANS');
+  if (raw === undefined) return [];
+  const problem = (message: string) => reader.problems.push(`BILLING_PLANS ${message}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    problem('must be a JSON object such as {"pro":{"priceIds":["price_123"],"monthlyBudgetCents":2000,"storage":"10gb","automations":50}}');
+    return [];
   }
-  const unit = (match[2] ?? 'b').toLowerCase();
-  const factor = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[unit] ?? 1;
-  return Number(match[1]) * factor;
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    problem('must be a JSON object of plan ids');
+    return [];
+  }
+  const plans: Plan[] = [];
+  for (const [id, value] of Object.entries(parsed as Record<string, unknown>)) {
+    const plan = (value ?? {}) as Record<string, unknown>;
+    if (!PLAN_ID.test(id) || id === 'free' || id === 'self_hosted') problem(`plan ids are lower-case words other than free and self_hosted (got "${id}")`);
+    const priceIds = plan.priceIds;
+    if (!Array.isArray(priceIds) || priceIds.length === 0 || !priceIds.every((p) => typeof p === 'string' && p.length > 0)) {
+      problem(`plan "${id}" needs priceIds: a non-empty list of the provider's price ids`);
+    }
+    const count = (field: string): number | null => {
+      const v = plan[field];
+      if (v === undefined || v === null) return null;
+      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) problem(`plan "${id}": ${field} must be a whole number ≥ 0`);
+      return Number(v);
+    };
+    let storageBytes: number | null = null;
+    if (plan.storage !== undefined && plan.storage !== null) {
+      storageBytes = typeof plan.storage === 'string' ? sizeInBytes(plan.storage) : null;
+      if (storageBytes === null) problem(`plan "${id}": storage must be a size such as "10gb"`);
+    }
+    plans.push({
+      id,
+      priceIds: Array.isArray(priceIds) ? priceIds.map(String) : [],
+      entitlements: { monthlyBudgetCents: count('monthlyBudgetCents'), storageBytes, automations: count('automations') },
+    });
+  }
+  const prices = plans.flatMap((p) => p.priceIds);
+  if (new Set(prices).size !== prices.length) problem('lists a price id under more than one plan');
+  return plans;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -250,6 +335,19 @@ export function loadConfig(env: Env = process.env): Config {
       vectorSearch: r.bool('CAPABILITY_VECTOR_SEARCH', true),
       billingProvider: r.oneOf('BILLING_PROVIDER', ['stripe'] as const, 'stripe'),
       cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
+    },
+    billing: {
+      currency: r.string('BILLING_CURRENCY', 'usd'),
+      defaultEntitlements: {
+        monthlyBudgetCents: optionalInt(r, 'ENTITLEMENT_MONTHLY_BUDGET_CENTS'),
+        storageBytes: r.raw('ENTITLEMENT_STORAGE') === undefined ? null : parseSize(r, 'ENTITLEMENT_STORAGE', 0),
+        automations: optionalInt(r, 'ENTITLEMENT_AUTOMATIONS'),
+      },
+      plans: parsePlans(r),
+      stripe: {
+        webhookSecret: r.optional('STRIPE_WEBHOOK_SECRET'),
+        toleranceSeconds: r.int('STRIPE_WEBHOOK_TOLERANCE_SECONDS', 300, 10, 3600),
+      },
     },
     bootstrapAdminUserIds: r.list('BOOTSTRAP_ADMIN_USER_IDS'),
     metricsToken: r.optional('METRICS_TOKEN'),
@@ -335,6 +433,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (!cron.validate(config.automations.tickCron)) {
     r.problems.push(`AUTOMATION_TICK_CRON must be a cron expression such as */10 * * * * * (got "${config.automations.tickCron}")`);
+  }
+  if (!/^[a-z]{3}$/.test(config.billing.currency)) {
+    r.problems.push(`BILLING_CURRENCY must be an ISO 4217 code in lower case, such as usd (got "${config.billing.currency}")`);
+  }
+  if (config.billing.stripe.webhookSecret !== null && !config.billing.stripe.webhookSecret.startsWith('whsec_')) {
+    r.problems.push('STRIPE_WEBHOOK_SECRET must be the endpoint signing secret (whsec_…)');
   }
   if (config.metricsToken !== null && config.metricsToken.length < 16) {
     r.problems.push('METRICS_TOKEN must be at least 16 characters');

@@ -39,6 +39,11 @@ export const errors = {
   forbidden: (message = 'You are not allowed to do this.') => new ApiError(403, 'forbidden', message),
   capabilityDisabled: (capability: CapabilityName) =>
     new ApiError(403, 'capability_disabled', CAPABILITY_MESSAGES[capability], { capability }),
+  budgetExhausted: (periodEnd: Date) =>
+    new ApiError(402, 'budget_exhausted', 'The budget for this period is spent.', { periodEnd: periodEnd.getTime() }),
+  quotaExceeded: (entitlement: 'storageBytes' | 'automations', limit: number, used: number, message: string) =>
+    new ApiError(402, 'quota_exceeded', message, { entitlement, limit, used }),
+  invalidSignature: (message: string) => new ApiError(400, 'invalid_signature', message),
   notFound: (message = 'Not found.') => new ApiError(404, 'not_found', message),
   principalNotFound: (message: string) => new ApiError(404, 'principal_not_found', message),
   methodNotAllowed: (allow: string) =>

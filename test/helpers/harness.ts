@@ -108,6 +108,12 @@ export async function startHarness(
   };
 }
 
+/** A test user for a known user id (a bootstrap admin, say), signed with the development key. */
+export async function userNamed(h: Harness, userId: string): Promise<TestUser> {
+  const token = await signDevToken(h.runtime.devAuth!, userId);
+  return { userId, token, auth: { Authorization: `Bearer ${token}` }, api: createApiClient({ baseUrl: h.baseUrl, token }) };
+}
+
 /**
  * Another service instance on the harness's database (its own Postgres pool, or the same PGlite),
  * without an HTTP server: for tests of work shared by instances. Close it before the harness.

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import cron, { type ScheduledTask } from 'node-cron';
+import { ApiError } from '../../http/errors';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { WorkerPool } from '../../platform/workers';
+import type { BudgetGate } from '../billing/service';
 import type { CapabilityService } from '../capabilities/service';
 import type { OutputService } from '../outputs/service';
-import { costMicroCents, recordUsage } from '../usage/ledger';
+import { costMicroCents } from '../usage/ledger';
 import { presentUsage } from '../usage/presenter';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
@@ -92,6 +94,7 @@ export class AutomationRunner {
     private readonly outputs: OutputService,
     private readonly webhooks: WebhookService,
     private readonly capabilities: CapabilityService,
+    private readonly billing: BudgetGate,
     private readonly settings: RunnerSettings,
     private readonly log: Log,
     /** Told of every run this instance ends (for the metrics). */
@@ -158,6 +161,10 @@ export class AutomationRunner {
     const automation = await repo.findAutomationById(this.db, run.automation_id);
     if (!automation) return; // deleted meanwhile, with its runs
     try {
+      await this.billing.requireBudget(automation.owner_user_id).catch((error: unknown) => {
+        if (error instanceof ApiError && error.code === 'budget_exhausted') throw new RunFailure('budget_exhausted', 'Nothing was left to spend in this period when the run started.');
+        throw error;
+      });
       const generated = await this.automations.generate(
         automation.owner_user_id,
         this.automations.draftOf(automation),
@@ -185,7 +192,7 @@ export class AutomationRunner {
           output_ids: [output.id],
         });
         if (!stored) return false;
-        await recordUsage(trx, { userId: automation.owner_user_id, kind: 'automation.run', resourceId: run.id, model: generated.model, usage: generated.usage, at: now });
+        await this.billing.charge(trx, { userId: automation.owner_user_id, kind: 'automation.run', resourceId: run.id, model: generated.model, usage: generated.usage, at: now });
         await this.webhooks.emitEvent(trx, 'automation.finished', automation.owner_user_id, {
           automationId: automation.id,
           runId: run.id,

@@ -5,6 +5,7 @@ import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type Model
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
+import type { BudgetGate, EntitlementGuard } from '../billing/service';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import * as repo from './repository';
@@ -58,7 +59,7 @@ export interface TestResult {
 /** A run's failure: its code and a message for people. */
 export class RunFailure extends Error {
   constructor(
-    readonly code: 'invalid_output' | 'model_provider_error' | 'model_provider_timeout',
+    readonly code: 'invalid_output' | 'model_provider_error' | 'model_provider_timeout' | 'budget_exhausted',
     message: string,
   ) {
     super(message);
@@ -77,6 +78,7 @@ export class AutomationService {
     private readonly skills: SkillService,
     /** How long a run (and a dry run) may take. */
     private readonly runTimeoutMs: number,
+    private readonly billing: BudgetGate & Pick<EntitlementGuard, 'requireAutomationSlot'>,
   ) {}
 
   async get(userId: string, automationId: string): Promise<repo.AutomationRow> {
@@ -93,21 +95,24 @@ export class AutomationService {
     await this.requireValid(userId, { ...input, outputFormat: input.outputFormat ?? 'markdown' });
     const now = new Date();
     const enabled = input.enabled ?? true;
-    return repo.insertAutomation(this.db, {
-      id: uuidv7(now.getTime()),
-      owner_user_id: userId,
-      name: input.name,
-      prompt: input.prompt,
-      cron: input.schedule?.cron ?? null,
-      timezone: input.schedule?.timezone ?? null,
-      enabled,
-      project_id: input.projectId ?? null,
-      skill_ids: input.skillIds ?? [],
-      model: input.model ?? null,
-      output_format: input.outputFormat ?? 'markdown',
-      next_run_at: firstSlot(input.schedule ?? null, now),
-      created_at: now,
-      updated_at: now,
+    return this.db.transaction().execute(async (trx) => {
+      await this.billing.requireAutomationSlot(trx, userId);
+      return repo.insertAutomation(trx, {
+        id: uuidv7(now.getTime()),
+        owner_user_id: userId,
+        name: input.name,
+        prompt: input.prompt,
+        cron: input.schedule?.cron ?? null,
+        timezone: input.schedule?.timezone ?? null,
+        enabled,
+        project_id: input.projectId ?? null,
+        skill_ids: input.skillIds ?? [],
+        model: input.model ?? null,
+        output_format: input.outputFormat ?? 'markdown',
+        next_run_at: firstSlot(input.schedule ?? null, now),
+        created_at: now,
+        updated_at: now,
+      });
     });
   }
 
@@ -147,8 +152,14 @@ export class AutomationService {
     const nextRuns = scheduleValid && input.schedule ? nextSlots(input.schedule.cron, input.schedule.timezone, new Date(), NEXT_RUNS) : [];
     let preview: Generated | null = null;
     if (input.execute && problems.length === 0) {
+      await this.billing.requireBudget(userId);
       try {
         preview = await this.generate(userId, draft, AbortSignal.timeout(this.runTimeoutMs));
+        const { model, usage } = preview;
+        const at = new Date();
+        await this.db.transaction().execute((trx) =>
+          this.billing.charge(trx, { userId, kind: 'automation.test', resourceId: uuidv7(at.getTime()), model, usage, at }),
+        );
       } catch (error) {
         if (!(error instanceof RunFailure)) throw error;
         problems.push({ field: error.code === 'invalid_output' ? '/outputFormat' : '/prompt', code: error.code, message: error.message });
@@ -230,6 +241,7 @@ export class AutomationService {
   /** Queues an explicit run of the caller's automation (enabled or not). */
   async queueRun(userId: string, automationId: string): Promise<RunWithOutputs> {
     const automation = await this.get(userId, automationId);
+    await this.billing.requireBudget(userId);
     const now = new Date();
     const run = await repo.insertRun(this.db, {
       id: uuidv7(now.getTime()),

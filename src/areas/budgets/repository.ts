@@ -1,5 +1,5 @@
-import type { Insertable } from 'kysely';
-import type { LedgerEntries } from '../../../generated/db';
+import type { Insertable, Updateable } from 'kysely';
+import type { Budgets, LedgerEntries } from '../../../generated/db';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
 
@@ -17,10 +17,10 @@ export async function lockBudget(db: Database, userId: string) {
   return db.selectFrom('budgets').selectAll().where('user_id', '=', userId).forUpdate().executeTakeFirstOrThrow();
 }
 
-export function setBalance(db: Database, userId: string, balanceCents: number, at: Date) {
+export function updateBudget(db: Database, userId: string, patch: Updateable<Budgets>) {
   return db
     .updateTable('budgets')
-    .set({ balance_cents: balanceCents, updated_at: at })
+    .set(patch)
     .where('user_id', '=', userId)
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -28,6 +28,10 @@ export function setBalance(db: Database, userId: string, balanceCents: number, a
 
 export function insertLedgerEntry(db: Database, row: Insertable<LedgerEntries>) {
   return db.insertInto('ledger_entries').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function findLedgerEntryByReference(db: Database, reference: string) {
+  return db.selectFrom('ledger_entries').select('id').where('reference', '=', reference).executeTakeFirst();
 }
 
 export function listLedgerEntries(db: Database, userId: string, page: PageRequest) {

@@ -31,11 +31,12 @@ export class BudgetService {
     return this.db.transaction().execute(async (trx) => {
       const current = await repo.lockBudget(trx, change.userId);
       const balance = current.balance_cents + change.amountCents;
-      if (balance < 0) {
+      // Taking away may not leave less than nothing; adding always applies (even to a balance usage overdrew).
+      if (change.amountCents < 0 && balance < 0) {
         throw errors.conflict(`The balance is ${current.balance_cents} cents: it cannot go below zero.`);
       }
       const now = new Date();
-      const budget = await repo.setBalance(trx, change.userId, balance, now);
+      const budget = await repo.updateBudget(trx, change.userId, { balance_cents: balance, updated_at: now });
       const entry = await repo.insertLedgerEntry(trx, {
         id: uuidv7(now.getTime()),
         user_id: change.userId,

@@ -35,9 +35,13 @@ export class CapabilityService {
     private readonly vectorAvailable = true,
   ) {}
 
-  /** The capabilities as clients see them: `vectorSearch` only where the database has pgvector. */
-  async current(): Promise<Capabilities> {
-    const flags = await this.flags();
+  /**
+   * The capabilities as clients see them: `vectorSearch` only where the database has pgvector.
+   * Inside a transaction pass it as `db`, so that a reload does not wait for another connection
+   * (the embedded database has only one).
+   */
+  async current(db?: Database): Promise<Capabilities> {
+    const flags = await this.flags(db);
     return {
       ...flags,
       vectorSearch: flags.vectorSearch && this.vectorAvailable,
@@ -67,21 +71,22 @@ export class CapabilityService {
     return this.current();
   }
 
-  private async flags(): Promise<Flags> {
+  private async flags(db?: Database): Promise<Flags> {
     if (this.cached && this.cached.until > this.now()) return this.cached.flags;
-    this.pending ??= this.load().finally(() => {
+    if (db) return this.load(db);
+    this.pending ??= this.load(this.db).finally(() => {
       this.pending = null;
     });
     return this.pending;
   }
 
-  private async load(): Promise<Flags> {
+  private async load(db: Database): Promise<Flags> {
     const flags: Flags = {
       automations: this.defaults.automations,
       billing: this.defaults.billing,
       vectorSearch: this.defaults.vectorSearch,
     };
-    for (const row of await repo.listCapabilityRows(this.db)) {
+    for (const row of await repo.listCapabilityRows(db)) {
       if ((CAPABILITY_NAMES as readonly string[]).includes(row.name)) flags[row.name as CapabilityName] = row.enabled;
     }
     this.cached = { flags, until: this.now() + this.defaults.cacheMs };

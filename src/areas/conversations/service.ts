@@ -8,7 +8,8 @@ import { toPage } from '../../platform/pagination';
 import { relevantMemoryItems } from '../memory/repository';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
-import { costMicroCents, recordUsage } from '../usage/ledger';
+import type { BudgetGate } from '../billing/service';
+import { costMicroCents } from '../usage/ledger';
 import { presentUsage } from '../usage/presenter';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
@@ -58,6 +59,7 @@ export class ChatService {
     private readonly skills: SkillService,
     private readonly webhooks: WebhookService,
     private readonly timeoutMs: number,
+    private readonly billing: BudgetGate,
   ) {}
 
   async get(userId: string, conversationId: string): Promise<repo.ConversationRow> {
@@ -150,6 +152,7 @@ export class ChatService {
   async send(userId: string, input: SendInput, hooks: SendHooks): Promise<SendOutcome> {
     const conversation = await this.get(userId, input.conversationId);
     if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
+    await this.billing.requireBudget(userId);
     // The conversation's model, or the default when it has none or the deployment no longer offers it.
     const model = input.model !== undefined ? this.model(input.model) : (findModel(this.provider, conversation.model) ?? this.model(undefined));
     const now = new Date();
@@ -233,7 +236,7 @@ export class ChatService {
         updated_at: now,
       });
       if (!stored) return { ...reply, content: text, status: 'complete' }; // the conversation was deleted meanwhile
-      await recordUsage(trx, { userId, kind: 'chat.reply', resourceId: reply.id, model, usage, at: now });
+      await this.billing.charge(trx, { userId, kind: 'chat.reply', resourceId: reply.id, model, usage, at: now });
       await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,

@@ -8,6 +8,7 @@ import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
 import type { SignedGrant, SignedUrls } from '../../platform/signed-urls';
 import { ObjectIncompleteError, type ObjectStore, ObjectTooLargeError } from '../../platform/storage';
+import type { EntitlementGuard } from '../billing/service';
 import type { ProjectService } from '../projects/service';
 import { baseType, canExtract, chunkText, extractText } from './extract';
 import type { FileRow } from './presenter';
@@ -37,6 +38,7 @@ export class FileService {
     private readonly projects: ProjectService,
     private readonly limits: FileLimits,
     private readonly warn: (message: string, meta: Record<string, unknown>) => void,
+    private readonly entitlements: Pick<EntitlementGuard, 'requireStorage'>,
   ) {}
 
   /** A file the caller may read (owner or grantee); 404 otherwise. */
@@ -95,7 +97,7 @@ export class FileService {
     if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
     if (input.parentId !== undefined) await this.requireFolder(userId, input.parentId);
     const now = new Date();
-    return repo.insertFile(this.db, {
+    const row = {
       id: uuidv7(now.getTime()),
       owner_user_id: userId,
       kind,
@@ -108,6 +110,12 @@ export class FileService {
       conversation_id: input.conversationId ?? null,
       created_at: now,
       updated_at: now,
+    };
+    if (kind === 'folder') return repo.insertFile(this.db, row);
+    // The declared size counts against the plan's storage from now on (the space is reserved).
+    return this.db.transaction().execute(async (trx) => {
+      await this.entitlements.requireStorage(trx, userId, input.sizeBytes as number);
+      return repo.insertFile(trx, row);
     });
   }
 

@@ -3,6 +3,9 @@ import type { ChatUsage, ModelInfo } from '../../platform/ai/models';
 import type { DB } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 
+/** The charged actions: a chat reply, an automation's run and its dry run. */
+export type UsageKind = 'chat.reply' | 'automation.run' | 'automation.test';
+
 /** Cost in millionths of a cent: tokens × the model's cents per million tokens, exactly. */
 export function costMicroCents(model: ModelInfo, usage: ChatUsage): number {
   return usage.inputTokens * model.inputCentsPerMillionTokens + usage.outputTokens * model.outputCentsPerMillionTokens;
@@ -14,7 +17,7 @@ export function costMicroCents(model: ModelInfo, usage: ChatUsage): number {
  */
 export async function recordUsage(
   trx: Transaction<DB>,
-  entry: { userId: string; kind: 'chat.reply' | 'automation.run'; resourceId: string; model: ModelInfo; usage: ChatUsage; at: Date },
+  entry: { userId: string; kind: UsageKind; resourceId: string; model: ModelInfo; usage: ChatUsage; at: Date },
 ): Promise<number> {
   const cost = costMicroCents(entry.model, entry.usage);
   await trx

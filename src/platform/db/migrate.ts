@@ -7,6 +7,7 @@ import * as m0005 from './migrations/0005_knowledge';
 import * as m0006 from './migrations/0006_webhooks';
 import * as m0007 from './migrations/0007_conversations';
 import * as m0008 from './migrations/0008_automations';
+import * as m0009 from './migrations/0009_billing';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -18,6 +19,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0006_webhooks': m0006,
   '0007_conversations': m0007,
   '0008_automations': m0008,
+  '0009_billing': m0009,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

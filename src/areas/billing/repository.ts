@@ -1,0 +1,95 @@
+import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
+import type { BillingSubscriptions } from '../../../generated/db';
+import type { Database } from '../../platform/db';
+
+export type SubscriptionRow = Selectable<BillingSubscriptions>;
+
+/** Provider statuses under which the subscribed plan's entitlements apply. */
+export const ENTITLED_STATUSES = ['active', 'trialing', 'past_due'] as const;
+
+/**
+ * The user's current subscription: one that entitles them if any, else the newest; found by the
+ * user id its metadata carried or through the customer the user checked out as.
+ */
+export function findUserSubscription(db: Database, userId: string): Promise<SubscriptionRow | undefined> {
+  return db
+    .selectFrom('billing_subscriptions')
+    .selectAll()
+    .where((eb) =>
+      eb.or([
+        eb('user_id', '=', userId),
+        eb('customer_id', 'in', eb.selectFrom('billing_customers').select('customer_id').where('user_id', '=', userId)),
+      ]),
+    )
+    .orderBy(sql`status in ('active', 'trialing', 'past_due')`, 'desc')
+    .orderBy('event_created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+/** Inserts the subscription unless it is known; true when inserted. */
+export async function insertSubscription(db: Database, row: Insertable<BillingSubscriptions>): Promise<boolean> {
+  const inserted = await db.insertInto('billing_subscriptions').values(row).onConflict((oc) => oc.column('id').doNothing()).returning('id').executeTakeFirst();
+  return inserted !== undefined;
+}
+
+export function lockSubscription(db: Database, id: string): Promise<SubscriptionRow | undefined> {
+  return db.selectFrom('billing_subscriptions').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
+}
+
+export async function updateSubscription(db: Database, id: string, patch: Updateable<BillingSubscriptions>): Promise<void> {
+  await db.updateTable('billing_subscriptions').set(patch).where('id', '=', id).execute();
+}
+
+/** Records a verified event once; false when its id was already recorded (a redelivery). */
+export async function recordEvent(db: Database, event: { id: string; type: string; createdAt: Date; outcome: string }): Promise<boolean> {
+  const inserted = await db
+    .insertInto('billing_events')
+    .values({ id: event.id, type: event.type, provider_created_at: event.createdAt, outcome: event.outcome })
+    .onConflict((oc) => oc.column('id').doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+export async function setEventOutcome(db: Database, id: string, outcome: string): Promise<void> {
+  await db.updateTable('billing_events').set({ outcome }).where('id', '=', id).execute();
+}
+
+/** Remembers which user a provider customer is; the first mapping stays. */
+export async function linkCustomer(db: Database, customerId: string, userId: string): Promise<void> {
+  await db.insertInto('billing_customers').values({ customer_id: customerId, user_id: userId }).onConflict((oc) => oc.column('customer_id').doNothing()).execute();
+}
+
+export async function customerUser(db: Database, customerId: string): Promise<string | null> {
+  const row = await db.selectFrom('billing_customers').select('user_id').where('customer_id', '=', customerId).executeTakeFirst();
+  return row?.user_id ?? null;
+}
+
+export function findSettings(db: Database, userId: string) {
+  return db.selectFrom('billing_settings').selectAll().where('user_id', '=', userId).executeTakeFirst();
+}
+
+export function upsertSettings(db: Database, userId: string, limitCents: number | null, at: Date) {
+  return db
+    .insertInto('billing_settings')
+    .values({ user_id: userId, monthly_spending_limit_cents: limitCents, updated_at: at })
+    .onConflict((oc) => oc.column('user_id').doUpdateSet({ monthly_spending_limit_cents: limitCents, updated_at: at }))
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Declared bytes of the user's files, pending or stored (folders have none). */
+export async function storageUsed(db: Database, userId: string): Promise<number> {
+  const row = await db
+    .selectFrom('files')
+    .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('size_bytes'), sql<number>`0`).as('bytes'))
+    .where('owner_user_id', '=', userId)
+    .executeTakeFirst();
+  return Number(row?.bytes ?? 0);
+}
+
+export async function automationCount(db: Database, userId: string): Promise<number> {
+  const row = await db.selectFrom('automations').select((eb) => eb.fn.countAll<number>().as('n')).where('owner_user_id', '=', userId).executeTakeFirst();
+  return Number(row?.n ?? 0);
+}

@@ -1,0 +1,234 @@
+import type { Selectable, Transaction } from 'kysely';
+import type { Budgets } from '../../../generated/db';
+import type { Entitlements, Plan } from '../../config';
+import { errors } from '../../http/errors';
+import type { ChatUsage, ModelInfo } from '../../platform/ai/models';
+import type { Database, DB } from '../../platform/db';
+import { lockForTransaction } from '../../platform/db/locks';
+import { uuidv7 } from '../../platform/ids';
+import * as budgets from '../budgets/repository';
+import type { CapabilityService } from '../capabilities/service';
+import { recordUsage, type UsageKind } from '../usage/ledger';
+import * as repo from './repository';
+
+/** Millionths of a cent in a cent: usage is priced in them, budgets are kept in cents. */
+export const MICRO = 1_000_000;
+
+export interface BillingSettings {
+  currency: string;
+  defaultEntitlements: Entitlements;
+  plans: Plan[];
+}
+
+export interface Period {
+  start: Date;
+  end: Date;
+}
+
+/** Which plan applies to a user now, with what entitlements, over which spending period. */
+export interface Standing {
+  plan: string;
+  provider: 'none' | 'stripe';
+  subscription: repo.SubscriptionRow | null;
+  entitlements: Entitlements;
+  period: Period;
+}
+
+/** Where a user stands in the period, in millionths of a cent (null: unlimited). */
+export interface Spending {
+  spentMicro: number;
+  allowanceRemainingMicro: number | null;
+  balanceCents: number;
+  limitCents: number | null;
+  availableMicro: number | null;
+}
+
+/** What is checked before an action consumes an entitlement, inside the action's transaction. */
+export interface EntitlementGuard {
+  requireStorage(trx: Transaction<DB>, userId: string, addBytes: number): Promise<void>;
+  requireAutomationSlot(trx: Transaction<DB>, userId: string): Promise<void>;
+}
+
+/** The charged actions' view of billing: check before, charge after. */
+export interface BudgetGate {
+  requireBudget(userId: string): Promise<void>;
+  charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number>;
+}
+
+export interface ChargeEntry {
+  userId: string;
+  kind: UsageKind;
+  resourceId: string;
+  model: ModelInfo;
+  usage: ChatUsage;
+  at: Date;
+}
+
+/** The calendar month (UTC) around `now`: the period of everyone without a provider subscription. */
+export function calendarMonth(now: Date): Period {
+  return {
+    start: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)),
+    end: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)),
+  };
+}
+
+/**
+ * The subscription's current period. When the provider's renewal has not arrived yet, the period
+ * is carried forward by whole periods so that spending starts again on time.
+ */
+export function subscriptionPeriod(start: Date, end: Date, now: Date): Period {
+  const length = end.getTime() - start.getTime();
+  if (length <= 0 || now < end) return { start, end };
+  const skipped = Math.floor((now.getTime() - start.getTime()) / length);
+  return { start: new Date(start.getTime() + skipped * length), end: new Date(start.getTime() + (skipped + 1) * length) };
+}
+
+/**
+ * The spending arithmetic: usage first uses the plan's allowance for the period, then the prepaid
+ * balance (less the fraction of a cent still owed); the user's own limit caps the period's total.
+ */
+export function spendingOf(budget: Selectable<Budgets> | undefined, entitlements: Entitlements, limitCents: number | null, period: Period): Spending {
+  const spentMicro = budget && budget.period_start?.getTime() === period.start.getTime() ? budget.period_spent_micro_cents : 0;
+  const balanceCents = budget?.balance_cents ?? 0;
+  const allowanceRemainingMicro = entitlements.monthlyBudgetCents === null ? null : Math.max(0, entitlements.monthlyBudgetCents * MICRO - spentMicro);
+  let availableMicro = allowanceRemainingMicro === null ? null : allowanceRemainingMicro + balanceCents * MICRO - (budget?.carry_micro_cents ?? 0);
+  if (limitCents !== null) availableMicro = Math.min(availableMicro ?? Number.POSITIVE_INFINITY, limitCents * MICRO - spentMicro);
+  return { spentMicro, allowanceRemainingMicro, balanceCents, limitCents, availableMicro };
+}
+
+/**
+ * Billing state as the rest of the service sees it: the plan and entitlements that apply to a
+ * user (the self-hosted ones while billing is off), budgets checked before charged actions and
+ * charged after them, and the entitlement checks of uploads and automations.
+ */
+export class BillingService implements BudgetGate, EntitlementGuard {
+  constructor(
+    private readonly db: Database,
+    private readonly capabilities: CapabilityService,
+    private readonly settings: BillingSettings,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  get currency(): string {
+    return this.settings.currency;
+  }
+
+  async standing(userId: string, db: Database = this.db): Promise<Standing> {
+    const now = this.now();
+    const { billing, billingProvider } = await this.capabilities.current(db);
+    const unpaid = (plan: string, provider: Standing['provider'], subscription: repo.SubscriptionRow | null): Standing => ({
+      plan,
+      provider,
+      subscription,
+      entitlements: this.settings.defaultEntitlements,
+      period: calendarMonth(now),
+    });
+    if (!billing || billingProvider === 'none') return unpaid('self_hosted', 'none', null);
+    const subscription = (await repo.findUserSubscription(db, userId)) ?? null;
+    const plan = subscription && this.entitledPlan(subscription);
+    if (!subscription || !plan) return unpaid('free', billingProvider, subscription);
+    const period =
+      subscription.current_period_start && subscription.current_period_end
+        ? subscriptionPeriod(subscription.current_period_start, subscription.current_period_end, now)
+        : calendarMonth(now);
+    return { plan: plan.id, provider: billingProvider, subscription, entitlements: plan.entitlements, period };
+  }
+
+  /** The standing and the spending in its period, as `GET /subscription` shows them. */
+  async subscription(userId: string) {
+    const standing = await this.standing(userId);
+    const [budget, settings, storageUsedBytes, automationCount] = await Promise.all([
+      budgets.findBudget(this.db, userId),
+      repo.findSettings(this.db, userId),
+      repo.storageUsed(this.db, userId),
+      repo.automationCount(this.db, userId),
+    ]);
+    const spending = spendingOf(budget, standing.entitlements, settings?.monthly_spending_limit_cents ?? null, standing.period);
+    return { standing, spending, storageUsedBytes, automationCount };
+  }
+
+  async preferences(userId: string) {
+    const [settings, { billingProvider, billing }] = await Promise.all([repo.findSettings(this.db, userId), this.capabilities.current()]);
+    return { provider: billing ? billingProvider : ('none' as const), currency: this.settings.currency, settings };
+  }
+
+  async updatePreferences(userId: string, monthlySpendingLimitCents: number | null) {
+    await repo.upsertSettings(this.db, userId, monthlySpendingLimitCents, this.now());
+    return this.preferences(userId);
+  }
+
+  /** `402 budget_exhausted` when nothing is left to spend in the period. */
+  async requireBudget(userId: string): Promise<void> {
+    const standing = await this.standing(userId);
+    const [budget, settings] = await Promise.all([budgets.findBudget(this.db, userId), repo.findSettings(this.db, userId)]);
+    const { availableMicro } = spendingOf(budget, standing.entitlements, settings?.monthly_spending_limit_cents ?? null, standing.period);
+    if (availableMicro !== null && availableMicro <= 0) throw errors.budgetExhausted(standing.period.end);
+  }
+
+  /**
+   * Records what a charged action consumed and charges it, in the transaction that records the
+   * action's outcome: the period's allowance first, then the balance in whole cents (the fraction
+   * carried to the next charge), each cent taken from the balance written to the ledger.
+   * Returns the cost in millionths of a cent.
+   */
+  async charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number> {
+    const cost = await recordUsage(trx, entry);
+    if (cost === 0) return cost;
+    const standing = await this.standing(entry.userId, trx);
+    const budget = await budgets.lockBudget(trx, entry.userId);
+    const { spentMicro, allowanceRemainingMicro } = spendingOf(budget, standing.entitlements, null, standing.period);
+    const owed = allowanceRemainingMicro === null ? 0 : cost - Math.min(cost, allowanceRemainingMicro);
+    const carry = budget.carry_micro_cents + owed;
+    const cents = Math.floor(carry / MICRO);
+    const balance = budget.balance_cents - cents;
+    await budgets.updateBudget(trx, entry.userId, {
+      period_start: standing.period.start,
+      period_spent_micro_cents: spentMicro + cost,
+      carry_micro_cents: carry - cents * MICRO,
+      balance_cents: balance,
+      updated_at: entry.at,
+    });
+    if (cents > 0) {
+      await budgets.insertLedgerEntry(trx, {
+        id: uuidv7(entry.at.getTime()),
+        user_id: entry.userId,
+        amount_cents: -cents,
+        balance_after_cents: balance,
+        kind: 'usage',
+        actor_user_id: entry.userId,
+        reason: `${entry.kind} ${entry.resourceId}`,
+        reference: `usage:${entry.kind}:${entry.resourceId}`,
+        created_at: entry.at,
+      });
+    }
+    return cost;
+  }
+
+  /** `402 quota_exceeded` when `addBytes` more would pass the plan's storage; serialized per user. */
+  async requireStorage(trx: Transaction<DB>, userId: string, addBytes: number): Promise<void> {
+    const { entitlements } = await this.standing(userId, trx);
+    if (entitlements.storageBytes === null) return;
+    await lockForTransaction(trx, `entitlements:${userId}`);
+    const used = await repo.storageUsed(trx, userId);
+    if (used + addBytes > entitlements.storageBytes) {
+      throw errors.quotaExceeded('storageBytes', entitlements.storageBytes, used, `The plan allows ${entitlements.storageBytes} bytes of files; ${used} are used.`);
+    }
+  }
+
+  /** `402 quota_exceeded` when the user has all the automations the plan allows; serialized per user. */
+  async requireAutomationSlot(trx: Transaction<DB>, userId: string): Promise<void> {
+    const { entitlements } = await this.standing(userId, trx);
+    if (entitlements.automations === null) return;
+    await lockForTransaction(trx, `entitlements:${userId}`);
+    const used = await repo.automationCount(trx, userId);
+    if (used >= entitlements.automations) {
+      throw errors.quotaExceeded('automations', entitlements.automations, used, `The plan allows ${entitlements.automations} automations.`);
+    }
+  }
+
+  /** The configured plan a subscription entitles its user to, if its status entitles at all. */
+  private entitledPlan(subscription: repo.SubscriptionRow): Plan | null {
+    if (!(repo.ENTITLED_STATUSES as readonly string[]).includes(subscription.status)) return null;
+    return this.settings.plans.find((plan) => plan.id === subscription.plan) ?? null;
+  }
+}
