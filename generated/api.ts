@@ -629,6 +629,148 @@ export interface paths {
         patch: operations["updateCapabilities"];
         trace?: never;
     };
+    "/api/v1/agent-environments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List agent environments, or read one
+         * @description With `environmentId`, returns that environment as `{ environment }` (`404` if it is not one of
+         *     the caller's). Without it, a page of the caller's environments, newest first.
+         */
+        get: operations["getAgentEnvironments"];
+        put?: never;
+        /**
+         * Register an agent environment
+         * @description Registers a remote agent environment owned by the caller and returns it with its
+         *     `credential`, shown only here: the environment sends it as `Environment-Credential` on its
+         *     heartbeats and acknowledgements. A lost credential cannot be shown again: delete the
+         *     environment and register it anew (this create takes no `Idempotency-Key`, since a remembered
+         *     answer would keep the credential). `protocolVersion` must be one this deployment speaks
+         *     (`400 unsupported_protocol_version`). A user has at most 50 environments (`409 conflict`).
+         */
+        post: operations["createAgentEnvironment"];
+        /**
+         * Delete an agent environment
+         * @description Deletes the caller's environment named by `environmentId` (query, or JSON body; if both are
+         *     given they must agree) with its commands; its credential stops working at once.
+         */
+        delete: operations["deleteAgentEnvironment"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agent-environments/{environmentId}/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Heartbeat, and claim the commands waiting
+         * @description Sent by the environment (with its owner's authentication and its `Environment-Credential`)
+         *     every few seconds: marks it `online` (it turns `offline` when heartbeats stop for the
+         *     deployment's offline interval), records the agent's version and status, and claims the
+         *     commands waiting for it: at most 50, oldest first, each leased for the deployment's lease
+         *     (60 seconds by default). A claimed command must be acknowledged before its lease ends; if it
+         *     is not, it returns to the queue with the same `commandId` and a later heartbeat claims it
+         *     again (delivery is at least once, acknowledgement exactly once). Commands past their
+         *     `expiresAt` are `expired` instead. Another user's environment is `404`.
+         */
+        post: operations["heartbeatAgentEnvironment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agent-environments/{environmentId}/commands": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List an environment's commands, or read one
+         * @description With `commandId`, returns that command as `{ command }`. Without it, a page of the
+         *     environment's commands, newest first, optionally only those in `status`. The environment
+         *     must be the caller's (`404` otherwise).
+         */
+        get: operations["getAgentCommands"];
+        put?: never;
+        /**
+         * Queue a command for an environment
+         * @description Queues a command for the caller's environment; its next heartbeat claims it. The payload is at
+         *     most 128 KiB as JSON (`413`). Paths it names (`cwd`, `path`, `root`, `paths[]`) must be
+         *     absolute, without `..` (`400`), and inside the environment's filesystem grant: with no grant,
+         *     or outside the selected roots, the answer is `403 path_outside_grant` and nothing is queued. At
+         *     most 1,000 commands may wait per environment (`409 conflict`). Accepts `Idempotency-Key`.
+         */
+        post: operations["createAgentCommand"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agent-environments/{environmentId}/commands/{commandId}/ack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept or reject a claimed command
+         * @description Sent by the environment (with its `Environment-Credential`) for a command a heartbeat claimed:
+         *     `accepted: true` accepts it, `false` rejects it, optionally with `errorCode` and
+         *     `errorMessage`. The body's `commandId` and `environmentId` must equal the path
+         *     (`400 command_id_mismatch`) and its `protocolVersion` must be supported
+         *     (`400 unsupported_protocol_version`). A command that is not claimed (still queued, expired, or
+         *     already acknowledged the other way) is `409 command_not_claimed`; the same acknowledgement
+         *     repeated answers `200` and changes nothing. Another user's environment or command is `404`.
+         */
+        post: operations["acknowledgeAgentCommand"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agent-environments/{environmentId}/roots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set an environment's filesystem grant
+         * @description Replaces the filesystem grant of the caller's environment with exactly one of two shapes:
+         *     `{ mode: selected_roots, roots }` (1 to 100 absolute paths of at least one character) or
+         *     `{ mode: all_user_files }`, and nothing else (`400` for any other shape, naming the problem).
+         *     Roots are stored normalized; a `..` segment or two roots that normalize to the same path are
+         *     `400`. Commands queued later may name paths only inside the grant.
+         */
+        patch: operations["updateAgentEnvironmentRoots"];
+        trace?: never;
+    };
     "/api/v1/subscription": {
         parameters: {
             query?: never;
@@ -3177,6 +3319,245 @@ export interface components {
             capability: string;
         };
         /**
+         * @example macos
+         * @enum {string}
+         */
+        Platform: "linux" | "macos" | "windows";
+        /**
+         * @description An absolute path on the environment's machine: POSIX (`/home/ada/projects`) or a Windows drive path (`C:\Users\ada`). Stored normalized (repeated and trailing separators and `.` segments removed); a `..` segment is refused.
+         * @example /home/ada/projects
+         */
+        AbsolutePath: string;
+        /** Selected roots */
+        SelectedRootsGrant: {
+            /** @enum {string} */
+            mode: "selected_roots";
+            /** @description The directories the environment may use, with everything below them. No duplicates (after normalization). */
+            roots: components["schemas"]["AbsolutePath"][];
+        };
+        /** All user files */
+        AllUserFilesGrant: {
+            /** @enum {string} */
+            mode: "all_user_files";
+        };
+        /**
+         * @description What the environment may reach on its machine.
+         * @example {
+         *       "mode": "selected_roots",
+         *       "roots": [
+         *         "/home/ada/projects"
+         *       ]
+         *     }
+         */
+        FilesystemGrant: components["schemas"]["SelectedRootsGrant"] | components["schemas"]["AllUserFilesGrant"];
+        /** @description An environment; `filesystemGrant` is absent until a grant is set (then no command may name a path). */
+        AgentEnvironment: {
+            environmentId: components["schemas"]["Id"];
+            /** @example Ada's laptop */
+            name: string;
+            platform: components["schemas"]["Platform"];
+            /** @example 1 */
+            protocolVersion: number;
+            /**
+             * @description `online` while heartbeats arrive; `offline` before the first one and once none has arrived for the deployment's offline interval (90 seconds by default).
+             * @example online
+             * @enum {string}
+             */
+            status: "online" | "offline";
+            /**
+             * @description The agent software's version, as last reported.
+             * @example 0.9.2
+             */
+            agentVersion: string | null;
+            /**
+             * @description What the agent last said it was doing.
+             * @example idle
+             * @enum {string|null}
+             */
+            reportedStatus: "idle" | "busy" | null;
+            /**
+             * Format: int64
+             * @example 1763784000000
+             */
+            lastHeartbeatAt: number | null;
+            filesystemGrant?: components["schemas"]["FilesystemGrant"];
+            /**
+             * @description Commands queued or claimed and not yet acknowledged.
+             * @example 0
+             */
+            pendingCommands: number;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        AgentEnvironmentResponse: {
+            environment: components["schemas"]["AgentEnvironment"];
+        };
+        AgentEnvironmentListResponse: {
+            environments: components["schemas"]["AgentEnvironment"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ environment }` when `environmentId` is given, otherwise a page `{ environments, nextCursor }`. */
+        AgentEnvironmentGetResponse: components["schemas"]["AgentEnvironmentResponse"] | components["schemas"]["AgentEnvironmentListResponse"];
+        /**
+         * @description The agent protocol version the environment speaks. This deployment supports version `1`; another value is `400 unsupported_protocol_version`.
+         * @example 1
+         */
+        ProtocolVersion: number;
+        AgentEnvironmentCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /** @example Ada's laptop */
+            name: string;
+            platform: components["schemas"]["Platform"];
+            protocolVersion: components["schemas"]["ProtocolVersion"];
+        };
+        AgentEnvironmentCreateResponse: {
+            environment: components["schemas"]["AgentEnvironment"];
+            /**
+             * @description The environment's credential, shown only here. Store it on the environment.
+             * @example aenv_3q2-7wEXAMPLEc2VjcmV0LWNyZWRlbnRpYWw
+             */
+            credential: string;
+        };
+        AgentEnvironmentDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            environmentId?: components["schemas"]["Id"];
+        };
+        AgentEnvironmentDeleteResponse: {
+            environmentId: components["schemas"]["Id"];
+            /** @enum {boolean} */
+            deleted: true;
+        };
+        HeartbeatRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /**
+             * @description The agent software's version.
+             * @example 0.9.2
+             */
+            agentVersion?: string;
+            /**
+             * @description What the agent is doing.
+             * @example idle
+             * @enum {string}
+             */
+            status?: "idle" | "busy";
+        };
+        /**
+         * @example prompt
+         * @enum {string}
+         */
+        CommandType: "start" | "prompt" | "approval_response" | "cancel" | "reconnect" | "shutdown";
+        /**
+         * @description `queued` → `claimed` (by a heartbeat, with a lease) → `accepted` or `rejected` (by the acknowledgement). A claimed command whose lease ends goes back to `queued`; one not acknowledged by `expiresAt` is `expired`.
+         * @example queued
+         * @enum {string}
+         */
+        CommandStatus: "queued" | "claimed" | "accepted" | "rejected" | "expired";
+        AgentCommand: {
+            commandId: components["schemas"]["Id"];
+            environmentId: components["schemas"]["Id"];
+            type: components["schemas"]["CommandType"];
+            /**
+             * @example {
+             *       "prompt": "Run the tests",
+             *       "cwd": "/home/ada/projects/app"
+             *     }
+             */
+            payload: {
+                [key: string]: unknown;
+            };
+            status: components["schemas"]["CommandStatus"];
+            /**
+             * @description How many heartbeats have claimed it.
+             * @example 1
+             */
+            deliveries: number;
+            /**
+             * Format: int64
+             * @description While `claimed`, when the claim ends.
+             * @example 1763784060000
+             */
+            leaseExpiresAt: number | null;
+            expiresAt: components["schemas"]["Timestamp"];
+            /**
+             * @description With `rejected`, the environment's reason code.
+             * @example null
+             */
+            errorCode: string | null;
+            /** @example null */
+            errorMessage: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @example null
+             */
+            acknowledgedAt: number | null;
+        };
+        HeartbeatResponse: {
+            environment: components["schemas"]["AgentEnvironment"];
+            /** @description The commands claimed for the environment by this heartbeat, oldest first, each leased until `leaseExpiresAt`: acknowledge each before then, or it returns to the queue (same `commandId`) for a later heartbeat. */
+            commands: components["schemas"]["AgentCommand"][];
+        };
+        AgentCommandResponse: {
+            command: components["schemas"]["AgentCommand"];
+        };
+        AgentCommandListResponse: {
+            commands: components["schemas"]["AgentCommand"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ command }` when `commandId` is given, otherwise a page `{ commands, nextCursor }`. */
+        AgentCommandGetResponse: components["schemas"]["AgentCommandResponse"] | components["schemas"]["AgentCommandListResponse"];
+        AgentCommandCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            type: components["schemas"]["CommandType"];
+            /**
+             * @description The command's arguments, at most 128 KiB as JSON (`413` above). The fields `cwd`, `path`, `root` (strings) and `paths` (an array of strings) name paths: each must be absolute and inside the environment's filesystem grant (`403 path_outside_grant` otherwise).
+             * @example {
+             *       "prompt": "Run the tests",
+             *       "cwd": "/home/ada/projects/app"
+             *     }
+             */
+            payload?: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description How long the command may wait for its acknowledgement (one hour by default).
+             * @example 3600
+             */
+            ttlSeconds?: number;
+        };
+        CommandAckRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            protocolVersion: components["schemas"]["ProtocolVersion"];
+            /**
+             * @description Must equal the path's `commandId` (`400 command_id_mismatch`).
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f10
+             */
+            commandId: string;
+            /**
+             * @description Must equal the path's `environmentId` (`400 command_id_mismatch`).
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00
+             */
+            environmentId: string;
+            /** @description `true` accepts the claimed command, `false` rejects it. */
+            accepted: boolean;
+            /**
+             * @description With `accepted: false`, why (for programs).
+             * @example busy
+             */
+            errorCode?: string;
+            /**
+             * @description With `accepted: false`, why (for people).
+             * @example Another prompt is running.
+             */
+            errorMessage?: string;
+        };
+        RootsUpdateRequest: {
+            filesystemGrant: components["schemas"]["FilesystemGrant"];
+        };
+        /**
          * @description The payment provider; `none` while billing is off. Clients must tolerate new values.
          * @example stripe
          * @enum {string}
@@ -3632,6 +4013,67 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
+        /** @description `invalid_request` as for every operation (with `details`); `unsupported_protocol_version` for a `protocolVersion` this deployment does not speak (it supports `1`); `command_id_mismatch` when a body's `commandId` or `environmentId` differs from the path. Nothing was changed. */
+        AgentBadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `invalid_environment_credential`: the `Environment-Credential` header is not this environment's credential; or `forbidden`: the body names another user. */
+        EnvironmentForbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The Environment-Credential header is not this environment's credential.",
+                 *       "code": "invalid_environment_credential"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `path_outside_grant`: the command names a path outside the environment's filesystem grant (`details` names each); nothing was queued. */
+        PathOutsideGrant: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The command names paths outside the environment's filesystem grant.",
+                 *       "code": "path_outside_grant",
+                 *       "details": [
+                 *         {
+                 *           "path": "/body/payload/cwd",
+                 *           "message": "/etc is outside the grant"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `command_not_claimed`: the command is not claimed (still queued, expired, or acknowledged the other way); `status` says what it is. Nothing was changed. */
+        CommandNotClaimed: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The command is not claimed; it is queued.",
+                 *       "code": "command_not_claimed",
+                 *       "status": "queued"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
         /** @description `budget_exhausted`: nothing is left to spend in this period (the plan's monthly budget, the prepaid balance, or the caller's own spending limit); nothing was changed. A top-up, an administrative budget adjustment (`POST /api/v1/admin/usage`), a higher spending limit or the next period (`periodEnd`) restores access. */
         BudgetExhausted: {
             headers: {
@@ -3692,6 +4134,10 @@ export interface components {
          * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
          */
         IfNoneMatch: string;
+        /** @description The environment. */
+        EnvironmentIdPath: components["schemas"]["Id"];
+        /** @description The environment's credential (`aenv_…`), returned once at registration. The calls an environment makes (heartbeat, acknowledgement) carry it besides the owner's authentication; a wrong one is `403 invalid_environment_credential`. */
+        EnvironmentCredential: string;
     };
     requestBodies: never;
     headers: {
@@ -5683,6 +6129,468 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["RoleRequired"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAgentEnvironments: {
+        parameters: {
+            query?: {
+                /** @description Read this environment. */
+                environmentId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The environment, or a page of environments. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "environments": [
+                     *         {
+                     *           "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *           "name": "Ada's laptop",
+                     *           "platform": "macos",
+                     *           "protocolVersion": 1,
+                     *           "status": "online",
+                     *           "agentVersion": "0.9.2",
+                     *           "reportedStatus": "idle",
+                     *           "lastHeartbeatAt": 1763784000000,
+                     *           "filesystemGrant": {
+                     *             "mode": "selected_roots",
+                     *             "roots": [
+                     *               "/Users/ada/projects"
+                     *             ]
+                     *           },
+                     *           "pendingCommands": 0,
+                     *           "createdAt": 1763780000000,
+                     *           "updatedAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentEnvironmentGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createAgentEnvironment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentEnvironmentCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The environment and its credential. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "environment": {
+                     *         "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *         "name": "Ada's laptop",
+                     *         "platform": "macos",
+                     *         "protocolVersion": 1,
+                     *         "status": "offline",
+                     *         "agentVersion": null,
+                     *         "reportedStatus": null,
+                     *         "lastHeartbeatAt": null,
+                     *         "pendingCommands": 0,
+                     *         "createdAt": 1763780000000,
+                     *         "updatedAt": 1763780000000
+                     *       },
+                     *       "credential": "aenv_3q2-7wEXAMPLEc2VjcmV0LWNyZWRlbnRpYWw"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentEnvironmentCreateResponse"];
+                };
+            };
+            400: components["responses"]["AgentBadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteAgentEnvironment: {
+        parameters: {
+            query?: {
+                /** @description The environment to delete (or give it in the body). */
+                environmentId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["AgentEnvironmentDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The environment was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentEnvironmentDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    heartbeatAgentEnvironment: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The environment's credential (`aenv_…`), returned once at registration. The calls an environment makes (heartbeat, acknowledgement) carry it besides the owner's authentication; a wrong one is `403 invalid_environment_credential`. */
+                "Environment-Credential": components["parameters"]["EnvironmentCredential"];
+            };
+            path: {
+                /** @description The environment. */
+                environmentId: components["parameters"]["EnvironmentIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HeartbeatRequest"];
+            };
+        };
+        responses: {
+            /** @description The environment and the commands claimed now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "environment": {
+                     *         "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *         "name": "Ada's laptop",
+                     *         "platform": "macos",
+                     *         "protocolVersion": 1,
+                     *         "status": "online",
+                     *         "agentVersion": "0.9.2",
+                     *         "reportedStatus": "idle",
+                     *         "lastHeartbeatAt": 1763784000000,
+                     *         "pendingCommands": 1,
+                     *         "createdAt": 1763780000000,
+                     *         "updatedAt": 1763784000000
+                     *       },
+                     *       "commands": [
+                     *         {
+                     *           "commandId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f10",
+                     *           "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *           "type": "prompt",
+                     *           "payload": {
+                     *             "prompt": "Run the tests"
+                     *           },
+                     *           "status": "claimed",
+                     *           "deliveries": 1,
+                     *           "leaseExpiresAt": 1763784060000,
+                     *           "expiresAt": 1763787600000,
+                     *           "errorCode": null,
+                     *           "errorMessage": null,
+                     *           "createdAt": 1763783990000,
+                     *           "acknowledgedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HeartbeatResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["EnvironmentForbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAgentCommands: {
+        parameters: {
+            query?: {
+                /** @description Read this command. */
+                commandId?: components["schemas"]["Id"];
+                /** @description Only commands in this state. */
+                status?: components["schemas"]["CommandStatus"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The environment. */
+                environmentId: components["parameters"]["EnvironmentIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The command, or a page of commands. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "commands": [
+                     *         {
+                     *           "commandId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f10",
+                     *           "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *           "type": "prompt",
+                     *           "payload": {
+                     *             "prompt": "Run the tests"
+                     *           },
+                     *           "status": "rejected",
+                     *           "deliveries": 1,
+                     *           "leaseExpiresAt": null,
+                     *           "expiresAt": 1763787600000,
+                     *           "errorCode": "busy",
+                     *           "errorMessage": "Another prompt is running.",
+                     *           "createdAt": 1763783990000,
+                     *           "acknowledgedAt": 1763784001000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCommandGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createAgentCommand: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The environment. */
+                environmentId: components["parameters"]["EnvironmentIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentCommandCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The queued command. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "command": {
+                     *         "commandId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f10",
+                     *         "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *         "type": "prompt",
+                     *         "payload": {
+                     *           "prompt": "Run the tests",
+                     *           "cwd": "/Users/ada/projects/app"
+                     *         },
+                     *         "status": "queued",
+                     *         "deliveries": 0,
+                     *         "leaseExpiresAt": null,
+                     *         "expiresAt": 1763787590000,
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "createdAt": 1763783990000,
+                     *         "acknowledgedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCommandResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PathOutsideGrant"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    acknowledgeAgentCommand: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The environment's credential (`aenv_…`), returned once at registration. The calls an environment makes (heartbeat, acknowledgement) carry it besides the owner's authentication; a wrong one is `403 invalid_environment_credential`. */
+                "Environment-Credential": components["parameters"]["EnvironmentCredential"];
+            };
+            path: {
+                /** @description The environment. */
+                environmentId: components["parameters"]["EnvironmentIdPath"];
+                /** @description The command. */
+                commandId: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CommandAckRequest"];
+            };
+        };
+        responses: {
+            /** @description The command after the acknowledgement. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "command": {
+                     *         "commandId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f10",
+                     *         "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *         "type": "prompt",
+                     *         "payload": {
+                     *           "prompt": "Run the tests"
+                     *         },
+                     *         "status": "accepted",
+                     *         "deliveries": 1,
+                     *         "leaseExpiresAt": null,
+                     *         "expiresAt": 1763787600000,
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "createdAt": 1763783990000,
+                     *         "acknowledgedAt": 1763784001000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCommandResponse"];
+                };
+            };
+            400: components["responses"]["AgentBadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["EnvironmentForbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["CommandNotClaimed"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateAgentEnvironmentRoots: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The environment. */
+                environmentId: components["parameters"]["EnvironmentIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RootsUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The environment with its new grant. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "environment": {
+                     *         "environmentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00",
+                     *         "name": "Ada's laptop",
+                     *         "platform": "macos",
+                     *         "protocolVersion": 1,
+                     *         "status": "online",
+                     *         "agentVersion": "0.9.2",
+                     *         "reportedStatus": "idle",
+                     *         "lastHeartbeatAt": 1763784000000,
+                     *         "filesystemGrant": {
+                     *           "mode": "selected_roots",
+                     *           "roots": [
+                     *             "/Users/ada/projects",
+                     *             "/Users/ada/notes"
+                     *           ]
+                     *         },
+                     *         "pendingCommands": 0,
+                     *         "createdAt": 1763780000000,
+                     *         "updatedAt": 1763784005000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentEnvironmentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["InternalError"];
         };

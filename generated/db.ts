@@ -31,6 +31,36 @@ export interface AdministrativePrincipals {
   user_id: string;
 }
 
+export interface AgentCommands {
+  acknowledged_at: Timestamp | null;
+  created_at: Generated<Timestamp>;
+  deliveries: Generated<number>;
+  environment_id: string;
+  error_code: string | null;
+  error_message: string | null;
+  expires_at: Timestamp;
+  id: string;
+  lease_expires_at: Timestamp | null;
+  payload: Json;
+  status: string;
+  type: string;
+}
+
+export interface AgentEnvironments {
+  agent_version: string | null;
+  created_at: Generated<Timestamp>;
+  credential_hash: string;
+  filesystem_grant: Json | null;
+  id: string;
+  last_heartbeat_at: Timestamp | null;
+  name: string;
+  owner_user_id: string;
+  platform: string;
+  protocol_version: number;
+  reported_status: string | null;
+  updated_at: Generated<Timestamp>;
+}
+
 export interface AuditEvents {
   action: string;
   actor_user_id: string;
@@ -384,6 +414,8 @@ export interface WebhookSubscriptions {
 
 export interface DB {
   administrative_principals: AdministrativePrincipals;
+  agent_commands: AgentCommands;
+  agent_environments: AgentEnvironments;
   audit_events: AuditEvents;
   automation_runs: AutomationRuns;
   automations: Automations;

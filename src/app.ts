@@ -2,6 +2,8 @@ import path from 'node:path';
 import cookieParser from 'cookie-parser';
 import express, { type Express } from 'express';
 import helmet from 'helmet';
+import { agentHandlers } from './areas/agents/handlers';
+import { AgentEnvironmentService } from './areas/agents/service';
 import { auditHandlers } from './areas/audit/handlers';
 import { AuditService } from './areas/audit/service';
 import { billingHandlers } from './areas/billing/handlers';
@@ -83,6 +85,7 @@ export interface Services {
   webhooks: WebhookService;
   chat: ChatService;
   automations: AutomationService;
+  agents: AgentEnvironmentService;
   /** The model provider chat and automations call. */
   models: ModelProvider;
 }
@@ -168,6 +171,7 @@ function createServices(
     webhooks,
     chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing),
     automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs, billing),
+    agents: new AgentEnvironmentService(db, config.agents),
     models,
   };
 }
@@ -213,6 +217,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...auditHandlers(services.audit),
     ...budgetHandlers(services.budgets),
     ...billingHandlers(services.billing),
+    ...agentHandlers(services.agents),
     ...fileHandlers(services.files),
     ...outputHandlers(services.outputs),
     ...knowledgeHandlers(services.knowledge),

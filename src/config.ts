@@ -86,6 +86,12 @@ export interface Config {
     /** Runs of one user running at once, across instances. */
     maxConcurrentRunsPerUser: number;
   };
+  agents: {
+    /** An environment with no heartbeat for this long is offline. */
+    offlineAfterMs: number;
+    /** How long a heartbeat's claim on a command lasts before it returns to the queue. */
+    commandLeaseMs: number;
+  };
   webhooks: {
     /** Lets receivers on loopback addresses (any port) through the address guard: tests and local development only. */
     allowLoopback: boolean;
@@ -393,6 +399,10 @@ export function loadConfig(env: Env = process.env): Config {
       pollIntervalMs: r.int('AUTOMATION_POLL_INTERVAL_MS', 1000, 10, 60_000),
       runTimeoutMs: r.int('AUTOMATION_RUN_TIMEOUT_MS', 300_000, 100, 3_600_000),
       maxConcurrentRunsPerUser: r.int('AUTOMATION_MAX_CONCURRENT_RUNS', 2, 1, 100),
+    },
+    agents: {
+      offlineAfterMs: r.int('AGENT_OFFLINE_AFTER_MS', 90_000, 1000, 3_600_000),
+      commandLeaseMs: r.int('AGENT_COMMAND_LEASE_MS', 60_000, 100, 3_600_000),
     },
     webhooks: {
       allowLoopback: r.bool('WEBHOOK_ALLOW_LOOPBACK', false),

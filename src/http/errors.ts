@@ -44,6 +44,16 @@ export const errors = {
   quotaExceeded: (entitlement: 'storageBytes' | 'automations', limit: number, used: number, message: string) =>
     new ApiError(402, 'quota_exceeded', message, { entitlement, limit, used }),
   invalidSignature: (message: string) => new ApiError(400, 'invalid_signature', message),
+  unsupportedProtocolVersion: (version: number, supported: readonly number[]) =>
+    new ApiError(400, 'unsupported_protocol_version', `Protocol version ${version} is not supported; this deployment speaks ${supported.join(', ')}.`, {
+      supported,
+    }),
+  commandIdMismatch: (details: ErrorDetail[]) => new ApiError(400, 'command_id_mismatch', "The body's ids do not match the path.", { details }),
+  invalidEnvironmentCredential: () =>
+    new ApiError(403, 'invalid_environment_credential', "The Environment-Credential header is not this environment's credential."),
+  pathOutsideGrant: (details: ErrorDetail[]) =>
+    new ApiError(403, 'path_outside_grant', "The command names paths outside the environment's filesystem grant.", { details }),
+  commandNotClaimed: (status: string) => new ApiError(409, 'command_not_claimed', `The command is not claimed; it is ${status}.`, { status }),
   notFound: (message = 'Not found.') => new ApiError(404, 'not_found', message),
   principalNotFound: (message: string) => new ApiError(404, 'principal_not_found', message),
   methodNotAllowed: (allow: string) =>

@@ -8,6 +8,7 @@ import * as m0006 from './migrations/0006_webhooks';
 import * as m0007 from './migrations/0007_conversations';
 import * as m0008 from './migrations/0008_automations';
 import * as m0009 from './migrations/0009_billing';
+import * as m0010 from './migrations/0010_agent_environments';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -20,6 +21,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0007_conversations': m0007,
   '0008_automations': m0008,
   '0009_billing': m0009,
+  '0010_agent_environments': m0010,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
