@@ -3330,18 +3330,24 @@ export interface components {
         AbsolutePath: string;
         /** Selected roots */
         SelectedRootsGrant: {
-            /** @enum {string} */
+            /**
+             * @description Selected directories only. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
             mode: "selected_roots";
             /** @description The directories the environment may use, with everything below them. No duplicates (after normalization). */
             roots: components["schemas"]["AbsolutePath"][];
         };
         /** All user files */
         AllUserFilesGrant: {
-            /** @enum {string} */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             mode: "all_user_files";
         };
         /**
-         * @description What the environment may reach on its machine.
+         * @description What the environment may reach on its machine; `mode` tells the shape.
          * @example {
          *       "mode": "selected_roots",
          *       "roots": [

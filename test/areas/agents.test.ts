@@ -79,22 +79,22 @@ describe('registration', () => {
 
 describe('filesystem grant', () => {
   test.each([
-    ['empty roots', { mode: 'selected_roots', roots: [] }, '/body/filesystemGrant'],
-    ['101 roots', { mode: 'selected_roots', roots: Array.from({ length: 101 }, (_, i) => `/r${i}`) }, '/body/filesystemGrant'],
-    ['an empty string', { mode: 'selected_roots', roots: [''] }, '/body/filesystemGrant'],
-    ['an extra property', { mode: 'all_user_files', extra: true }, '/body/filesystemGrant'],
-    ['an unknown mode', { mode: 'everything' }, '/body/filesystemGrant'],
-    ['both shapes mixed', { mode: 'all_user_files', roots: ['/home'] }, '/body/filesystemGrant'],
-    ['roots missing', { mode: 'selected_roots' }, '/body/filesystemGrant'],
-    ['not an object', 'all_user_files', '/body/filesystemGrant'],
-  ])('%s → 400 naming the grant, nothing changed', async (_name, filesystemGrant, path) => {
+    ['empty roots', { mode: 'selected_roots', roots: [] }, '/body/filesystemGrant/roots', 'must NOT have fewer than 1 items'],
+    ['101 roots', { mode: 'selected_roots', roots: Array.from({ length: 101 }, (_, i) => `/r${i}`) }, '/body/filesystemGrant/roots', 'must NOT have more than 100 items'],
+    ['an empty string', { mode: 'selected_roots', roots: ['/ok', ''] }, '/body/filesystemGrant/roots/1', 'must NOT have fewer than 1 characters'],
+    ['an extra property', { mode: 'all_user_files', extra: true }, '/body/filesystemGrant/extra', 'must NOT have additional properties'],
+    ['an unknown mode', { mode: 'everything' }, '/body/filesystemGrant', 'value of tag "mode" must be in oneOf'],
+    ['both shapes mixed', { mode: 'all_user_files', roots: ['/home'] }, '/body/filesystemGrant/roots', 'must NOT have additional properties'],
+    ['roots missing', { mode: 'selected_roots' }, '/body/filesystemGrant/roots', "must have required property 'roots'"],
+    ['mode missing', { roots: ['/home'] }, '/body/filesystemGrant', 'tag "mode" must be string'],
+    ['not an object', 'all_user_files', '/body/filesystemGrant', 'must be object'],
+  ])('%s → 400 with one precise problem, nothing changed', async (_name, filesystemGrant, path, message) => {
     const env = await register(ctx.alice);
     await grant(ctx.alice, env, { mode: 'all_user_files' }).expect(200);
     const res = await grant(ctx.alice, env, filesystemGrant);
     expect(res.status).toBe(400);
-    expect(res.body.code).toBe('invalid_request');
-    expect(res.body.details.length).toBeGreaterThan(0);
-    expect(res.body.details.every((d: { path: string }) => d.path.startsWith(path))).toBe(true);
+    expect(res.body).toMatchObject({ code: 'invalid_request', details: [{ path, message }] });
+    expect(res.body.details).toHaveLength(1);
     const read = await ctx.h.http().get(base).query({ environmentId: env.environmentId }).set(ctx.alice.auth).expect(200);
     expect(read.body.environment.filesystemGrant).toEqual({ mode: 'all_user_files' });
   });
