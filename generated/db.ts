@@ -318,6 +318,12 @@ export interface Projects {
   updated_at: Generated<Timestamp>;
 }
 
+export interface RateLimits {
+  expire: number | null;
+  key: string;
+  points: Generated<number>;
+}
+
 export interface Sessions {
   created_at: Generated<Timestamp>;
   ended_at: Timestamp | null;
@@ -437,6 +443,7 @@ export interface DB {
   notes: Notes;
   outputs: Outputs;
   projects: Projects;
+  rate_limits: RateLimits;
   sessions: Sessions;
   skills: Skills;
   upload_tokens: UploadTokens;

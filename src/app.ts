@@ -49,6 +49,7 @@ import { docsRouter } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
 import { apiRouter, loadApiDocument } from './http/openapi';
+import { perUserRateLimit } from './http/rate-limit';
 import { requestLog } from './http/request-log';
 import { requireRoles } from './http/roles';
 import './http/types';
@@ -293,7 +294,12 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         bodyLimitBytes: config.bodyLimitBytes,
         idempotency: new IdempotencyStore(db.db),
         securityHandlers: securityHandlers(verifyToken, services.sessions, signedUrls),
-        afterSecurity: [resolveCaller(config.auth.allowedOrigins), requireDeclaredCapability(services.capabilities), requireRoles(services.principals)],
+        afterSecurity: [
+          resolveCaller(config.auth.allowedOrigins),
+          ...(config.rateLimitPerMinute > 0 ? [perUserRateLimit(db.db, config.rateLimitPerMinute)] : []),
+          requireDeclaredCapability(services.capabilities),
+          requireRoles(services.principals),
+        ],
       }),
     );
     app.use('/api/v1', apiNotFound);

@@ -47,6 +47,8 @@ export interface Config {
       toleranceSeconds: number;
     };
   };
+  /** Requests per user and minute, across instances; 0 turns the limit off. */
+  rateLimitPerMinute: number;
   bootstrapAdminUserIds: string[];
   /** Bearer token that `GET /metrics` requires; unset, the route is not served. */
   metricsToken: string | null;
@@ -355,6 +357,7 @@ export function loadConfig(env: Env = process.env): Config {
         toleranceSeconds: r.int('STRIPE_WEBHOOK_TOLERANCE_SECONDS', 300, 10, 3600),
       },
     },
+    rateLimitPerMinute: r.int('RATE_LIMIT_PER_MINUTE', 600, 0, 1_000_000),
     bootstrapAdminUserIds: r.list('BOOTSTRAP_ADMIN_USER_IDS'),
     metricsToken: r.optional('METRICS_TOKEN'),
     storage: {

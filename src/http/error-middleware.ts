@@ -1,5 +1,5 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
-import { PgError, pgErrorCode } from '../platform/db';
+import { isConnectionFailure, PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
 import { StorageUnavailableError } from '../platform/storage';
 import { ApiError, type ErrorDetail, errors } from './errors';
@@ -23,6 +23,7 @@ function detailPath(path: string | undefined): string {
 export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?: string): ApiError | null {
   if (error instanceof ApiError) return error;
   if (error instanceof StorageUnavailableError) return errors.storageUnavailable();
+  if (isConnectionFailure(error)) return errors.databaseUnavailable();
   const e = (error ?? {}) as LibraryError;
   const status = e.status ?? e.statusCode;
   if (e.type === 'entity.too.large' || status === 413) return errors.payloadTooLarge(`The request body is larger than ${bodyLimitBytes} bytes.`);

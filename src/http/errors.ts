@@ -58,6 +58,10 @@ export const errors = {
   principalNotFound: (message: string) => new ApiError(404, 'principal_not_found', message),
   methodNotAllowed: (allow: string) =>
     new ApiError(405, 'method_not_allowed', 'This method is not allowed on this route.', {}, allow ? { Allow: allow } : {}),
+  rateLimited: (retryAfterSeconds: number, limit: number) =>
+    new ApiError(429, 'rate_limited', `Too many requests: at most ${limit} a minute per user. Retry after ${retryAfterSeconds} s.`, { retryAfter: retryAfterSeconds }, {
+      'Retry-After': String(retryAfterSeconds),
+    }),
   conflict: (message: string) => new ApiError(409, 'conflict', message),
   idempotencyKeyReused: () =>
     new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used with a different request.'),
@@ -71,6 +75,8 @@ export const errors = {
     new ApiError(502, 'model_provider_error', `The model provider failed: ${message}`, { messageId }),
   modelProviderTimeout: (timeoutMs: number, messageId: string) =>
     new ApiError(504, 'model_provider_timeout', `The model provider did not answer within ${timeoutMs} ms.`, { messageId }),
+  databaseUnavailable: () =>
+    new ApiError(503, 'database_unavailable', 'The database is unavailable; try again shortly.', {}, { 'Retry-After': '2' }),
   storageUnavailable: () =>
     new ApiError(503, 'storage_unavailable', 'The file store is unavailable; try again shortly.', {}, { 'Retry-After': '5' }),
   internal: (requestId: string) =>

@@ -74,6 +74,8 @@ export async function startHarness(
     DATABASE_URL: process.env.TEST_DATABASE_URL ? await copyPostgresDatabase() : undefined,
     LOG_LEVEL: 'silent',
     VALIDATE_RESPONSES: 'true',
+    // The fuzzer and the concurrency tests send thousands of requests as one user.
+    RATE_LIMIT_PER_MINUTE: '1000000',
     ...env,
   });
   let database;
@@ -124,6 +126,7 @@ export async function anotherInstance(h: Harness, env: Record<string, string> = 
     DATA_DIR: process.env.TEST_DATA_DIR,
     DATABASE_URL: h.runtime.config.databaseUrl ?? undefined,
     LOG_LEVEL: 'silent',
+    RATE_LIMIT_PER_MINUTE: '1000000',
     ...env,
   });
   const shared = h.runtime.config.databaseUrl ? undefined : { ...h.runtime.database, close: async () => undefined };

@@ -101,6 +101,17 @@ export const PgError = {
   foreignKeyViolation: '23503',
 } as const;
 
+/** Error codes of a lost or refused database connection (the driver's and the server's). */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
+
+/** Whether an error means the database could not be reached, rather than that a query failed. */
+export function isConnectionFailure(error: unknown): boolean {
+  const code = pgErrorCode(error);
+  if (code !== undefined && CONNECTION_CODES.has(code)) return true;
+  const message = (error as Error | null)?.message ?? '';
+  return /Connection terminated|timeout exceeded when trying to connect|connection error|Client was closed/i.test(message);
+}
+
 export function pgErrorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
