@@ -152,6 +152,13 @@ describe('with an identity provider (production mode)', () => {
       const user = await prod.newUser('carol');
       expect((await prod.http().get('/api/v1/notes').set(user.auth)).status).toBe(200);
       expect((await prod.http().get('/api/v1/notes').set(alice.auth)).status).toBe(401);
+      // Algorithm confusion: HS256 keyed with the public key's PEM text is not a valid token.
+      const pem = await exportSPKI(publicKey);
+      const confused = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('carol').setIssuer('https://idp.example.com/')
+        .setAudience('ai-workspace').setIssuedAt().setExpirationTime('5m').sign(new TextEncoder().encode(pem));
+      const refused = await prod.http().get('/api/v1/notes').set('Authorization', `Bearer ${confused}`);
+      expect(refused.status).toBe(401);
+      expect(refused.body.code).toBe('unauthenticated');
       const session = await prod.http().post('/auth/session').set(user.auth);
       expect(([] as string[]).concat(session.headers['set-cookie'] ?? []).join(';')).toMatch(/Secure/);
     } finally {
