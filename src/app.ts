@@ -296,7 +296,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         securityHandlers: securityHandlers(verifyToken, services.sessions, signedUrls),
         afterSecurity: [
           resolveCaller(config.auth.allowedOrigins),
-          ...(config.rateLimitPerMinute > 0 ? [perUserRateLimit(db.db, config.rateLimitPerMinute)] : []),
+          ...(config.rateLimitPerMinute > 0 ? [perUserRateLimit(db.db, config.rateLimitPerMinute, db.kind === 'postgres')] : []),
           requireDeclaredCapability(services.capabilities),
           requireRoles(services.principals),
         ],

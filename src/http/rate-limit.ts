@@ -7,16 +7,18 @@ import { errors } from './errors';
 const WINDOW_SECONDS = 60;
 
 /**
- * The per-user request limit, counted in the database (the `rate_limits` table) so that every
- * instance shares one count. The store is rate-limiter-flexible's Postgres limiter, its queries run
- * through Kysely (so on Postgres and on the embedded PGlite alike); while the database cannot answer,
- * a per-instance in-memory count stands in rather than refusing everything.
+ * The per-user request limit. On a shared database it is counted there (the `rate_limits` table)
+ * so that every instance shares one count: rate-limiter-flexible's Postgres limiter, its queries run
+ * through Kysely, with a per-instance in-memory count standing in while the database cannot answer
+ * rather than refusing everything. The embedded database belongs to one process, so there the
+ * count is kept in memory and costs no query.
  */
-export function perUserRateLimit(db: Database, perMinute: number): RequestHandler {
+export function perUserRateLimit(db: Database, perMinute: number, shared: boolean): RequestHandler {
   const store = {
     query: async (query: { text: string; values?: unknown[] }) => db.executeQuery(CompiledQuery.raw(query.text, query.values ?? [])),
   };
-  const limiter = new RateLimiterPostgres({
+  const memory = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'user' });
+  const limiter = !shared ? memory : new RateLimiterPostgres({
     storeClient: store,
     storeType: 'pool',
     tableName: 'rate_limits',
@@ -25,7 +27,7 @@ export function perUserRateLimit(db: Database, perMinute: number): RequestHandle
     points: perMinute,
     duration: WINDOW_SECONDS,
     keyPrefix: 'user',
-    insuranceLimiter: new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'user' }),
+    insuranceLimiter: memory,
   });
   return async function perUserRateLimitMiddleware(req, res, next) {
     const userId = req.caller?.userId;
