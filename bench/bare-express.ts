@@ -20,4 +20,8 @@ app.disable('x-powered-by');
 app.get('/notes', (_req, res) => {
   res.json(body);
 });
+// The same body as the service's GET /api/v1/capabilities (B2).
+app.get('/capabilities', (_req, res) => {
+  res.json({ capabilities: { automations: true, billing: false, vectorSearch: true, billingProvider: 'none' } });
+});
 app.listen(Number(process.env.PORT), '127.0.0.1');

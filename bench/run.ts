@@ -37,7 +37,8 @@ async function waitReady(url: string, timeoutMs = 60_000): Promise<number> {
   const started = performance.now();
   while (performance.now() - started < timeoutMs) {
     try {
-      if ((await fetch(url)).status === 200) return performance.now() - started;
+      // Any answer below 500: /readyz says 503 until ready; a baseline's route says 401 without a token.
+      if ((await fetch(url)).status < 500) return performance.now() - started;
     } catch {
       // not listening yet
     }
@@ -53,8 +54,8 @@ async function stop(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-function wrk(url: string, headers: string[] = []): number {
-  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...headers.flatMap((h) => ['-H', h]), url];
+function wrk(url: string, headers: string[] = [], script?: string): number {
+  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
   const out = execFileSync('taskset', args, { encoding: 'utf8' });
   const match = /Requests\/sec:\s+([\d.]+)/.exec(out);
   const errors = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
@@ -110,6 +111,76 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
   }
 }
 
+const TABLE_ROWS = 100_000;
+
+/**
+ * B1–B3 on Postgres: the service against the peer (Fastify + jose + pg) and the limit (node:http +
+ * jose + pg) reading 20 of the caller's rows from a notes table of 100,000; the service's
+ * middleware on a constant authenticated body against bare Express; the validated create.
+ */
+async function throughput(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
+  const url = process.env.DATABASE_URL as string;
+  const database = await openPostgres(url, 2);
+  const rows: Array<[string, string]> = [];
+  const auth = `Authorization: Bearer ${token}`;
+  const service = `http://127.0.0.1:${env.PORT}`;
+  const run = async (args: string[], childEnv: Record<string, string>, ready: string, measure: () => number) => {
+    const child = spawnPinned(serverCpu, args, childEnv);
+    try {
+      await waitReady(ready);
+      measure(); // warm-up pass, discarded
+      return measure();
+    } finally {
+      await stop(child);
+    }
+  };
+  try {
+    await sql`delete from notes where owner_user_id like 'bench-%'`.execute(database.db);
+    await sql`
+      insert into notes (id, owner_user_id, title, content, created_at, updated_at)
+      select '01936d2e-7b1a-7c3e-' || lpad(g::text, 12, '0'),
+             case when g % 100 = 0 then 'bench-user' else 'bench-other-' || (g % 97) end,
+             'Bench note ' || g, repeat('Content of bench note ' || g || '. ', 4), now(), now()
+      from generate_series(1, ${TABLE_ROWS}) as g`.execute(database.db);
+    await sql`analyze notes`.execute(database.db);
+    // No embedding pass during the measurement.
+    const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
+    const b1 = await run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/notes?limit=20`, [auth]));
+    const baseEnv = { PORT: '18183', DATA_DIR: dataDir, DATABASE_URL: url };
+    const peer = await run(['--import', 'tsx', 'bench/baseline.ts', 'fastify'], baseEnv, 'http://127.0.0.1:18183/notes', () =>
+      wrk('http://127.0.0.1:18183/notes?limit=20', [auth]),
+    );
+    const limit = await run(['--import', 'tsx', 'bench/baseline.ts', 'http'], baseEnv, 'http://127.0.0.1:18183/notes', () =>
+      wrk('http://127.0.0.1:18183/notes?limit=20', [auth]),
+    );
+    rows.push([`B1 GET /api/v1/notes?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table (req/s)`, b1.toFixed(0)]);
+    rows.push(['B1 peer: Fastify + jose + pg, same query (req/s)', peer.toFixed(0)]);
+    rows.push(['B1 limit: node:http + jose + pg, same query (req/s)', limit.toFixed(0)]);
+    rows.push(['B1 ratio service / peer (goal ≥ 1.0)', (b1 / peer).toFixed(3)]);
+    rows.push(['B1 ratio service / limit (goal ≥ 0.7)', (b1 / limit).toFixed(3)]);
+
+    const b2 = await run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/capabilities`, [auth]));
+    const bare = await run(['--import', 'tsx', 'bench/bare-express.ts'], { PORT: '18182' }, 'http://127.0.0.1:18182/notes', () =>
+      wrk('http://127.0.0.1:18182/capabilities'),
+    );
+    rows.push(['B2 GET /api/v1/capabilities, authenticated, constant body (req/s)', b2.toFixed(0)]);
+    rows.push(['B2 bare Express, same body (req/s)', bare.toFixed(0)]);
+    rows.push(['B2 ratio service / bare Express (goal ≥ 0.6)', (b2 / bare).toFixed(3)]);
+
+    const script = path.join(dataDir, 'create-note.lua');
+    fs.writeFileSync(
+      script,
+      `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = '{"title":"Created by wrk","content":"A validated create."}'\n`,
+    );
+    const b3 = await run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/notes`, [auth], script));
+    rows.push(['B3 POST /api/v1/notes, validated create (req/s)', b3.toFixed(0)]);
+    return rows;
+  } finally {
+    await sql`delete from notes where owner_user_id like 'bench-%'`.execute(database.db);
+    await database.close();
+  }
+}
+
 async function main(): Promise<void> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
   // The per-user limit stays on (its count is part of each request's cost), far above what wrk sends.
@@ -147,6 +218,9 @@ async function main(): Promise<void> {
     rows.push(['GET /api/v1/notes?limit=20 (req/s)', notes.toFixed(0)]);
     rows.push(['bare Express, same body size (req/s)', bareRps.toFixed(0)]);
     rows.push(['ratio service / bare Express', (notes / bareRps).toFixed(3)]);
+
+    if (process.env.DATABASE_URL) rows.push(...(await throughput(dataDir, env, token)));
+    else rows.push(['B1–B3 (the peer and the limit read Postgres)', 'set DATABASE_URL']);
 
     rows.push(...(await auditExport(dataDir, env, token)));
 

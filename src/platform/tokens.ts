@@ -73,11 +73,19 @@ export class InvalidTokenError extends Error {}
 
 export type TokenVerifier = (token: string) => Promise<string>;
 
+/** Verified tokens remembered, at most this many, each for at most a minute and never past its expiry. */
+const VERIFIED_CACHE_SIZE = 10_000;
+const VERIFIED_CACHE_MS = 60_000;
+const CLOCK_TOLERANCE_SECONDS = 5;
+
 /**
  * Verifies bearer tokens: signature (keys imported once), issuer, audience, expiry and an explicit
- * algorithm allow-list. Resolves to the user id (`sub`).
+ * algorithm allow-list. Resolves to the user id (`sub`). A client sends the same token with every
+ * request, and checking its signature is most of an authenticated request's work, so a token that
+ * verified is remembered (by its exact text) until its expiry or for a minute, whichever is first;
+ * a token that failed is checked again each time.
  */
-export async function createTokenVerifier(config: Config, dev: DevAuthMaterial | null): Promise<TokenVerifier> {
+export async function createTokenVerifier(config: Config, dev: DevAuthMaterial | null, now: () => number = Date.now): Promise<TokenVerifier> {
   let key: CryptoKey | JWTVerifyGetKey;
   let issuer: string;
   let audience: string;
@@ -97,15 +105,22 @@ export async function createTokenVerifier(config: Config, dev: DevAuthMaterial |
   } else {
     throw new Error('no identity provider and no development key');
   }
-  const options = { issuer, audience, algorithms, clockTolerance: 5, requiredClaims: ['sub', 'exp'] };
+  const verified = new Map<string, { sub: string; until: number }>();
   return async (token) => {
+    const at = now();
+    const known = verified.get(token);
+    if (known && known.until > at) return known.sub;
+    if (known) verified.delete(token);
     try {
+      const options = { issuer, audience, algorithms, clockTolerance: CLOCK_TOLERANCE_SECONDS, requiredClaims: ['sub', 'exp'], currentDate: new Date(at) };
       const { payload } =
         typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
       const sub = payload.sub;
       if (typeof sub !== 'string' || sub.length === 0 || sub.length > 200) {
         throw new InvalidTokenError('the token has no usable subject');
       }
+      if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
+      verified.set(token, { sub, until: Math.min(at + VERIFIED_CACHE_MS, ((payload.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000) });
       return sub;
     } catch (error) {
       if (error instanceof InvalidTokenError) throw error;

@@ -29,6 +29,22 @@ describe('identity provider tokens', () => {
     await expect(verify(confused)).rejects.toBeInstanceOf(InvalidTokenError);
   });
 
+  test('a verified token is remembered until its expiry, never past it; a refused one is checked each time', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+    const config = loadConfig({ AUTH_PUBLIC_KEY: await exportSPKI(publicKey), AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_ALGORITHMS: 'ES256' });
+    let clock = Date.now();
+    const verify = await createTokenVerifier(config, null, () => clock);
+    const shortLived = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(ISSUER).setAudience(AUDIENCE)
+      .setIssuedAt().setExpirationTime(Math.floor(clock / 1000) + 30).sign(privateKey);
+    await expect(verify(shortLived)).resolves.toBe('bob');
+    clock += 20_000;
+    await expect(verify(shortLived)).resolves.toBe('bob');
+    clock += 20_000; // past expiry and the 5 s tolerance: the remembered answer no longer counts
+    await expect(verify(shortLived)).rejects.toBeInstanceOf(InvalidTokenError);
+    const wrong = await token(privateKey, 'ES256', { aud: 'other' });
+    for (let i = 0; i < 2; i += 1) await expect(verify(wrong)).rejects.toBeInstanceOf(InvalidTokenError);
+  });
+
   test('a JWKS URL: keys are chosen by kid', async () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
     const other = await generateKeyPair('ES256');
