@@ -73,10 +73,12 @@ const EXPORT_EVENTS = 100_000;
 /** Seeds 100,000 audit events (with the service stopped), then streams their export from the service. */
 async function auditExport(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
   const database = process.env.DATABASE_URL ? await openPostgres(process.env.DATABASE_URL, 2) : await openPglite(path.join(dataDir, 'pglite'));
+  // The log is append-only, and a Postgres database outlives runs: each run exports its own events.
+  const resourceType = `bench-${Date.now()}`;
   try {
     await sql`
       insert into audit_events (id, action, actor_user_id, resource_type, resource_id, outcome, request_id, metadata, created_at)
-      select 'bench-' || lpad(g::text, 9, '0'), 'bench.event', 'bench-actor', 'bench', 'r-' || g, 'success', null,
+      select ${resourceType} || '-' || lpad(g::text, 9, '0'), 'bench.event', 'bench-actor', ${resourceType}, 'r-' || g, 'success', null,
              jsonb_build_object('i', g, 'note', repeat('x', 40)), now()
       from generate_series(1, ${EXPORT_EVENTS}) as g`.execute(database.db);
     await sql`insert into administrative_principals (user_id, role, reason, granted_by) values ('bench-user', 'auditor', 'bench', 'bench')
@@ -93,7 +95,7 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
     let peak = before;
     const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(service.pid as number))), 20);
     const started = performance.now();
-    const res = await fetch(`${base}/api/v1/admin/audit/export?resourceType=bench`, { headers: { authorization: `Bearer ${token}` } });
+    const res = await fetch(`${base}/api/v1/admin/audit/export?resourceType=${resourceType}`, { headers: { authorization: `Bearer ${token}` } });
     let lines = 0;
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
       for (const byte of chunk) if (byte === 10) lines += 1;
