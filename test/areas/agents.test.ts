@@ -1,7 +1,10 @@
 import { AgentEnvironmentService } from '../../src/areas/agents/service';
 import { type TestUser, useHarnessWith } from '../helpers/harness';
 
-const ctx = useHarnessWith(() => ({ AGENT_COMMAND_LEASE_MS: '400', AGENT_OFFLINE_AFTER_MS: '1000' }), 'alice', 'bob');
+const ctx = useHarnessWith(() => ({ AGENT_OFFLINE_AFTER_MS: '1000' }), 'alice', 'bob');
+
+/** The service as it will be `ms` from now (leases and expiries are decided by its clock). */
+const later = (ms: number) => new AgentEnvironmentService(ctx.h.runtime.database.db, ctx.h.runtime.config.agents, () => new Date(Date.now() + ms));
 
 interface Registered {
   environmentId: string;
@@ -166,10 +169,11 @@ describe('commands', () => {
     expect((await heartbeat(ctx.alice, env).expect(200)).body.commands.map((c: { commandId: string }) => c.commandId)).toEqual([command.commandId]);
     // Within the lease a heartbeat gets nothing more.
     expect((await heartbeat(ctx.alice, env).expect(200)).body.commands).toEqual([]);
-    await new Promise((resolve) => setTimeout(resolve, 450));
-    expect((await commandsOf(ctx.alice, env))[0]).toMatchObject({ commandId: command.commandId, status: 'queued' });
-    const redelivered = (await heartbeat(ctx.alice, env).expect(200)).body.commands;
-    expect(redelivered).toEqual([expect.objectContaining({ commandId: command.commandId, status: 'claimed', deliveries: 2 })]);
+    // A minute and a second later (the default lease is a minute) the claim has lapsed.
+    const lapsed = ctx.h.runtime.config.agents.commandLeaseMs + 1000;
+    expect(await later(lapsed).command(ctx.alice.userId, env.environmentId, command.commandId)).toMatchObject({ id: command.commandId, status: 'queued' });
+    const redelivered = await later(lapsed).heartbeat(ctx.alice.userId, env.environmentId, env.credential, {});
+    expect(redelivered.commands).toEqual([expect.objectContaining({ id: command.commandId, status: 'claimed', deliveries: 2 })]);
     await ack(ctx.alice, env, command.commandId).expect(200);
   });
 
@@ -214,8 +218,7 @@ describe('commands', () => {
     const env = await register(ctx.alice);
     const command = (await enqueue(ctx.alice, env, { type: 'shutdown', ttlSeconds: 10 }).expect(200)).body.command;
     await heartbeat(ctx.alice, env).expect(200);
-    const later = new AgentEnvironmentService(ctx.h.runtime.database.db, ctx.h.runtime.config.agents, () => new Date(Date.now() + 11_000));
-    expect((await later.command(ctx.alice.userId, env.environmentId, command.commandId)).status).toBe('expired');
+    expect((await later(11_000).command(ctx.alice.userId, env.environmentId, command.commandId)).status).toBe('expired');
     const res = await ack(ctx.alice, env, command.commandId);
     expect(res.status).toBe(409);
     expect(res.body).toMatchObject({ code: 'command_not_claimed', status: 'expired' });
