@@ -14,12 +14,10 @@ const WINDOW_SECONDS = 60;
  * count is kept in memory and costs no query.
  */
 export function perUserRateLimit(db: Database, perMinute: number, shared: boolean): RequestHandler {
-  const store = {
-    query: async (query: { text: string; values?: unknown[] }) => db.executeQuery(CompiledQuery.raw(query.text, query.values ?? [])),
-  };
   const memory = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'user' });
   const limiter = !shared ? memory : new RateLimiterPostgres({
-    storeClient: store,
+    // The store's queries, run through Kysely.
+    storeClient: { query: (query: { text: string; values?: unknown[] }) => db.executeQuery(CompiledQuery.raw(query.text, query.values ?? [])) },
     storeType: 'pool',
     tableName: 'rate_limits',
     tableCreated: true, // by the migrations

@@ -21,7 +21,7 @@ export function findUserSubscription(db: Database, userId: string): Promise<Subs
         eb('customer_id', 'in', eb.selectFrom('billing_customers').select('customer_id').where('user_id', '=', userId)),
       ]),
     )
-    .orderBy(sql`status in ('active', 'trialing', 'past_due')`, 'desc')
+    .orderBy((eb) => eb('status', 'in', ENTITLED_STATUSES), 'desc')
     .orderBy('event_created_at', 'desc')
     .limit(1)
     .executeTakeFirst();

@@ -5,7 +5,6 @@ import { errors } from '../../http/errors';
 import type { ChatUsage, ModelInfo } from '../../platform/ai/models';
 import type { Database, DB } from '../../platform/db';
 import { lockForTransaction } from '../../platform/db/locks';
-import { uuidv7 } from '../../platform/ids';
 import * as budgets from '../budgets/repository';
 import type { CapabilityService } from '../capabilities/service';
 import { recordUsage, type UsageKind } from '../usage/ledger';
@@ -109,10 +108,6 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  get currency(): string {
-    return this.settings.currency;
-  }
-
   async standing(userId: string, db: Database = this.db): Promise<Standing> {
     const now = this.now();
     const { billing, billingProvider } = await this.capabilities.current(db);
@@ -134,22 +129,27 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     return { plan: plan.id, provider: billingProvider, subscription, entitlements: plan.entitlements, period };
   }
 
-  /** The standing and the spending in its period, as `GET /subscription` shows them. */
-  async subscription(userId: string) {
+  /** The standing and where the user stands in its period. */
+  private async spending(userId: string): Promise<{ standing: Standing; spending: Spending }> {
     const standing = await this.standing(userId);
-    const [budget, settings, storageUsedBytes, automationCount] = await Promise.all([
-      budgets.findBudget(this.db, userId),
-      repo.findSettings(this.db, userId),
+    const [budget, settings] = await Promise.all([budgets.findBudget(this.db, userId), repo.findSettings(this.db, userId)]);
+    return { standing, spending: spendingOf(budget, standing.entitlements, settings?.monthly_spending_limit_cents ?? null, standing.period) };
+  }
+
+  /** The standing, the spending and the entitlements' use, as `GET /subscription` shows them. */
+  async subscription(userId: string) {
+    const [state, storageUsedBytes, automationCount] = await Promise.all([
+      this.spending(userId),
       repo.storageUsed(this.db, userId),
       repo.automationCount(this.db, userId),
     ]);
-    const spending = spendingOf(budget, standing.entitlements, settings?.monthly_spending_limit_cents ?? null, standing.period);
-    return { standing, spending, storageUsedBytes, automationCount };
+    return { ...state, storageUsedBytes, automationCount };
   }
 
   async preferences(userId: string) {
-    const [settings, { billingProvider, billing }] = await Promise.all([repo.findSettings(this.db, userId), this.capabilities.current()]);
-    return { provider: billing ? billingProvider : ('none' as const), currency: this.settings.currency, settings };
+    // The capabilities already say `none` while billing is off.
+    const [settings, { billingProvider }] = await Promise.all([repo.findSettings(this.db, userId), this.capabilities.current()]);
+    return { provider: billingProvider, currency: this.settings.currency, settings };
   }
 
   async updatePreferences(userId: string, monthlySpendingLimitCents: number | null) {
@@ -159,10 +159,8 @@ export class BillingService implements BudgetGate, EntitlementGuard {
 
   /** `402 budget_exhausted` when nothing is left to spend in the period. */
   async requireBudget(userId: string): Promise<void> {
-    const standing = await this.standing(userId);
-    const [budget, settings] = await Promise.all([budgets.findBudget(this.db, userId), repo.findSettings(this.db, userId)]);
-    const { availableMicro } = spendingOf(budget, standing.entitlements, settings?.monthly_spending_limit_cents ?? null, standing.period);
-    if (availableMicro !== null && availableMicro <= 0) throw errors.budgetExhausted(standing.period.end);
+    const { standing, spending } = await this.spending(userId);
+    if (spending.availableMicro !== null && spending.availableMicro <= 0) throw errors.budgetExhausted(standing.period.end);
   }
 
   /**
@@ -180,26 +178,11 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     const owed = allowanceRemainingMicro === null ? 0 : cost - Math.min(cost, allowanceRemainingMicro);
     const carry = budget.carry_micro_cents + owed;
     const cents = Math.floor(carry / MICRO);
-    const balance = budget.balance_cents - cents;
-    await budgets.updateBudget(trx, entry.userId, {
-      period_start: standing.period.start,
-      period_spent_micro_cents: spentMicro + cost,
-      carry_micro_cents: carry - cents * MICRO,
-      balance_cents: balance,
-      updated_at: entry.at,
-    });
-    if (cents > 0) {
-      await budgets.insertLedgerEntry(trx, {
-        id: uuidv7(entry.at.getTime()),
-        user_id: entry.userId,
-        amount_cents: -cents,
-        balance_after_cents: balance,
-        kind: 'usage',
-        actor_user_id: entry.userId,
-        reason: `${entry.kind} ${entry.resourceId}`,
-        reference: `usage:${entry.kind}:${entry.resourceId}`,
-        created_at: entry.at,
-      });
+    const period = { period_start: standing.period.start, period_spent_micro_cents: spentMicro + cost, carry_micro_cents: carry - cents * MICRO };
+    if (cents === 0) await budgets.updateBudget(trx, entry.userId, { ...period, updated_at: entry.at });
+    else {
+      const reason = `${entry.kind} ${entry.resourceId}`;
+      await budgets.post(trx, budget, { amountCents: -cents, kind: 'usage', actorUserId: entry.userId, reason, reference: `usage:${entry.kind}:${entry.resourceId}`, at: entry.at }, period);
     }
     return cost;
   }

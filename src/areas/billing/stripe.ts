@@ -2,7 +2,6 @@ import Stripe from 'stripe';
 import type { Plan } from '../../config';
 import { errors } from '../../http/errors';
 import type { Database } from '../../platform/db';
-import { uuidv7 } from '../../platform/ids';
 import * as budgets from '../budgets/repository';
 import * as repo from './repository';
 
@@ -169,20 +168,7 @@ export class StripeEvents {
     const reference = `top_up:${paymentId}`;
     if (await budgets.findLedgerEntryByReference(trx, reference)) return 'ignored';
     const budget = await budgets.lockBudget(trx, userId);
-    const balance = budget.balance_cents + amount;
-    const at = new Date();
-    await budgets.updateBudget(trx, userId, { balance_cents: balance, updated_at: at });
-    await budgets.insertLedgerEntry(trx, {
-      id: uuidv7(at.getTime()),
-      user_id: userId,
-      amount_cents: amount,
-      balance_after_cents: balance,
-      kind: 'top_up',
-      actor_user_id: userId,
-      reason: `Top-up ${paymentId}`,
-      reference,
-      created_at: at,
-    });
+    await budgets.post(trx, budget, { amountCents: amount, kind: 'top_up', actorUserId: userId, reason: `Top-up ${paymentId}`, reference, at: new Date() });
     return 'applied';
   }
 }

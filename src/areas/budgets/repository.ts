@@ -1,7 +1,8 @@
-import type { Insertable, Updateable } from 'kysely';
-import type { Budgets, LedgerEntries } from '../../../generated/db';
+import type { Selectable, Updateable } from 'kysely';
+import type { Budgets } from '../../../generated/db';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
+import { uuidv7 } from '../../platform/ids';
 
 export function findBudget(db: Database, userId: string) {
   return db.selectFrom('budgets').selectAll().where('user_id', '=', userId).executeTakeFirst();
@@ -26,8 +27,40 @@ export function updateBudget(db: Database, userId: string, patch: Updateable<Bud
     .executeTakeFirstOrThrow();
 }
 
-export function insertLedgerEntry(db: Database, row: Insertable<LedgerEntries>) {
-  return db.insertInto('ledger_entries').values(row).returningAll().executeTakeFirstOrThrow();
+/** A change of a balance, as its ledger entry records it. */
+export interface Posting {
+  amountCents: number;
+  kind: 'adjustment' | 'usage' | 'top_up';
+  actorUserId: string;
+  reason: string;
+  /** Unique per cause (a payment, a charged action), when it has one. */
+  reference?: string;
+  at: Date;
+}
+
+/**
+ * Moves a locked budget's balance and writes the ledger entry that says so (with any other budget
+ * fields in `patch`): the one way a balance changes, so the ledger always adds up to it.
+ */
+export async function post(db: Database, budget: Selectable<Budgets>, posting: Posting, patch: Updateable<Budgets> = {}) {
+  const balance = budget.balance_cents + posting.amountCents;
+  const updated = await updateBudget(db, budget.user_id, { ...patch, balance_cents: balance, updated_at: posting.at });
+  const entry = await db
+    .insertInto('ledger_entries')
+    .values({
+      id: uuidv7(posting.at.getTime()),
+      user_id: budget.user_id,
+      amount_cents: posting.amountCents,
+      balance_after_cents: balance,
+      kind: posting.kind,
+      actor_user_id: posting.actorUserId,
+      reason: posting.reason,
+      reference: posting.reference ?? null,
+      created_at: posting.at,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { budget: updated, entry };
 }
 
 export function findLedgerEntryByReference(db: Database, reference: string) {

@@ -1,7 +1,6 @@
 import { errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
-import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
 import type { Actor, AuditService } from '../audit/service';
 import * as repo from './repository';
@@ -30,22 +29,16 @@ export class BudgetService {
   async adjust(actor: Actor, change: { userId: string; amountCents: number; reason?: string }) {
     return this.db.transaction().execute(async (trx) => {
       const current = await repo.lockBudget(trx, change.userId);
-      const balance = current.balance_cents + change.amountCents;
       // Taking away may not leave less than nothing; adding always applies (even to a balance usage overdrew).
-      if (change.amountCents < 0 && balance < 0) {
+      if (change.amountCents < 0 && current.balance_cents + change.amountCents < 0) {
         throw errors.conflict(`The balance is ${current.balance_cents} cents: it cannot go below zero.`);
       }
-      const now = new Date();
-      const budget = await repo.updateBudget(trx, change.userId, { balance_cents: balance, updated_at: now });
-      const entry = await repo.insertLedgerEntry(trx, {
-        id: uuidv7(now.getTime()),
-        user_id: change.userId,
-        amount_cents: change.amountCents,
-        balance_after_cents: balance,
+      const { budget, entry } = await repo.post(trx, current, {
+        amountCents: change.amountCents,
         kind: 'adjustment',
-        actor_user_id: actor.userId,
+        actorUserId: actor.userId,
         reason: change.reason ?? '',
-        created_at: now,
+        at: new Date(),
       });
       await this.audit.record(
         actor,
@@ -54,7 +47,7 @@ export class BudgetService {
           resourceType: 'budget',
           resourceId: change.userId,
           outcome: 'success',
-          metadata: { amountCents: change.amountCents, balanceAfterCents: balance, reason: change.reason ?? null, entryId: entry.id },
+          metadata: { amountCents: change.amountCents, balanceAfterCents: budget.balance_cents, reason: change.reason ?? null, entryId: entry.id },
         },
         trx,
       );
