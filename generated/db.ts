@@ -320,6 +320,7 @@ export interface Projects {
 
 export interface RateLimits {
   expire: number | null;
+  granted: Generated<number>;
   key: string;
   points: Generated<number>;
 }

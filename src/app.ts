@@ -8,7 +8,7 @@ import { auditHandlers } from './areas/audit/handlers';
 import { AuditService } from './areas/audit/service';
 import { billingHandlers } from './areas/billing/handlers';
 import { BillingService } from './areas/billing/service';
-import { StripeEvents } from './areas/billing/stripe';
+import type { StripeEvents } from './areas/billing/stripe';
 import { stripeWebhookRouter } from './areas/billing/webhook-route';
 import { budgetHandlers } from './areas/budgets/handlers';
 import { BudgetService } from './areas/budgets/service';
@@ -59,12 +59,12 @@ import { IdempotencyStore } from './platform/idempotency';
 import { HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
 import { DevelopmentProvider, type ModelProvider, OpenAICompatibleProvider } from './platform/ai/models';
 import { hasVectorExtension } from './platform/db/vector';
-import type { Logger } from './platform/logger';
+import { accessLog, type Logger } from './platform/logger';
 import { Metrics } from './platform/metrics';
+import { memoryRateLimiter, type RateLimiter, SharedRateLimiter } from './platform/rate-limiter';
 import { SignedUrls } from './platform/signed-urls';
 import type { ObjectStore } from './platform/storage';
 import { LocalObjectStore } from './platform/storage/local';
-import { S3ObjectStore } from './platform/storage/s3';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
 export interface Services {
@@ -114,7 +114,11 @@ export interface Runtime {
 
 /** S3 when a bucket is configured, otherwise a directory under DATA_DIR. */
 export function openObjectStore(config: Config): ObjectStore {
-  return config.storage.s3 ? new S3ObjectStore(config.storage.s3) : new LocalObjectStore(path.join(config.dataDir, 'objects'));
+  if (!config.storage.s3) return new LocalObjectStore(path.join(config.dataDir, 'objects'));
+  // Loaded only when used, like the payment provider's library and the embedded database: the AWS
+  // SDK is a fifth of an idle instance's memory.
+  const { S3ObjectStore } = require('./platform/storage/s3') as typeof import('./platform/storage/s3');
+  return new S3ObjectStore(config.storage.s3);
 }
 
 export async function openDatabase(config: Config): Promise<DatabaseHandle> {
@@ -146,11 +150,13 @@ function createServices(
   const webhooks = new WebhookService(db, secretBox, dispatcher);
   const billing = new BillingService(db, capabilities, config.billing);
   const { webhookSecret, toleranceSeconds } = config.billing.stripe;
-  const stripeEvents = webhookSecret
-    ? new StripeEvents(db, { webhookSecret, toleranceSeconds, currency: config.billing.currency, plans: config.billing.plans }, (level, message, meta) =>
-        logger.log(level, message, meta),
-      )
-    : null;
+  let stripeEvents: StripeEvents | null = null;
+  if (webhookSecret) {
+    // The payment provider's library is loaded only when its events are received.
+    const stripe = require('./areas/billing/stripe') as typeof import('./areas/billing/stripe');
+    const settings = { webhookSecret, toleranceSeconds, currency: config.billing.currency, plans: config.billing.plans };
+    stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
+  }
   const models: ModelProvider = config.models.baseUrl
     ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: config.models.models })
     : new DevelopmentProvider();
@@ -204,6 +210,11 @@ function createMetrics(database: DatabaseHandle): Metrics {
       count(database.db.selectFrom('automation_runs').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'queued').executeTakeFirst()),
     pool: () => database.poolStats(),
   });
+}
+
+/** Counted in the shared database so every instance shares one count; the embedded one belongs to one process. */
+function rateLimiter(database: DatabaseHandle, perMinute: number): RateLimiter {
+  return database.kind === 'postgres' ? new SharedRateLimiter(database.db, perMinute) : memoryRateLimiter(perMinute);
 }
 
 function handlerMap(services: Services, config: Config, runner: AutomationRunner): HandlerMap {
@@ -274,7 +285,10 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     app.disable('x-powered-by');
     app.set('trust proxy', config.trustProxy);
     app.set('query parser', 'simple');
-    app.use(requestLog(logger, metrics));
+    // No automatic weak ETag on JSON answers (a hash of every body, undocumented); the content
+    // routes set their own strong ETag.
+    app.set('etag', false);
+    app.use(requestLog(accessLog(logger), metrics));
     app.use(helmet({ crossOriginEmbedderPolicy: false }));
     app.get('/healthz', (_req, res) => {
       res.json({ status: 'ok' });
@@ -296,7 +310,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         securityHandlers: securityHandlers(verifyToken, services.sessions, signedUrls),
         afterSecurity: [
           resolveCaller(config.auth.allowedOrigins),
-          ...(config.rateLimitPerMinute > 0 ? [perUserRateLimit(db.db, config.rateLimitPerMinute, db.kind === 'postgres')] : []),
+          ...(config.rateLimitPerMinute > 0 ? [perUserRateLimit(rateLimiter(db, config.rateLimitPerMinute), config.rateLimitPerMinute)] : []),
           requireDeclaredCapability(services.capabilities),
           requireRoles(services.principals),
         ],

@@ -115,3 +115,44 @@ export function resolveCaller(allowedOrigins: string[]) {
     next();
   };
 }
+
+type SecurityHandler = (req: Request) => Promise<boolean>;
+type SecurityRequirement = Record<string, unknown>;
+
+/**
+ * Authentication by the operation's declared security (its own `security`, else the document's),
+ * in place of the validator's security step: the requirements are alternatives and the schemes
+ * within one are all needed. Every scheme the operation names is tried (each handler only records
+ * what it verified; `resolveCaller` chooses), a request meeting no requirement is `401` with the
+ * first failure a handler recorded, and an unexpected error of a handler (a database that cannot
+ * answer) propagates as itself. Unlike the library's step, nothing is thrown (or given a stack
+ * trace) for a scheme a request simply does not use, and the schemes are worked out once per
+ * operation.
+ */
+export function authenticate(documentSecurity: SecurityRequirement[] | undefined, handlers: Record<string, SecurityHandler>) {
+  const plans = new WeakMap<object, { schemes: string[]; requirements: string[][] }>();
+  const planOf = (operation: { security?: SecurityRequirement[] }) => {
+    let plan = plans.get(operation);
+    if (!plan) {
+      const requirements = (operation.security ?? documentSecurity ?? []).map((requirement) => Object.keys(requirement));
+      const schemes = [...new Set(requirements.flat())];
+      for (const scheme of schemes) if (!handlers[scheme]) throw new Error(`no security handler for "${scheme}"`);
+      plan = { schemes, requirements };
+      plans.set(operation, plan);
+    }
+    return plan;
+  };
+  return async function authenticateMiddleware(req: Request, _res: Response, next: NextFunction): Promise<void> {
+    const operation = (req as unknown as { openapi: { schema: { security?: SecurityRequirement[] } } }).openapi.schema;
+    const { schemes, requirements } = planOf(operation);
+    if (requirements.length === 0) return next();
+    const verified = new Set<string>();
+    await Promise.all(
+      schemes.map(async (scheme) => {
+        if (await (handlers[scheme] as SecurityHandler)(req)) verified.add(scheme);
+      }),
+    );
+    if (requirements.some((requirement) => requirement.every((scheme) => verified.has(scheme)))) return next();
+    next(errors.unauthenticated(req.authFailure ?? 'Authentication is required.'));
+  };
+}

@@ -34,11 +34,23 @@ export const STREAMED: unique symbol = Symbol('streamed');
 /** STREAMED when the 200 response may also be a stream of server-sent events. */
 type EventStreamContent<T> = T extends { content: { 'text/event-stream': unknown } } ? typeof STREAMED : never;
 
+/**
+ * A JSON body already serialized (by Postgres, for lists), written as it is. `T` is the body it
+ * stands for, so that a handler can only return the text of its own operation's body.
+ */
+export class JsonText<T> {
+  declare private readonly body?: T;
+  constructor(readonly text: string) {}
+}
+
+/** The serialized form of an operation's 200 body (see JsonText). */
+export const jsonText = <T>(text: string) => new JsonText<T>(text);
+
 /** The 200 body of an operation as the document defines it, or STREAMED for a non-JSON body. */
 export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R }
   ? [JsonContent<R>] extends [never]
     ? typeof STREAMED
-    : JsonContent<R> | EventStreamContent<R>
+    : JsonContent<R> | JsonText<JsonContent<R>> | EventStreamContent<R>
   : never;
 
 export interface HandlerInput<K extends OperationId> {
@@ -67,6 +79,11 @@ export interface HandlerOptions {
   userIdIsCaller: boolean;
   /** Set for operations that declare the `Idempotency-Key` header. */
   idempotency?: IdempotencyStore;
+  /**
+   * Whether answers are validated against the document (in tests): a JsonText body is then parsed
+   * and sent through the validator like any other.
+   */
+  validateResponses: boolean;
 }
 
 /**
@@ -88,8 +105,10 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
       }
       delete body.accessToken;
     }
-    const execute = () =>
-      handler({
+    const store = options.idempotency;
+    // A stored (idempotent) or validated answer needs the body itself, not its text.
+    const execute = async () => {
+      const result: unknown = await handler({
         caller,
         actor: { userId: caller.userId, requestId: req.requestId },
         body: req.body as RequestBody<K>,
@@ -98,7 +117,8 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
         req,
         res,
       });
-    const store = options.idempotency;
+      return result instanceof JsonText && (store || options.validateResponses) ? (JSON.parse(result.text) as unknown) : result;
+    };
     const key = store ? req.get('idempotency-key') : undefined;
     if (store && key !== undefined) {
       const request = { store, userId: caller.userId, key, operationId: options.operationId, body: req.body };
@@ -108,8 +128,17 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
       return;
     }
     const result = await execute();
-    if (result !== STREAMED) res.status(200).json(result);
+    if (result instanceof JsonText) sendJsonText(res, result.text);
+    else if (result !== STREAMED) res.status(200).json(result);
   };
+}
+
+/** A 200 with a body that is already JSON text, without Express's serialization and checks. */
+function sendJsonText(res: Response, text: string): void {
+  res.statusCode = 200;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
 }
 
 /**

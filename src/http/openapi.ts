@@ -5,6 +5,7 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import type { IdempotencyStore } from '../platform/idempotency';
 import { projectRoot } from '../platform/paths';
+import { authenticate } from './auth';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
@@ -43,7 +44,8 @@ function findStep(chain: Middleware[], name: string): number {
  *   Express has already matched the route, so its result is reused for later requests;
  * - response validation wraps every answer of the operation, including the errors of the steps
  *   after it;
- * - `afterSecurity` runs between authentication and request validation.
+ * - authentication is ours (`authenticate`, the document's security schemes and handlers), and
+ *   `afterSecurity` runs between it and request validation.
  */
 async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOptions): Promise<Middleware[]> {
   // The document's server is `{base_url}` and its paths are absolute: validate paths as they are.
@@ -59,7 +61,7 @@ async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOpti
     validateApiSpec: true,
     validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false, allErrors: true, discriminator: true },
     validateResponses: options.validateResponses ? { removeAdditional: false, coerceTypes: false } : false,
-    validateSecurity: { handlers: options.securityHandlers },
+    validateSecurity: false, // `authenticate` (./auth) does it
     ignoreUndocumented: false,
   }) as Middleware[];
 
@@ -99,7 +101,7 @@ async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOpti
   const steps = chain.slice(0, metadataIndex);
   steps.push(cachedMetadata);
   if (options.validateResponses) steps.push(chain[findStep(chain, 'responseMiddleware')] as Middleware);
-  steps.push(chain[findStep(chain, 'securityMiddleware')] as Middleware);
+  steps.push(authenticate(apiSpec.security, options.securityHandlers) as Middleware);
   steps.push(...(options.afterSecurity as Middleware[]));
   steps.push(chain[findStep(chain, 'requestMiddleware')] as Middleware);
   return steps;
@@ -132,7 +134,12 @@ export async function apiRouter(
       // On role-guarded (administration) operations a body userId names the target user.
       const userIdIsCaller = !(operation as { 'x-required-roles'?: unknown })['x-required-roles'];
       route[method](
-        toExpressHandler(handler, { operationId, userIdIsCaller, idempotency: idempotent ? options.idempotency : undefined }),
+        toExpressHandler(handler, {
+          operationId,
+          userIdIsCaller,
+          idempotency: idempotent ? options.idempotency : undefined,
+          validateResponses: options.validateResponses,
+        }),
       );
     }
   }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
-import type { Logger } from '../platform/logger';
+import type { AccessLog } from '../platform/logger';
 import type { Metrics } from '../platform/metrics';
 import { operationIdOf } from './openapi';
 
@@ -11,7 +11,7 @@ const CLIENT_REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
  * request when it ends: id, operationId, user, status, latency (also counted in the metrics).
  * Bodies, queries and headers are never logged, so neither are tokens.
  */
-export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
+export function requestLog(log: AccessLog, metrics: Metrics): RequestHandler {
   return (req, res, next) => {
     const started = process.hrtime.bigint();
     const incoming = req.get('x-request-id');
@@ -20,7 +20,8 @@ export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
     res.on('finish', () => {
       const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
       const operationId = operationIdOf(req);
-      logger.info('request', {
+      log({
+        message: 'request',
         requestId: req.requestId,
         operationId,
         userId: req.caller?.userId,

@@ -1,5 +1,6 @@
+import supertest from 'supertest';
 import { describeCrudContract } from '../helpers/crud-contract';
-import { useHarness } from '../helpers/harness';
+import { anotherInstance, useHarness } from '../helpers/harness';
 
 const ctx = useHarness('alice');
 
@@ -22,6 +23,37 @@ describe('notes', () => {
     const moved = await ctx.alice.api.PATCH('/api/v1/notes', { body: { noteId: pinned.noteId, projectId: null } });
     expect(moved.data!.note.projectId).toBeNull();
     expect(moved.data!.note.content).toBe('# Heading');
+  });
+
+  test('a page as Postgres renders it equals each note as presented alone, validated or sent as it is', async () => {
+    const project = (await ctx.alice.api.POST('/api/v1/projects', { body: { name: 'Rendered' } })).data!.project;
+    await ctx.alice.api.POST('/api/v1/notes', { body: { title: 'Quote " and \\ and ünïcode ✓', content: 'line\nbreak', pinned: true, projectId: project.projectId } });
+    await ctx.alice.api.POST('/api/v1/notes', { body: { title: 'Second', projectId: project.projectId } });
+    await ctx.alice.api.POST('/api/v1/notes', { body: { title: 'Third', projectId: project.projectId } });
+    const validated = await ctx.h.http().get('/api/v1/notes').query({ projectId: project.projectId, limit: 2 }).set(ctx.alice.auth);
+    expect(validated.status).toBe(200);
+    expect(validated.body.notes).toHaveLength(2);
+    for (const note of validated.body.notes) {
+      const alone = await ctx.h.http().get('/api/v1/notes').query({ noteId: note.noteId }).set(ctx.alice.auth);
+      expect(note).toStrictEqual(alone.body.note);
+    }
+    const rest = await ctx.h.http().get('/api/v1/notes').query({ projectId: project.projectId, cursor: validated.body.nextCursor }).set(ctx.alice.auth);
+    expect(rest.body).toMatchObject({ notes: [{ title: 'Quote " and \\ and ünïcode ✓', content: 'line\nbreak' }], nextCursor: null });
+
+    // Outside tests answers are not validated: the text Postgres rendered is sent as it is.
+    const unvalidated = await anotherInstance(ctx.h, { VALIDATE_RESPONSES: 'false' });
+    try {
+      const raw = await supertest(unvalidated.app).get('/api/v1/notes').query({ projectId: project.projectId, limit: 2 }).set(ctx.alice.auth);
+      expect(raw.status).toBe(200);
+      expect(raw.headers['content-type']).toBe('application/json; charset=utf-8');
+      expect(Number(raw.headers['content-length'])).toBe(Buffer.byteLength(raw.text));
+      expect(raw.body).toStrictEqual(validated.body);
+      const head = await supertest(unvalidated.app).head('/api/v1/notes').set(ctx.alice.auth);
+      expect(head.status).toBe(200);
+      expect(head.text ?? '').toBe('');
+    } finally {
+      await unvalidated.close();
+    }
   });
 
   test('a title over 200 characters is refused', async () => {

@@ -1,4 +1,3 @@
-import { convert as htmlToText } from 'html-to-text';
 
 /** The media types whose text can be extracted, by their base type. */
 const EXTRACTORS: Record<string, (bytes: Buffer) => Promise<string>> = {
@@ -7,7 +6,10 @@ const EXTRACTORS: Record<string, (bytes: Buffer) => Promise<string>> = {
   'text/x-markdown': async (bytes) => bytes.toString('utf8'),
   'text/csv': async (bytes) => bytes.toString('utf8'),
   'application/json': async (bytes) => bytes.toString('utf8'),
-  'text/html': async (bytes) => htmlToText(bytes.toString('utf8'), { wordwrap: false, selectors: [{ selector: 'img', format: 'skip' }] }),
+  'text/html': async (bytes) => {
+    const { convert } = await import('html-to-text');
+    return convert(bytes.toString('utf8'), { wordwrap: false, selectors: [{ selector: 'img', format: 'skip' }] });
+  },
   'application/pdf': extractPdf,
 };
 

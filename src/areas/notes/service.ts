@@ -5,7 +5,7 @@ import { errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
+import type { JsonPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
@@ -25,8 +25,9 @@ export class NoteService {
     return row;
   }
 
-  async list(userId: string, filter: { projectId?: string; pinned?: boolean }, page: PageRequest) {
-    return toPage(await repo.listNotes(this.db, userId, filter, page), page.limit);
+  /** A page of notes, rendered as `presentNote` renders one. */
+  list(userId: string, filter: repo.NoteFilter, page: PageRequest): Promise<JsonPage> {
+    return repo.listNotesJson(this.db, userId, filter, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<NoteRow> {

@@ -1,6 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { generateText, type LanguageModel, type LanguageModelUsage, streamText } from 'ai';
+import type { LanguageModel, LanguageModelUsage } from 'ai';
 
 /** A model as the service offers it, with the prices the deployment configured. */
 export interface ModelInfo {
@@ -94,24 +93,34 @@ function providerFailure(error: unknown, signal: AbortSignal): unknown {
 export class OpenAICompatibleProvider implements ModelProvider {
   readonly info: ProviderInfo;
   readonly models: readonly ModelInfo[];
-  private readonly model: (id: string) => LanguageModel;
+  private readonly options: { baseUrl: string; apiKey: string | null };
+  /** The AI SDK and the provider, loaded on the first call (they are large, and unused until then). */
+  private sdk?: Promise<{ ai: typeof import('ai'); model: (id: string) => LanguageModel }>;
 
   constructor(options: { baseUrl: string; apiKey: string | null; models: readonly ModelPrice[] }) {
     this.info = { providerId: 'openai-compatible', kind: 'openai-compatible', name: 'OpenAI-compatible provider', baseUrl: options.baseUrl };
     this.models = options.models.map((m, i) => ({ ...m, providerId: this.info.providerId, name: m.id, default: i === 0 }));
-    const provider = createOpenAICompatible({
-      name: 'openai-compatible',
-      baseURL: options.baseUrl,
-      apiKey: options.apiKey ?? undefined,
-      includeUsage: true,
+    this.options = { baseUrl: options.baseUrl, apiKey: options.apiKey };
+  }
+
+  private load() {
+    this.sdk ??= Promise.all([import('ai'), import('@ai-sdk/openai-compatible')]).then(([ai, { createOpenAICompatible }]) => {
+      const provider = createOpenAICompatible({
+        name: 'openai-compatible',
+        baseURL: this.options.baseUrl,
+        apiKey: this.options.apiKey ?? undefined,
+        includeUsage: true,
+      });
+      return { ai, model: (id: string) => provider.chatModel(id) };
     });
-    this.model = (id) => provider.chatModel(id);
+    return this.sdk;
   }
 
   async generate(request: ChatRequest) {
     try {
-      const result = await generateText({
-        model: this.model(request.model),
+      const { ai, model } = await this.load();
+      const result = await ai.generateText({
+        model: model(request.model),
         ...split(request.messages),
         abortSignal: request.signal,
         maxRetries: 0,
@@ -123,8 +132,9 @@ export class OpenAICompatibleProvider implements ModelProvider {
   }
 
   async *stream(request: ChatRequest): AsyncIterable<ChatPart> {
-    const result = streamText({
-      model: this.model(request.model),
+    const { ai, model } = await this.load();
+    const result = ai.streamText({
+      model: model(request.model),
       ...split(request.messages),
       abortSignal: request.signal,
       maxRetries: 0,

@@ -2,8 +2,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
-import { vector } from '@electric-sql/pglite-pgvector';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import type { DB } from '../../../generated/db';
 
@@ -68,6 +66,10 @@ function claimDirectory(dir: string): () => void {
 export async function openPglite(dir: string | null): Promise<DatabaseHandle> {
   const release = dir ? claimDirectory(dir) : () => undefined;
   try {
+    // The CommonJS builds (which the dialect's types name), loaded only here: a service on
+    // Postgres never carries the embedded database's code.
+    const { PGlite } = require('@electric-sql/pglite') as typeof import('@electric-sql/pglite');
+    const { vector } = require('@electric-sql/pglite-pgvector') as typeof import('@electric-sql/pglite-pgvector');
     const pglite = await PGlite.create(dir ?? undefined, { extensions: { vector } });
     const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
     return {

@@ -10,6 +10,7 @@ import * as m0008 from './migrations/0008_automations';
 import * as m0009 from './migrations/0009_billing';
 import * as m0010 from './migrations/0010_agent_environments';
 import * as m0011 from './migrations/0011_rate_limits';
+import * as m0012 from './migrations/0012_rate_limit_grants';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0009_billing': m0009,
   '0010_agent_environments': m0010,
   '0011_rate_limits': m0011,
+  '0012_rate_limit_grants': m0012,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
