@@ -419,7 +419,7 @@ export function loadConfig(env: Env = process.env): Config {
       retryScheduleMs: durations(r, 'WEBHOOK_RETRY_SCHEDULE', '5s,5m,30m,2h,5h,10h,10h'),
       disableAfterMs: duration(r, 'WEBHOOK_DISABLE_AFTER', '5d'),
       pollIntervalMs: r.int('WEBHOOK_POLL_INTERVAL_MS', 1000, 10, 60_000),
-      concurrency: r.int('WEBHOOK_CONCURRENCY', 8, 1, 256),
+      concurrency: r.int('WEBHOOK_CONCURRENCY', 32, 1, 256),
       retentionMs: r.int('WEBHOOK_LOG_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
       secretsKey: r.optional('WEBHOOK_SECRETS_KEY'),
     },

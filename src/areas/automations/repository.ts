@@ -49,8 +49,12 @@ export async function deleteAutomation(db: Database, ownerUserId: string, id: st
 // ---- the scheduler ----
 
 /** Enabled scheduled automations whose next slot is due. */
-export function dueAutomations(db: Database, now: Date, limit: number) {
-  return db
+/**
+ * Locks up to `limit` due schedules for the transaction, skipping those another instance holds,
+ * so that instances ticking together share the due slots instead of all working on the same ones.
+ */
+export function lockDueAutomations(trx: Transaction<DB>, now: Date, limit: number) {
+  return trx
     .selectFrom('automations')
     .select(['id', 'owner_user_id', 'cron', 'timezone', 'next_run_at'])
     .where('enabled', '=', true)
@@ -58,28 +62,27 @@ export function dueAutomations(db: Database, now: Date, limit: number) {
     .where('next_run_at', '<=', now)
     .orderBy('next_run_at')
     .limit(limit)
+    .forUpdate()
+    .skipLocked()
     .execute();
 }
 
-/** Claims a slot: true when this call inserted its run (every other instance's insert is a no-op). */
-export async function insertScheduledRun(db: Database, row: Insertable<AutomationRuns>): Promise<boolean> {
-  const inserted = await db
+/** Claims slots: how many runs these inserts created (a slot already claimed stays as it is). */
+export async function insertScheduledRuns(trx: Transaction<DB>, rows: Insertable<AutomationRuns>[]): Promise<number> {
+  const inserted = await trx
     .insertInto('automation_runs')
-    .values(row)
+    .values(rows)
     .onConflict((oc) => oc.columns(['automation_id', 'scheduled_for']).doNothing())
     .returning('id')
-    .executeTakeFirst();
-  return inserted !== undefined;
+    .execute();
+  return inserted.length;
 }
 
-/** Moves the automation's next slot forward (never back, whichever instance writes last). */
-export function advanceNextRun(db: Database, id: string, next: Date) {
-  return db
-    .updateTable('automations')
-    .set({ next_run_at: next })
-    .where('id', '=', id)
-    .where((eb) => eb.or([eb('next_run_at', 'is', null), eb('next_run_at', '<', next)]))
-    .execute();
+/** Moves each automation's next slot forward (never back, whichever instance writes last). */
+export async function advanceNextRuns(trx: Transaction<DB>, next: Array<{ id: string; at: Date }>): Promise<void> {
+  const values = sql.join(next.map(({ id, at }) => sql`(${id}, ${at}::timestamptz)`));
+  await sql`update automations as a set next_run_at = v.at from (values ${values}) as v(id, at)
+            where a.id = v.id and (a.next_run_at is null or a.next_run_at < v.at)`.execute(trx);
 }
 
 // ---- runs ----

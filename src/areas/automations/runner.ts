@@ -31,8 +31,9 @@ const RUNS_PER_INSTANCE = 8;
 
 /**
  * The scheduler of one instance: node-cron ticks, and each tick claims the due slots of enabled
- * schedules by inserting their runs. The unique (automation, slot) key makes every slot run once
- * however many instances tick; after downtime only the latest missed slot runs.
+ * schedules by inserting their runs, 500 schedules per transaction (locked with SKIP LOCKED, so
+ * instances ticking together split them). The unique (automation, slot) key makes every slot run
+ * once however many instances tick; after downtime only the latest missed slot runs.
  */
 export class AutomationScheduler {
   private task: ScheduledTask | null = null;
@@ -56,24 +57,39 @@ export class AutomationScheduler {
     this.task = null;
   }
 
-  /** Queues the runs of the slots due at `now`; resolves with how many this instance queued. */
+  /**
+   * Queues the runs of the slots due at `now`, a batch per transaction until none is left;
+   * resolves with how many this instance queued.
+   */
   async tick(now: Date = new Date()): Promise<number> {
     if (!(await this.capabilities.isEnabled('automations'))) return 0;
     let queued = 0;
-    for (const automation of await repo.dueAutomations(this.db, now, DUE_BATCH)) {
-      const { cron: expression, timezone } = automation as { cron: string; timezone: string };
-      const slot = latestSlot(expression, timezone, now);
-      const inserted = await repo.insertScheduledRun(this.db, {
-        id: uuidv7(now.getTime()),
-        automation_id: automation.id,
-        owner_user_id: automation.owner_user_id,
-        status: 'queued',
-        trigger: 'schedule',
-        scheduled_for: slot,
-        created_at: now,
+    for (;;) {
+      const batch = await this.db.transaction().execute(async (trx) => {
+        const due = await repo.lockDueAutomations(trx, now, DUE_BATCH);
+        if (due.length === 0) return { due: 0, queued: 0 };
+        const slots = due.map((automation) => {
+          const { cron: expression, timezone } = automation as { cron: string; timezone: string };
+          return { automation, slot: latestSlot(expression, timezone, now), next: nextSlots(expression, timezone, now, 1)[0] as Date };
+        });
+        const inserted = await repo.insertScheduledRuns(
+          trx,
+          slots.map(({ automation, slot }) => ({
+            id: uuidv7(now.getTime()),
+            automation_id: automation.id,
+            owner_user_id: automation.owner_user_id,
+            status: 'queued',
+            trigger: 'schedule',
+            scheduled_for: slot,
+            created_at: now,
+          })),
+        );
+        // Every claimed schedule's next slot is after `now`: the next pass does not see it again.
+        await repo.advanceNextRuns(trx, slots.map(({ automation, next }) => ({ id: automation.id, at: next })));
+        return { due: due.length, queued: inserted };
       });
-      if (inserted) queued += 1;
-      await repo.advanceNextRun(this.db, automation.id, nextSlots(expression, timezone, now, 1)[0] as Date);
+      queued += batch.queued;
+      if (batch.due < DUE_BATCH) break;
     }
     if (queued > 0) this.onQueued();
     return queued;

@@ -235,6 +235,11 @@ export class WebhookDispatcher {
     const gone = outcome.status === 410;
     const final = outcome.succeeded || gone || attempt >= claimed.max_attempts;
     const delay = final ? 0 : this.retryDelay(attempt, outcome.retryAfterMs);
+    if (outcome.succeeded && !claimed.is_test) {
+      await repo.recordSuccess(this.db, { id: claimed.id, token, subscriptionId: claimed.subscription_id }, this.attemptRow(claimed.id, attempt, attemptedAt, outcome), now);
+      this.onAttempt('succeeded');
+      return;
+    }
     const disabled = await this.db.transaction().execute(async (trx) => {
       const held = await repo.releaseDelivery(trx, claimed.id, token, {
         status: outcome.succeeded ? 'succeeded' : final ? 'failed' : 'pending',

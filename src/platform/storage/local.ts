@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { asUnavailable, type ByteRange, MeasuringStream, ObjectNotFoundError, type ObjectStore, type StoredObject } from './index';
+import { asUnavailable, type ByteRange, MeasuringStream, ObjectNotFoundError, type ObjectStore, STREAM_BUFFER_BYTES, type StoredObject } from './index';
 
 /** Objects as files under a directory; written to a temporary file and renamed into place when complete. */
 export class LocalObjectStore implements ObjectStore {
@@ -25,13 +25,16 @@ export class LocalObjectStore implements ObjectStore {
     const target = this.pathOf(key);
     const temporary = path.join(this.tmp, randomUUID());
     const measure = new MeasuringStream(options.size);
+    const file = fs.createWriteStream(temporary, { flags: 'wx', highWaterMark: STREAM_BUFFER_BYTES });
     try {
-      await pipeline(body, measure, fs.createWriteStream(temporary, { flags: 'wx' }));
+      await pipeline(body, measure, file);
       const stored = measure.complete();
       await fs.promises.mkdir(path.dirname(target), { recursive: true });
       await fs.promises.rename(temporary, target);
       return stored;
     } catch (error) {
+      // The file may still be opening when the body fails: removed only once it is closed.
+      if (!file.closed) await new Promise<void>((resolve) => file.once('close', () => resolve()));
       await fs.promises.rm(temporary, { force: true });
       throw asUnavailable(error, 'local');
     }
@@ -42,7 +45,7 @@ export class LocalObjectStore implements ObjectStore {
     const handle = await fs.promises.open(file, 'r').catch((error: NodeJS.ErrnoException) => {
       throw error.code === 'ENOENT' ? new ObjectNotFoundError(key) : asUnavailable(error, 'local');
     });
-    return handle.createReadStream(range ? { start: range.start, end: range.end } : {});
+    return handle.createReadStream({ highWaterMark: STREAM_BUFFER_BYTES, ...(range ? { start: range.start, end: range.end } : {}) });
   }
 
   async delete(key: string): Promise<void> {
