@@ -2458,7 +2458,7 @@ export interface components {
             /** @description Best first; ties are broken by kind and id, so the same data and query give the same order. */
             results: components["schemas"]["KnowledgeResult"][];
             /**
-             * @description `hybrid`: full-text and vector retrieval fused (reciprocal rank fusion); `lexical`: full-text only (vector search is switched off, or the database has no `vector` extension). Clients must tolerate new values.
+             * @description `hybrid`: full-text and vector retrieval fused (reciprocal rank fusion over each one's best `2 × limit` candidates, at least 20); `lexical`: full-text only (vector search is switched off, or the database has no `vector` extension). Clients must tolerate new values.
              * @example hybrid
              * @enum {string}
              */

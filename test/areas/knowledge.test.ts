@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import { lexicalHits, tiersOf } from '../../src/areas/knowledge/repository';
 import { storeFile } from '../helpers/files';
 import { useHarnessWith } from '../helpers/harness';
 
@@ -59,6 +60,33 @@ describe('knowledge search', () => {
       const bobs = await search('bob', { query, limit: 50 });
       for (const r of bobs.results) expect(r.id).toBe(ids.bobsNote);
     }
+  });
+
+  test('passages with more of the words come first, however often fewer words repeat', async () => {
+    const word = `zq${randomUUID().slice(0, 6)}`;
+    const dense = (await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Dense', content: `${word}alpha ${word}alpha ${word}alpha ${word}beta ${word}beta` })).body.note.noteId;
+    const all = (await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'All three', content: `${word}alpha and then, much later in a long sentence about other things, ${word}beta and ${word}gamma` })).body.note.noteId;
+    const one = (await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'One', content: `${word}gamma ${word}gamma ${word}gamma` })).body.note.noteId;
+    // Lexical retrieval itself (with vectorSearch on, the API fuses it with the vector ranks).
+    const lexical = (limit: number) =>
+      lexicalHits(ctx.h.runtime.database.db, { userId: ctx.alice.userId, kinds: ['note'] }, `${word}alpha ${word}beta ${word}gamma`, limit);
+    const hits = await lexical(10);
+    expect(hits.map((hit) => hit.id)).toEqual([all, dense, one]);
+    const scores = hits.map((hit) => hit.score);
+    expect([...scores].sort((a, b) => b - a)).toEqual(scores);
+    // A limit the first tiers fill is answered from them alone.
+    expect((await lexical(2)).map((hit) => hit.id)).toEqual([all, dense]);
+  });
+
+  test('tiers: every count of words from all to any, skipping only those with too many combinations', () => {
+    expect(tiersOf(['a', 'b', 'c'])).toEqual([
+      { words: 3, tsquery: "('a' & 'b' & 'c')" },
+      { words: 2, tsquery: "('a' & 'b') | ('a' & 'c') | ('b' & 'c')" },
+      { words: 1, tsquery: "('a') | ('b') | ('c')" },
+    ]);
+    expect(tiersOf(["it's"])).toEqual([{ words: 1, tsquery: "('it''s')" }]);
+    const many = tiersOf(Array.from({ length: 9 }, (_, i) => `w${i}`)).map((tier) => tier.words);
+    expect(many).toEqual([9, 8, 7, 2, 1]); // C(9,k) is 84 or 126 for k = 3..6
   });
 
   test('the same data and query give the same order, every time', async () => {

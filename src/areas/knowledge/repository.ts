@@ -61,15 +61,68 @@ function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unk
  */
 export const anyWord = (query: string) => sql`coalesce(nullif(replace(plainto_tsquery('english', ${query})::text, '&', '|'), ''), '')::tsquery`;
 
+/** The distinct lexemes of a query as full-text search sees it (English stemming, stop words dropped). */
+async function lexemesOf(db: Database, query: string): Promise<string[]> {
+  const { rows } = await sql<{ lexeme: string }>`
+    select distinct unnest(tsvector_to_array(to_tsvector('english', ${query}))) as lexeme order by 1`.execute(db);
+  return rows.map((row) => row.lexeme);
+}
+
+/** More combinations than this and a tier is skipped (its matches fall to the next tier down). */
+const MAX_TIER_TERMS = 64;
+
+function combinations<T>(items: T[], k: number): T[][] {
+  if (k === 0) return [[]];
+  if (items.length < k) return [];
+  const [first, ...rest] = items as [T, ...T[]];
+  return [...combinations(rest, k - 1).map((tail) => [first, ...tail]), ...combinations(rest, k)];
+}
+
+const quoted = (lexeme: string) => `'${lexeme.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+
 /**
- * Full-text matches, best first (ties by kind, id, chunk: the same data gives the same order).
- * Snippets are cut only for the rows returned.
+ * The tiers of a query of n words, most words first: tier k matches the passages containing at
+ * least k of them, as a tsquery (an OR of k-word ANDs; tiers with too many combinations are
+ * left out, down to tier 1, any word).
+ */
+export function tiersOf(lexemes: string[]): Array<{ words: number; tsquery: string }> {
+  const tiers: Array<{ words: number; tsquery: string }> = [];
+  for (let k = lexemes.length; k >= 1; k -= 1) {
+    const groups = combinations(lexemes, k);
+    if (groups.length > MAX_TIER_TERMS && k > 1) continue;
+    tiers.push({ words: k, tsquery: groups.map((group) => `(${group.map(quoted).join(' & ')})`).join(' | ') });
+  }
+  return tiers;
+}
+
+/**
+ * Full-text matches, best first, as the document describes: passages with more of the words first
+ * (tiers, each found through the GIN indexes), then closer together (cover density). The tiers
+ * are read from the most words down until `limit` hits are found, so common words never make
+ * every passage that contains one of them be ranked. A hit's score is its tier (words matched
+ * minus one) plus its normalized rank within the tier (below 1). Ties go by kind, id, chunk (the
+ * same data gives the same order); snippets are cut only for the rows returned.
  */
 export async function lexicalHits(db: Database, scope: Scope, query: string, limit: number): Promise<Hit[]> {
-  const q = anyWord(query);
-  const match = (tsv: RawBuilder<unknown>) => ({ from: nothing, where: sql`and ${tsv} @@ (select q from query)`, measure: sql`ts_rank_cd(${tsv}, (select q from query))` });
+  const hits: Hit[] = [];
+  let above: string | null = null;
+  for (const tier of tiersOf(await lexemesOf(db, query))) {
+    hits.push(...(await tierHits(db, scope, query, tier, above, limit - hits.length)));
+    if (hits.length >= limit) break;
+    above = tier.tsquery;
+  }
+  return hits;
+}
+
+/** The best `limit` passages of one tier that no tier above has (`above`: that tier's tsquery). */
+async function tierHits(db: Database, scope: Scope, query: string, tier: { words: number; tsquery: string }, above: string | null, limit: number): Promise<Hit[]> {
+  const match = (tsv: RawBuilder<unknown>) => ({
+    from: nothing,
+    where: sql`and ${tsv} @@ (select tier from query) ${above === null ? nothing : sql`and not ${tsv} @@ (select above from query)`}`,
+    measure: sql`${tier.words - 1} + ts_rank_cd(${tsv}, (select q from query), 32)`,
+  });
   const result = await sql<Hit>`
-    with query as (select ${q} as q),
+    with query as (select ${tier.tsquery}::tsquery as tier, ${above}::tsquery as above, ${anyWord(query)} as q),
     hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, { note: match(sql`n.tsv`), memory: match(sql`m.tsv`), project: match(sql`p.tsv`), file: match(sql`c.tsv`) })})
     select kind, id, title, ts_headline('english', body, (select q from query), ${HEADLINE}) as snippet,
            measure::float8 as score, project_id, file_id, seq, start_offset, end_offset

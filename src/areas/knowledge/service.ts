@@ -15,7 +15,11 @@ const SOURCE_KINDS: Record<NonNullable<Request['sources']>[number], repo.SourceK
 
 /** Reciprocal rank fusion's constant: how much the first ranks dominate. */
 const RRF_K = 60;
-const CANDIDATES = 50;
+/**
+ * How many candidates each retrieval gives the fusion: twice the page (at least 20), as hybrid
+ * search engines do, rather than a fixed 50 that made short pages pay for long ones.
+ */
+const candidatesFor = (limit: number) => Math.max(2 * limit, 20);
 const INDEX_BATCH = 64;
 const BATCHES_PER_PASS = 16;
 
@@ -56,8 +60,8 @@ export class KnowledgeService {
     }
     const [vector] = await this.embedder.embed([request.query]);
     const [lexical, semantic] = await Promise.all([
-      repo.lexicalHits(this.db, scope, request.query, CANDIDATES),
-      repo.vectorHits(this.db, scope, request.query, toVectorLiteral(vector as number[]), CANDIDATES),
+      repo.lexicalHits(this.db, scope, request.query, candidatesFor(limit)),
+      repo.vectorHits(this.db, scope, request.query, toVectorLiteral(vector as number[]), candidatesFor(limit)),
     ]);
     const fused = new Map<string, { score: number; hit: repo.Hit }>();
     for (const list of [lexical, semantic]) {
