@@ -1,58 +1,36 @@
 /**
- * `make bench`: figures measured in one run, printed as a table with the Node version.
- *   - start-up on PGlite: first start (empty data directory) and restart, to the first 200 of /readyz;
- *   - throughput of GET /api/v1/notes?limit=20 (bearer JWT, validated, 20 rows) against bare
- *     Express serving a constant body of the same size: wrk on one core, servers on the other;
- *   - the validator's operation lookup, in-process: library mounting against the service's;
- *   - the audit export of 100,000 events: rate, and the service's RSS before and at its peak;
- *   - knowledge search at 100,000 chunks, lexical and hybrid, next to the raw SQL (bench/knowledge.ts).
- * Set DATABASE_URL to run the service on Postgres instead of PGlite.
+ * `make bench`: the figures of #12 measured in one run, printed as one table with the Node
+ * version. Servers run on one core and wrk (or the bench's own clients) on the other.
+ *   - start-up to the first 200 of /readyz (PGlite: first start and restart; Postgres: a fresh
+ *     database, then a restart) and idle RSS two seconds after;
+ *   - B1-B3 (Postgres): GET /api/v1/notes?limit=20 from 100,000 rows against the Fastify peer and
+ *     the node:http limit (bench/baseline.ts), an authenticated constant route against bare
+ *     Express, the validated create;
+ *   - B4: a 256 MiB upload and download against the raw stores (bench/files.ts);
+ *   - B5: knowledge search at 100,000 chunks, lexical and hybrid, next to the raw SQL (PGlite,
+ *     which has pgvector: bench/knowledge.ts);
+ *   - B6 (Postgres): webhook deliveries per second, automation slot claims on three instances
+ *     (bench/workers.ts);
+ *   - the audit export of 100,000 events, and the validator's operation lookup in-process.
+ * Postgres: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
+ * the bench creates its own database there and drops it at the end. Without a reachable server,
+ * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process write a CPU profile.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
-import { openPglite, openPostgres } from '../src/platform/db';
+import { openPostgres } from '../src/platform/db';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
+import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
+import { clientCpu, cpus, peakRss, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
 import { measureLookup } from './validator-lookup';
+import { workersBench } from './workers';
 
-const root = path.resolve(__dirname, '..');
 const DURATION = process.env.BENCH_SECONDS ?? '10';
 const CONNECTIONS = process.env.BENCH_CONNECTIONS ?? '32';
-const cpus = os.cpus().length;
-const serverCpu = '0';
-const clientCpu = cpus > 1 ? '1' : '0';
-
-function spawnPinned(cpu: string, args: string[], env: Record<string, string>): ChildProcess {
-  return spawn('taskset', ['-c', cpu, process.execPath, ...args], {
-    cwd: root,
-    env: { ...process.env, ...env },
-    stdio: 'ignore',
-  });
-}
-
-async function waitReady(url: string, timeoutMs = 60_000): Promise<number> {
-  const started = performance.now();
-  while (performance.now() - started < timeoutMs) {
-    try {
-      // Any answer below 500: /readyz says 503 until ready; a baseline's route says 401 without a token.
-      if ((await fetch(url)).status < 500) return performance.now() - started;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`${url} did not become ready`);
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await exited;
-}
 
 function wrk(url: string, headers: string[] = [], script?: string): number {
   const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
@@ -63,18 +41,12 @@ function wrk(url: string, headers: string[] = [], script?: string): number {
   return Number(match[1]);
 }
 
-function rssMiB(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-}
-
 const EXPORT_EVENTS = 100_000;
 
 /** Seeds 100,000 audit events (with the service stopped), then streams their export from the service. */
 async function auditExport(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
-  const database = process.env.DATABASE_URL ? await openPostgres(process.env.DATABASE_URL, 2) : await openPglite(path.join(dataDir, 'pglite'));
-  // The log is append-only, and a Postgres database outlives runs: each run exports its own events.
-  const resourceType = `bench-${Date.now()}`;
+  const database = await openPostgres(env.DATABASE_URL as string, 2);
+  const resourceType = 'bench';
   try {
     await sql`
       insert into audit_events (id, action, actor_user_id, resource_type, resource_id, outcome, request_id, metadata, created_at)
@@ -92,8 +64,7 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
     await waitReady(`${base}/readyz`);
     await fetch(`${base}/api/v1/notes?limit=20`, { headers: { authorization: `Bearer ${token}` } });
     const before = rssMiB(service.pid as number);
-    let peak = before;
-    const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(service.pid as number))), 20);
+    const sampler = peakRss(service.pid as number);
     const started = performance.now();
     const res = await fetch(`${base}/api/v1/admin/audit/export?resourceType=${resourceType}`, { headers: { authorization: `Bearer ${token}` } });
     let lines = 0;
@@ -101,7 +72,7 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
       for (const byte of chunk) if (byte === 10) lines += 1;
     }
     const seconds = (performance.now() - started) / 1000;
-    clearInterval(sampler);
+    const peak = sampler.stop();
     if (res.status !== 200 || lines !== EXPORT_EVENTS) throw new Error(`export returned ${res.status} with ${lines} lines`);
     return [
       ['audit export, 100,000 events as NDJSON (events/s)', (lines / seconds).toFixed(0)],
@@ -121,7 +92,7 @@ const TABLE_ROWS = 100_000;
  * middleware on a constant authenticated body against bare Express; the validated create.
  */
 async function throughput(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
-  const url = process.env.DATABASE_URL as string;
+  const url = env.DATABASE_URL as string;
   const database = await openPostgres(url, 2);
   const rows: Array<[string, string]> = [];
   const auth = `Authorization: Bearer ${token}`;
@@ -137,7 +108,6 @@ async function throughput(dataDir: string, env: Record<string, string>, token: s
     }
   };
   try {
-    await sql`delete from notes where owner_user_id like 'bench-%'`.execute(database.db);
     await sql`
       insert into notes (id, owner_user_id, title, content, created_at, updated_at)
       select '01936d2e-7b1a-7c3e-' || lpad(g::text, 12, '0'),
@@ -178,8 +148,50 @@ async function throughput(dataDir: string, env: Record<string, string>, token: s
     rows.push(['B3 POST /api/v1/notes, validated create (req/s)', b3.toFixed(0)]);
     return rows;
   } finally {
-    await sql`delete from notes where owner_user_id like 'bench-%'`.execute(database.db);
     await database.close();
+  }
+}
+
+/** A fresh database on the Postgres server of `serverUrl` (null when no server answers). */
+async function benchDatabase(serverUrl: string): Promise<{ url: string; drop: () => Promise<void> } | null> {
+  const name = `aiws_bench_${process.pid}`;
+  let admin;
+  try {
+    admin = await openPostgres(serverUrl, 1);
+    await sql`select 1`.execute(admin.db);
+  } catch {
+    await admin?.close();
+    return null;
+  }
+  await sql`create database ${sql.id(name)}`.execute(admin.db);
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      await sql`drop database if exists ${sql.id(name)} with (force)`.execute(admin.db);
+      await admin.close();
+    },
+  };
+}
+
+/** Start-up to ready, first on an empty database and then again; idle RSS two seconds after. */
+async function startUp(label: string, env: Record<string, string>): Promise<Array<[string, string]>> {
+  const base = `http://127.0.0.1:${env.PORT}`;
+  let service = spawnPinned(serverCpu, ['dist/src/server.js'], env);
+  const first = await waitReady(`${base}/readyz`);
+  await stop(service);
+  service = spawnPinned(serverCpu, ['dist/src/server.js'], env);
+  try {
+    const restart = await waitReady(`${base}/readyz`);
+    await new Promise((r) => setTimeout(r, 2000));
+    return [
+      [`start-up on ${label}, empty database (s)`, (first / 1000).toFixed(2)],
+      [`start-up on ${label}, restart (s)`, (restart / 1000).toFixed(2)],
+      [`idle RSS on ${label}, 2 s after ready (MiB)`, rssMiB(service.pid as number).toFixed(1)],
+    ];
+  } finally {
+    await stop(service);
   }
 }
 
@@ -187,53 +199,30 @@ async function main(): Promise<void> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
   // The per-user limit stays on (its count is part of each request's cost), far above what wrk sends.
   const env = { DATA_DIR: dataDir, PORT: '18181', LOG_LEVEL: 'info', NODE_ENV: 'development', RATE_LIMIT_PER_MINUTE: '1000000' };
-  const base = `http://127.0.0.1:${env.PORT}`;
   const rows: Array<[string, string]> = [];
-  const database = process.env.DATABASE_URL ? 'Postgres' : 'PGlite';
+  const postgres = await benchDatabase(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
   try {
-    let service = spawnPinned(serverCpu, ['dist/src/server.js'], env);
-    const firstStart = await waitReady(`${base}/readyz`);
-    await stop(service);
-    service = spawnPinned(serverCpu, ['dist/src/server.js'], env);
-    const restart = await waitReady(`${base}/readyz`);
-    rows.push([`start-up on ${database}, empty data directory (s)`, (firstStart / 1000).toFixed(2)]);
-    rows.push([`start-up on ${database}, restart (s)`, (restart / 1000).toFixed(2)]);
-
-    const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
-    const auth = `Authorization: Bearer ${token}`;
-    for (let i = 0; i < 100; i += 1) {
-      const res = await fetch(`${base}/api/v1/notes`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ title: `Bench note ${i}`, content: `Content of bench note ${i}. `.repeat(4) }),
-      });
-      if (res.status !== 200) throw new Error(`seeding failed: ${res.status}`);
+    rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup') })));
+    if (postgres) {
+      const pgEnv = { ...env, DATABASE_URL: postgres.url };
+      rows.push(...(await startUp('Postgres', pgEnv)));
+      const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
+      rows.push(...(await throughput(dataDir, pgEnv, token)));
+      rows.push(...(await filesBench({ ...pgEnv, PORT: '18184' })));
+      rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
+      rows.push(...(await workersBench({ ...pgEnv, PORT: '18186' })));
+      rows.push(...(await auditExport(dataDir, pgEnv, token)));
+    } else {
+      rows.push(['B1-B4, B6 (Postgres)', 'no Postgres server answered: set DATABASE_URL']);
+      rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
     }
-
-    const bare = spawnPinned(serverCpu, ['--import', 'tsx', 'bench/bare-express.ts'], { PORT: '18182' });
-    await waitReady('http://127.0.0.1:18182/notes');
-    wrk(`${base}/api/v1/notes?limit=20`, [auth]); // warm-up pass, discarded
-    const notes = wrk(`${base}/api/v1/notes?limit=20`, [auth]);
-    const bareRps = wrk('http://127.0.0.1:18182/notes');
-    await stop(bare);
-    await stop(service);
-    rows.push(['GET /api/v1/notes?limit=20 (req/s)', notes.toFixed(0)]);
-    rows.push(['bare Express, same body size (req/s)', bareRps.toFixed(0)]);
-    rows.push(['ratio service / bare Express', (notes / bareRps).toFixed(3)]);
-
-    if (process.env.DATABASE_URL) rows.push(...(await throughput(dataDir, env, token)));
-    else rows.push(['B1–B3 (the peer and the limit read Postgres)', 'set DATABASE_URL']);
-
-    rows.push(...(await auditExport(dataDir, env, token)));
-
-    rows.push(...(await knowledgeBench()));
-
     for (const row of await measureLookup()) {
       rows.push([`operation lookup, ${row.document}: library mount (µs)`, row.library.toFixed(2)]);
       rows.push([`operation lookup, ${row.document}: service mount (µs)`, row.service.toFixed(2)]);
       rows.push([`operation lookup, ${row.document}: ratio library / service`, (row.library / row.service).toFixed(1)]);
     }
   } finally {
+    await postgres?.drop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
   console.log(`\nNode ${process.version}, ${cpus} cores; wrk -t1 -c${CONNECTIONS} -d${DURATION}s on CPU ${clientCpu}, servers on CPU ${serverCpu}; service logs at info\n`);
