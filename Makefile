@@ -7,6 +7,10 @@ NODE_MODULES := node_modules/.package-lock.json
 SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
 BUILD := dist/.built
 
+# How the service's Node runs (also `npm start`): a young generation of 8 MiB semi-spaces instead
+# of V8's 16 keeps an idle instance near 110 MiB instead of 125, for about 5% of peak throughput.
+SERVICE_NODE_FLAGS ?= --max-semi-space-size=8
+
 .PHONY: deps run test fuzz build gen gen-check lint lint-spec typecheck token admin migrate bench clean
 
 $(NODE_MODULES): package.json package-lock.json
@@ -23,7 +27,7 @@ build: $(BUILD)
 
 ## Run the service on its embedded defaults (PGlite and local keys under ./.data, port 8080).
 run: $(BUILD)
-	node dist/src/server.js
+	node $(SERVICE_NODE_FLAGS) dist/src/server.js
 
 ## Run the test suite (against DATABASE_URL when it is set, otherwise on PGlite).
 # pdf.js (PDF ingestion) loads its worker with a dynamic import, which jest runs only with VM modules.
@@ -67,7 +71,7 @@ lint: lint-spec typecheck
 ## Measure: start-up, GET /api/v1/notes against bare Express (wrk), the validator's lookup.
 bench: $(BUILD)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	npx tsx bench/run.ts
+	SERVICE_NODE_FLAGS="$(SERVICE_NODE_FLAGS)" npx tsx bench/run.ts
 
 clean:
 	rm -rf dist

@@ -13,8 +13,11 @@ export const clientCpu = cpus > 1 ? '1' : '0';
 /** With BENCH_PROFILE_DIR set, every service process writes a CPU profile there when it stops. */
 const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
 
+/** The service runs with the Node flags `make run` gives it (SERVICE_NODE_FLAGS, set by make bench). */
+const serviceFlags = (process.env.SERVICE_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== '');
+
 export function spawnPinned(cpu: string, args: string[], env: Record<string, string>): ChildProcess {
-  const flags = args[0] === 'dist/src/server.js' ? profile : [];
+  const flags = args[0] === 'dist/src/server.js' ? [...serviceFlags, ...profile] : [];
   return spawn('taskset', ['-c', cpu, process.execPath, ...flags, ...args], {
     cwd: root,
     env: { ...process.env, ...env },

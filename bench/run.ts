@@ -199,7 +199,14 @@ async function main(): Promise<void> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
   // The per-user limit stays on (its count is part of each request's cost), far above what wrk sends.
   const env = { DATA_DIR: dataDir, PORT: '18181', LOG_LEVEL: 'info', NODE_ENV: 'development', RATE_LIMIT_PER_MINUTE: '1000000' };
-  const rows: Array<[string, string]> = [];
+  // Each figure is also printed as it is measured, so that a later failure loses none.
+  const rows = {
+    list: [] as Array<[string, string]>,
+    push(...measured: Array<[string, string]>) {
+      for (const [k, v] of measured) console.error(`${k}: ${v}`);
+      this.list.push(...measured);
+    },
+  };
   const postgres = await benchDatabase(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
   try {
     rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup') })));
@@ -226,10 +233,10 @@ async function main(): Promise<void> {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
   console.log(`\nNode ${process.version}, ${cpus} cores; wrk -t1 -c${CONNECTIONS} -d${DURATION}s on CPU ${clientCpu}, servers on CPU ${serverCpu}; service logs at info\n`);
-  const width = Math.max(...rows.map(([k]) => k.length));
+  const width = Math.max(...rows.list.map(([k]) => k.length));
   console.log(`| ${'measure'.padEnd(width)} | value |`);
   console.log(`|${'-'.repeat(width + 2)}|-------|`);
-  for (const [k, v] of rows) console.log(`| ${k.padEnd(width)} | ${v} |`);
+  for (const [k, v] of rows.list) console.log(`| ${k.padEnd(width)} | ${v} |`);
 }
 
 main().catch((error: unknown) => {

@@ -110,7 +110,7 @@ async function automationClaims(url: string, env: Record<string, string>): Promi
 }
 
 export async function workersBench(env: Record<string, string>, parts = ['deliveries', 'automations']): Promise<Array<[string, string]>> {
-  const url = process.env.DATABASE_URL as string;
+  const url = env.DATABASE_URL as string;
   return [...(parts.includes('deliveries') ? await deliveries(url, env) : []), ...(parts.includes('automations') ? await automationClaims(url, env) : [])];
 }
 

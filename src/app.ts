@@ -305,6 +305,8 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     app.use(
       await apiRouter(doc, handlerMap(services, config, runner), {
         validateResponses: config.validateResponses,
+        // Checked wherever answers are (tests); a shipped document has passed lint and the contract test.
+        validateApiSpec: config.validateResponses,
         bodyLimitBytes: config.bodyLimitBytes,
         idempotency: new IdempotencyStore(db.db),
         securityHandlers: securityHandlers(verifyToken, services.sessions, signedUrls),
