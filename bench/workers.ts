@@ -27,10 +27,16 @@ async function until(done: () => Promise<boolean>, timeoutMs: number): Promise<n
 
 async function deliveries(url: string, env: Record<string, string>): Promise<Array<[string, string]>> {
   let received = 0;
+  let first = 0;
+  let last = 0;
   const receiver = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => {
-      if (req.headers['webhook-signature']) received += 1;
+      if (req.headers['webhook-signature']) {
+        received += 1;
+        if (received === 1) first = performance.now();
+        if (received === DELIVERIES) last = performance.now();
+      }
       res.writeHead(204).end();
     });
   });
@@ -62,9 +68,12 @@ async function deliveries(url: string, env: Record<string, string>): Promise<Arr
       insert into webhook_deliveries (id, subscription_id, event_id, owner_user_id, status, max_attempts, next_attempt_at, created_at, updated_at)
       select gen_random_uuid()::text, ${subscription.subscriptionId}, id, ${user}, 'pending', 8, now(), now(), now() from events`.execute(database.db);
     const seconds = await until(async () => received >= DELIVERIES, 120_000);
-    const rate = DELIVERIES / seconds;
+    // The rate from the first delivery to the last: before the first, the workers wait for their
+    // next poll (WEBHOOK_POLL_INTERVAL_MS), which the total includes.
+    const rate = (DELIVERIES - 1) / ((last - first) / 1000);
     return [
       [`B6 webhook deliveries to a loopback receiver, ${DELIVERIES.toLocaleString('en')} pending, one instance (deliveries/s; goal ≥ 500)`, rate.toFixed(0)],
+      ['B6 the same, from the insert to the last delivery, with the first poll (s)', seconds.toFixed(2)],
     ];
   } finally {
     await stop(service);

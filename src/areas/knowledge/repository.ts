@@ -61,6 +61,23 @@ function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unk
  */
 export const anyWord = (query: string) => sql`coalesce(nullif(replace(plainto_tsquery('english', ${query})::text, '&', '|'), ''), '')::tsquery`;
 
+/**
+ * `cut`: a hit's snippet is cut around the query's words; `later`: the hit carries its whole text
+ * in `snippet`, for `cutSnippets` to cut once the hits to return are known (fusion drops most).
+ */
+export type Snippets = 'cut' | 'later';
+
+const snippetOf = (snippets: Snippets) => (snippets === 'cut' ? sql`ts_headline('english', body, (select q from query), ${HEADLINE})` : sql`body`);
+
+/** The snippets of texts (hits' `later` snippets), cut as search results' are, in order. */
+export async function cutSnippets(db: Database, query: string, texts: string[]): Promise<string[]> {
+  if (texts.length === 0) return [];
+  const { rows } = await sql<{ snippet: string }>`
+    select ts_headline('english', t.body, ${anyWord(query)}, ${HEADLINE}) as snippet
+    from unnest(${texts}::text[]) with ordinality as t(body, n) order by t.n`.execute(db);
+  return rows.map((row) => row.snippet);
+}
+
 /** The distinct lexemes of a query as full-text search sees it (English stemming, stop words dropped). */
 async function lexemesOf(db: Database, query: string): Promise<string[]> {
   const { rows } = await sql<{ lexeme: string }>`
@@ -103,11 +120,11 @@ export function tiersOf(lexemes: string[]): Array<{ words: number; tsquery: stri
  * minus one) plus its normalized rank within the tier (below 1). Ties go by kind, id, chunk (the
  * same data gives the same order); snippets are cut only for the rows returned.
  */
-export async function lexicalHits(db: Database, scope: Scope, query: string, limit: number): Promise<Hit[]> {
+export async function lexicalHits(db: Database, scope: Scope, query: string, limit: number, snippets: Snippets = 'cut'): Promise<Hit[]> {
   const hits: Hit[] = [];
   let above: string | null = null;
   for (const tier of tiersOf(await lexemesOf(db, query))) {
-    hits.push(...(await tierHits(db, scope, query, tier, above, limit - hits.length)));
+    hits.push(...(await tierHits(db, scope, query, tier, above, limit - hits.length, snippets)));
     if (hits.length >= limit) break;
     above = tier.tsquery;
   }
@@ -115,7 +132,15 @@ export async function lexicalHits(db: Database, scope: Scope, query: string, lim
 }
 
 /** The best `limit` passages of one tier that no tier above has (`above`: that tier's tsquery). */
-async function tierHits(db: Database, scope: Scope, query: string, tier: { words: number; tsquery: string }, above: string | null, limit: number): Promise<Hit[]> {
+async function tierHits(
+  db: Database,
+  scope: Scope,
+  query: string,
+  tier: { words: number; tsquery: string },
+  above: string | null,
+  limit: number,
+  snippets: Snippets,
+): Promise<Hit[]> {
   const match = (tsv: RawBuilder<unknown>) => ({
     from: nothing,
     where: sql`and ${tsv} @@ (select tier from query) ${above === null ? nothing : sql`and not ${tsv} @@ (select above from query)`}`,
@@ -124,7 +149,7 @@ async function tierHits(db: Database, scope: Scope, query: string, tier: { words
   const result = await sql<Hit>`
     with query as (select ${tier.tsquery}::tsquery as tier, ${above}::tsquery as above, ${anyWord(query)} as q),
     hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, { note: match(sql`n.tsv`), memory: match(sql`m.tsv`), project: match(sql`p.tsv`), file: match(sql`c.tsv`) })})
-    select kind, id, title, ts_headline('english', body, (select q from query), ${HEADLINE}) as snippet,
+    select kind, id, title, ${snippetOf(snippets)} as snippet,
            measure::float8 as score, project_id, file_id, seq, start_offset, end_offset
     from (select * from hits order by measure desc, kind, id, seq nulls first limit ${limit}) top
     order by measure desc, kind, id, seq nulls first`.execute(db);
@@ -132,7 +157,7 @@ async function tierHits(db: Database, scope: Scope, query: string, tier: { words
 }
 
 /** The caller's nearest embeddings (cosine distance), their sources, best first. */
-export async function vectorHits(db: Database, scope: Scope, query: string, vector: string, limit: number): Promise<Hit[]> {
+export async function vectorHits(db: Database, scope: Scope, query: string, vector: string, limit: number, snippets: Snippets = 'cut'): Promise<Hit[]> {
   const q = anyWord(query);
   const near = (kind: SourceKind, on: RawBuilder<unknown>) => ({
     from: sql`join nearest e on e.source_kind = ${kind} and ${on}`,
@@ -158,7 +183,7 @@ export async function vectorHits(db: Database, scope: Scope, query: string, vect
       project: near('project', sql`e.source_id = p.id`),
       file: near('file', sql`e.chunk_file_id = c.file_id and e.chunk_generation = c.generation and e.chunk_seq = c.seq`),
     })})
-    select kind, id, title, ts_headline('english', body, (select q from query), ${HEADLINE}) as snippet,
+    select kind, id, title, ${snippetOf(snippets)} as snippet,
            (1 - measure)::float8 as score, project_id, file_id, seq, start_offset, end_offset
     from (select * from hits order by measure asc, kind, id, seq nulls first limit ${limit}) top
     order by measure asc, kind, id, seq nulls first`.execute(db);

@@ -60,8 +60,8 @@ export class KnowledgeService {
     }
     const [vector] = await this.embedder.embed([request.query]);
     const [lexical, semantic] = await Promise.all([
-      repo.lexicalHits(this.db, scope, request.query, candidatesFor(limit)),
-      repo.vectorHits(this.db, scope, request.query, toVectorLiteral(vector as number[]), candidatesFor(limit)),
+      repo.lexicalHits(this.db, scope, request.query, candidatesFor(limit), 'later'),
+      repo.vectorHits(this.db, scope, request.query, toVectorLiteral(vector as number[]), candidatesFor(limit), 'later'),
     ]);
     const fused = new Map<string, { score: number; hit: repo.Hit }>();
     for (const list of [lexical, semantic]) {
@@ -71,7 +71,10 @@ export class KnowledgeService {
         fused.set(keyOf(hit), entry);
       });
     }
-    return { retrieval: 'hybrid' as const, hits: [...fused.values()].sort(byScoreThenKey).slice(0, limit) };
+    const hits = [...fused.values()].sort(byScoreThenKey).slice(0, limit);
+    // Snippets are cut for the hits returned only, not for every candidate.
+    const snippets = await repo.cutSnippets(this.db, request.query, hits.map(({ hit }) => hit.snippet));
+    return { retrieval: 'hybrid' as const, hits: hits.map(({ score, hit }, i) => ({ score, hit: { ...hit, snippet: snippets[i] as string } })) };
   }
 
   /**
