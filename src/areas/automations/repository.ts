@@ -48,7 +48,6 @@ export async function deleteAutomation(db: Database, ownerUserId: string, id: st
 
 // ---- the scheduler ----
 
-/** Enabled scheduled automations whose next slot is due. */
 /**
  * Locks up to `limit` due schedules for the transaction, skipping those another instance holds,
  * so that instances ticking together share the due slots instead of all working on the same ones.

@@ -4,9 +4,11 @@ import type { Notes } from '../../../generated/db';
 import { errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
+import { jsonPage } from '../../platform/db/json-page';
 import { uuidv7 } from '../../platform/ids';
 import type { JsonPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
+import { noteJson } from './presenter';
 import * as repo from './repository';
 
 type CreateInput = Omit<components['schemas']['NoteCreateRequest'], 'userId' | 'accessToken'>;
@@ -25,9 +27,9 @@ export class NoteService {
     return row;
   }
 
-  /** A page of notes, rendered as `presentNote` renders one. */
+  /** A page of notes, rendered by Postgres as `presentNote` renders one. */
   list(userId: string, filter: repo.NoteFilter, page: PageRequest): Promise<JsonPage> {
-    return repo.listNotesJson(this.db, userId, filter, page);
+    return jsonPage(this.db, repo.pageOfNotes(this.db, userId, filter, page), noteJson, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<NoteRow> {

@@ -77,16 +77,16 @@ export function asUnavailable(error: unknown, store: 's3' | 'local'): unknown {
 }
 
 /**
- * Passes bytes through while counting and hashing them; fails with ObjectTooLargeError as soon as
- * more than `maxBytes` have passed.
- */
-/**
  * How much a stored object's stream buffers between its ends: 1 MiB rather than the streams'
  * 16-64 KiB, so that a large upload is written (and a download read) in few, large calls instead of
  * thousands of small ones. A constant bound per transfer, never the object.
  */
 export const STREAM_BUFFER_BYTES = 1024 * 1024;
 
+/**
+ * Passes bytes through while counting and hashing them; fails with ObjectTooLargeError as soon as
+ * more than `maxBytes` have passed.
+ */
 export class MeasuringStream extends Transform {
   private readonly hash = createHash('sha256');
   size = 0;
