@@ -15,6 +15,8 @@
  * Postgres: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process write a CPU profile.
+ * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, throughput, files,
+ * knowledge, workers, export, lookup.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -22,6 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import { openPostgres } from '../src/platform/db';
+import { migrateToLatest } from '../src/platform/db/migrate';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
@@ -31,6 +34,8 @@ import { workersBench } from './workers';
 
 const DURATION = process.env.BENCH_SECONDS ?? '10';
 const CONNECTIONS = process.env.BENCH_CONNECTIONS ?? '32';
+const ONLY = process.env.BENCH_ONLY?.split(',').map((part) => part.trim());
+const selected = (part: string) => !ONLY || ONLY.includes(part);
 
 function wrk(url: string, headers: string[] = [], script?: string): number {
   const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
@@ -175,6 +180,16 @@ async function benchDatabase(serverUrl: string): Promise<{ url: string; drop: ()
   };
 }
 
+/** Brings the bench database's schema up to date (done by the start-up part when it runs). */
+async function migrated(url: string): Promise<void> {
+  const database = await openPostgres(url, 1);
+  try {
+    await migrateToLatest(database.db);
+  } finally {
+    await database.close();
+  }
+}
+
 /** Start-up to ready, first on an empty database and then again; idle RSS two seconds after. */
 async function startUp(label: string, env: Record<string, string>): Promise<Array<[string, string]>> {
   const base = `http://127.0.0.1:${env.PORT}`;
@@ -209,21 +224,22 @@ async function main(): Promise<void> {
   };
   const postgres = await benchDatabase(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
   try {
-    rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup') })));
+    if (selected('startup')) rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup') })));
     if (postgres) {
       const pgEnv = { ...env, DATABASE_URL: postgres.url };
-      rows.push(...(await startUp('Postgres', pgEnv)));
+      if (selected('startup')) rows.push(...(await startUp('Postgres', pgEnv)));
+      else await migrated(postgres.url);
       const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
-      rows.push(...(await throughput(dataDir, pgEnv, token)));
-      rows.push(...(await filesBench({ ...pgEnv, PORT: '18184' })));
-      rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
-      rows.push(...(await workersBench({ ...pgEnv, PORT: '18186' })));
-      rows.push(...(await auditExport(dataDir, pgEnv, token)));
+      if (selected('throughput')) rows.push(...(await throughput(dataDir, pgEnv, token)));
+      if (selected('files')) rows.push(...(await filesBench({ ...pgEnv, PORT: '18184' })));
+      if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
+      if (selected('workers')) rows.push(...(await workersBench({ ...pgEnv, PORT: '18186' })));
+      if (selected('export')) rows.push(...(await auditExport(dataDir, pgEnv, token)));
     } else {
       rows.push(['B1-B4, B6 (Postgres)', 'no Postgres server answered: set DATABASE_URL']);
-      rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
+      if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
     }
-    for (const row of await measureLookup()) {
+    for (const row of selected('lookup') ? await measureLookup() : []) {
       rows.push([`operation lookup, ${row.document}: library mount (µs)`, row.library.toFixed(2)]);
       rows.push([`operation lookup, ${row.document}: service mount (µs)`, row.service.toFixed(2)]);
       rows.push([`operation lookup, ${row.document}: ratio library / service`, (row.library / row.service).toFixed(1)]);

@@ -1,7 +1,6 @@
 import path from 'node:path';
 import cookieParser from 'cookie-parser';
 import express, { type Express } from 'express';
-import helmet from 'helmet';
 import { agentHandlers } from './areas/agents/handlers';
 import { AgentEnvironmentService } from './areas/agents/service';
 import { auditHandlers } from './areas/audit/handlers';
@@ -52,6 +51,7 @@ import { apiRouter, loadApiDocument } from './http/openapi';
 import { perUserRateLimit } from './http/rate-limit';
 import { requestLog } from './http/request-log';
 import { requireRoles } from './http/roles';
+import { securityHeaders } from './http/security-headers';
 import './http/types';
 import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
@@ -289,7 +289,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     // routes set their own strong ETag.
     app.set('etag', false);
     app.use(requestLog(accessLog(logger), metrics));
-    app.use(helmet({ crossOriginEmbedderPolicy: false }));
+    app.use(securityHeaders({ crossOriginEmbedderPolicy: false }));
     app.get('/healthz', (_req, res) => {
       res.json({ status: 'ok' });
     });

@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import { createRuntime } from './app';
 import { ConfigError, hasIdentityProvider, loadConfig } from './config';
+import { createHttpServer } from './http/server';
 import { createLogger } from './platform/logger';
 
 async function main(): Promise<void> {
@@ -24,7 +25,7 @@ async function main(): Promise<void> {
     );
   }
   const runtime = await createRuntime(config, logger);
-  const server: Server = runtime.app.listen(config.port, config.host);
+  const server: Server = createHttpServer(runtime.app).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);

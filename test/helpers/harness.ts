@@ -7,6 +7,7 @@ import pg from 'pg';
 import supertest from 'supertest';
 import { type ApiClient, createApiClient } from '../../generated/client';
 import { createRuntime, type Runtime } from '../../src/app';
+import { createHttpServer } from '../../src/http/server';
 import { loadConfig } from '../../src/config';
 import { openPglite } from '../../src/platform/db';
 import { createLogger } from '../../src/platform/logger';
@@ -87,7 +88,7 @@ export async function startHarness(
   }
   const runtime = await createRuntime(config, createLogger('silent'), database);
   const server: Server = await new Promise((resolve) => {
-    const s = runtime.app.listen(0, '127.0.0.1', () => resolve(s));
+    const s = createHttpServer(runtime.app).listen(0, '127.0.0.1', () => resolve(s));
   });
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const devAuth = runtime.devAuth;
