@@ -17,13 +17,13 @@ export interface NoteFilter {
   pinned?: boolean;
 }
 
-/** The query of the `limit + 1` rows of a page of the owner's notes, newest first. */
+/** The query of the `limit + 1` rows of a page of the owner's notes (aliased `n`), newest first; nothing selected yet. */
 export function pageOfNotes(db: Database, ownerUserId: string, filter: NoteFilter, page: PageRequest) {
-  let query = db.selectFrom('notes').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
-  if (filter.pinned !== undefined) query = query.where('pinned', '=', filter.pinned);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1);
+  let query = db.selectFrom('notes as n').where('n.owner_user_id', '=', ownerUserId);
+  if (filter.projectId !== undefined) query = query.where('n.project_id', '=', filter.projectId);
+  if (filter.pinned !== undefined) query = query.where('n.pinned', '=', filter.pinned);
+  if (page.beforeId !== null) query = query.where('n.id', '<', page.beforeId);
+  return query.orderBy('n.id', 'desc').limit(page.limit + 1);
 }
 
 export function insertNote(db: Database, row: Insertable<Notes>) {
