@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { RequestHandler } from 'express';
+import type { RequestHandler, Response } from 'express';
 import type { AccessLog } from '../platform/logger';
 import type { Metrics } from '../platform/metrics';
 import { operationIdOf } from './openapi';
@@ -12,29 +12,31 @@ const CLIENT_REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
  * Bodies, queries and headers are never logged, so neither are tokens.
  */
 export function requestLog(log: AccessLog, metrics: Metrics): RequestHandler {
-  return (req, res, next) => {
-    const started = process.hrtime.bigint();
-    const incoming = req.get('x-request-id');
-    req.requestId = incoming && CLIENT_REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    res.setHeader('X-Request-Id', req.requestId);
-    res.on('finish', () => {
-      const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
-      const operationId = operationIdOf(req);
-      log({
-        message: 'request',
-        requestId: req.requestId,
-        operationId,
-        userId: req.caller?.userId,
-        method: req.method,
-        path: req.path,
-        status: res.statusCode,
-        latencyMs,
-      });
-      // Operations by name; anything else (health, docs, unknown paths) as one label, to bound cardinality.
-      const operation = operationId ?? 'other';
-      metrics.requests.inc({ operation, method: req.method, status: String(res.statusCode) });
-      metrics.latency.observe({ operation }, latencyMs / 1000);
+  // One listener function for every response (not a closure per request).
+  function finished(this: Response): void {
+    const req = this.req;
+    const latencyMs = performance.now() - req.receivedAt;
+    const operationId = operationIdOf(req);
+    log({
+      requestId: req.requestId,
+      operationId,
+      userId: req.caller?.userId,
+      method: req.method,
+      path: req.path,
+      status: this.statusCode,
+      latencyMs,
     });
+    // Operations by name; anything else (health, docs, unknown paths) as one label, to bound cardinality.
+    const operation = operationId ?? 'other';
+    metrics.requests.inc({ operation, method: req.method, status: String(this.statusCode) });
+    metrics.latency.observe({ operation }, latencyMs / 1000);
+  }
+  return (req, res, next) => {
+    req.receivedAt = performance.now();
+    const incoming = req.headers['x-request-id'];
+    req.requestId = typeof incoming === 'string' && CLIENT_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    res.setHeader('X-Request-Id', req.requestId);
+    res.on('finish', finished);
     next();
   };
 }

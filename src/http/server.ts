@@ -37,6 +37,7 @@ class ServiceRequest extends http.IncomingMessage {
     req.openapi = undefined;
     // the service (src/http/types.ts)
     req.requestId = undefined;
+    req.receivedAt = undefined;
     req.credentials = undefined;
     req.authFailure = undefined;
     req.caller = undefined;

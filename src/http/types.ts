@@ -5,6 +5,8 @@ declare module 'express-serve-static-core' {
   interface Request {
     /** Set by the request-id middleware for every request. */
     requestId: string;
+    /** When the request-id middleware saw the request (`performance.now()`), for its latency. */
+    receivedAt: number;
     /** The authenticated caller, set once the operation's security passed. */
     caller?: Caller;
     /** What each security scheme found, before one is chosen as the caller. */

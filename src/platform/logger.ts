@@ -34,27 +34,52 @@ export function createLogger(level: 'error' | 'warn' | 'info' | 'debug' | 'silen
   });
 }
 
-/** Writes one access-log entry (see `accessLog`). */
-export type AccessLog = (entry: Record<string, unknown>) => void;
+/** One request's access-log entry. */
+export interface AccessEntry {
+  requestId: string;
+  operationId: string | undefined;
+  userId: string | undefined;
+  method: string;
+  path: string;
+  status: number;
+  latencyMs: number;
+}
+
+/** Writes one request's access-log line (see `accessLog`). */
+export type AccessLog = (entry: AccessEntry) => void;
 
 /**
  * The one line per request, written beside winston rather than through its stream pipeline (which
- * cost about a sixth of a small request): the logger's JSON fields, buffered and written to
- * stdout once per turn of the event loop, and nothing at all below the `info` level. Its fields
- * are fixed by the caller and hold no secrets (no query string, headers or bodies), so it is not
- * redacted.
+ * cost about a sixth of a small request): the JSON fields winston's format would write, buffered
+ * and written to stdout once per turn of the event loop, and nothing at all below the `info`
+ * level. The line is assembled from its fixed fields (each string JSON-encoded), with the
+ * timestamp formatted once per millisecond: an object spread, `JSON.stringify` and a date
+ * formatted per request cost a tenth of a small request. Its fields hold no secrets (no query
+ * string, headers or bodies), so it is not redacted.
  */
 export function accessLog(logger: Logger, out: { write(chunk: string): unknown } = process.stdout): AccessLog {
-  const service = (logger.defaultMeta as { service?: string } | undefined)?.service;
+  const service = JSON.stringify((logger.defaultMeta as { service?: string } | undefined)?.service);
   let pending = '';
   const flush = () => {
     const lines = pending;
     pending = '';
     out.write(lines);
   };
+  let stampedAt = Number.NaN;
+  let stamp = '';
   return (entry) => {
     if (logger.silent || !logger.isLevelEnabled('info')) return;
+    const now = Date.now();
+    if (now !== stampedAt) {
+      stampedAt = now;
+      stamp = new Date(now).toISOString();
+    }
     if (pending === '') setImmediate(flush);
-    pending += `${JSON.stringify({ level: 'info', ...entry, service, timestamp: new Date().toISOString() })}\n`;
+    const operationId = entry.operationId === undefined ? '' : `,"operationId":${JSON.stringify(entry.operationId)}`;
+    const userId = entry.userId === undefined ? '' : `,"userId":${JSON.stringify(entry.userId)}`;
+    pending +=
+      `{"level":"info","message":"request","requestId":${JSON.stringify(entry.requestId)}${operationId}${userId}` +
+      `,"method":${JSON.stringify(entry.method)},"path":${JSON.stringify(entry.path)},"status":${entry.status}` +
+      `,"latencyMs":${entry.latencyMs},"service":${service},"timestamp":"${stamp}"}\n`;
   };
 }

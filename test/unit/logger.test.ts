@@ -1,4 +1,4 @@
-import { accessLog, createLogger } from '../../src/platform/logger';
+import { type AccessEntry, accessLog, createLogger } from '../../src/platform/logger';
 
 describe('access log', () => {
   const sink = () => {
@@ -7,26 +7,48 @@ describe('access log', () => {
   };
   const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
+  const entry = (requestId: string, more: Partial<AccessEntry> = {}): AccessEntry => ({
+    requestId,
+    operationId: 'listNotes',
+    userId: 'alice',
+    method: 'GET',
+    path: '/api/v1/notes',
+    status: 200,
+    latencyMs: 1.25,
+    ...more,
+  });
+
   test("writes the logger's JSON fields, the lines of one turn in one write", async () => {
     const { writes, out } = sink();
     const log = accessLog(createLogger('info'), out);
-    log({ message: 'request', requestId: 'r1', status: 200 });
-    log({ message: 'request', requestId: 'r2', status: 404 });
+    log(entry('r1'));
+    // Strings that need escaping, and the fields an unauthenticated or undocumented request lacks.
+    log(entry('r2', { operationId: undefined, userId: 'quote " back \\ tab \t ünïcode ✓ \u2028', path: '/x"\n', status: 404, latencyMs: 0.000123 }));
+    log(entry('r3', { userId: undefined }));
     expect(writes).toEqual([]);
     await nextTurn();
     expect(writes).toHaveLength(1);
-    const lines = (writes[0] as string).trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
-    expect(lines).toEqual([
-      { level: 'info', message: 'request', requestId: 'r1', status: 200, service: 'ai-workspace-service', timestamp: expect.any(String) },
-      { level: 'info', message: 'request', requestId: 'r2', status: 404, service: 'ai-workspace-service', timestamp: expect.any(String) },
-    ]);
-    expect(Number.isNaN(Date.parse(lines[0]?.timestamp as string))).toBe(false);
+    const lines = (writes[0] as string).split('\n');
+    expect(lines.pop()).toBe('');
+    const expected = [
+      entry('r1'),
+      entry('r2', { operationId: undefined, userId: 'quote " back \\ tab \t ünïcode ✓ \u2028', path: '/x"\n', status: 404, latencyMs: 0.000123 }),
+      entry('r3', { userId: undefined }),
+    ];
+    lines.forEach((line, i) => {
+      const { timestamp } = JSON.parse(line) as { timestamp: string };
+      expect(new Date(timestamp).toISOString()).toBe(timestamp);
+      // Exactly what JSON.stringify writes for winston's fields in winston's order.
+      const { requestId, operationId, userId, method, path, status, latencyMs } = expected[i] as AccessEntry;
+      const fields = { level: 'info', message: 'request', requestId, operationId, userId, method, path, status, latencyMs, service: 'ai-workspace-service', timestamp };
+      expect(line).toBe(JSON.stringify(fields));
+    });
   });
 
   test('writes nothing below the info level or when silent', async () => {
     for (const level of ['warn', 'silent'] as const) {
       const { writes, out } = sink();
-      accessLog(createLogger(level), out)({ message: 'request', requestId: 'r1' });
+      accessLog(createLogger(level), out)(entry('r1'));
       await nextTurn();
       expect(writes).toEqual([]);
     }
