@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { migrateToLatest } from '../../src/platform/db/migrate';
 import { type Harness, startHarness } from '../helpers/harness';
 
 let h: Harness;
@@ -11,6 +12,18 @@ describe('the database', () => {
   test('is migrated to the latest migration', async () => {
     const rows = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(h.runtime.database.db);
     expect(rows.rows.map((r) => r.name)).toEqual(['0001_initial', '0002_idempotency_keys', '0003_administration', '0004_files', '0005_knowledge', '0006_webhooks', '0007_conversations', '0008_automations', '0009_billing', '0010_agent_environments', '0011_rate_limits', '0012_rate_limit_grants']);
+  });
+
+  test('an up-to-date database is left alone; one with a migration this version does not know is refused', async () => {
+    const db = h.runtime.database.db;
+    expect(await migrateToLatest(db)).toEqual([]);
+    await sql`insert into kysely_migration (name, timestamp) values ('9999_from_a_newer_version', now()::text)`.execute(db);
+    try {
+      await expect(migrateToLatest(db)).rejects.toThrow(/9999_from_a_newer_version/);
+    } finally {
+      await sql`delete from kysely_migration where name = '9999_from_a_newer_version'`.execute(db);
+    }
+    expect(await migrateToLatest(db)).toEqual([]);
   });
 
   test('has pgvector wherever the server offers it (always on the embedded PGlite)', async () => {

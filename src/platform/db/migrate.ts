@@ -1,4 +1,4 @@
-import { type Kysely, type Migration, type MigrationProvider, Migrator } from 'kysely';
+import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
 import * as m0001 from './migrations/0001_initial';
 import * as m0002 from './migrations/0002_idempotency_keys';
 import * as m0003 from './migrations/0003_administration';
@@ -34,8 +34,25 @@ class StaticMigrationProvider implements MigrationProvider {
   }
 }
 
+/**
+ * Whether the database has applied exactly the migrations above (no fewer, no others), read in one
+ * query. The migrator's own checks (the catalog for its tables, its lock) took a third of a second
+ * on a restarted embedded database, whose catalog is cold; a database in any other state goes
+ * through the migrator, which applies what is missing or refuses what it does not know.
+ */
+async function isUpToDate(db: Kysely<any>): Promise<boolean> {
+  const names = Object.keys(MIGRATIONS);
+  try {
+    const { rows } = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(db);
+    return rows.length === names.length && rows.every((row, i) => row.name === names[i]);
+  } catch {
+    return false; // no migration table yet (or no database: the migrator says which)
+  }
+}
+
 /** Brings the schema up to date; throws (with the failing migration's name) when one fails. */
 export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+  if (await isUpToDate(db)) return [];
   const migrator = new Migrator({ db, provider: new StaticMigrationProvider() });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
