@@ -9,8 +9,8 @@ import type { Express } from 'express';
  * V8 gives an object room in itself for the properties its constructor sets; the ones added later
  * (a plain IncomingMessage is given about sixteen) each change its shape and go to a separate
  * property array that is copied into a larger one as it fills. Declared here, the fields are
- * written in place and every request keeps one shape: about a quarter more requests per second
- * on a small authenticated route, a tenth on a list (README "Performance").
+ * written in place and every request keeps one shape: about a third more requests per second on
+ * a small authenticated route, a tenth more on a list (README "Performance").
  * `query` is not among them: Express reads it through a getter, which the validator replaces with
  * the validated values; an own field would hide both.
  */
