@@ -44,7 +44,7 @@ import { SecretBox } from './areas/webhooks/signing';
 import { type Config, hasIdentityProvider } from './config';
 import { resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
-import { docsRouter } from './http/docs';
+import { serveDocs } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
 import { apiRouter, loadApiDocument } from './http/openapi';
@@ -299,7 +299,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, storage, draining } });
     });
     app.get('/metrics', metrics.handler(config.metricsToken));
-    app.use(docsRouter());
+    serveDocs(app);
     if (services.stripeEvents) app.use(stripeWebhookRouter(services.stripeEvents));
     app.use(cookieParser(cookieSecret));
     app.use(
