@@ -1,4 +1,3 @@
-
 /** The media types whose text can be extracted, by their base type. */
 const EXTRACTORS: Record<string, (bytes: Buffer) => Promise<string>> = {
   'text/plain': async (bytes) => bytes.toString('utf8'),

@@ -215,15 +215,15 @@ export async function pruneBefore(db: Database, cutoff: Date, batch: number): Pr
 /**
  * Records a successful attempt in one statement (the common case, so one round trip instead of a
  * transaction of four): ends the delivery if this worker still holds its lease, logs the attempt,
- * and clears the subscription's failing state. False when the lease had run out (nothing written).
+ * and clears the subscription's failing state. Nothing is written when the lease had run out.
  */
 export async function recordSuccess(
   db: Database,
   claim: { id: string; token: string; subscriptionId: string },
   attempt: Insertable<WebhookDeliveryAttempts>,
   now: Date,
-): Promise<boolean> {
-  const { rows } = await sql<{ held: number }>`
+): Promise<void> {
+  await sql`
     with released as (
       update webhook_deliveries
       set status = 'succeeded', attempt_count = ${attempt.attempt}, next_attempt_at = ${now}, completed_at = ${now}, updated_at = ${now}
@@ -235,10 +235,7 @@ export async function recordSuccess(
              ${attempt.latency_ms ?? null}, ${attempt.error ?? null}
       from released
       on conflict do nothing
-    ), healthy as (
-      update webhook_subscriptions set failing_since = null
-      where id = ${claim.subscriptionId} and failing_since is not null and exists (select 1 from released)
     )
-    select count(*)::int as held from released`.execute(db);
-  return (rows[0]?.held ?? 0) > 0;
+    update webhook_subscriptions set failing_since = null
+    where id = ${claim.subscriptionId} and failing_since is not null and exists (select 1 from released)`.execute(db);
 }

@@ -132,15 +132,15 @@ export class OpenAICompatibleProvider implements ModelProvider {
   }
 
   async *stream(request: ChatRequest): AsyncIterable<ChatPart> {
-    const { ai, model } = await this.load();
-    const result = ai.streamText({
-      model: model(request.model),
-      ...split(request.messages),
-      abortSignal: request.signal,
-      maxRetries: 0,
-      onError: () => undefined, // errors arrive in the stream below (the default prints them)
-    });
     try {
+      const { ai, model } = await this.load();
+      const result = ai.streamText({
+        model: model(request.model),
+        ...split(request.messages),
+        abortSignal: request.signal,
+        maxRetries: 0,
+        onError: () => undefined, // errors arrive in the stream below (the default prints them)
+      });
       for await (const part of result.fullStream) {
         if (part.type === 'text-delta' && part.text !== '') yield { type: 'delta', text: part.text };
         else if (part.type === 'error') throw part.error;
