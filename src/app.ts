@@ -123,7 +123,7 @@ export function openObjectStore(config: Config): ObjectStore {
 
 export async function openDatabase(config: Config): Promise<DatabaseHandle> {
   return config.databaseUrl
-    ? openPostgres(config.databaseUrl, config.databasePoolSize)
+    ? openPostgres(config.databaseUrl, config.databasePoolSize, { preparedStatements: config.databasePreparedStatements })
     : openPglite(path.join(config.dataDir, 'pglite'));
 }
 

@@ -34,3 +34,41 @@ describe('the database', () => {
     if (h.runtime.database.kind === 'pglite') expect(rows[0]!.installed).toBe(true);
   });
 });
+
+describe('prepared statements (Postgres)', () => {
+  const onPostgres = process.env.TEST_DATABASE_URL ? test : test.skip;
+  /** The named statements of the instance's one connection, after listing notes twice. */
+  async function preparedAfterListing(env: Record<string, string>): Promise<{ harness: Harness; statements: string[] }> {
+    const harness = await startHarness({ DATABASE_POOL_SIZE: '1', ...env });
+    const user = await harness.newUser();
+    await harness.http().post('/api/v1/notes').set(user.auth).send({ title: 'Prepared' }).expect(200);
+    for (let i = 0; i < 2; i += 1) {
+      const res = await harness.http().get('/api/v1/notes?limit=5').set(user.auth).expect(200);
+      expect(res.body.notes.map((n: { title: string }) => n.title)).toEqual(['Prepared']);
+    }
+    const { rows } = await sql<{ name: string; statement: string }>`select name, statement from pg_prepared_statements`.execute(harness.runtime.database.db);
+    return { harness, statements: rows.map((r) => `${r.name}: ${r.statement}`) };
+  }
+
+  onPostgres('a page of notes is prepared once per connection and planned again after a migration changes the table', async () => {
+    const { harness, statements } = await preparedAfterListing({});
+    try {
+      expect(statements).toHaveLength(1);
+      expect(statements[0]).toMatch(/^aiws_\d+: select n\.id as "id", \(json_build_object\(/);
+      const user = await harness.newUser();
+      await harness.http().post('/api/v1/notes').set(user.auth).send({ title: 'Before' }).expect(200);
+      await harness.http().get('/api/v1/notes').set(user.auth).expect(200);
+      await sql`alter table notes add column added_later text`.execute(harness.runtime.database.db);
+      const res = await harness.http().get('/api/v1/notes').set(user.auth).expect(200);
+      expect(res.body.notes.map((n: { title: string }) => n.title)).toEqual(['Before']);
+    } finally {
+      await harness.close();
+    }
+  });
+
+  onPostgres('DATABASE_PREPARED_STATEMENTS=false runs every statement unnamed (for a transaction-mode pooler)', async () => {
+    const { harness, statements } = await preparedAfterListing({ DATABASE_PREPARED_STATEMENTS: 'false' });
+    await harness.close();
+    expect(statements).toEqual([]);
+  });
+});

@@ -29,7 +29,7 @@ export class NoteService {
 
   /** A page of notes, rendered by Postgres as `presentNote` renders one. */
   list(userId: string, filter: repo.NoteFilter, page: PageRequest): Promise<JsonPage> {
-    return jsonPage(repo.pageOfNotes(this.db, userId, filter, page), noteJson, page);
+    return jsonPage(this.db, repo.pageOfNotes(this.db, userId, filter, page), noteJson, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<NoteRow> {

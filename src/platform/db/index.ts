@@ -19,8 +19,49 @@ export interface DatabaseHandle {
 // int8 (counts, sums) as numbers, as PGlite returns them; values stay far below 2^53 here.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
-export async function openPostgres(url: string, poolSize: number): Promise<DatabaseHandle> {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000 });
+/** Statement texts run as named statements, with their names (see `preparedStatement`). */
+const preparedNames = new Map<string, string>();
+/** A bound on the server memory prepared statements hold: each connection keeps each one it has run. */
+const MAX_PREPARED_STATEMENTS = 64;
+
+/**
+ * Marks a statement text as one to run as a named (server-side prepared) statement on Postgres:
+ * parsed and planned once per connection rather than on every execution, which is most of
+ * Postgres's work for a short query that runs on every request. Only for texts whose result
+ * columns are spelled out: a prepared `select *` fails once a migration changes the table's columns
+ * ("cached plan must not change result type"), where a spelled-out list is simply planned again.
+ * Beyond MAX_PREPARED_STATEMENTS texts, statements run unnamed.
+ */
+export function preparedStatement(text: string): void {
+  if (!preparedNames.has(text) && preparedNames.size < MAX_PREPARED_STATEMENTS) preparedNames.set(text, `aiws_${preparedNames.size + 1}`);
+}
+
+/** A client that runs the texts marked by `preparedStatement` as named statements. */
+class PreparingClient extends pg.Client {
+  // The driver's overloads; Kysely calls query(text, values).
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  override query(config: any, values?: any, callback?: any): any {
+    const name = typeof config === 'string' ? preparedNames.get(config) : undefined;
+    return name === undefined ? super.query(config, values, callback) : super.query({ name, text: config, values }, callback);
+  }
+}
+
+export interface PostgresOptions {
+  /**
+   * Whether marked statements run as named statements. Off behind a transaction-mode connection
+   * pooler that does not track them (one that hands each transaction a different server
+   * connection, where the name may be unknown).
+   */
+  preparedStatements?: boolean;
+}
+
+export async function openPostgres(url: string, poolSize: number, options: PostgresOptions = {}): Promise<DatabaseHandle> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    connectionTimeoutMillis: 5000,
+    ...(options.preparedStatements ? { Client: PreparingClient } : {}),
+  });
   pool.on('error', () => undefined); // an idle client lost its server; the pool replaces it
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return {
