@@ -129,11 +129,18 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
     }
     const result = await execute();
     if (result instanceof JsonText) sendJsonText(res, result.text);
-    else if (result !== STREAMED) res.status(200).json(result);
+    else if (result === STREAMED) return;
+    // The validator checks answers given to res.json; unchecked, the body is written directly.
+    else if (options.validateResponses) res.status(200).json(result);
+    else sendJsonText(res, JSON.stringify(result));
   };
 }
 
-/** A 200 with a body that is already JSON text, without Express's serialization and checks. */
+/**
+ * A 200 with a JSON body, without Express's serialization and checks (a content type parsed and
+ * formatted again, a freshness check for answers that carry no validators): what `res.json` would
+ * write, with the ETag off (`app.set('etag', false)`).
+ */
 function sendJsonText(res: Response, text: string): void {
   res.statusCode = 200;
   res.setHeader('Content-Type', 'application/json; charset=utf-8');

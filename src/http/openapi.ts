@@ -104,8 +104,9 @@ async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOpti
     });
   };
 
-  const steps = chain.slice(0, metadataIndex);
-  steps.push(cachedMetadata);
+  // The steps before the lookup (the path-params step) have done their only work above, loading
+  // the document: per request they would only wait for it again.
+  const steps: Middleware[] = [cachedMetadata];
   if (options.validateResponses) steps.push(chain[findStep(chain, 'responseMiddleware')] as Middleware);
   steps.push(authenticate(apiSpec.security, options.securityHandlers) as Middleware);
   steps.push(...(options.afterSecurity as Middleware[]));

@@ -1,5 +1,6 @@
 import { parse } from 'yaml';
-import { type Harness, startHarness, type TestUser, textBody } from '../helpers/harness';
+import supertest from 'supertest';
+import { anotherInstance, type Harness, startHarness, type TestUser, textBody } from '../helpers/harness';
 
 let h: Harness;
 let alice: TestUser;
@@ -47,6 +48,29 @@ describe('HTTP basics', () => {
     expect(head.headers['content-type']).toMatch(/application\/json/);
     expect(head.text ?? '').toBe('');
     expect((await h.http().head('/api/v1/notes')).status).toBe(401);
+  });
+
+  test('without response validation (production), JSON answers are what res.json writes', async () => {
+    const unvalidated = await anotherInstance(h, { VALIDATE_RESPONSES: 'false' });
+    try {
+      const direct = supertest(unvalidated.app);
+      const project = await direct.post('/api/v1/projects').set(alice.auth).send({ name: 'Written directly ✓ "quoted"' });
+      expect(project.status).toBe(200);
+      expect(project.body.project).toMatchObject({ name: 'Written directly ✓ "quoted"' });
+      for (const route of ['/api/v1/capabilities', '/api/v1/projects', `/api/v1/projects?projectId=${project.body.project.projectId}`]) {
+        const [validated, written] = await Promise.all([h.http().get(route).set(alice.auth), direct.get(route).set(alice.auth)]);
+        expect(written.status).toBe(200);
+        expect(written.headers['content-type']).toBe('application/json; charset=utf-8');
+        expect(Number(written.headers['content-length'])).toBe(Buffer.byteLength(written.text));
+        expect(written.text).toBe(JSON.stringify(validated.body));
+        const head = await direct.head(route).set(alice.auth);
+        expect(head.status).toBe(200);
+        expect(head.headers['content-length']).toBe(written.headers['content-length']);
+        expect(head.text ?? '').toBe('');
+      }
+    } finally {
+      await unvalidated.close();
+    }
   });
 
   test('an oversized body is a 413 and creates nothing', async () => {
