@@ -128,9 +128,9 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
       return;
     }
     const result = await execute();
+    if (result === STREAMED) return;
+    // The validator checks the answers given to res.json (in tests); others are written directly.
     if (result instanceof JsonText) sendJsonText(res, result.text);
-    else if (result === STREAMED) return;
-    // The validator checks answers given to res.json; unchecked, the body is written directly.
     else if (options.validateResponses) res.status(200).json(result);
     else sendJsonText(res, JSON.stringify(result));
   };
