@@ -10,6 +10,30 @@ import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
+type SchemaValidatorClass = new (options: { version: string; validateApiSpec: boolean }) => { validate(doc: unknown): { errors: unknown[] } };
+
+/**
+ * The library compiles a validator of the OpenAPI schema itself on every start, and uses it only
+ * to check the document (`validateApiSpec`, on where answers are validated: tests): about 130 ms of
+ * each start-up otherwise spent for nothing. With the check off it now gets one that compiles
+ * nothing and is never called. (A module of the pinned version, as `findStep` names its steps.)
+ */
+function compileSchemaValidatorOnlyToCheck(): void {
+  const schemaValidator = require('express-openapi-validator/dist/framework/openapi.schema.validator') as { OpenAPISchemaValidator: SchemaValidatorClass };
+  const Compiling = schemaValidator.OpenAPISchemaValidator;
+  if (typeof Compiling !== 'function') throw new Error('express-openapi-validator has no OpenAPISchemaValidator: check the pinned version');
+  const unused = {
+    validate(): never {
+      throw new Error('the document check is off');
+    },
+  };
+  // Called with `new`: the object a constructor function returns is the instance.
+  schemaValidator.OpenAPISchemaValidator = function OnlyToCheck(options: { version: string; validateApiSpec: boolean }) {
+    return options.validateApiSpec ? new Compiling(options) : unused;
+  } as unknown as SchemaValidatorClass;
+}
+compileSchemaValidatorOnlyToCheck();
+
 /** The bundled document (generated/openapi.json), which the service validates against and serves. */
 export function loadApiDocument(): OpenAPIV3.DocumentV3 {
   const file = path.join(projectRoot, 'generated', 'openapi.json');
