@@ -14,7 +14,7 @@ type SchemaValidatorClass = new (options: { version: string; validateApiSpec: bo
 
 /**
  * The library compiles a validator of the OpenAPI schema itself on every start, and uses it only
- * to check the document (`validateApiSpec`, on where answers are validated: tests): about 130 ms of
+ * to check the document (`validateApiSpec`, on where answers are validated: tests): 130-220 ms of
  * each start-up otherwise spent for nothing. With the check off it now gets one that compiles
  * nothing and is never called. (A module of the pinned version, as `findStep` names its steps.)
  */
