@@ -15,6 +15,7 @@ import { ProjectService } from '../src/areas/projects/service';
 import { HashingEmbedder, toVectorLiteral } from '../src/platform/ai/embeddings';
 import { openPglite } from '../src/platform/db';
 import { migrateToLatest } from '../src/platform/db/migrate';
+import { percentile } from './process';
 
 const CHUNKS = Number(process.env.BENCH_CHUNKS ?? 100_000);
 const QUERIES = 40;
@@ -44,11 +45,6 @@ function* words(seed: number): Generator<string> {
     yield pick < 0.05 ? (topics[Math.floor(random() * topics.length)] as string) : (madeUp[Math.floor(random() * madeUp.length)] as string);
   }
 }
-
-const percentile = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-};
 
 /** p50 and p95 of QUERIES runs, after a warm-up pass over each distinct query (discarded, as wrk's is). */
 async function timed(run: (i: number) => Promise<unknown>, distinct: number): Promise<{ p50: number; p95: number }> {

@@ -57,3 +57,9 @@ export function peakRss(pid: number): { stop(): number } {
   const timer = setInterval(() => (peak = Math.max(peak, rssMiB(pid))), 20);
   return { stop: () => (clearInterval(timer), Math.max(peak, rssMiB(pid))) };
 }
+
+/** The value at percentile `p` of `values` (nearest rank; p 50 of an odd count is its median). */
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}

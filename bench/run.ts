@@ -29,7 +29,7 @@ import { migrateToLatest } from '../src/platform/db/migrate';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
-import { clientCpu, cpus, peakRss, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { clientCpu, cpus, peakRss, percentile, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
 import { measureLookup } from './validator-lookup';
 import { workersBench } from './workers';
 
@@ -91,14 +91,8 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
 }
 
 const TABLE_ROWS = 100_000;
-/** B1 and B2 run their servers in turn this many times (BENCH_ROUNDS). */
+/** B1 and B2 run their servers in turn this many times (BENCH_ROUNDS; odd, so that the middle round is the median). */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? '3');
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
-};
 
 /**
  * Measures each contender once per round, in turn, for ROUNDS rounds: a slow or fast moment of the
@@ -114,12 +108,12 @@ async function interleaved<T extends Array<() => Promise<number>>>(...contenders
 }
 
 /** The median rate, with each round's. */
-const rates = (values: number[]) => `${median(values).toFixed(0)} (${values.map((v) => v.toFixed(0)).join(', ')})`;
+const rates = (values: number[]) => `${percentile(values, 50).toFixed(0)} (${values.map((v) => v.toFixed(0)).join(', ')})`;
 
 /** The median of the rounds' ratios (each round's two rates measured minutes apart at most), with each round's. */
 function ratio(service: number[], baseline: number[]): string {
   const each = service.map((value, i) => value / (baseline[i] as number));
-  return `${median(each).toFixed(3)} (${each.map((v) => v.toFixed(3)).join(', ')})`;
+  return `${percentile(each, 50).toFixed(3)} (${each.map((v) => v.toFixed(3)).join(', ')})`;
 }
 
 /**

@@ -10,7 +10,11 @@ import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
-type SchemaValidatorClass = new (options: { version: string; validateApiSpec: boolean }) => { validate(doc: unknown): { errors: unknown[] } };
+interface SchemaCheckOptions {
+  version: string;
+  validateApiSpec: boolean;
+}
+type SchemaValidatorClass = new (options: SchemaCheckOptions) => { validate(doc: unknown): { errors: unknown[] } };
 
 /**
  * The library compiles a validator of the OpenAPI schema itself on every start, and uses it only
@@ -28,7 +32,7 @@ function compileSchemaValidatorOnlyToCheck(): void {
     },
   };
   // Called with `new`: the object a constructor function returns is the instance.
-  schemaValidator.OpenAPISchemaValidator = function OnlyToCheck(options: { version: string; validateApiSpec: boolean }) {
+  schemaValidator.OpenAPISchemaValidator = function OnlyToCheck(options: SchemaCheckOptions) {
     return options.validateApiSpec ? new Compiling(options) : unused;
   } as unknown as SchemaValidatorClass;
 }
