@@ -1,4 +1,7 @@
 import supertest from 'supertest';
+import { sql } from 'kysely';
+import { pageOfNotes } from '../../src/areas/notes/repository';
+import { JsonPageQuery } from '../../src/platform/db/json-page';
 import { describeCrudContract } from '../helpers/crud-contract';
 import { anotherInstance, useHarness } from '../helpers/harness';
 
@@ -54,6 +57,47 @@ describe('notes', () => {
     } finally {
       await unvalidated.close();
     }
+  });
+
+  test('every combination of filters and cursor reads what the query builder reads (the page query is compiled once per combination)', async () => {
+    const project = (await ctx.alice.api.POST('/api/v1/projects', { body: { name: 'Shapes' } })).data!.project;
+    for (let i = 0; i < 6; i += 1) {
+      await ctx.alice.api.POST('/api/v1/notes', { body: { title: `Shape ${i}`, pinned: i % 2 === 0, ...(i < 4 ? { projectId: project.projectId } : {}) } });
+    }
+    const db = ctx.h.runtime.database.db;
+    const all = await pageOfNotes(db, { ownerUserId: ctx.alice.userId, filter: {}, page: { limit: 1000, beforeId: null } }).select('n.id').execute();
+    const cursorId = all[1]!.id;
+    for (const projectId of [undefined, project.projectId]) {
+      for (const pinned of [undefined, true, false]) {
+        for (const beforeId of [null, cursorId]) {
+          // Twice: the first call compiles the combination, the second reuses it with other values.
+          for (const limit of [2, 3]) {
+            const expected = await pageOfNotes(db, { ownerUserId: ctx.alice.userId, filter: { projectId, pinned }, page: { limit, beforeId } })
+              .select('n.id')
+              .execute();
+            const query: Record<string, string> = { limit: String(limit) };
+            if (projectId !== undefined) query.projectId = projectId;
+            if (pinned !== undefined) query.pinned = String(pinned);
+            if (beforeId !== null) query.cursor = Buffer.from(beforeId).toString('base64url');
+            const res = await ctx.h.http().get('/api/v1/notes').query(query).set(ctx.alice.auth);
+            expect(res.status).toBe(200);
+            expect(res.body.notes.map((n: { noteId: string }) => n.noteId)).toEqual(expected.slice(0, limit).map((r) => r.id));
+            expect(res.body.nextCursor === null).toBe(expected.length <= limit);
+          }
+        }
+      }
+    }
+  });
+
+  test('a page query whose parameters disagree with its builder fails at its first use', async () => {
+    const db = ctx.h.runtime.database.db;
+    const wrongOrder = new JsonPageQuery(db, {
+      rows: (args: { ownerUserId: string; page: { limit: number; beforeId: null } }) => db.selectFrom('notes as n').where('n.owner_user_id', '=', args.ownerUserId).orderBy('n.id', 'desc').limit(args.page.limit + 1),
+      item: sql`json_build_object('noteId', n.id)`,
+      shape: () => '',
+      parameters: (args) => [args.page.limit + 1, args.ownerUserId],
+    });
+    await expect(wrongOrder.run({ ownerUserId: ctx.alice.userId, page: { limit: 2, beforeId: null } })).rejects.toThrow(/compiles with parameters other than its spec gives/);
   });
 
   test('a title over 200 characters is refused', async () => {

@@ -4,7 +4,7 @@ import type { Notes } from '../../../generated/db';
 import { errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
 import type { Database } from '../../platform/db';
-import { jsonPage } from '../../platform/db/json-page';
+import { JsonPageQuery } from '../../platform/db/json-page';
 import { uuidv7 } from '../../platform/ids';
 import type { JsonPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
@@ -15,11 +15,24 @@ type CreateInput = Omit<components['schemas']['NoteCreateRequest'], 'userId' | '
 type UpdateInput = Omit<components['schemas']['NoteUpdateRequest'], 'userId' | 'accessToken'>;
 export type NoteRow = Selectable<Notes>;
 
+/** Pages of notes as Postgres renders them, their query compiled once per combination of filters. */
+const notePages = (db: Database) =>
+  new JsonPageQuery(db, {
+    rows: (args: repo.NotesPage) => repo.pageOfNotes(db, args),
+    item: noteJson,
+    shape: repo.notesPageShape,
+    parameters: repo.notesPageParameters,
+  });
+
 export class NoteService {
+  private readonly pages: ReturnType<typeof notePages>;
+
   constructor(
     private readonly db: Database,
     private readonly projects: ProjectService,
-  ) {}
+  ) {
+    this.pages = notePages(db);
+  }
 
   async get(userId: string, noteId: string): Promise<NoteRow> {
     const row = await repo.findNote(this.db, userId, noteId);
@@ -29,7 +42,7 @@ export class NoteService {
 
   /** A page of notes, rendered by Postgres as `presentNote` renders one. */
   list(userId: string, filter: repo.NoteFilter, page: PageRequest): Promise<JsonPage> {
-    return jsonPage(this.db, repo.pageOfNotes(this.db, userId, filter, page), noteJson, page);
+    return this.pages.run({ ownerUserId: userId, filter, page });
   }
 
   async create(userId: string, input: CreateInput): Promise<NoteRow> {
