@@ -68,7 +68,7 @@ typecheck: $(NODE_MODULES)
 lint: lint-spec typecheck
 	npx eslint .
 
-## Measure: start-up, GET /api/v1/notes against bare Express (wrk), the validator's lookup.
+## Measure the goals of #12 in one run (README "Performance"): servers on one core, wrk and the bench's clients on the other.
 bench: $(BUILD)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	SERVICE_NODE_FLAGS="$(SERVICE_NODE_FLAGS)" npx tsx bench/run.ts

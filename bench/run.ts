@@ -234,6 +234,10 @@ async function startUp(label: string, env: Record<string, string>): Promise<Arra
 }
 
 async function main(): Promise<void> {
+  // The bench's own clients (B4's transfers, B5's queries, the export's reader) run in this
+  // process: on the client's core, like wrk, not on whichever core the scheduler picks, which was
+  // at times the service's own. Every thread of the process, and those it starts later.
+  execFileSync('taskset', ['-a', '-p', '-c', clientCpu, String(process.pid)], { stdio: 'ignore' });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
   // The per-user limit stays on (its count is part of each request's cost), far above what wrk sends.
   const env = { DATA_DIR: dataDir, PORT: '18181', LOG_LEVEL: 'info', NODE_ENV: 'development', RATE_LIMIT_PER_MINUTE: '1000000' };
