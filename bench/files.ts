@@ -1,61 +1,23 @@
 /**
  * B4 (part of `make bench`): a 256 MiB file uploaded and downloaded through the service (streamed
  * over HTTP: the upload URL, then the content route) against the raw store doing the same, on the
- * local directory store (the raw side: file streams) and on an S3 server (s3rver in its own process;
- * the raw side: the service's S3 adapter called from the bench), with the service's RSS before and
- * at its peak.
+ * local directory store (the raw side: file streams, and bare node:http carrying the same bytes)
+ * and on an S3 server (s3rver in its own process; the raw side: the service's S3 adapter), with
+ * the service's RSS before and at its peak. Every transfer, raw or through the service, is made by
+ * a client process of its own (bench/transfer.ts); the contenders take turns for BENCH_ROUNDS rounds.
  */
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { Readable, Writable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { loadConfig } from '../src/config';
-import { S3ObjectStore } from '../src/platform/storage/s3';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
-import { clientCpu, peakRss, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { clientCpu, interleaved, outputOf, peakRss, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { SIZE } from './transfer';
 
-const SIZE = 256 * 1024 * 1024;
 const MiB = 1024 * 1024;
-const BLOCK = Buffer.alloc(MiB, 7);
 
-/** SIZE bytes in 1 MiB blocks, each with its index written in (one block reused: nothing accumulates). */
-const body = () =>
-  Readable.from(
-    (function* () {
-      for (let i = 0; i < SIZE / MiB; i += 1) {
-        const block = Buffer.from(BLOCK);
-        block.writeUInt32BE(i, 0);
-        yield block;
-      }
-    })(),
-  );
-
-/** A sink that counts what it is given. */
-function counter(): Writable & { bytes: number } {
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      sink.bytes += chunk.length;
-      done();
-    },
-  }) as Writable & { bytes: number };
-  sink.bytes = 0;
-  return sink;
-}
-
-/** MiB/s of one streamed transfer of SIZE bytes. */
-async function rate(transfer: () => Promise<number>): Promise<number> {
-  const started = performance.now();
-  const bytes = await transfer();
-  if (bytes !== SIZE) throw new Error(`moved ${bytes} bytes, not ${SIZE}`);
-  return SIZE / MiB / ((performance.now() - started) / 1000);
-}
-
-async function drain(stream: Readable): Promise<number> {
-  const sink = counter();
-  await pipeline(stream, sink);
-  return sink.bytes;
+/** MiB/s of one transfer (bench/transfer.ts), run by a client process of its own on the client's core. */
+async function rate(kind: string, target: string, options: { headers?: Record<string, string>; env?: Record<string, string> } = {}): Promise<number> {
+  return Number(await outputOf(clientCpu, ['bench/transfer.ts', kind, target, JSON.stringify(options.headers ?? {})], options.env ?? {}));
 }
 
 async function api(base: string, token: string, method: string, route: string, payload?: unknown): Promise<Record<string, unknown>> {
@@ -68,59 +30,61 @@ async function api(base: string, token: string, method: string, route: string, p
   return (await res.json()) as Record<string, unknown>;
 }
 
-/** What HTTP alone carries here: a bare node:http server on the service's core, discarding an upload. */
-async function httpCeiling(): Promise<number> {
-  const port = 18189;
-  const sink = spawnPinned(serverCpu, ['-e', `require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => s.end('ok')); }).listen(${port}, '127.0.0.1')`], {});
-  try {
-    await waitReady(`http://127.0.0.1:${port}/`);
-    return await rate(() => put(`http://127.0.0.1:${port}/`, {}));
-  } finally {
-    await stop(sink);
-  }
+/**
+ * What HTTP alone carries here: a bare node:http server on the service's core that discards an
+ * upload and answers a download of `file` from disk with a file stream, as the local store reads it.
+ */
+function bareHttp(port: number, file: string) {
+  const server = `
+    const fs = require('node:fs');
+    const { pipeline } = require('node:stream/promises');
+    require('node:http').createServer((req, res) => {
+      if (req.method === 'PUT') return void req.resume().on('end', () => res.end('ok'));
+      if (!fs.existsSync(${JSON.stringify(file)})) return void res.writeHead(404).end();
+      res.setHeader('Content-Length', String(fs.statSync(${JSON.stringify(file)}).size));
+      pipeline(fs.createReadStream(${JSON.stringify(file)}, { highWaterMark: ${MiB} }), res).catch(() => {});
+    }).listen(${port}, '127.0.0.1');`;
+  return spawnPinned(serverCpu, ['-e', server], {});
 }
 
-/** Streams SIZE bytes in one PUT; resolves with SIZE when the answer is 200. */
-function put(url: string, headers: Record<string, string>): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
-    const req = http.request(url, { method: 'PUT', headers: { ...headers, 'Content-Length': String(SIZE) } }, (res) => {
-      res.resume();
-      res.on('end', () => (res.statusCode === 200 ? resolve(SIZE) : reject(new Error(`upload answered ${res.statusCode}`))));
-    });
-    req.on('error', reject);
-    pipeline(body(), req).catch(reject);
-  });
-}
-
-/** Upload then download through the service: MiB/s each way and the service's RSS. */
-async function throughService(env: Record<string, string>): Promise<{ up: number; down: number; before: number; peak: number }> {
+/** The service on `env`, with a way to upload a new file and download it again, and its peak RSS since `sample`. */
+async function startService(env: Record<string, string>) {
   const base = `http://127.0.0.1:${env.PORT}`;
-  const service = spawnPinned(serverCpu, ['dist/src/server.js'], env);
+  const child = spawnPinned(serverCpu, ['dist/src/server.js'], env);
+  await waitReady(`${base}/readyz`);
+  const token = await signDevToken(await loadDevAuthMaterial(env.DATA_DIR as string), 'bench-files');
+  let fileId = '';
+  return {
+    child,
+    async upload(): Promise<number> {
+      ({ fileId } = ((await api(base, token, 'POST', '/api/v1/files', { name: 'big.bin', mimeType: 'application/octet-stream', sizeBytes: SIZE })) as { file: { fileId: string } }).file);
+      const { upload } = (await api(base, token, 'POST', '/api/v1/files/upload-url', { fileId })) as { upload: { url: string; headers: Record<string, string> } };
+      return rate('http-put', upload.url, { headers: upload.headers });
+    },
+    /** Downloads the file of the last upload. */
+    download: () => rate('http-get', `${base}/api/v1/files/${fileId}/content`, { headers: { authorization: `Bearer ${token}` } }),
+  };
+}
+
+/** Runs `measure` against the service on `env`: its rows, with the service's RSS before and at its peak. */
+async function withService(env: Record<string, string>, measure: (service: Awaited<ReturnType<typeof startService>>) => Promise<void>): Promise<{ before: number; peak: number }> {
+  const service = await startService(env);
   try {
-    await waitReady(`${base}/readyz`);
-    const token = await signDevToken(await loadDevAuthMaterial(env.DATA_DIR as string), 'bench-files');
-    const { file } = (await api(base, token, 'POST', '/api/v1/files', { name: 'big.bin', mimeType: 'application/octet-stream', sizeBytes: SIZE })) as { file: { fileId: string } };
-    const { upload } = (await api(base, token, 'POST', '/api/v1/files/upload-url', { fileId: file.fileId })) as { upload: { url: string; headers: Record<string, string> } };
-    const before = rssMiB(service.pid as number);
-    const peak = peakRss(service.pid as number);
-    const up = await rate(() => put(upload.url, upload.headers));
-    const down = await rate(
-      () =>
-        new Promise<number>((resolve, reject) => {
-          http
-            .get(`${base}/api/v1/files/${file.fileId}/content`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
-              if (res.statusCode !== 200) reject(new Error(`download answered ${res.statusCode}`));
-              drain(res).then(resolve, reject);
-            })
-            .on('error', reject);
-        }),
-    );
-    return { up, down, before, peak: peak.stop() };
+    const pid = service.child.pid as number;
+    const before = rssMiB(pid);
+    const sampler = peakRss(pid);
+    await measure(service);
+    return { before, peak: sampler.stop() };
   } finally {
-    await stop(service);
+    await stop(service.child);
   }
 }
 
+/**
+ * B4 on both stores, each contender once per round in turn (BENCH_ROUNDS): the raw store (file
+ * streams; the service's S3 adapter), for the local directory also bare HTTP carrying the same
+ * bytes, then the service. Medians, with each round's figures.
+ */
 export async function filesBench(env: Record<string, string>): Promise<Array<[string, string]>> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-files-'));
   const port = Number(env.PORT) + 1;
@@ -134,43 +98,54 @@ export async function filesBench(env: Record<string, string>): Promise<Array<[st
     S3_FORCE_PATH_STYLE: 'true',
   };
   const rows: Array<[string, string]> = [];
-  const report = (store: string, raw: { up: number; down: number }, service: Awaited<ReturnType<typeof throughService>>) => {
-    rows.push([`B4 ${store}: upload 256 MiB, raw store → service (MiB/s)`, `${raw.up.toFixed(0)} → ${service.up.toFixed(0)}`]);
-    rows.push([`B4 ${store}: upload ratio service / raw (goal ≥ 0.7)`, (service.up / raw.up).toFixed(3)]);
-    rows.push([`B4 ${store}: download 256 MiB, raw store → service (MiB/s)`, `${raw.down.toFixed(0)} → ${service.down.toFixed(0)}`]);
-    rows.push([`B4 ${store}: download ratio service / raw (goal ≥ 0.7)`, (service.down / raw.down).toFixed(3)]);
-    rows.push([`B4 ${store}: service RSS before → peak, growth (MiB; goal < 64)`, `${service.before.toFixed(1)} → ${service.peak.toFixed(1)}, ${(service.peak - service.before).toFixed(1)}`]);
-  };
+  const memory = (store: string, { before, peak }: { before: number; peak: number }) =>
+    rows.push([`B4 ${store}: service RSS before → peak over the rounds, growth (MiB; goal < 64)`, `${before.toFixed(1)} → ${peak.toFixed(1)}, ${(peak - before).toFixed(1)}`]);
+  const bare = bareHttp(port + 1, path.join(dir, 'raw.bin'));
   try {
     await waitReady(`http://127.0.0.1:${port}/bench`);
-    const ceiling = await httpCeiling();
-    rows.push(['B4 HTTP alone: bare node:http on the same core, discarding a 256 MiB upload (MiB/s)', ceiling.toFixed(0)]);
+    await waitReady(`http://127.0.0.1:${port + 1}/`);
     // Local directory: file streams, as the store writes and reads them.
     const target = path.join(dir, 'raw.bin');
-    const localRaw = {
-      up: await rate(async () => {
-        await pipeline(body(), fs.createWriteStream(target));
-        return fs.statSync(target).size;
-      }),
-      down: await rate(() => drain(fs.createReadStream(target, { highWaterMark: MiB }))),
-    };
-    fs.rmSync(target);
-    const local = await throughService({ ...env, DATA_DIR: path.join(dir, 'local') });
-    report('local directory', localRaw, local);
-    rows.push(['B4 local directory: upload ratio service / HTTP alone', (local.up / ceiling).toFixed(3)]);
+    const local = await withService({ ...env, DATA_DIR: path.join(dir, 'local') }, async (service) => {
+      const [rawUp, rawDown, httpUp, httpDown, up, down] = await interleaved(
+        () => rate('file-write', target),
+        () => rate('file-read', target),
+        () => rate('http-put', `http://127.0.0.1:${port + 1}/`),
+        () => rate('http-get', `http://127.0.0.1:${port + 1}/`),
+        () => service.upload(),
+        () => service.download(),
+      );
+      rows.push(['B4 HTTP alone: bare node:http on the same core, discarding a 256 MiB upload (MiB/s)', rates(httpUp)]);
+      rows.push(['B4 HTTP alone: bare node:http on the same core, a 256 MiB download from disk (MiB/s)', rates(httpDown)]);
+      rows.push(['B4 local directory: upload 256 MiB, raw store (MiB/s)', rates(rawUp)]);
+      rows.push(['B4 local directory: upload 256 MiB, service (MiB/s)', rates(up)]);
+      rows.push(['B4 local directory: upload ratio service / raw (goal ≥ 0.7)', ratio(up, rawUp)]);
+      rows.push(['B4 local directory: upload ratio service / HTTP alone', ratio(up, httpUp)]);
+      rows.push(['B4 local directory: download 256 MiB, raw store (MiB/s)', rates(rawDown)]);
+      rows.push(['B4 local directory: download 256 MiB, service (MiB/s)', rates(down)]);
+      rows.push(['B4 local directory: download ratio service / raw (goal ≥ 0.7)', ratio(down, rawDown)]);
+      rows.push(['B4 local directory: download ratio service / HTTP alone', ratio(down, httpDown)]);
+    });
+    memory('local directory', local);
 
-    // S3: the service's adapter (the AWS SDK), in this process, against the same server.
-    const store = new S3ObjectStore(loadConfig({ DATA_DIR: dir, ...s3Env }).storage.s3 as NonNullable<ReturnType<typeof loadConfig>['storage']['s3']>);
-    const s3Raw = {
-      up: await rate(async () => (await store.put('raw.bin', body(), { contentType: 'application/octet-stream', size: SIZE })).size),
-      down: await rate(async () => drain(await store.get('raw.bin'))),
-    };
-    await store.delete('raw.bin');
-    store.close();
-    report('S3 (s3rver)', s3Raw, await throughService({ ...env, ...s3Env, DATA_DIR: path.join(dir, 's3-service') }));
+    // S3: the service's adapter (the AWS SDK) in a client process against the same server.
+    const s3Client = { env: { DATA_DIR: dir, ...s3Env } };
+    const remote = await withService({ ...env, ...s3Env, DATA_DIR: path.join(dir, 's3-service') }, async (service) => {
+      const [rawUp, rawDown, up, down] = await interleaved(
+        () => rate('s3-put', 'raw.bin', s3Client),
+        () => rate('s3-get', 'raw.bin', s3Client),
+        () => service.upload(),
+        () => service.download(),
+      );
+      rows.push(['B4 S3 (s3rver): upload 256 MiB, raw store → service (MiB/s)', `${rates(rawUp)} → ${rates(up)}`]);
+      rows.push(['B4 S3 (s3rver): upload ratio service / raw (goal ≥ 0.7)', ratio(up, rawUp)]);
+      rows.push(['B4 S3 (s3rver): download 256 MiB, raw store → service (MiB/s)', `${rates(rawDown)} → ${rates(down)}`]);
+      rows.push(['B4 S3 (s3rver): download ratio service / raw (goal ≥ 0.7)', ratio(down, rawDown)]);
+    });
+    memory('S3 (s3rver)', remote);
     return rows;
   } finally {
-    await stop(s3);
+    await Promise.all([stop(s3), stop(bare)]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -1,8 +1,9 @@
 /** What the bench's parts share: pinned child processes, readiness, memory readings. */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 
 export const root = path.resolve(__dirname, '..');
 export const cpus = os.cpus().length;
@@ -23,6 +24,15 @@ export function spawnPinned(cpu: string, args: string[], env: Record<string, str
     env: { ...process.env, ...env },
     stdio: 'ignore',
   });
+}
+
+/** Runs a script to its end on `cpu` (with tsx); what it printed. */
+export async function outputOf(cpu: string, args: string[], env: Record<string, string>): Promise<string> {
+  const { stdout } = await promisify(execFile)('taskset', ['-c', cpu, process.execPath, '--import', 'tsx', ...args], {
+    cwd: root,
+    env: { ...process.env, ...env },
+  });
+  return stdout;
 }
 
 export async function waitReady(url: string, timeoutMs = 60_000): Promise<number> {
@@ -62,4 +72,29 @@ export function peakRss(pid: number): { stop(): number } {
 export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+/** B1, B2 and B4 measure their contenders in turn this many times (BENCH_ROUNDS; odd, so that the middle round is the median). */
+export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? '3');
+
+/**
+ * Measures each contender once per round, in turn, for ROUNDS rounds: a slow or fast moment of the
+ * machine (rates here move by a tenth between minutes) then falls on every contender of a round
+ * rather than on one of them. Each contender's rates, by round.
+ */
+export async function interleaved<T extends Array<() => Promise<number>>>(...contenders: T): Promise<{ [K in keyof T]: number[] }> {
+  const results = contenders.map(() => [] as number[]);
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (const [i, measure] of contenders.entries()) results[i]?.push(await measure());
+  }
+  return results as { [K in keyof T]: number[] };
+}
+
+/** The median rate, with each round's. */
+export const rates = (values: number[]) => `${percentile(values, 50).toFixed(0)} (${values.map((v) => v.toFixed(0)).join(', ')})`;
+
+/** The median of the rounds' ratios (each round's two rates measured minutes apart at most), with each round's. */
+export function ratio(service: number[], baseline: number[]): string {
+  const each = service.map((value, i) => value / (baseline[i] as number));
+  return `${percentile(each, 50).toFixed(3)} (${each.map((v) => v.toFixed(3)).join(', ')})`;
 }

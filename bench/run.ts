@@ -7,7 +7,8 @@
  *     the node:http limit (bench/baseline.ts), an authenticated constant route against bare
  *     Express (both in BENCH_ROUNDS interleaved rounds, default 3: the median ratio), the
  *     validated create;
- *   - B4: a 256 MiB upload and download against the raw stores (bench/files.ts);
+ *   - B4: a 256 MiB upload and download against the raw stores and bare HTTP, in BENCH_ROUNDS
+ *     interleaved rounds (bench/files.ts);
  *   - B5: knowledge search at 100,000 chunks, lexical and hybrid, next to the raw SQL (PGlite,
  *     which has pgvector: bench/knowledge.ts);
  *   - B6 (Postgres): webhook deliveries per second, automation slot claims on three instances
@@ -29,7 +30,7 @@ import { migrateToLatest } from '../src/platform/db/migrate';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
-import { clientCpu, cpus, peakRss, percentile, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { clientCpu, cpus, interleaved, peakRss, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
 import { measureLookup } from './validator-lookup';
 import { workersBench } from './workers';
 
@@ -91,31 +92,6 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
 }
 
 const TABLE_ROWS = 100_000;
-/** B1 and B2 run their servers in turn this many times (BENCH_ROUNDS; odd, so that the middle round is the median). */
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? '3');
-
-/**
- * Measures each contender once per round, in turn, for ROUNDS rounds: a slow or fast moment of the
- * machine (rates here move by a tenth between minutes) then falls on every contender of a round
- * rather than on one of them. Each contender's rates, by round.
- */
-async function interleaved<T extends Array<() => Promise<number>>>(...contenders: T): Promise<{ [K in keyof T]: number[] }> {
-  const results = contenders.map(() => [] as number[]);
-  for (let round = 0; round < ROUNDS; round += 1) {
-    for (const [i, measure] of contenders.entries()) results[i]?.push(await measure());
-  }
-  return results as { [K in keyof T]: number[] };
-}
-
-/** The median rate, with each round's. */
-const rates = (values: number[]) => `${percentile(values, 50).toFixed(0)} (${values.map((v) => v.toFixed(0)).join(', ')})`;
-
-/** The median of the rounds' ratios (each round's two rates measured minutes apart at most), with each round's. */
-function ratio(service: number[], baseline: number[]): string {
-  const each = service.map((value, i) => value / (baseline[i] as number));
-  return `${percentile(each, 50).toFixed(3)} (${each.map((v) => v.toFixed(3)).join(', ')})`;
-}
-
 /**
  * B1–B3 on Postgres: the service against the peer (Fastify + jose + pg) and the limit (node:http +
  * jose + pg) reading 20 of the caller's rows from a notes table of 100,000; the service's
@@ -234,9 +210,9 @@ async function startUp(label: string, env: Record<string, string>): Promise<Arra
 }
 
 async function main(): Promise<void> {
-  // The bench's own clients (B4's transfers, B5's queries, the export's reader) run in this
-  // process: on the client's core, like wrk, not on whichever core the scheduler picks, which was
-  // at times the service's own. Every thread of the process, and those it starts later.
+  // The bench's own clients (B5's queries, the export's reader; B4's transfer processes, which
+  // also pin themselves) run on the client's core, like wrk, not on whichever core the scheduler
+  // picks, which was at times the service's own. Every thread of the process, and those it starts later.
   execFileSync('taskset', ['-a', '-p', '-c', clientCpu, String(process.pid)], { stdio: 'ignore' });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
   // The per-user limit stays on (its count is part of each request's cost), far above what wrk sends.
