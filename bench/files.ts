@@ -47,7 +47,7 @@ function bareHttp(port: number, file: string) {
   return spawnPinned(serverCpu, ['-e', server], {});
 }
 
-/** The service on `env`, with a way to upload a new file and download it again, and its peak RSS since `sample`. */
+/** The service on `env`, ready, with a way to upload a new file and to download the last one uploaded. */
 async function startService(env: Record<string, string>) {
   const base = `http://127.0.0.1:${env.PORT}`;
   const child = spawnPinned(serverCpu, ['dist/src/server.js'], env);
@@ -66,7 +66,7 @@ async function startService(env: Record<string, string>) {
   };
 }
 
-/** Runs `measure` against the service on `env`: its rows, with the service's RSS before and at its peak. */
+/** Runs `measure` against the service on `env`; the service's RSS before it and at its peak during it. */
 async function withService(env: Record<string, string>, measure: (service: Awaited<ReturnType<typeof startService>>) => Promise<void>): Promise<{ before: number; peak: number }> {
   const service = await startService(env);
   try {
