@@ -8,18 +8,18 @@ import { JsonPageQuery } from '../../platform/db/json-page';
 import { uuidv7 } from '../../platform/ids';
 import type { JsonPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
-import { noteJson } from './presenter';
+import { noteItemColumns, noteItemJson } from './presenter';
 import * as repo from './repository';
 
 type CreateInput = Omit<components['schemas']['NoteCreateRequest'], 'userId' | 'accessToken'>;
 type UpdateInput = Omit<components['schemas']['NoteUpdateRequest'], 'userId' | 'accessToken'>;
 export type NoteRow = Selectable<Notes>;
 
-/** Pages of notes as Postgres renders them, their query compiled once per combination of filters. */
+/** Pages of notes written as JSON straight from their rows, their query compiled once per combination of filters. */
 const notePages = (db: Database) =>
   new JsonPageQuery(db, {
-    rows: (args: repo.NotesPage) => repo.pageOfNotes(db, args),
-    item: noteJson,
+    rows: (args: repo.NotesPage) => repo.pageOfNotes(db, args).select(noteItemColumns),
+    item: noteItemJson,
     shape: repo.notesPageShape,
     parameters: repo.notesPageParameters,
   });
@@ -40,7 +40,7 @@ export class NoteService {
     return row;
   }
 
-  /** A page of notes, rendered by Postgres as `presentNote` renders one. */
+  /** A page of notes, each written as `presentNote` presents one. */
   list(userId: string, filter: repo.NoteFilter, page: PageRequest): Promise<JsonPage> {
     return this.pages.run({ ownerUserId: userId, filter, page });
   }

@@ -1,20 +1,14 @@
-import { type CompiledQuery, type RawBuilder, type SelectQueryBuilder, sql } from 'kysely';
+import { type CompiledQuery, type SelectQueryBuilder, sql } from 'kysely';
 import type { PageRequest } from '../../http/pagination';
 import { type Database, preparedStatement } from './index';
 import { type JsonPage, toPage } from '../pagination';
 
-/** A row of a rendered list query: the record's id (for the cursor) and its item's JSON text. */
-interface RenderedRow {
-  id: string;
-  json: string;
-}
-
 /** How a repository describes a list query that `JsonPageQuery` compiles once per shape. */
-export interface JsonPageSpec<A, QDB, TB extends keyof QDB> {
-  /** The `limit + 1` rows of a table aliased `n`, newest first, as the repositories write them, with nothing selected yet. */
-  rows(args: A): SelectQueryBuilder<QDB, TB, object>;
-  /** One item's JSON, built from the columns of `n` (it must equal the area's presenter: a test compares them). */
-  item: RawBuilder<unknown>;
+export interface JsonPageSpec<A, QDB, TB extends keyof QDB, R extends { id: string }> {
+  /** The `limit + 1` rows of a table aliased `n`, newest first, selecting the record's `id` and what `item` reads. */
+  rows(args: A): SelectQueryBuilder<QDB, TB, R>;
+  /** One item's JSON text from its row (it must equal the area's presenter: a test compares them). */
+  item(row: R): string;
   /** Which optional conditions `rows` adds for `args`: the SQL text depends on nothing else. */
   shape(args: A): string;
   /** The values `rows` passes as parameters for `args`, in the order it adds them. */
@@ -22,11 +16,15 @@ export interface JsonPageSpec<A, QDB, TB extends keyof QDB> {
 }
 
 /**
- * A list query with Postgres rendering each row: the page is the first `limit` renderings joined
- * into an array, with the cursor after them. Rows are never parsed into objects only to be
- * serialized again. The statement is a plain select (an aggregate over a window, the whole page
- * rendered in SQL, tripled Postgres's time per page) run as a prepared statement (parsing and
- * planning it were a third of Postgres's time per page).
+ * A list query whose page is written as JSON text straight from its rows: the columns an item
+ * shows are read as Postgres sends them (timestamps as the digits of their epoch milliseconds,
+ * computed by Postgres) and written into the item's text by a template, never parsed into Dates
+ * and objects only to be serialized again. Measured per page of 20 notes against Postgres building
+ * each item with `json_build_object`: two fifths less of Postgres's time and no more of the
+ * service's (the JSON Postgres builds is longer, and it is still decoded as text). The statement is a
+ * plain select (an aggregate over a window, the whole page rendered in SQL, tripled Postgres's time
+ * per page) run as a prepared statement (parsing and planning it were a third of Postgres's time
+ * per page).
  *
  * It is built and compiled once per shape, not on every call: Kysely builds a query from frozen
  * nodes and compiles it by walking them, which with the re-hashing of the new text was a twentieth
@@ -35,39 +33,38 @@ export interface JsonPageSpec<A, QDB, TB extends keyof QDB> {
  * disagree fails at its first use (every shape is exercised by the tests) instead of binding
  * values to the wrong placeholders.
  */
-export class JsonPageQuery<A extends { page: PageRequest }, QDB, TB extends keyof QDB> {
-  private readonly compiled = new Map<string, CompiledQuery<RenderedRow>>();
+export class JsonPageQuery<A extends { page: PageRequest }, QDB, TB extends keyof QDB, R extends { id: string }> {
+  private readonly compiled = new Map<string, CompiledQuery<R>>();
 
   constructor(
     private readonly db: Database,
-    private readonly spec: JsonPageSpec<A, QDB, TB>,
+    private readonly spec: JsonPageSpec<A, QDB, TB, R>,
   ) {}
 
   async run(args: A): Promise<JsonPage> {
     const { rows: found } = await this.db.executeQuery(this.compile(args));
     const { items, nextCursor } = toPage(found, args.page.limit);
-    return { itemsJson: `[${items.map((row) => row.json).join(',')}]`, nextCursor };
+    return { itemsJson: `[${items.map(this.spec.item).join(',')}]`, nextCursor };
   }
 
-  private compile(args: A): CompiledQuery<RenderedRow> {
+  private compile(args: A): CompiledQuery<R> {
     const shape = this.spec.shape(args);
     const parameters = this.spec.parameters(args);
     const template = this.compiled.get(shape);
     if (template) return { ...template, parameters };
-    const query = this.spec
-      .rows(args)
-      .select([sql<string>`n.id`.as('id'), sql<string>`(${this.spec.item})::text`.as('json')])
-      .$castTo<RenderedRow>()
-      .compile();
+    const query = this.spec.rows(args).compile();
     if (query.parameters.length !== parameters.length || query.parameters.some((value, i) => value !== parameters[i])) {
       throw new Error(`the list query of shape "${shape}" compiles with parameters other than its spec gives: ${query.sql}`);
     }
-    // Its two columns never change, whatever migrations do to the table: safe to keep prepared.
+    // Its columns are spelled out: safe to keep prepared whatever migrations add to the table.
     preparedStatement(query.sql);
     this.compiled.set(shape, query);
     return query;
   }
 }
 
-/** Milliseconds since the epoch of a timestamptz column of `n`, as the presenters' `getTime()`. */
-export const epochMs = (column: string) => sql`floor(extract(epoch from ${sql.ref(`n.${column}`)}) * 1000)::bigint`;
+/**
+ * The milliseconds since the epoch of a timestamptz column of `n`, as the presenters' `getTime()`
+ * gives them, in the digits of their JSON number.
+ */
+export const epochMsText = (column: string) => sql<string>`floor(extract(epoch from ${sql.ref(`n.${column}`)}) * 1000)::bigint::text`;
