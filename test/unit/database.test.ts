@@ -54,7 +54,7 @@ describe('prepared statements (Postgres)', () => {
     const { harness, statements } = await preparedAfterListing({});
     try {
       expect(statements).toHaveLength(1);
-      expect(statements[0]).toMatch(/^aiws_\d+: select n\.id as "id", \(json_build_object\(/);
+      expect(statements[0]).toMatch(/^aiws_\d+: select "n"\."id", "n"\."title", "n"\."content", /);
       const user = await harness.newUser();
       await harness.http().post('/api/v1/notes').set(user.auth).send({ title: 'Before' }).expect(200);
       await harness.http().get('/api/v1/notes').set(user.auth).expect(200);
