@@ -11,6 +11,11 @@ BUILD := dist/.built
 # of V8's 16 keeps an idle instance near 110 MiB instead of 125, for about 5% of peak throughput.
 SERVICE_NODE_FLAGS ?= --max-semi-space-size=8
 
+# The Node that runs the service, its tests, its scripts and the bench (and, in the bench, the
+# baselines): the machine's own (>= 20.19) unless another is named, e.g.
+# `make bench NODE=/opt/node-24/bin/node` (README "Performance" compares Node 20 and 24).
+NODE ?= node
+
 .PHONY: deps run test fuzz build gen gen-check lint lint-spec typecheck token admin migrate bench clean
 
 $(NODE_MODULES): package.json package-lock.json
@@ -27,27 +32,27 @@ build: $(BUILD)
 
 ## Run the service on its embedded defaults (PGlite and local keys under ./.data, port 8080).
 run: $(BUILD)
-	node $(SERVICE_NODE_FLAGS) dist/src/server.js
+	$(NODE) $(SERVICE_NODE_FLAGS) dist/src/server.js
 
 ## Run the test suite (against DATABASE_URL when it is set, otherwise on PGlite).
 # pdf.js (PDF ingestion) loads its worker with a dynamic import, which jest runs only with VM modules.
 test: $(NODE_MODULES)
-	NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --expose-gc --no-warnings=ExperimentalWarning" npx jest $(JEST_ARGS)
+	NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --expose-gc --no-warnings=ExperimentalWarning" $(NODE) node_modules/jest/bin/jest.js $(JEST_ARGS)
 
 ## Fuzz the API from its document: make fuzz [N=100000] [SEED=<a logged seed>] (DATABASE_URL as for make test).
 fuzz: $(NODE_MODULES)
-	FUZZ_REQUESTS=$(or $(N),10000) $(if $(SEED),FUZZ_SEED=$(SEED)) NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --no-warnings=ExperimentalWarning" npx jest test/fuzz
+	FUZZ_REQUESTS=$(or $(N),10000) $(if $(SEED),FUZZ_SEED=$(SEED)) NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --no-warnings=ExperimentalWarning" $(NODE) node_modules/jest/bin/jest.js test/fuzz
 
 ## Print a development access token: make token USER=alice
 token: $(BUILD)
-	@node dist/scripts/token.js "$(USER)"
+	@$(NODE) dist/scripts/token.js "$(USER)"
 
 ## Grant an administrative role: make admin USER=alice [ROLE=admin] [REASON=...]
 admin: $(BUILD)
-	@node dist/scripts/admin.js "$(USER)" "$(or $(ROLE),admin)" "$(REASON)"
+	@$(NODE) dist/scripts/admin.js "$(USER)" "$(or $(ROLE),admin)" "$(REASON)"
 
 migrate: $(BUILD)
-	node dist/scripts/migrate.js
+	$(NODE) dist/scripts/migrate.js
 
 ## Regenerate generated/ from openapi/ and the migrations.
 gen: $(NODE_MODULES)
@@ -71,7 +76,7 @@ lint: lint-spec typecheck
 ## Measure the goals of #12 in one run (README "Performance"): servers on one core, wrk and the bench's clients on the other.
 bench: $(BUILD)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	SERVICE_NODE_FLAGS="$(SERVICE_NODE_FLAGS)" npx tsx bench/run.ts
+	SERVICE_NODE_FLAGS="$(SERVICE_NODE_FLAGS)" $(NODE) --import tsx bench/run.ts
 
 clean:
 	rm -rf dist
