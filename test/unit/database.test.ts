@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { openPostgres } from '../../src/platform/db';
 import { migrateToLatest } from '../../src/platform/db/migrate';
 import { type Harness, startHarness } from '../helpers/harness';
 
@@ -70,5 +71,27 @@ describe('prepared statements (Postgres)', () => {
     const { harness, statements } = await preparedAfterListing({ DATABASE_PREPARED_STATEMENTS: 'false' });
     await harness.close();
     expect(statements).toEqual([]);
+  });
+});
+
+describe('the pool’s client (Postgres)', () => {
+  const onPostgres = process.env.TEST_DATABASE_URL ? test : test.skip;
+
+  onPostgres('answers Kysely’s queries, prepared or not, with their rows, and refuses with Postgres’s error and code', async () => {
+    for (const preparedStatements of [true, false]) {
+      const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 1, { preparedStatements });
+      try {
+        const { rows } = await sql<{ n: number; s: string }>`select ${40}::int + 2 as n, ${'text'} as s`.execute(database.db);
+        expect(rows).toEqual([{ n: 42, s: 'text' }]);
+        const failed = sql`select 1 / ${0}::int`.execute(database.db);
+        await expect(failed).rejects.toMatchObject({ code: '22012', message: 'division by zero' });
+        // The pool's one connection is still usable, inside and outside a transaction.
+        const inside = await database.db.transaction().execute(async (trx) => (await sql<{ n: number }>`select 1 as n`.execute(trx)).rows);
+        expect(inside).toEqual([{ n: 1 }]);
+        expect((await sql<{ n: number }>`select 2 as n`.execute(database.db)).rows).toEqual([{ n: 2 }]);
+      } finally {
+        await database.close();
+      }
+    }
   });
 });
