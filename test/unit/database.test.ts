@@ -3,6 +3,9 @@ import { openPostgres } from '../../src/platform/db';
 import { migrateToLatest } from '../../src/platform/db/migrate';
 import { type Harness, startHarness } from '../helpers/harness';
 
+/** The tests that need a Postgres server (DATABASE_URL); skipped on the embedded PGlite. */
+const onPostgres = process.env.TEST_DATABASE_URL ? test : test.skip;
+
 let h: Harness;
 beforeAll(async () => {
   h = await startHarness();
@@ -37,7 +40,6 @@ describe('the database', () => {
 });
 
 describe('prepared statements (Postgres)', () => {
-  const onPostgres = process.env.TEST_DATABASE_URL ? test : test.skip;
   /** The named statements of the instance's one connection, after listing notes twice. */
   async function preparedAfterListing(env: Record<string, string>): Promise<{ harness: Harness; statements: string[] }> {
     const harness = await startHarness({ DATABASE_POOL_SIZE: '1', ...env });
@@ -75,8 +77,6 @@ describe('prepared statements (Postgres)', () => {
 });
 
 describe('the pool’s client (Postgres)', () => {
-  const onPostgres = process.env.TEST_DATABASE_URL ? test : test.skip;
-
   onPostgres('answers Kysely’s queries, prepared or not, with their rows, and refuses with Postgres’s error and code', async () => {
     for (const preparedStatements of [true, false]) {
       const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 1, { preparedStatements });
