@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
-import { clientCpu, interleaved, outputOf, peakRss, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { clientCpu, interleaved, outputOf, peakRss, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitListening, waitReady } from './process';
 import { SIZE } from './transfer';
 
 const MiB = 1024 * 1024;
@@ -43,6 +43,24 @@ function bareHttp(port: number, file: string) {
       if (!fs.existsSync(${JSON.stringify(file)})) return void res.writeHead(404).end();
       res.setHeader('Content-Length', String(fs.statSync(${JSON.stringify(file)}).size));
       pipeline(fs.createReadStream(${JSON.stringify(file)}, { highWaterMark: ${MiB} }), res).catch(() => {});
+    }).listen(${port}, '127.0.0.1');`;
+  return spawnPinned(serverCpu, ['-e', server], {});
+}
+
+/**
+ * What TCP alone carries here: a bare node:net server on the service's core that sends 256 MiB
+ * from memory to each connection, in 1 MiB writes. Neither HTTP nor a disk: the most any HTTP
+ * server on that core could send over loopback.
+ */
+function bareTcp(port: number) {
+  const server = `
+    const block = Buffer.alloc(${MiB}, 7);
+    require('node:net').createServer(async (socket) => {
+      socket.on('error', () => {});
+      for (let sent = 0; sent < ${SIZE} && !socket.destroyed; sent += block.length) {
+        if (!socket.write(block)) await new Promise((resolve) => socket.once('drain', resolve).once('close', resolve));
+      }
+      socket.end();
     }).listen(${port}, '127.0.0.1');`;
   return spawnPinned(serverCpu, ['-e', server], {});
 }
@@ -101,17 +119,20 @@ export async function filesBench(env: Record<string, string>): Promise<Array<[st
   const memory = (store: string, { before, peak }: { before: number; peak: number }) =>
     rows.push([`B4 ${store}: service RSS before → peak over the rounds, growth (MiB; goal < 64)`, `${before.toFixed(1)} → ${peak.toFixed(1)}, ${(peak - before).toFixed(1)}`]);
   const bare = bareHttp(port + 1, path.join(dir, 'raw.bin'));
+  const tcp = bareTcp(port + 2);
   try {
     await waitReady(`http://127.0.0.1:${port}/bench`);
     await waitReady(`http://127.0.0.1:${port + 1}/`);
+    await waitListening(port + 2);
     // Local directory: file streams, as the store writes and reads them.
     const target = path.join(dir, 'raw.bin');
     const local = await withService({ ...env, DATA_DIR: path.join(dir, 'local') }, async (service) => {
-      const [rawUp, rawDown, httpUp, httpDown, up, down] = await interleaved(
+      const [rawUp, rawDown, httpUp, httpDown, tcpDown, up, down] = await interleaved(
         () => rate('file-write', target),
         () => rate('file-read', target),
         () => rate('http-put', `http://127.0.0.1:${port + 1}/`),
         () => rate('http-get', `http://127.0.0.1:${port + 1}/`),
+        () => rate('tcp-get', String(port + 2)),
         () => service.upload(),
         () => service.download(),
       );
@@ -125,6 +146,8 @@ export async function filesBench(env: Record<string, string>): Promise<Array<[st
       rows.push(['B4 local directory: download 256 MiB, service (MiB/s)', rates(down)]);
       rows.push(['B4 local directory: download ratio service / raw (goal ≥ 0.7)', ratio(down, rawDown)]);
       rows.push(['B4 local directory: download ratio service / HTTP alone', ratio(down, httpDown)]);
+      rows.push(['B4 TCP alone: bare node:net on the same core, 256 MiB sent from memory (MiB/s)', rates(tcpDown)]);
+      rows.push(['B4 local directory: download ratio TCP alone / raw (the most any HTTP server reaches here)', ratio(tcpDown, rawDown)]);
     });
     memory('local directory', local);
 
@@ -145,7 +168,7 @@ export async function filesBench(env: Record<string, string>): Promise<Array<[st
     memory('S3 (s3rver)', remote);
     return rows;
   } finally {
-    await Promise.all([stop(s3), stop(bare)]);
+    await Promise.all([stop(s3), stop(bare), stop(tcp)]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -1,6 +1,7 @@
 /** What the bench's parts share: pinned child processes, readiness, memory readings. */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -47,6 +48,20 @@ export async function waitReady(url: string, timeoutMs = 60_000): Promise<number
     await new Promise((r) => setTimeout(r, 20));
   }
   throw new Error(`${url} did not become ready`);
+}
+
+/** Resolves once a TCP server accepts connections on 127.0.0.1:`port` (the connection is closed at once). */
+export async function waitListening(port: number, timeoutMs = 60_000): Promise<void> {
+  const started = performance.now();
+  while (performance.now() - started < timeoutMs) {
+    const accepted = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.once('connect', () => (socket.destroy(), resolve(true))).once('error', () => resolve(false));
+    });
+    if (accepted) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`nothing listens on port ${port}`);
 }
 
 export async function stop(child: ChildProcess): Promise<void> {

@@ -5,10 +5,12 @@
  * its first byte sent or asked for to its last byte taken (its start-up not counted).
  *   tsx bench/transfer.ts file-write <path> | file-read <path>
  *   tsx bench/transfer.ts http-put <url> [headers JSON] | http-get <url> [headers JSON]
+ *   tsx bench/transfer.ts tcp-get <port>                  (a socket on 127.0.0.1 that sends SIZE bytes)
  *   tsx bench/transfer.ts s3-put <key> | s3-get <key>     (the S3_* settings from the environment)
  */
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { loadConfig } from '../src/config';
@@ -87,6 +89,7 @@ const transfers: Record<string, () => Transfer> = {
   'file-read': () => (file) => drain(fs.createReadStream(file, { highWaterMark: MiB })),
   'http-put': () => put,
   'http-get': () => get,
+  'tcp-get': () => (port) => drain(net.connect(Number(port), '127.0.0.1')),
   's3-put': () => {
     const store = s3();
     return async (key) => (await store.put(key, body(), { contentType: 'application/octet-stream', size: SIZE })).size;
