@@ -7,9 +7,15 @@ NODE_MODULES := node_modules/.package-lock.json
 SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
 BUILD := dist/.built
 
-# How the service's Node runs (also `npm start`): a young generation of 8 MiB semi-spaces instead
-# of V8's 16 keeps an idle instance near 110 MiB instead of 125, for about 5% of peak throughput.
-SERVICE_NODE_FLAGS ?= --max-semi-space-size=8
+# How the service's Node runs (also `npm start`):
+# - a young generation of 8 MiB semi-spaces instead of V8's 16 keeps an idle instance near 110 MiB
+#   instead of 127, and costs no throughput now that requests leave little alive (README
+#   "Performance");
+# - no full collection while the old generation is under 64 MiB: a streamed upload or download
+#   holds up to ~30 MiB of socket buffers until a young collection frees them, which V8 counts
+#   against the old generation's room, and from the service's ~27 MB heap that set off a full
+#   collection every ~60 ms of a transfer (README "Performance"). Idle: 2-3 MiB more.
+SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64
 
 # The Node that runs the service, its tests, its scripts and the bench (and, in the bench, the
 # baselines): the machine's own (>= 20.19) unless another is named, e.g.
