@@ -5,6 +5,8 @@ import { type Harness, startHarness } from '../helpers/harness';
 
 /** The tests that need a Postgres server (DATABASE_URL); skipped on the embedded PGlite. */
 const onPostgres = process.env.TEST_DATABASE_URL ? test : test.skip;
+/** The tests of the embedded PGlite; skipped on a Postgres server. */
+const onPglite = process.env.TEST_DATABASE_URL ? test.skip : test;
 
 let h: Harness;
 beforeAll(async () => {
@@ -36,6 +38,12 @@ describe('the database', () => {
              exists (select 1 from pg_extension where extname = 'vector') as installed`.execute(h.runtime.database.db);
     expect(rows[0]!.installed).toBe(rows[0]!.available);
     if (h.runtime.database.kind === 'pglite') expect(rows[0]!.installed).toBe(true);
+  });
+
+  onPglite('the embedded PGlite keeps a 16 MB buffer cache, not Postgres’s 128 MB (its idle memory)', async () => {
+    expect(h.runtime.database.kind).toBe('pglite');
+    const { rows } = await sql<{ shared_buffers: string }>`show shared_buffers`.execute(h.runtime.database.db);
+    expect(rows[0]!.shared_buffers).toBe('16MB');
   });
 });
 
