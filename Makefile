@@ -18,7 +18,7 @@ SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64
 # `make bench NODE=/opt/node-24/bin/node` (docs/performance.md).
 NODE ?= node
 
-.PHONY: deps run test fuzz build gen gen-check lint lint-spec typecheck token admin migrate pglite-dump bench clean
+.PHONY: deps run test fuzz build gen gen-check lint lint-spec typecheck token admin migrate pglite-dump quickstart bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -55,6 +55,10 @@ admin: $(BUILD)
 
 migrate: $(BUILD)
 	$(NODE) dist/scripts/migrate.js
+
+## Run the README's quick start on a free port and check what it prints (CI runs it).
+quickstart: $(NODE_MODULES)
+	scripts/check-quickstart.sh
 
 ## Dump the embedded database as SQL for Postgres (docs/operations.md): make pglite-dump [VECTORS=false] > aiws.sql
 pglite-dump: $(BUILD)
