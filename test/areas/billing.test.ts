@@ -162,7 +162,7 @@ describe('Stripe events stamped in the same second, and malformed ones', () => {
       const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
       const events = {
         created: stripeEvent('customer.subscription.created', subscriptionObject({ ...base, status: 'incomplete' }), { created: t }),
-        updated: { ...stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, status: 'active' }), { created: t }), data: { object: subscriptionObject({ ...base, status: 'active' }), previous_attributes: { status: 'incomplete' } } },
+        updated: stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, status: 'active' }), { created: t, previous: { status: 'incomplete' } }),
       };
       const outcomes = [];
       for (const name of order) outcomes.push((await deliver(ctx.h, JSON.stringify(events[name as keyof typeof events])).expect(200)).body.outcome);
@@ -180,9 +180,10 @@ describe('Stripe events stamped in the same second, and malformed ones', () => {
       const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
       for (const [status, previous] of order) {
         const object = subscriptionObject({ ...base, status });
-        const event = previous === null
-          ? stripeEvent('customer.subscription.created', object, { created: t })
-          : { ...stripeEvent('customer.subscription.updated', object, { created: t }), data: { object, previous_attributes: { status: previous } } };
+        const event =
+          previous === null
+            ? stripeEvent('customer.subscription.created', object, { created: t })
+            : stripeEvent('customer.subscription.updated', object, { created: t, previous: { status: previous } });
         await deliver(ctx.h, JSON.stringify(event)).expect(200);
       }
       expect({ order: order.map(([status]) => status), status: (await subscription(user)).status }).toEqual({ order: order.map(([status]) => status), status: 'past_due' });
