@@ -126,7 +126,7 @@ const TERMINAL_STATUSES = new Set(['canceled', 'incomplete_expired']);
  * between equal statuses the later delivery. (A move backwards within one second delivered out of
  * order, e.g. past_due then active, cannot be told apart and keeps the further status.)
  */
-export function supersedes(current: { status: string; at: Date }, incoming: { status: string; at: Date; creation: boolean; previousStatus: string | null }): boolean {
+function supersedes(current: { status: string; at: Date }, incoming: { status: string; at: Date; creation: boolean; previousStatus: string | null }): boolean {
   if (TERMINAL_STATUSES.has(current.status)) return false;
   if (TERMINAL_STATUSES.has(incoming.status)) return true;
   if (incoming.at.getTime() !== current.at.getTime()) return incoming.at > current.at;
