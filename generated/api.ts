@@ -248,7 +248,8 @@ export interface paths {
          * @description Creates a file (status `pending` until its bytes are uploaded through `upload-url`) or a
          *     folder (`kind: folder`, ready at once) owned by the caller. A file needs `mimeType` and
          *     `sizeBytes` (at most the deployment's upload limit); a folder takes neither. `projectId`
-         *     must be a project of the caller's and `parentId` a folder of the caller's (`404` otherwise).
+         *     must be a project of the caller's, `parentId` a folder of the caller's and `conversationId`
+         *     a conversation of the caller's (`404` otherwise, with `details` naming the field).
          *     A file whose size would take the caller's files beyond the plan's `storageBytes` entitlement is
          *     `402 quota_exceeded`.
          *     Accepts `Idempotency-Key` to make retries safe.
@@ -1253,7 +1254,7 @@ export interface components {
              * @example invalid_request
              */
             code: string;
-            /** @description With `invalid_request`, one entry per problem found in the request. */
+            /** @description With `invalid_request`, one entry per problem found in the request. With `not_found` for a body field that names another record (`projectId`, `parentId`, `conversationId`, `skillIds/0`, `agentId`…) that does not exist or is not the caller's, one entry whose `path` names that field (`/body/projectId`). */
             details?: components["schemas"]["ErrorDetail"][];
             /**
              * @description The request id (also in the `X-Request-Id` response header), for support.
@@ -1610,7 +1611,10 @@ export interface components {
             projectId?: components["schemas"]["Id"];
             /** @default user */
             source?: components["schemas"]["MemorySource"];
-            /** @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e30 */
+            /**
+             * @description Provenance only: the id of what created the item, as the client knows it (a conversation, an automation run, an id outside the service for `import`). It is stored as given and not checked, since it may name something deleted since or kept elsewhere.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e30
+             */
             sourceRef?: string;
         };
         /**
@@ -2103,7 +2107,7 @@ export interface components {
             /** @description A folder of the caller's. */
             parentId?: components["schemas"]["Id"];
             /**
-             * @description The conversation the file belongs to, if any.
+             * @description A conversation of the caller's the file belongs to, if any.
              * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e30
              */
             conversationId?: string;
