@@ -109,5 +109,11 @@ describe.each(['local', 's3'])('Range on the content routes, %s store', (store) 
   describe.each(routes.map((r) => r.name))('%s content', (route) => {
     test.each(cases)('$name', (c) => check(paths.get(route)!.full, c, content));
     test.each(emptyCases)('$name', (c) => check(paths.get(route)!.empty, c, Buffer.alloc(0)));
+    test('HEAD ignores Range (ranges are defined for GET only)', async () => {
+      const res = await h.http().head(paths.get(route)!.full).set(user.auth).set('Range', 'bytes=0-9');
+      expect(res.status).toBe(200);
+      expect(res.headers['content-length']).toBe(String(SIZE));
+      expect(res.headers['content-range']).toBeUndefined();
+    });
   });
 });
