@@ -65,6 +65,7 @@ import { memoryRateLimiter, type RateLimiter, SharedRateLimiter } from './platfo
 import { SignedUrls } from './platform/signed-urls';
 import type { ObjectStore } from './platform/storage';
 import { LocalObjectStore } from './platform/storage/local';
+import { PeriodicTask } from './platform/workers';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
 export interface Services {
@@ -106,6 +107,8 @@ export interface Runtime {
   scheduler: AutomationScheduler;
   /** Executes queued automation runs. */
   runner: AutomationRunner;
+  /** Removes the partial objects of uploads that never ended. */
+  incomingSweep: PeriodicTask;
   metrics: Metrics;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
@@ -267,10 +270,19 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       metrics.runsFinished.inc({ status }),
     );
     const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => runner.wake());
+    const incomingSweep = new PeriodicTask(
+      config.storage.incomingSweepIntervalMs,
+      async () => {
+        const removed = await store.sweepIncoming(config.storage.incomingMaxAgeMs);
+        if (removed > 0) logger.warn('removed partial objects of uploads that never ended', { objects: removed });
+      },
+      (error) => logger.error('sweeping partial uploads failed', { error: (error as Error).message }),
+    );
     indexer.start();
     dispatcher.start();
     runner.start();
     scheduler.start();
+    incomingSweep.start();
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
       config.bootstrapAdminUserIds,
@@ -334,10 +346,11 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       dispatcher,
       scheduler,
       runner,
+      incomingSweep,
       metrics,
       close: async () => {
         await scheduler.stop();
-        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop()]);
+        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), incomingSweep.stop()]);
         store.close();
         await db.close();
       },

@@ -59,6 +59,10 @@ export interface Config {
     s3: { endpoint: string | null; bucket: string; region: string; accessKeyId: string | null; secretAccessKey: string | null; forcePathStyle: boolean } | null;
     maxUploadBytes: number;
     maxOutputBytes: number;
+    /** Partial objects of uploads that never ended are removed once this old. */
+    incomingMaxAgeMs: number;
+    /** How often each instance removes them (and once at start). */
+    incomingSweepIntervalMs: number;
   };
   /** Lifetime of the upload URLs and content URLs the service signs. */
   signedUrlTtlSeconds: number;
@@ -376,6 +380,8 @@ export function loadConfig(env: Env = process.env): Config {
         : null,
       maxUploadBytes: parseSize(r, 'MAX_UPLOAD_BYTES', 5 * 1024 ** 3),
       maxOutputBytes: parseSize(r, 'MAX_OUTPUT_BYTES', 1024 ** 3),
+      incomingMaxAgeMs: duration(r, 'INCOMING_UPLOAD_MAX_AGE', '24h'),
+      incomingSweepIntervalMs: duration(r, 'INCOMING_UPLOAD_SWEEP_INTERVAL', '1h'),
     },
     signedUrlTtlSeconds: r.int('SIGNED_URL_TTL_SECONDS', 300, 10, 86_400),
     ingestMaxBytes: parseSize(r, 'INGEST_MAX_BYTES', 64 * 1024 * 1024),
@@ -446,6 +452,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (!config.models.baseUrl && config.models.models.length > 0) {
     r.problems.push('MODEL_PROVIDER_MODELS needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
+  }
+  if (config.storage.incomingMaxAgeMs < 60_000) r.problems.push('INCOMING_UPLOAD_MAX_AGE must be at least 1m (longer than any upload, e.g. 24h)');
+  if (config.storage.incomingSweepIntervalMs < 1000 || config.storage.incomingSweepIntervalMs > 2 ** 31 - 1) {
+    r.problems.push('INCOMING_UPLOAD_SWEEP_INTERVAL must be a duration from 1s to 24d');
   }
   if (!cron.validate(config.automations.tickCron)) {
     r.problems.push(`AUTOMATION_TICK_CRON must be a cron expression such as */10 * * * * * (got "${config.automations.tickCron}")`);

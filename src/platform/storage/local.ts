@@ -9,6 +9,8 @@ import { asUnavailable, type ByteRange, MeasuringStream, ObjectNotFoundError, ty
 export class LocalObjectStore implements ObjectStore {
   readonly kind = 'local' as const;
   private readonly tmp: string;
+  /** Temporary files of the uploads in progress in this process: never swept. */
+  private readonly writing = new Set<string>();
 
   constructor(private readonly root: string) {
     this.tmp = path.join(root, '.incoming');
@@ -24,6 +26,7 @@ export class LocalObjectStore implements ObjectStore {
   async put(key: string, body: Readable, options: { size: number }): Promise<StoredObject> {
     const target = this.pathOf(key);
     const temporary = path.join(this.tmp, randomUUID());
+    this.writing.add(temporary);
     const measure = new MeasuringStream(options.size);
     const file = fs.createWriteStream(temporary, { flags: 'wx', highWaterMark: STREAM_BUFFER_BYTES });
     try {
@@ -37,7 +40,28 @@ export class LocalObjectStore implements ObjectStore {
       if (!file.closed) await new Promise<void>((resolve) => file.once('close', () => resolve()));
       await fs.promises.rm(temporary, { force: true });
       throw asUnavailable(error, 'local');
+    } finally {
+      this.writing.delete(temporary);
     }
+  }
+
+  /**
+   * Removes the temporary files last written more than `maxAgeMs` ago: partial objects of uploads
+   * that stopped with their process. An upload in progress in this process is skipped whatever its
+   * age; one in another process sharing the directory keeps its file's time fresh as it writes.
+   */
+  async sweepIncoming(maxAgeMs: number, now: Date = new Date()): Promise<number> {
+    const cutoff = now.getTime() - maxAgeMs;
+    let removed = 0;
+    for (const name of await fs.promises.readdir(this.tmp)) {
+      const file = path.join(this.tmp, name);
+      if (this.writing.has(file)) continue;
+      const stat = await fs.promises.stat(file).catch(() => null); // gone meanwhile
+      if (!stat?.isFile() || stat.mtimeMs >= cutoff || this.writing.has(file)) continue;
+      await fs.promises.rm(file, { force: true });
+      removed += 1;
+    }
+    return removed;
   }
 
   async get(key: string, range?: ByteRange): Promise<Readable> {
