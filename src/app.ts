@@ -35,6 +35,7 @@ import { automationHandlers } from './areas/automations/handlers';
 import { AutomationRunner, AutomationScheduler } from './areas/automations/runner';
 import { AutomationService } from './areas/automations/service';
 import { conversationHandlers } from './areas/conversations/handlers';
+import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
 import { modelHandlers } from './areas/models/handlers';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
@@ -107,8 +108,12 @@ export interface Runtime {
   scheduler: AutomationScheduler;
   /** Executes queued automation runs. */
   runner: AutomationRunner;
+  /** Renews the leases of the chat replies being generated here; fails those whose instance stopped. */
+  replies: ReplyRecovery;
   /** Removes the partial objects of uploads that never ended. */
   incomingSweep: PeriodicTask;
+  /** Fails as `interrupted` the replies this instance is still generating (a shutdown that cannot wait). */
+  interruptReplies(): Promise<number>;
   metrics: Metrics;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
@@ -179,7 +184,7 @@ function createServices(
     memory: new MemoryService(db, projects),
     skills,
     webhooks,
-    chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing),
+    chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs }),
     automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs, billing),
     agents: new AgentEnvironmentService(db, config.agents),
     models,
@@ -270,6 +275,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       metrics.runsFinished.inc({ status }),
     );
     const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => runner.wake());
+    const replies = new ReplyRecovery(services.chat, { leaseMs: config.models.replyLeaseMs, sweepIntervalMs: config.models.replyRecoveryIntervalMs }, log);
     const incomingSweep = new PeriodicTask(
       config.storage.incomingSweepIntervalMs,
       async () => {
@@ -282,6 +288,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     dispatcher.start();
     runner.start();
     scheduler.start();
+    replies.start();
     incomingSweep.start();
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
@@ -346,11 +353,13 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       dispatcher,
       scheduler,
       runner,
+      replies,
       incomingSweep,
+      interruptReplies: () => services.chat.interruptGenerating(),
       metrics,
       close: async () => {
         await scheduler.stop();
-        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), incomingSweep.stop()]);
+        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), replies.stop(), incomingSweep.stop()]);
         store.close();
         await db.close();
       },

@@ -83,6 +83,10 @@ export interface Config {
     models: { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number }[];
     /** How long a reply may take. */
     timeoutMs: number;
+    /** How long a reply being generated is held by its instance without a renewal; then it is failed `interrupted`. */
+    replyLeaseMs: number;
+    /** How often each instance fails the replies whose instance stopped (and once at start). */
+    replyRecoveryIntervalMs: number;
   };
   automations: {
     /** How often each instance looks for due schedule slots (a six-field node-cron expression). */
@@ -405,6 +409,8 @@ export function loadConfig(env: Env = process.env): Config {
         };
       }),
       timeoutMs: r.int('CHAT_TIMEOUT_MS', 60_000, 100, 600_000),
+      replyLeaseMs: r.int('CHAT_REPLY_LEASE_MS', 30_000, 300, 600_000),
+      replyRecoveryIntervalMs: r.int('CHAT_REPLY_RECOVERY_INTERVAL_MS', 10_000, 10, 600_000),
     },
     automations: {
       tickCron: r.string('AUTOMATION_TICK_CRON', '*/10 * * * * *'),

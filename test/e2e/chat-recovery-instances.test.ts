@@ -1,0 +1,127 @@
+import http, { type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
+import type { Runtime } from '../../src/app';
+import { createHttpServer } from '../../src/http/server';
+import { anotherInstance, type Harness, startHarness, type TestUser } from '../helpers/harness';
+import { type FakeModelServer, startFakeModel } from '../helpers/openai-server';
+import { eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
+
+const SECRETS_KEY = 'a-test-key-for-sealing-webhook-secrets-001';
+
+let model: FakeModelServer;
+let receiver: Receiver;
+beforeEach(async () => {
+  // The model streams the start of a reply and never ends it.
+  model = await startFakeModel(() => ({ kind: 'stall', chunks: ['Half a'] }));
+  receiver = await startReceiver();
+});
+afterEach(async () => {
+  await model.close();
+  await receiver.close();
+});
+
+const env = () => ({
+  MODEL_PROVIDER_BASE_URL: model.baseUrl,
+  MODEL_PROVIDER_MODELS: 'test-model',
+  CHAT_TIMEOUT_MS: '600000',
+  WEBHOOK_ALLOW_LOOPBACK: 'true',
+  WEBHOOK_POLL_INTERVAL_MS: '20',
+  WEBHOOK_SECRETS_KEY: SECRETS_KEY,
+});
+
+/** Starts a streamed reply at `baseUrl` and leaves it open; resolves once the model was asked. */
+async function startReply(baseUrl: string, user: TestUser, conversationId: string): Promise<http.ClientRequest> {
+  const asked = model.requests.length;
+  const body = JSON.stringify({ conversationId, content: 'Write the plan.', stream: true });
+  const req = http.request(`${baseUrl}/api/v1/conversations/messages`, {
+    method: 'POST',
+    headers: { ...user.auth, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+  });
+  req.on('error', () => undefined); // destroyed at the end of the test
+  req.end(body);
+  await eventually(() => (model.requests.length > asked ? true : undefined));
+  return req;
+}
+
+async function reply(h: Harness, user: TestUser, conversationId: string) {
+  const res = await h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(user.auth);
+  expect(res.status).toBe(200);
+  return (res.body.messages as Array<Record<string, unknown>>).find((m) => m.role === 'assistant');
+}
+
+async function setUp(h: Harness) {
+  const user = await h.newUser('recovery');
+  const { secret } = await subscribe(h, user, receiver.url, ['chat.failed']);
+  const created = await h.http().post('/api/v1/conversations').set(user.auth).send({});
+  expect(created.status).toBe(200);
+  return { user, secret, conversationId: created.body.conversation.conversationId as string };
+}
+
+/** The one chat.failed delivered for `messageId`, once it arrived. */
+async function delivered(secret: string, messageId: string) {
+  const event = await eventually(() => receiver.received.map((r) => verify(secret, r)).find((e) => e.data.messageId === messageId), 30_000);
+  expect(event.type).toBe('chat.failed');
+  expect(event.data).toMatchObject({ messageId, errorCode: 'interrupted', model: 'test-model' });
+  return event;
+}
+
+describe('chat replies whose instance stopped', () => {
+  test('another instance fails the reply as interrupted after its lease and reports chat.failed once', async () => {
+    const survivor = await startHarness({ ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '50' });
+    let doomed: Runtime | null = null;
+    let server: Server | null = null;
+    let open: http.ClientRequest | null = null;
+    try {
+      // The instance that dies mid-reply: short leases, and it never sweeps itself.
+      doomed = await anotherInstance(survivor, { ...env(), CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
+      const app = doomed.app;
+      server = await new Promise<Server>((resolve) => {
+        const s = createHttpServer(app).listen(0, '127.0.0.1', () => resolve(s));
+      });
+      const { user, secret, conversationId } = await setUp(survivor);
+      open = await startReply(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, user, conversationId);
+      const pending = await reply(survivor, user, conversationId);
+      expect(pending).toMatchObject({ status: 'generating', errorCode: null });
+
+      // The instance stops without ending the reply: its leases are no longer renewed.
+      await doomed.close();
+      doomed = null;
+
+      const failed = await eventually(async () => {
+        const m = await reply(survivor, user, conversationId);
+        return m?.status === 'failed' ? m : undefined;
+      }, 30_000);
+      expect(failed).toMatchObject({ messageId: pending!.messageId, status: 'failed', errorCode: 'interrupted', errorMessage: expect.stringMatching(/stopped/) });
+      await delivered(secret, pending!.messageId as string);
+
+      // Ended once: a further sweep finds nothing, and the outbox holds one event for the reply.
+      expect(await survivor.runtime.replies.runOnce()).toBe(0);
+      const events = await sql<{ n: number }>`select count(*)::int as n from webhook_events where type = 'chat.failed' and position(${pending!.messageId as string} in body) > 0`.execute(
+        survivor.runtime.database.db,
+      );
+      expect(events.rows[0]!.n).toBe(1);
+    } finally {
+      open?.destroy();
+      if (server) await new Promise<void>((resolve) => server!.close(() => resolve()));
+      await doomed?.close();
+      await survivor.close();
+    }
+  }, 120_000);
+
+  test('a shutdown that cannot wait fails the replies still streaming as interrupted', async () => {
+    const h = await startHarness({ ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
+    let open: http.ClientRequest | null = null;
+    try {
+      const { user, secret, conversationId } = await setUp(h);
+      open = await startReply(h.baseUrl, user, conversationId);
+      expect(await h.runtime.interruptReplies()).toBe(1);
+      const failed = await reply(h, user, conversationId);
+      expect(failed).toMatchObject({ status: 'failed', errorCode: 'interrupted', content: '' });
+      await delivered(secret, failed!.messageId as string);
+    } finally {
+      open?.destroy();
+      await h.close();
+    }
+  }, 120_000);
+});
