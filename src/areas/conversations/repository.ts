@@ -77,6 +77,10 @@ export function findGreeting(db: Database, conversationId: string, agentId: stri
     .executeTakeFirst();
 }
 
+export function findMessage(db: Database, id: string) {
+  return db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
 export function insertMessage(db: Database, row: Insertable<Messages>) {
   return db.insertInto('messages').values(row).returningAll().executeTakeFirstOrThrow();
 }

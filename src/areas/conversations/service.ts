@@ -315,7 +315,8 @@ export class ChatService {
         cost_micro_cents: cost,
         updated_at: now,
       });
-      if (!stored) return { ...reply, content: text, status: 'complete' }; // the conversation was deleted meanwhile
+      // Already failed as interrupted (this instance outlived its lease), or the conversation was deleted meanwhile.
+      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'complete' };
       await this.billing.charge(trx, { userId, kind: 'chat.reply', resourceId: reply.id, model, usage, at: now });
       await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
         conversationId: reply.conversation_id,
@@ -337,7 +338,7 @@ export class ChatService {
         error_message: failure.error,
         updated_at: new Date(),
       });
-      if (!stored) return { ...reply, content: text, status: 'failed', error_code: failure.code, error_message: failure.error };
+      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'failed', error_code: failure.code, error_message: failure.error };
       await this.webhooks.emitEvent(trx, 'chat.failed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,
