@@ -5,12 +5,13 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { asUnavailable, type ByteRange, MeasuringStream, ObjectNotFoundError, type ObjectStore, STREAM_BUFFER_BYTES, type StoredObject } from './index';
 
+/** Temporary files of the uploads in progress in this process (any store over the directory): never swept. */
+const writing = new Set<string>();
+
 /** Objects as files under a directory; written to a temporary file and renamed into place when complete. */
 export class LocalObjectStore implements ObjectStore {
   readonly kind = 'local' as const;
   private readonly tmp: string;
-  /** Temporary files of the uploads in progress in this process: never swept. */
-  private readonly writing = new Set<string>();
 
   constructor(private readonly root: string) {
     this.tmp = path.join(root, '.incoming');
@@ -26,7 +27,7 @@ export class LocalObjectStore implements ObjectStore {
   async put(key: string, body: Readable, options: { size: number }): Promise<StoredObject> {
     const target = this.pathOf(key);
     const temporary = path.join(this.tmp, randomUUID());
-    this.writing.add(temporary);
+    writing.add(temporary);
     const measure = new MeasuringStream(options.size);
     const file = fs.createWriteStream(temporary, { flags: 'wx', highWaterMark: STREAM_BUFFER_BYTES });
     try {
@@ -41,7 +42,7 @@ export class LocalObjectStore implements ObjectStore {
       await fs.promises.rm(temporary, { force: true });
       throw asUnavailable(error, 'local');
     } finally {
-      this.writing.delete(temporary);
+      writing.delete(temporary);
     }
   }
 
@@ -55,9 +56,9 @@ export class LocalObjectStore implements ObjectStore {
     let removed = 0;
     for (const name of await fs.promises.readdir(this.tmp)) {
       const file = path.join(this.tmp, name);
-      if (this.writing.has(file)) continue;
+      if (writing.has(file)) continue;
       const stat = await fs.promises.stat(file).catch(() => null); // gone meanwhile
-      if (!stat?.isFile() || stat.mtimeMs >= cutoff || this.writing.has(file)) continue;
+      if (!stat?.isFile() || stat.mtimeMs >= cutoff || writing.has(file)) continue;
       await fs.promises.rm(file, { force: true });
       removed += 1;
     }
