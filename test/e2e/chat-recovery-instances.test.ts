@@ -8,7 +8,7 @@ import type { Runtime } from '../../src/app';
 import { createHttpServer } from '../../src/http/server';
 import { anotherInstance, type Harness, startHarness, type TestUser } from '../helpers/harness';
 import { type FakeModelServer, startFakeModel } from '../helpers/openai-server';
-import { freePort, listening, start } from '../helpers/process';
+import { freePort, listening, type Running, start } from '../helpers/process';
 import { eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
 
 const SECRETS_KEY = 'a-test-key-for-sealing-webhook-secrets-001';
@@ -131,66 +131,66 @@ describe('chat replies whose instance stopped', () => {
   }, 120_000);
 
   describe('as separate processes (Postgres: the embedded database belongs to one process)', () => {
-    /** A service process on the harness's database; resolves with its base URL once it listens. */
-    async function serviceProcess(h: Harness, extra: Record<string, string>) {
+    /**
+     * A harness (the survivor) and a service process on its database, with a streamed reply open
+     * at the process; `body` gets them once the reply is generating. Cleans up after `body`.
+     */
+    async function withReplyInProcess(
+      survivorEnv: Record<string, string>,
+      processEnv: Record<string, string>,
+      body: (ctx: { survivor: Harness; proc: Running; user: TestUser; secret: string; conversationId: string; messageId: string }) => Promise<void>,
+    ) {
+      const survivor = await startHarness({ ...env(), ...survivorEnv });
       const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-replies-'));
-      // The process signs with its own development key: give it the harness's, so the same tokens work.
-      fs.cpSync(path.join(h.runtime.config.dataDir, 'dev-auth'), path.join(dataDir, 'dev-auth'), { recursive: true });
-      const port = await freePort();
-      const running = start({ ...env(), DATABASE_URL: h.runtime.config.databaseUrl as string, DATA_DIR: dataDir, PORT: String(port), RATE_LIMIT_PER_MINUTE: '1000000', ...extra });
-      await listening(running);
-      return { running, baseUrl: `http://127.0.0.1:${port}`, dataDir };
-    }
-
-    (onPostgres ? test : test.skip)('an instance killed mid-reply: another fails the reply as interrupted once its lease ran out', async () => {
-      const survivor = await startHarness({ ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '50' });
-      let proc: Awaited<ReturnType<typeof serviceProcess>> | null = null;
+      let proc: Running | null = null;
       let open: http.ClientRequest | null = null;
       try {
-        proc = await serviceProcess(survivor, { CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
+        // The process signs with its own development key: give it the harness's, so the same tokens work.
+        fs.cpSync(path.join(survivor.runtime.config.dataDir, 'dev-auth'), path.join(dataDir, 'dev-auth'), { recursive: true });
+        const port = await freePort();
+        const databaseUrl = survivor.runtime.config.databaseUrl as string;
+        proc = start({ ...env(), DATABASE_URL: databaseUrl, DATA_DIR: dataDir, PORT: String(port), RATE_LIMIT_PER_MINUTE: '1000000', ...processEnv });
+        await listening(proc);
         const { user, secret, conversationId } = await setUp(survivor);
-        open = await startReply(proc.baseUrl, user, conversationId);
+        open = await startReply(`http://127.0.0.1:${port}`, user, conversationId);
         const pending = await reply(survivor, user, conversationId);
         expect(pending).toMatchObject({ status: 'generating' });
-
-        proc.running.child.kill('SIGKILL');
-        await proc.running.exited;
-        const failed = await eventually(async () => {
-          const m = await reply(survivor, user, conversationId);
-          return m?.status === 'failed' ? m : undefined;
-        }, 30_000);
-        expect(failed).toMatchObject({ messageId: pending!.messageId, errorCode: 'interrupted' });
-        await delivered(secret, pending!.messageId as string);
+        await body({ survivor, proc, user, secret, conversationId, messageId: pending!.messageId as string });
       } finally {
         open?.destroy();
-        if (proc && proc.running.child.exitCode === null && proc.running.child.signalCode === null) proc.running.child.kill('SIGKILL');
+        if (proc && proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill('SIGKILL');
         await survivor.close();
-        if (proc) fs.rmSync(proc.dataDir, { recursive: true, force: true });
+        fs.rmSync(dataDir, { recursive: true, force: true });
       }
-    }, 120_000);
+    }
 
-    (onPostgres ? test : test.skip)('a shutdown outlasting SHUTDOWN_TIMEOUT_MS fails the replies still streaming before it exits', async () => {
-      // No other instance sweeps, and the lease outlasts the test: only the stopping process can end the reply.
-      const survivor = await startHarness({ ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
-      let proc: Awaited<ReturnType<typeof serviceProcess>> | null = null;
-      let open: http.ClientRequest | null = null;
-      try {
-        proc = await serviceProcess(survivor, { CHAT_REPLY_LEASE_MS: '600000', SHUTDOWN_TIMEOUT_MS: '500' });
-        const { user, secret, conversationId } = await setUp(survivor);
-        open = await startReply(proc.baseUrl, user, conversationId);
-        expect(await reply(survivor, user, conversationId)).toMatchObject({ status: 'generating' });
+    (onPostgres ? test : test.skip)('an instance killed mid-reply: another fails the reply as interrupted once its lease ran out', () =>
+      withReplyInProcess(
+        { CHAT_REPLY_RECOVERY_INTERVAL_MS: '50' },
+        { CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+        async ({ survivor, proc, user, secret, conversationId, messageId }) => {
+          proc.child.kill('SIGKILL');
+          await proc.exited;
+          const failed = await eventually(async () => {
+            const m = await reply(survivor, user, conversationId);
+            return m?.status === 'failed' ? m : undefined;
+          }, 30_000);
+          expect(failed).toMatchObject({ messageId, errorCode: 'interrupted' });
+          await delivered(secret, messageId);
+        },
+      ), 120_000);
 
-        proc.running.child.kill('SIGTERM');
-        expect(await proc.running.exited).toBe(1);
-        const failed = await reply(survivor, user, conversationId);
-        expect(failed).toMatchObject({ status: 'failed', errorCode: 'interrupted' });
-        await delivered(secret, failed!.messageId as string);
-      } finally {
-        open?.destroy();
-        if (proc && proc.running.child.exitCode === null && proc.running.child.signalCode === null) proc.running.child.kill('SIGKILL');
-        await survivor.close();
-        if (proc) fs.rmSync(proc.dataDir, { recursive: true, force: true });
-      }
-    }, 120_000);
+    // No other instance sweeps, and the lease outlasts the test: only the stopping process can end the reply.
+    (onPostgres ? test : test.skip)('a shutdown outlasting SHUTDOWN_TIMEOUT_MS fails the replies still streaming before it exits', () =>
+      withReplyInProcess(
+        { CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+        { CHAT_REPLY_LEASE_MS: '600000', SHUTDOWN_TIMEOUT_MS: '500' },
+        async ({ survivor, proc, user, secret, conversationId, messageId }) => {
+          proc.child.kill('SIGTERM');
+          expect(await proc.exited).toBe(1);
+          expect(await reply(survivor, user, conversationId)).toMatchObject({ messageId, status: 'failed', errorCode: 'interrupted' });
+          await delivered(secret, messageId);
+        },
+      ), 120_000);
   });
 });
