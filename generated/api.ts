@@ -2919,11 +2919,11 @@ export interface components {
              */
             model: string | null;
             /**
-             * @description Why a reply failed. Clients must tolerate new values.
+             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended. Clients must tolerate new values.
              * @example null
              * @enum {string|null}
              */
-            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | null;
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | null;
             /** @example null */
             errorMessage: string | null;
             /** @description Tokens and cost of a completed reply, or `null`. */
