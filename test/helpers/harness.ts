@@ -10,7 +10,7 @@ import { createRuntime, type Runtime } from '../../src/app';
 import { createHttpServer } from '../../src/http/server';
 import { loadConfig } from '../../src/config';
 import { openPglite } from '../../src/platform/db';
-import { createLogger } from '../../src/platform/logger';
+import { createLogger, type Logger } from '../../src/platform/logger';
 import { signDevToken } from '../../src/platform/tokens';
 
 export interface TestUser {
@@ -67,7 +67,7 @@ async function copyPostgresDatabase(): Promise<string> {
  */
 export async function startHarness(
   env: Record<string, string> = {},
-  options: { sign?: (userId: string) => Promise<string> } = {},
+  options: { sign?: (userId: string) => Promise<string>; logger?: Logger } = {},
 ): Promise<Harness> {
   const config = loadConfig({
     NODE_ENV: 'test',
@@ -86,7 +86,10 @@ export async function startHarness(
     fs.cpSync(template, copy, { recursive: true });
     database = await openPglite(copy);
   }
-  const runtime = await createRuntime(config, createLogger('silent'), database);
+  const runtime = await createRuntime(config, options.logger ?? createLogger('silent'), database).catch(async (error: unknown) => {
+    await database?.close();
+    throw error;
+  });
   const server: Server = await new Promise((resolve) => {
     const s = createHttpServer(runtime.app).listen(0, '127.0.0.1', () => resolve(s));
   });
