@@ -470,12 +470,12 @@ export function loadConfig(env: Env = process.env): Config {
   if (!config.models.baseUrl && config.models.models.length > 0) {
     r.problems.push('MODEL_PROVIDER_MODELS needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
   }
-  if (config.models.provider === 'openai-compatible' && !config.models.baseUrl) {
+  if (config.env === 'production' && !config.models.baseUrl && r.raw('MODEL_PROVIDER') === undefined) {
     r.problems.push(
-      config.env === 'production' && r.raw('MODEL_PROVIDER') === undefined
-        ? 'production needs a model provider: set MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API), or MODEL_PROVIDER=development to serve the built-in development model (not an AI)'
-        : 'MODEL_PROVIDER=openai-compatible needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)',
+      'production needs a model provider: set MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API), or MODEL_PROVIDER=development to serve the built-in development model (not an AI)',
     );
+  } else if (config.models.provider === 'openai-compatible' && !config.models.baseUrl) {
+    r.problems.push('MODEL_PROVIDER=openai-compatible needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
   }
   if (config.models.provider === 'development' && config.models.baseUrl) {
     r.problems.push('MODEL_PROVIDER=development cannot be combined with MODEL_PROVIDER_BASE_URL');
