@@ -79,7 +79,7 @@ export async function startHarness(
     RATE_LIMIT_PER_MINUTE: '1000000',
     ...env,
   });
-  let database;
+  let database: Awaited<ReturnType<typeof openPglite>> | undefined;
   if (!config.databaseUrl) {
     const template = process.env.TEST_PGLITE_TEMPLATE as string;
     const copy = path.join(path.dirname(template), `pglite-${process.pid}-${(copies += 1)}`);
