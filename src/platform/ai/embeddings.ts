@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { describeProviderError, errorDetail } from './models';
+import { describeProviderError, errorDetail, ProviderFailure } from './models';
 
 /** The built-in hashing embedder's size unless EMBEDDINGS_DIMENSIONS says otherwise. */
 export const EMBEDDING_DIMENSIONS = 256;
@@ -13,18 +13,9 @@ export interface Embedder {
   embed(texts: string[]): Promise<number[][]>;
 }
 
-/**
- * Embeddings failed. `message` is safe to show and log (no address; sizes named when they
- * differ); `detail` is the underlying error, for the log.
- */
-export class EmbeddingsFailure extends Error {
+/** Embeddings failed (see ProviderFailure); the message names both sizes when they differ. */
+export class EmbeddingsFailure extends ProviderFailure {
   override name = 'EmbeddingsFailure';
-  constructor(
-    message: string,
-    readonly detail: string = message,
-  ) {
-    super(message);
-  }
 }
 
 function normalize(vector: number[]): number[] {

@@ -57,17 +57,21 @@ export function findModel(provider: ModelProvider, id?: string | null): ModelInf
 }
 
 /**
- * The provider failed. `message` is for API callers, stored replies and webhook payloads: it never
- * holds an address; `detail` (the underlying error) is for the operator's log.
+ * A provider (models, embeddings) failed. `message` is for API callers, stored replies and webhook
+ * payloads: it never holds an address; `detail` (the underlying error) is for the operator's log.
  */
-export class ModelProviderFailure extends Error {
-  override name = 'ModelProviderFailure';
+export class ProviderFailure extends Error {
   constructor(
     message: string,
     readonly detail: string = message,
   ) {
     super(message);
   }
+}
+
+/** The model provider failed (see ProviderFailure). */
+export class ModelProviderFailure extends ProviderFailure {
+  override name = 'ModelProviderFailure';
 }
 
 /** URLs, host:port pairs and IP addresses, which a provider's or a network error may carry. */
