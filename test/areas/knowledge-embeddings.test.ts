@@ -37,7 +37,10 @@ describe('knowledge search when the embeddings fail', () => {
     expect(res.status).toBe(200);
     expect(res.body.retrieval).toBe('lexical');
     expect(res.body.results[0]).toMatchObject({ kind: 'note', title: 'Garden plan' });
-    if (!vector()) return;
+    if (!vector()) {
+      expect((await ctx.h.http().get('/readyz')).body.checks).toMatchObject({ database: true, embeddings: 'unused' });
+      return;
+    }
     expect(res.body.retrievalNote).toMatch(/returned vectors of 768 dimensions; expected 256 \(EMBEDDINGS_DIMENSIONS\)/);
     const ready = await ctx.h.http().get('/readyz');
     expect(ready.status).toBe(200);

@@ -29,8 +29,8 @@ const byScoreThenKey = (a: { score: number; hit: repo.Hit }, b: { score: number;
 
 /** The state of the embeddings provider as the last call found it. */
 export interface EmbeddingsHealth {
-  /** `unknown` until the first call; `failing` while the last one failed. */
-  state: 'unknown' | 'ok' | 'failing';
+  /** `unused` without pgvector; `unknown` until the first call; `failing` while the last one failed. */
+  state: 'unused' | 'unknown' | 'ok' | 'failing';
   /** What the last failure said (no address), null once a call succeeds. */
   lastError: string | null;
   consecutiveFailures: number;
@@ -58,7 +58,7 @@ export class KnowledgeService {
 
   /** The embeddings provider's health, for /readyz (it never makes the instance unready: search answers lexically). */
   get embeddingsHealth(): Readonly<EmbeddingsHealth> {
-    return this.healthState;
+    return this.vectorAvailable ? this.healthState : { ...this.healthState, state: 'unused' };
   }
 
   /** Embeds through the provider, recording its health; a failure is logged when it starts or changes, at warn, once. */
