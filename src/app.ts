@@ -188,9 +188,10 @@ function createServices(
   const models: ModelProvider = config.models.baseUrl
     ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
     : new DevelopmentProvider();
+  const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing);
   return {
     knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable, (level, message, meta) => logger.log(level, message, meta)),
-    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing),
+    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing, chat),
     outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
     audit,
     principals: new PrincipalService(db, audit),
@@ -204,7 +205,7 @@ function createServices(
     memory: new MemoryService(db, projects),
     skills,
     webhooks,
-    chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing),
+    chat,
     automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs, billing),
     agents: new AgentEnvironmentService(db, config.agents),
     models,

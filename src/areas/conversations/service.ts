@@ -68,6 +68,11 @@ export class ChatService {
     return row;
   }
 
+  /** Throws 404 naming the body `field` unless `conversationId` is one of the caller's (used by other areas). */
+  async requireOwned(userId: string, conversationId: string, field = 'conversationId'): Promise<void> {
+    if (!(await repo.findConversation(this.db, userId, conversationId))) throw errors.referenceNotFound(field, 'Conversation not found.');
+  }
+
   async list(userId: string, filter: { projectId?: string; archived?: boolean }, page: PageRequest) {
     return toPage(await repo.listConversations(this.db, userId, filter, page), page.limit);
   }
@@ -114,7 +119,7 @@ export class ChatService {
   async greet(userId: string, conversationId: string, agentId: string): Promise<repo.MessageRow> {
     const conversation = await this.get(userId, conversationId);
     const skill = await this.skills.get(userId, agentId).catch((error: unknown) => {
-      if (error instanceof ApiError && error.status === 404) throw errors.notFound('Agent not found: agentId must be one of your skills.');
+      if (error instanceof ApiError && error.status === 404) throw errors.referenceNotFound('agentId', 'Agent not found: agentId must be one of your skills.');
       throw error;
     });
     const existing = await repo.findGreeting(this.db, conversation.id, skill.id);
