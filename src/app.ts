@@ -169,10 +169,10 @@ function createServices(
   const projects = new ProjectService(db);
   const capabilities = new CapabilityService(db, audit, config.capabilities, Date.now, vectorAvailable);
   const warn = (message: string, meta: Record<string, unknown>) => logger.warn(message, meta);
-  const { dimensions } = config.embeddings;
+  const { dimensions, queryTimeoutMs } = config.embeddings;
   const embedder =
     config.embeddings.provider === 'http'
-      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model, dimensions })
+      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model, dimensions, queryTimeoutMs })
       : new HashingEmbedder(dimensions ?? undefined);
   const skills = new SkillService(db, projects);
   const webhooks = new WebhookService(db, secretBox, dispatcher);

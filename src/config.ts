@@ -73,6 +73,8 @@ export interface Config {
      * provider's first answer (the built-in hashing embedder uses 256).
      */
     dimensions: number | null;
+    /** How long a search waits for its query's embedding before answering from full-text retrieval alone. */
+    queryTimeoutMs: number;
     /** How often new or changed records are embedded. */
     indexIntervalMs: number;
     /** The longest wait between indexing attempts while embeddings fail (exponential backoff). */
@@ -416,6 +418,7 @@ export function loadConfig(env: Env = process.env): Config {
       apiKey: r.optional('EMBEDDINGS_API_KEY'),
       model: r.string('EMBEDDINGS_MODEL', 'text-embedding-3-small'),
       dimensions: r.raw('EMBEDDINGS_DIMENSIONS') === undefined ? null : r.int('EMBEDDINGS_DIMENSIONS', 256, 1, 16_000),
+      queryTimeoutMs: r.int('EMBEDDINGS_QUERY_TIMEOUT_MS', 5000, 100, 60_000),
       indexIntervalMs: r.int('KNOWLEDGE_INDEX_INTERVAL_MS', 2000, 100, 3_600_000),
       indexMaxBackoffMs: r.int('KNOWLEDGE_INDEX_MAX_BACKOFF_MS', 300_000, 100, 86_400_000),
     },

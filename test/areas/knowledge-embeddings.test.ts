@@ -17,6 +17,7 @@ const ctx = useHarnessWith(
     EMBEDDINGS_BASE_URL: server.baseUrl,
     EMBEDDINGS_MODEL: 'nomic-embed-text',
     EMBEDDINGS_DIMENSIONS: '256',
+    EMBEDDINGS_QUERY_TIMEOUT_MS: '300',
     KNOWLEDGE_INDEX_INTERVAL_MS: '3600000',
   }),
   'alice',
@@ -55,6 +56,15 @@ describe('knowledge search when the embeddings fail', () => {
     if (!vector()) return;
     expect(res.body.retrievalNote).toBe('Vector retrieval was skipped: The embeddings provider could not be reached.');
     expect(JSON.stringify(res.body)).not.toMatch(/127\.0\.0\.1/);
+  });
+
+  test('a provider that never answers: the search waits EMBEDDINGS_QUERY_TIMEOUT_MS, then answers from full-text retrieval', async () => {
+    server.catalogue.embeddingDimensions = 'hang';
+    const res = await search('revenue quarter');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ retrieval: 'lexical', results: [expect.objectContaining({ title: 'Review' })] });
+    if (!vector()) return;
+    expect(res.body.retrievalNote).toBe('Vector retrieval was skipped: The embeddings provider did not answer within 300 ms.');
   });
 
   test('the indexer backs off exponentially up to its cap while embeddings fail, and resets on success', async () => {

@@ -15,8 +15,11 @@ export type Behaviour =
 export interface FakeCatalogue {
   /** The ids `GET /v1/models` lists; null: it answers 404. */
   models: string[] | null;
-  /** The size of the vectors `POST /v1/embeddings` returns (whatever size was asked); null: the connection is dropped (a server that is down). */
-  embeddingDimensions: number | null;
+  /**
+   * The size of the vectors `POST /v1/embeddings` returns (whatever size was asked); null: the
+   * connection is dropped (a server that is down); `hang`: it never answers.
+   */
+  embeddingDimensions: number | null | 'hang';
 }
 
 export interface FakeModelServer {
@@ -63,6 +66,7 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
       if (req.url === '/v1/embeddings' && req.method === 'POST') {
         fake.embeddingRequests += 1;
         const { embeddingDimensions: size } = fake.catalogue;
+        if (size === 'hang') return;
         if (size === null) {
           req.socket.destroy();
           return;

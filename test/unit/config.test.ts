@@ -66,7 +66,7 @@ describe('configuration', () => {
   });
 
   test('embeddings: the size is optional (learned) or a whole number; the indexer backoff has a cap', () => {
-    expect(loadConfig({}).embeddings).toMatchObject({ dimensions: null, indexMaxBackoffMs: 300_000 });
+    expect(loadConfig({}).embeddings).toMatchObject({ dimensions: null, queryTimeoutMs: 5000, indexMaxBackoffMs: 300_000 });
     expect(loadConfig({ EMBEDDINGS_DIMENSIONS: '768' }).embeddings.dimensions).toBe(768);
     expect(problems({ EMBEDDINGS_DIMENSIONS: 'big' })).toEqual([expect.stringContaining('EMBEDDINGS_DIMENSIONS')]);
     expect(problems({ KNOWLEDGE_INDEX_MAX_BACKOFF_MS: '5' })).toEqual([expect.stringContaining('KNOWLEDGE_INDEX_MAX_BACKOFF_MS')]);

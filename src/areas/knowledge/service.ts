@@ -62,9 +62,9 @@ export class KnowledgeService {
   }
 
   /** Embeds through the provider, recording its health; a failure is logged when it starts or changes, at warn, once. */
-  private async embed(texts: string[]): Promise<number[][]> {
+  private async embed(texts: string[], purpose: 'query' | 'index'): Promise<number[][]> {
     try {
-      const vectors = await this.embedder.embed(texts);
+      const vectors = await this.embedder.embed(texts, purpose);
       if (this.healthState.state === 'failing') this.log('info', 'embeddings recovered', { model: this.embedder.name });
       Object.assign(this.healthState, { state: 'ok', lastError: null, consecutiveFailures: 0 });
       return vectors;
@@ -98,7 +98,7 @@ export class KnowledgeService {
     if (!(await this.vectorEnabled())) return lexicalOnly();
     let vector: number[];
     try {
-      [vector] = (await this.embed([request.query])) as [number[]];
+      [vector] = (await this.embed([request.query], 'query')) as [number[]];
     } catch (error) {
       // Embeddings never fail a search: it answers from full-text retrieval and says why.
       const reason = error instanceof EmbeddingsFailure ? error.message : 'The embeddings failed.';
@@ -134,7 +134,7 @@ export class KnowledgeService {
     for (let batch = 0; batch < maxBatches; batch += 1) {
       const pending = await repo.pendingSources(this.db, this.embedder.name, INDEX_BATCH);
       if (pending.length === 0) return total;
-      const vectors = await this.embed(pending.map((p) => p.text));
+      const vectors = await this.embed(pending.map((p) => p.text), 'index');
       await repo.upsertEmbeddings(this.db, this.embedder.name, pending.map((p, i) => ({ ...p, vector: toVectorLiteral(vectors[i] as number[]) })));
       total += pending.length;
     }

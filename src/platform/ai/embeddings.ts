@@ -10,7 +10,8 @@ export interface Embedder {
    * vector, so that a change of model re-embeds the records and never compares unlike vectors.
    */
   readonly name: string;
-  embed(texts: string[]): Promise<number[][]>;
+  /** `query`: a search waits for it, so it is given less time than the background indexer's batches. */
+  embed(texts: string[], purpose?: 'query' | 'index'): Promise<number[][]>;
 }
 
 /** Embeddings failed (see ProviderFailure); the message names both sizes when they differ. */
@@ -59,24 +60,30 @@ export class HttpEmbedder implements Embedder {
   readonly name: string;
   private learned: number | null = null;
 
-  constructor(private readonly settings: { baseUrl: string; apiKey: string | null; model: string; dimensions?: number | null; timeoutMs?: number }) {
+  constructor(
+    private readonly settings: { baseUrl: string; apiKey: string | null; model: string; dimensions?: number | null; timeoutMs?: number; queryTimeoutMs?: number },
+  ) {
     this.name = `http:${settings.model}${settings.dimensions ? `#${settings.dimensions}` : ''}`;
   }
 
-  async embed(texts: string[]): Promise<number[][]> {
+  async embed(texts: string[], purpose: 'query' | 'index' = 'index'): Promise<number[][]> {
     const { baseUrl, apiKey, model, dimensions } = this.settings;
+    const timeoutMs = purpose === 'query' ? (this.settings.queryTimeoutMs ?? 5000) : (this.settings.timeoutMs ?? 30_000);
+    const signal = AbortSignal.timeout(timeoutMs);
     let response: Response;
+    let text: string;
     try {
       response = await fetch(`${baseUrl.replace(/\/$/, '')}/embeddings`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
         body: JSON.stringify({ model, input: texts, ...(dimensions ? { dimensions } : {}) }),
-        signal: AbortSignal.timeout(this.settings.timeoutMs ?? 30_000),
+        signal,
       });
+      text = await response.text();
     } catch (error) {
+      if (signal.aborted) throw new EmbeddingsFailure(`The embeddings provider did not answer within ${timeoutMs} ms.`, errorDetail(error));
       throw new EmbeddingsFailure('The embeddings provider could not be reached.', errorDetail(error));
     }
-    const text = await response.text();
     if (!response.ok) {
       throw new EmbeddingsFailure(describeProviderError({ statusCode: response.status, responseBody: text }, 'embeddings provider'), text.slice(0, 500));
     }
