@@ -2462,11 +2462,16 @@ export interface components {
             /** @description Best first; ties are broken by kind and id, so the same data and query give the same order. */
             results: components["schemas"]["KnowledgeResult"][];
             /**
-             * @description `hybrid`: full-text and vector retrieval fused (reciprocal rank fusion over each one's best `2 × limit` candidates, at least 20); `lexical`: full-text only (vector search is switched off, or the database has no `vector` extension). Clients must tolerate new values.
+             * @description `hybrid`: full-text and vector retrieval fused (reciprocal rank fusion over each one's best `2 × limit` candidates, at least 20); `lexical`: full-text only (vector search is switched off, the database has no `vector` extension, or the embeddings failed: see `retrievalNote`). Embeddings never make a search fail. Clients must tolerate new values.
              * @example hybrid
              * @enum {string}
              */
             retrieval: "hybrid" | "lexical";
+            /**
+             * @description Present when vector retrieval was on but skipped for this search: why (the embeddings provider could not be reached, answered an error, or returned vectors of another size than expected). The results are full-text only (`retrieval: lexical`).
+             * @example Vector retrieval was skipped: The embeddings provider could not be reached.
+             */
+            retrievalNote?: string;
         };
         /**
          * @description An event kind a subscription can select. Clients must tolerate new values.

@@ -227,6 +227,7 @@ export interface IdempotencyKeys {
 export interface KnowledgeEmbeddings {
   created_at: Generated<Timestamp>;
   embedding: string;
+  embedding_model: Generated<string>;
   owner_user_id: string;
   source_id: string;
   source_kind: string;

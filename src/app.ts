@@ -42,7 +42,7 @@ import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { WebhookService } from './areas/webhooks/service';
 import { SecretBox } from './areas/webhooks/signing';
-import { type Config, hasIdentityProvider } from './config';
+import { ConfigError, type Config, hasIdentityProvider } from './config';
 import { resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
 import { serveDocs } from './http/docs';
@@ -57,8 +57,8 @@ import './http/types';
 import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
 import { IdempotencyStore } from './platform/idempotency';
-import { HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
-import { DevelopmentProvider, type ModelProvider, OpenAICompatibleProvider } from './platform/ai/models';
+import { EmbeddingsFailure, HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
+import { DevelopmentProvider, listProviderModels, type ModelPrice, type ModelProvider, ModelProviderFailure, OpenAICompatibleProvider } from './platform/ai/models';
 import { hasVectorExtension } from './platform/db/vector';
 import { accessLog, type Logger } from './platform/logger';
 import { Metrics } from './platform/metrics';
@@ -120,6 +120,32 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+/**
+ * The models to offer: MODEL_PROVIDER_MODELS, or the provider's own list (`GET {base}/models`,
+ * free of charge) when only a base URL is set. A list that cannot be read stops the start.
+ */
+async function resolveModels(config: Config, logger: Logger): Promise<ModelPrice[]> {
+  const { baseUrl, apiKey, models } = config.models;
+  if (!baseUrl) {
+    if (config.env === 'production') {
+      logger.warn('MODEL_PROVIDER=development: serving the built-in development model, which is NOT an AI (it quotes the user). Set MODEL_PROVIDER_BASE_URL for a real model.');
+    }
+    return [];
+  }
+  if (models.length > 0) return [...models];
+  try {
+    const ids = await listProviderModels({ baseUrl, apiKey });
+    logger.info('read the model provider\'s model list (MODEL_PROVIDER_MODELS is not set); the first is the default, all priced 0', { models: ids });
+    return ids.map((id) => ({ id, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 }));
+  } catch (error) {
+    const failure = error instanceof ModelProviderFailure ? error : new ModelProviderFailure(String(error));
+    throw new ConfigError([
+      `MODEL_PROVIDER_MODELS is not set and the model list of MODEL_PROVIDER_BASE_URL (GET ${baseUrl.replace(/\/$/, '')}/models) could not be read: ${failure.message} (${failure.detail}). ` +
+        'Set MODEL_PROVIDER_MODELS to the model ids it offers, the default first.',
+    ]);
+  }
+}
+
 /** S3 when a bucket is configured, otherwise a directory under DATA_DIR. */
 export function openObjectStore(config: Config): ObjectStore {
   if (!config.storage.s3) return new LocalObjectStore(path.join(config.dataDir, 'objects'));
@@ -144,16 +170,18 @@ function createServices(
   vectorAvailable: boolean,
   dispatcher: WebhookDispatcher,
   secretBox: SecretBox,
+  modelList: readonly ModelPrice[],
 ): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
   const capabilities = new CapabilityService(db, audit, config.capabilities, Date.now, vectorAvailable);
   const warn = (message: string, meta: Record<string, unknown>) => logger.warn(message, meta);
+  const { dimensions, queryTimeoutMs } = config.embeddings;
   const embedder =
     config.embeddings.provider === 'http'
-      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model })
-      : new HashingEmbedder();
+      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model, dimensions, queryTimeoutMs })
+      : new HashingEmbedder(dimensions ?? undefined);
   const skills = new SkillService(db, projects);
   const webhooks = new WebhookService(db, secretBox, dispatcher);
   const billing = new BillingService(db, capabilities, config.billing);
@@ -166,11 +194,11 @@ function createServices(
     stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
   }
   const models: ModelProvider = config.models.baseUrl
-    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: config.models.models })
+    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
     : new DevelopmentProvider();
   const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs });
   return {
-    knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable),
+    knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable, (level, message, meta) => logger.log(level, message, meta)),
     files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing, chat),
     outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
     audit,
@@ -267,9 +295,17 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const secretBox = new SecretBox(config.webhooks.secretsKey ?? cookieSecret);
     const metrics = createMetrics(db);
     const dispatcher = createDispatcher(config, db, secretBox, logger, metrics);
-    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secretBox);
-    const indexer = new KnowledgeIndexer(services.knowledge, config.embeddings.indexIntervalMs, (error) =>
-      logger.error('knowledge indexing failed', { error: (error as Error).message }),
+    const modelList = await resolveModels(config, logger);
+    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secretBox, modelList);
+    const indexer = new KnowledgeIndexer(
+      services.knowledge,
+      config.embeddings.indexIntervalMs,
+      (error, retryInMs, failures) =>
+        // Embeddings failures are logged by the service when they start or change; other errors here.
+        error instanceof EmbeddingsFailure
+          ? logger.debug('knowledge indexing waits for the embeddings', { failures, retryInMs })
+          : logger.warn('knowledge indexing failed', { error: (error as Error).message, failures, retryInMs }),
+      config.embeddings.indexMaxBackoffMs,
     );
     const log = workerLog(logger);
     const runner = new AutomationRunner(db.db, services.automations, services.outputs, services.webhooks, services.capabilities, services.billing, config.automations, log, (status) =>
@@ -316,7 +352,9 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     app.get('/readyz', async (_req, res) => {
       const [database, storage] = await Promise.all([isReachable(db.db), store.isReachable()]);
       const ready = database && storage && !draining;
-      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, storage, draining } });
+      // Embeddings are reported, never a reason to be unready: search answers lexically without them.
+      const embeddings = services.knowledge.embeddingsHealth.state;
+      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, storage, draining, embeddings } });
     });
     app.get('/metrics', metrics.handler(config.metricsToken));
     serveDocs(app);

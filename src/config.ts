@@ -72,14 +72,31 @@ export interface Config {
     baseUrl: string | null;
     apiKey: string | null;
     model: string;
+    /**
+     * The vector size asked for and checked (EMBEDDINGS_DIMENSIONS); null: learned from the
+     * provider's first answer (the built-in hashing embedder uses 256).
+     */
+    dimensions: number | null;
+    /** How long a search waits for its query's embedding before answering from full-text retrieval alone. */
+    queryTimeoutMs: number;
     /** How often new or changed records are embedded. */
     indexIntervalMs: number;
+    /** The longest wait between indexing attempts while embeddings fail (exponential backoff). */
+    indexMaxBackoffMs: number;
   };
   models: {
+    /**
+     * `openai-compatible` with MODEL_PROVIDER_BASE_URL; `development`, the built-in deterministic
+     * model, only without one (production must choose it explicitly with MODEL_PROVIDER=development).
+     */
+    provider: 'openai-compatible' | 'development';
     /** An OpenAI-compatible API; null for the built-in development provider. */
     baseUrl: string | null;
     apiKey: string | null;
-    /** The models offered, the default first, with their prices in cents per million tokens. */
+    /**
+     * The models offered, the default first, with their prices in cents per million tokens; empty
+     * with a base URL: the provider's own list (`GET {base}/models`) is read at start-up.
+     */
     models: { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number }[];
     /** How long a reply may take. */
     timeoutMs: number;
@@ -312,6 +329,22 @@ function parsePlans(reader: Reader): Plan[] {
   return plans;
 }
 
+/**
+ * One MODEL_PROVIDER_MODELS entry: a model id, optionally followed by `:input:output` prices in
+ * cents per million tokens. Ids are opaque and may contain `:` and `/` (`llama3.1:8b`,
+ * `meta-llama/Llama-3.1-8B`): an entry has prices exactly when its last two `:`-separated parts
+ * are whole numbers, so `qwen2.5:7b` is an id, `gpt-4o-mini:15:60` an id with prices, and an id
+ * that itself ends in two numbers is written with its prices (`model:1:2:0:0`).
+ */
+export function parseModelEntry(r: { problems: string[] }, entry: string): { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number } {
+  const priced = /^(.+):(\d{1,9}):(\d{1,9})$/.exec(entry);
+  const id = priced ? (priced[1] as string) : entry;
+  if (id.length > 200 || /\s/.test(id) || /^:|:$/.test(id)) {
+    r.problems.push(`MODEL_PROVIDER_MODELS entries are model ids (which may contain : and /), optionally with prices: gpt-4o-mini:15:60 (got "${entry}")`);
+  }
+  return { id, inputCentsPerMillionTokens: Number(priced?.[2] ?? 0), outputCentsPerMillionTokens: Number(priced?.[3] ?? 0) };
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const r = new Reader(env);
   const nodeEnv = r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development');
@@ -394,20 +427,16 @@ export function loadConfig(env: Env = process.env): Config {
       baseUrl: r.url('EMBEDDINGS_BASE_URL', ['http:', 'https:']),
       apiKey: r.optional('EMBEDDINGS_API_KEY'),
       model: r.string('EMBEDDINGS_MODEL', 'text-embedding-3-small'),
+      dimensions: r.raw('EMBEDDINGS_DIMENSIONS') === undefined ? null : r.int('EMBEDDINGS_DIMENSIONS', 256, 1, 16_000),
+      queryTimeoutMs: r.int('EMBEDDINGS_QUERY_TIMEOUT_MS', 5000, 100, 60_000),
       indexIntervalMs: r.int('KNOWLEDGE_INDEX_INTERVAL_MS', 2000, 100, 3_600_000),
+      indexMaxBackoffMs: r.int('KNOWLEDGE_INDEX_MAX_BACKOFF_MS', 300_000, 100, 86_400_000),
     },
     models: {
       baseUrl: r.url('MODEL_PROVIDER_BASE_URL', ['http:', 'https:']),
       apiKey: r.optional('MODEL_PROVIDER_API_KEY'),
-      models: r.list('MODEL_PROVIDER_MODELS').map((entry) => {
-        const match = /^([^:\s]{1,200})(?::(\d+):(\d+))?$/.exec(entry);
-        if (!match) r.problems.push(`MODEL_PROVIDER_MODELS entries are model ids, optionally with prices: gpt-4o-mini:15:60 (got "${entry}")`);
-        return {
-          id: match?.[1] ?? entry,
-          inputCentsPerMillionTokens: Number(match?.[2] ?? 0),
-          outputCentsPerMillionTokens: Number(match?.[3] ?? 0),
-        };
-      }),
+      provider: r.oneOf('MODEL_PROVIDER', ['openai-compatible', 'development'] as const, r.raw('MODEL_PROVIDER_BASE_URL') ? 'openai-compatible' : 'development'),
+      models: r.list('MODEL_PROVIDER_MODELS').map((entry) => parseModelEntry(r, entry)),
       timeoutMs: r.int('CHAT_TIMEOUT_MS', 60_000, 100, 600_000),
       replyLeaseMs: r.int('CHAT_REPLY_LEASE_MS', 30_000, 300, 600_000),
       replyRecoveryIntervalMs: r.int('CHAT_REPLY_RECOVERY_INTERVAL_MS', 10_000, 10, 600_000),
@@ -453,15 +482,22 @@ export function loadConfig(env: Env = process.env): Config {
   if (config.embeddings.provider === 'http' && !config.embeddings.baseUrl) {
     r.problems.push('EMBEDDINGS_PROVIDER=http needs EMBEDDINGS_BASE_URL (an OpenAI-compatible API)');
   }
-  if (config.models.baseUrl && config.models.models.length === 0) {
-    r.problems.push('MODEL_PROVIDER_BASE_URL needs MODEL_PROVIDER_MODELS (the model ids it offers, the default first)');
-  }
   if (!config.models.baseUrl && config.models.models.length > 0) {
     r.problems.push('MODEL_PROVIDER_MODELS needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
   }
   if (config.storage.incomingMaxAgeMs < 60_000) r.problems.push('INCOMING_UPLOAD_MAX_AGE must be at least 1m (longer than any upload, e.g. 24h)');
   if (config.storage.incomingSweepIntervalMs < 1000 || config.storage.incomingSweepIntervalMs > 2 ** 31 - 1) {
     r.problems.push('INCOMING_UPLOAD_SWEEP_INTERVAL must be a duration from 1s to 24d');
+  }
+  if (config.env === 'production' && !config.models.baseUrl && r.raw('MODEL_PROVIDER') === undefined) {
+    r.problems.push(
+      'production needs a model provider: set MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API), or MODEL_PROVIDER=development to serve the built-in development model (not an AI)',
+    );
+  } else if (config.models.provider === 'openai-compatible' && !config.models.baseUrl) {
+    r.problems.push('MODEL_PROVIDER=openai-compatible needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
+  }
+  if (config.models.provider === 'development' && config.models.baseUrl) {
+    r.problems.push('MODEL_PROVIDER=development cannot be combined with MODEL_PROVIDER_BASE_URL');
   }
   if (!cron.validate(config.automations.tickCron)) {
     r.problems.push(`AUTOMATION_TICK_CRON must be a cron expression such as */10 * * * * * (got "${config.automations.tickCron}")`);

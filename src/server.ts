@@ -24,7 +24,17 @@ async function main(): Promise<void> {
       { dataDir: config.dataDir },
     );
   }
-  const runtime = await createRuntime(config, logger);
+  let runtime;
+  try {
+    runtime = await createRuntime(config, logger);
+  } catch (error) {
+    // A setting found unusable at start (e.g. a model list that cannot be read): said plainly.
+    if (error instanceof ConfigError) {
+      logger.error(error.message);
+      process.exit(1);
+    }
+    throw error;
+  }
   const server: Server = createHttpServer(runtime.app).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);

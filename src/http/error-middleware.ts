@@ -69,7 +69,10 @@ export function errorMiddleware(logger: Logger, bodyLimitBytes: number): ErrorRe
       return next(error);
     }
     const apiError = toApiError(error, bodyLimitBytes, req.authFailure) ?? errors.internal(req.requestId);
-    if (apiError.status >= 500) {
+    if (error instanceof ApiError && error.status >= 500) {
+      // An expected outcome (a provider failed, a dependency is down), reported where it happened.
+      logger.warn('request failed', { requestId: req.requestId, code: error.code, error: error.message });
+    } else if (apiError.status >= 500) {
       const e = error as Error & { errors?: unknown };
       logger.error('unhandled error', {
         requestId: req.requestId,

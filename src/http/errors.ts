@@ -74,8 +74,8 @@ export const errors = {
   unsupportedMediaType: (message: string) => new ApiError(415, 'unsupported_media_type', message),
   rangeNotSatisfiable: (size: number) =>
     new ApiError(416, 'range_not_satisfiable', 'The requested range is not satisfiable.', {}, { 'Content-Range': `bytes */${size}` }),
-  modelProviderError: (message: string, messageId: string) =>
-    new ApiError(502, 'model_provider_error', `The model provider failed: ${message}`, { messageId }),
+  /** `message` says what failed without any address (see describeProviderError). */
+  modelProviderError: (message: string, messageId: string) => new ApiError(502, 'model_provider_error', message, { messageId }),
   modelProviderTimeout: (timeoutMs: number, messageId: string) =>
     new ApiError(504, 'model_provider_timeout', `The model provider did not answer within ${timeoutMs} ms.`, { messageId }),
   databaseUnavailable: () =>

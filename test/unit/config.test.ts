@@ -28,19 +28,48 @@ describe('configuration', () => {
     expect(problems({ BILLING_PROVIDER: 'paypal' })).toEqual([expect.stringContaining('BILLING_PROVIDER')]);
   });
 
-  test('production refuses to start without an identity provider and a cookie secret', () => {
+  test('production refuses to start without an identity provider, a cookie secret and a model provider', () => {
     const found = problems({ NODE_ENV: 'production' });
-    expect(found).toEqual([expect.stringContaining('identity provider'), expect.stringContaining('COOKIE_SECRET')]);
-    expect(
-      problems({
-        NODE_ENV: 'production',
-        AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
-        AUTH_ISSUER: 'https://idp.example.com/',
-        AUTH_AUDIENCE: 'ai-workspace',
-        COOKIE_SECRET: 'x'.repeat(32),
-      }),
-    ).toEqual([]);
+    expect(found).toEqual([expect.stringContaining('MODEL_PROVIDER=development'), expect.stringContaining('identity provider'), expect.stringContaining('COOKIE_SECRET')]);
+    const production = {
+      NODE_ENV: 'production',
+      AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
+      AUTH_ISSUER: 'https://idp.example.com/',
+      AUTH_AUDIENCE: 'ai-workspace',
+      COOKIE_SECRET: 'x'.repeat(32),
+    };
+    expect(problems(production)).toEqual([expect.stringMatching(/^production needs a model provider: set MODEL_PROVIDER_BASE_URL/)]);
+    expect(problems({ ...production, MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([]);
+    // The development model only when asked for by name.
+    expect(problems({ ...production, MODEL_PROVIDER: 'development' })).toEqual([]);
+    expect(loadConfig({ ...production, MODEL_PROVIDER: 'development' }).models).toMatchObject({ provider: 'development', baseUrl: null });
+    expect(problems({ ...production, MODEL_PROVIDER: 'development', MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([expect.stringContaining('cannot be combined')]);
+    expect(problems({ MODEL_PROVIDER: 'openai-compatible' })).toEqual([expect.stringContaining('needs MODEL_PROVIDER_BASE_URL')]);
+    expect(loadConfig({}).models.provider).toBe('development');
     expect(problems({ AUTH_JWKS_URL: 'https://idp.example.com/jwks' })).toEqual([expect.stringContaining('AUTH_ISSUER')]);
+  });
+
+  test('model ids may contain ":" and "/"; prices are the last two parts only when both are whole numbers', () => {
+    const models = (list: string) => loadConfig({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: list }).models.models;
+    expect(models('gpt-4o-mini:15:60,llama3.1:8b,qwen2.5:7b-instruct,meta-llama/Llama-3.1-8B-Instruct,model:1:2:0:0,a:b:3')).toEqual([
+      { id: 'gpt-4o-mini', inputCentsPerMillionTokens: 15, outputCentsPerMillionTokens: 60 },
+      { id: 'llama3.1:8b', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { id: 'qwen2.5:7b-instruct', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { id: 'meta-llama/Llama-3.1-8B-Instruct', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { id: 'model:1:2', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { id: 'a:b:3', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+    ]);
+    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: ':15:60' })).toEqual([expect.stringContaining('MODEL_PROVIDER_MODELS')]);
+    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: 'x'.repeat(201) })).toEqual([expect.stringContaining('MODEL_PROVIDER_MODELS')]);
+    // A base URL alone is allowed: the provider's list is read at start.
+    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([]);
+  });
+
+  test('embeddings: the size is optional (learned) or a whole number; the indexer backoff has a cap', () => {
+    expect(loadConfig({}).embeddings).toMatchObject({ dimensions: null, queryTimeoutMs: 5000, indexMaxBackoffMs: 300_000 });
+    expect(loadConfig({ EMBEDDINGS_DIMENSIONS: '768' }).embeddings.dimensions).toBe(768);
+    expect(problems({ EMBEDDINGS_DIMENSIONS: 'big' })).toEqual([expect.stringContaining('EMBEDDINGS_DIMENSIONS')]);
+    expect(problems({ KNOWLEDGE_INDEX_MAX_BACKOFF_MS: '5' })).toEqual([expect.stringContaining('KNOWLEDGE_INDEX_MAX_BACKOFF_MS')]);
   });
 });
 
