@@ -45,6 +45,7 @@ import { SecretBox } from './areas/webhooks/signing';
 import { ConfigError, type Config, hasIdentityProvider } from './config';
 import { resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
+import { cors } from './http/cors';
 import { serveDocs } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
@@ -346,6 +347,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     app.set('etag', false);
     app.use(requestLog(accessLog(logger), metrics));
     app.use(securityHeaders({ crossOriginEmbedderPolicy: false }));
+    app.use(cors(config.auth.allowedOrigins, doc));
     app.get('/healthz', (_req, res) => {
       res.json({ status: 'ok' });
     });
