@@ -66,9 +66,10 @@ export function corsLists(doc: OpenAPIV3.DocumentV3): CorsLists {
  * CORS for browser clients on the origins in ALLOWED_ORIGINS, on the API, the session route and
  * the document. A preflight from an allowed origin is answered here (before the validator, which
  * knows no OPTIONS) with 204 and the allowed methods and headers; one from any other origin gets
- * 403 without CORS headers, so the browser refuses the call. Every other answer to an allowed
- * origin, errors included, carries the origin, credentials (the cookie) and the headers a script
- * may read; answers to other origins carry no CORS header at all.
+ * 403 without CORS headers (under the Fetch standard the missing Access-Control-Allow-Origin alone
+ * makes the browser refuse the call; the 403 shows why in its developer tools). Every other answer
+ * to an allowed origin, errors included, carries the origin, credentials (the cookie) and the
+ * headers a script may read; answers to other origins carry no CORS header at all.
  */
 export function cors(allowedOrigins: readonly string[], doc: OpenAPIV3.DocumentV3): RequestHandler {
   const allowed = new Set(allowedOrigins);
