@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import { createRuntime } from './app';
 import { ConfigError, hasIdentityProvider, loadConfig } from './config';
 import { createHttpServer } from './http/server';
@@ -25,7 +25,7 @@ async function main(): Promise<void> {
     );
   }
   const runtime = await createRuntime(config, logger);
-  const server: Server = createHttpServer(runtime.app).listen(config.port, config.host);
+  const server: Server = createHttpServer(runtime.app, config.http).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);
@@ -38,11 +38,30 @@ async function main(): Promise<void> {
   });
 
   let stopping = false;
+  let endDrain: (() => void) | undefined;
   const shutdown = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal ends the drain period early.
+      endDrain?.();
+      return;
+    }
     stopping = true;
-    logger.info('shutting down', { signal });
+    logger.info('shutting down', { signal, drainMs: config.shutdownDrainMs });
     runtime.drain();
+    // Keep serving for the drain period while /readyz answers 503, so that a load balancer moves
+    // traffic away before the listener closes; answers say `Connection: close` meanwhile.
+    if (config.shutdownDrainMs > 0) {
+      server.prependListener('request', (_req, res: ServerResponse) => {
+        res.shouldKeepAlive = false;
+      });
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, config.shutdownDrainMs);
+        endDrain = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
     const force = setTimeout(() => {
       logger.error('shutdown timed out; exiting');
       // Best effort: the replies still streaming are failed `interrupted` here (within 2 s);
