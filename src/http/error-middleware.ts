@@ -3,6 +3,7 @@ import { isConnectionFailure, PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
 import { StorageUnavailableError } from '../platform/storage';
 import { ApiError, AUTHENTICATION_REQUIRED, type ErrorDetail, errors } from './errors';
+import { bodyPending } from './server';
 
 interface LibraryError {
   status?: number;
@@ -79,7 +80,7 @@ export function errorMiddleware(logger: Logger, bodyLimitBytes: number): ErrorRe
       });
     }
     // A body not (fully) received is not waited for or drained: the connection closes after the answer.
-    if (!req.complete) res.set('Connection', 'close');
+    if (bodyPending(req)) res.set('Connection', 'close');
     res.status(apiError.status).set(apiError.headers).json(apiError.body());
   };
 }

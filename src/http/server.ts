@@ -83,6 +83,15 @@ function constructors(app: Express): Pick<http.ServerOptions, 'IncomingMessage' 
   };
 }
 
+/**
+ * Whether the request has a body (RFC 9112: Content-Length or Transfer-Encoding) not yet fully
+ * received. (`complete` alone is false for every request while Node emits it, body or not.)
+ */
+export function bodyPending(req: http.IncomingMessage): boolean {
+  const { 'content-length': length, 'transfer-encoding': encoding } = req.headers;
+  return (encoding !== undefined || (length !== undefined && length !== '0')) && !req.complete;
+}
+
 /** An error answer written straight to a connection that has no usable request (Node's `clientError`). */
 function rawAnswer(error: ApiError): string {
   const body = JSON.stringify(error.body());
@@ -128,7 +137,7 @@ function answerClientError(error: Error & { code?: string; reason?: string }, so
  * byte count is read only when the credit would run out: no listener on the body.
  */
 function limitBodyRate(req: http.IncomingMessage, res: http.ServerResponse, limits: HttpLimits): void {
-  if (req.complete) return;
+  if (!bodyPending(req)) return;
   const socket = req.socket;
   let counted = socket.bytesRead;
   let deadline = performance.now() + limits.bodyTimeoutMs;

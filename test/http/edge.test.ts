@@ -161,6 +161,8 @@ describe('the error surface', () => {
     expect(res.status).toBe(404);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
     expect(res.body).toEqual({ error: expect.any(String), code: 'not_found' });
+    // A request without a body keeps its connection.
+    expect((await fetch(`${ctx.h.baseUrl}/no-such-page`)).headers.get('connection')).toBe('keep-alive');
     for (const path of ['/healthz', '/readyz', '/openapi.json', '/openapi.yaml', '/docs']) expect((await ctx.h.http().get(path)).status).toBe(200);
     expect((await ctx.h.http().post('/auth/session').set(ctx.alice.auth)).status).toBe(200);
   });
