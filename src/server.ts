@@ -46,16 +46,18 @@ async function main(): Promise<void> {
       return;
     }
     stopping = true;
-    logger.info('shutting down', { signal, drainMs: config.shutdownDrainMs });
+    // SIGTERM is an orchestrator's stop: keep serving for the drain period while /readyz answers
+    // 503, so that a load balancer moves traffic away before the listener closes (answers say
+    // `Connection: close` meanwhile). SIGINT (Ctrl-C) or a second signal stops without it.
+    const drainMs = signal === 'SIGTERM' ? config.shutdownDrainMs : 0;
+    logger.info('shutting down', { signal, drainMs });
     runtime.drain();
-    // Keep serving for the drain period while /readyz answers 503, so that a load balancer moves
-    // traffic away before the listener closes; answers say `Connection: close` meanwhile.
-    if (config.shutdownDrainMs > 0) {
+    if (drainMs > 0) {
       server.prependListener('request', (_req, res: ServerResponse) => {
         res.shouldKeepAlive = false;
       });
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, config.shutdownDrainMs);
+        const timer = setTimeout(resolve, drainMs);
         endDrain = () => {
           clearTimeout(timer);
           resolve();
