@@ -41,12 +41,13 @@ export const AUTH_REALM = 'ai-workspace-service';
 
 /**
  * The `WWW-Authenticate` challenge of every 401 (RFC 6750): with `error="invalid_token"` and the
- * reason when a bearer token was presented and refused. Descriptions are the service's own
- * constant sentences (no quote or backslash to escape).
+ * reason when a bearer token was presented and refused. The RFC allows no quote, backslash or
+ * character outside printable ASCII in a description (not even escaped): any is left out.
  */
 function bearerChallenge(invalidTokenDescription?: string): string {
   const realm = `Bearer realm="${AUTH_REALM}"`;
-  return invalidTokenDescription ? `${realm}, error="invalid_token", error_description="${invalidTokenDescription}"` : realm;
+  if (!invalidTokenDescription) return realm;
+  return `${realm}, error="invalid_token", error_description="${invalidTokenDescription.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, '')}"`;
 }
 
 export const errors = {

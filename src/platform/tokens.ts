@@ -86,8 +86,8 @@ function describe(error: unknown): string {
     if (error.claim === 'iss') return 'The access token was not issued by the identity provider this service trusts.';
     if (error.claim === 'aud') return 'The access token is not meant for this service (audience).';
     if (error.claim === 'nbf' || error.claim === 'iat') return 'The access token is not valid yet.';
-    if (error.reason === 'missing') return `The access token has no "${error.claim}" claim.`;
-    return `The access token's "${error.claim}" claim is not valid.`;
+    if (error.reason === 'missing') return `The access token has no ${error.claim} claim.`;
+    return `The access token's ${error.claim} claim is not valid.`;
   }
   if (error instanceof joseErrors.JWSSignatureVerificationFailed || error instanceof joseErrors.JWKSNoMatchingKey) {
     return "The access token's signature is not valid.";

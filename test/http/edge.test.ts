@@ -67,15 +67,11 @@ function exchange(head: string | Buffer, trickle = false): Promise<RawAnswer> {
   });
 }
 
-const sign = (key: CryptoKey, claims: { sub: string; exp?: number }) =>
-  new SignJWT({})
-    .setProtectedHeader({ alg: 'ES256' })
-    .setSubject(claims.sub)
-    .setIssuer(DEV_ISSUER)
-    .setAudience(DEV_AUDIENCE)
-    .setIssuedAt()
-    .setExpirationTime(claims.exp ?? '1h')
-    .sign(key);
+const sign = (key: CryptoKey, claims: { sub?: string; exp?: number; aud?: string }) => {
+  const jwt = new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setIssuer(DEV_ISSUER).setAudience(claims.aud ?? DEV_AUDIENCE).setIssuedAt();
+  if (claims.sub !== undefined) jwt.setSubject(claims.sub);
+  return jwt.setExpirationTime(claims.exp ?? '1h').sign(key);
+};
 
 const challenge = 'Bearer realm="ai-workspace-service"';
 
@@ -136,6 +132,8 @@ describe('the error surface', () => {
       [await sign(devKey, { sub: 'alice', exp: Math.floor(Date.now() / 1000) - 600 }), 'The access token expired.', '198.51.100.11'],
       [await sign(forger.privateKey, { sub: 'alice' }), "The access token's signature is not valid.", '198.51.100.12'],
       ['not.a.jwt', 'The access token is malformed.', '198.51.100.13'],
+      [await sign(devKey, { sub: 'alice', aud: 'another-api' }), 'The access token is not meant for this service (audience).', '198.51.100.14'],
+      [await sign(devKey, {}), 'The access token has no sub claim.', '198.51.100.15'],
     ];
     for (const [token, description, address] of cases) {
       const res = await ctx.h.http().get('/api/v1/notes').set({ Authorization: `Bearer ${token}`, 'X-Forwarded-For': address });
