@@ -3755,9 +3755,10 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `unauthenticated`: credentials are missing, expired, malformed or not valid. */
+        /** @description `unauthenticated`: credentials are missing, expired, malformed or not valid. The `error` says which, and how to authenticate when nothing was sent. */
         Unauthenticated: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
                 [name: string]: unknown;
             };
             content: {
@@ -4185,6 +4186,11 @@ export interface components {
         XContentTypeOptions: "nosniff";
         /** @description Always `bytes`. */
         AcceptRanges: "bytes";
+        /**
+         * @description The RFC 6750 challenge, on every `401`: `Bearer realm="ai-workspace-service"`, followed, when a bearer token was sent and refused, by `error="invalid_token"` and an `error_description` saying why (expired, signature, issuer, audience, malformed, subject), the same sentence as the body's `error`.
+         * @example Bearer realm="ai-workspace-service", error="invalid_token", error_description="The access token expired."
+         */
+        WWWAuthenticate: string;
     };
     pathItems: never;
 }
