@@ -7,6 +7,7 @@ import type { IdempotencyStore } from '../platform/idempotency';
 import { projectRoot } from '../platform/paths';
 import { authenticate } from './auth';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
+import { refuseUnstorableText } from './text-guard';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
@@ -78,7 +79,8 @@ function findStep(chain: Middleware[], name: string): number {
  * - response validation wraps every answer of the operation, including the errors of the steps
  *   after it;
  * - authentication is ours (`authenticate`, the document's security schemes and handlers), and
- *   `afterSecurity` runs between it and request validation.
+ *   `afterSecurity` runs between it and request validation;
+ * - text the database cannot store (NUL, lone surrogates) is refused right before validation.
  */
 async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOptions): Promise<Middleware[]> {
   // The document's server is `{base_url}` and its paths are absolute: validate paths as they are.
@@ -138,6 +140,7 @@ async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOpti
   if (options.validateResponses) steps.push(chain[findStep(chain, 'responseMiddleware')] as Middleware);
   steps.push(authenticate(apiSpec.security, options.securityHandlers) as Middleware);
   steps.push(...(options.afterSecurity as Middleware[]));
+  steps.push(refuseUnstorableText);
   steps.push(chain[findStep(chain, 'requestMiddleware')] as Middleware);
   return steps;
 }
