@@ -104,6 +104,13 @@ describe('lone UTF-16 surrogates are refused; other control characters are text'
     await expectRefused(() => h.http().post('/api/v1/projects').set(alice.auth).set('content-type', 'application/json').send(low), '/body/name', refusedSurrogate);
   });
 
+  test('in a URL, the bytes a lone surrogate would have are not UTF-8: refused in the path, U+FFFD in the query', async () => {
+    const path = await h.http().get('/api/v1/files/%ED%A0%80/content').set(alice.auth);
+    expect({ status: path.status, code: path.body.code }).toEqual({ status: 400, code: 'invalid_request' });
+    const query = await h.http().get('/api/v1/admin/audit?actorUserId=%ED%A0%80').set(admin.auth);
+    expect(query.status).toBe(200);
+  });
+
   test('a pair, other control characters and non-BMP text are kept as they are', async () => {
     const title = `tab\there\u0001\u001f\u007f \ud83d\ude00 é`;
     const res = await h.http().post('/api/v1/notes').set(alice.auth).send({ title, content: 'line\r\nbreak' }).expect(200);
