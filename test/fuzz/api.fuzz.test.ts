@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import fc from 'fast-check';
 import { sql } from 'kysely';
-import { type TestUser, useHarness } from '../helpers/harness';
+import { type TestUser, useHarnessWith, userNamed } from '../helpers/harness';
 import { AWKWARD_CHARACTERS, encodeUriText, holdsUnstorableText, outOfBoundsFor, queryString, resolver, type Schema, valueFor, wrongTypeFor } from './schema-arbitrary';
 
 /**
@@ -27,6 +28,8 @@ interface Operation {
   parameters: Parameter[];
   jsonBody: Schema | null;
   rawBody: boolean;
+  /** Sent by an administrator (the operation requires a role), else by a plain user. */
+  asAdmin: boolean;
 }
 interface Request {
   op: Operation;
@@ -46,7 +49,11 @@ const operations: Operation[] = Object.entries(doc.paths as Record<string, Recor
   (['get', 'post', 'put', 'patch', 'delete'] as const)
     .filter((method) => item[method])
     .map((method) => {
-      const operation = item[method] as { parameters?: Parameter[]; requestBody?: { content: Record<string, { schema: Schema }> } };
+      const operation = item[method] as {
+        parameters?: Parameter[];
+        requestBody?: { content: Record<string, { schema: Schema }> };
+        'x-required-roles'?: string[];
+      };
       const content = operation.requestBody?.content ?? {};
       return {
         method,
@@ -54,6 +61,8 @@ const operations: Operation[] = Object.entries(doc.paths as Record<string, Recor
         parameters: (operation.parameters ?? []).map(resolveParameter).filter((x) => x.in === 'query' || x.in === 'path'),
         jsonBody: content['application/json']?.schema ?? null,
         rawBody: operation.requestBody !== undefined && !content['application/json'],
+        // Turning capabilities off would hide the operations they gate for the rest of the run.
+        asAdmin: operation['x-required-roles'] !== undefined && !(method === 'patch' && p === '/api/v1/admin/capabilities'),
       };
     }),
 );
@@ -123,7 +132,9 @@ function requestFor(op: Operation): fc.Arbitrary<Request> {
   return fc.oneof(...variants);
 }
 
-const ctx = useHarness('fuzzer');
+// Role-guarded operations are sent by an administrator, so that their parameters get past the role check.
+const ADMIN_ID = `fuzz-admin-${randomUUID()}`;
+const ctx = useHarnessWith(() => ({ BOOTSTRAP_ADMIN_USER_IDS: ADMIN_ID }), 'fuzzer');
 let fingerprintSql: string;
 
 /**
@@ -154,7 +165,7 @@ beforeAll(async () => {
 
 test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape, refused requests change nothing`, async () => {
   console.log(`fuzzing ${operations.length} operations with ${REQUESTS} requests, seed ${SEED} (replay: make fuzz N=${REQUESTS} SEED=${SEED})`);
-  const user: TestUser = ctx.fuzzer;
+  const admin: TestUser = await userNamed(ctx.h, ADMIN_ID);
   const counts: Record<string, number> = {};
   await fc.assert(
     fc.asyncProperty(fc.constantFrom(...operations).chain(requestFor), async (r) => {
@@ -163,7 +174,7 @@ test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape,
       // the query is decoded as U+FFFD) makes a request invalid whatever its kind.
       const invalid = r.kind !== 'valid' || holdsUnstorableText(r.body) || /%00/.test(`${r.url}?${query}`) || /%ED%[AB]/i.test(r.url);
       const before = invalid ? await fingerprint() : '';
-      let call = ctx.h.http()[r.op.method](query ? `${r.url}?${query}` : r.url).set(user.auth);
+      let call = ctx.h.http()[r.op.method](query ? `${r.url}?${query}` : r.url).set((r.op.asAdmin ? admin : ctx.fuzzer).auth);
       if (r.op.rawBody) call = call.set('content-type', 'application/octet-stream').send(Buffer.from('fuzz'));
       else if (r.contentType && r.body !== undefined) {
         call = call.set('content-type', r.contentType).send(typeof r.body === 'string' ? r.body : JSON.stringify(r.body));
