@@ -2647,24 +2647,147 @@ export interface components {
              */
             deleted: true;
         };
-        /** @description The body of every delivery (exactly these bytes are signed). `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. `data` depends on the type; clients must tolerate new properties. */
-        WebhookEvent: {
+        /** @description The body of every delivery (exactly these bytes are signed): `{ id, type, createdAt, data }`, where `type` says which of the shapes below `data` has. `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. Clients must tolerate new event types (a subscription receives only the kinds it selected) and new properties in `data`. */
+        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventTest"];
+        /**
+         * @description The event id (`msg_` and a UUIDv7), also sent as the `webhook-id` header.
+         * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
+         */
+        WebhookEventId: string;
+        /** @description Tokens and cost of the model call (cost in cents, fractional). */
+        WebhookEventUsage: {
+            /** @example 412 */
+            inputTokens: number;
+            /** @example 96 */
+            outputTokens: number;
+            /** @example 0.0508 */
+            costCents: number;
+        };
+        /** @description `chat.completed`: an assistant reply finished; `data` carries the reply. */
+        WebhookEventChatCompleted: {
+            id: components["schemas"]["WebhookEventId"];
             /**
-             * @description The event id (`msg_` and a UUIDv7).
-             * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
              */
-            id: string;
-            /** @example automation.finished */
-            type: string;
+            type: "chat.completed";
             createdAt: components["schemas"]["Timestamp"];
-            /**
-             * @example {
-             *       "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
-             *       "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81"
-             *     }
-             */
             data: {
-                [key: string]: unknown;
+                conversationId: components["schemas"]["Id"];
+                messageId: components["schemas"]["Id"];
+                /**
+                 * @description The model that answered.
+                 * @example development
+                 */
+                model: string;
+                /**
+                 * @description The reply's text (Markdown).
+                 * @example Here is a summary of the meeting.
+                 */
+                content: string;
+                usage: components["schemas"]["WebhookEventUsage"];
+            };
+        };
+        /** @description `chat.failed`: an assistant reply ended without an answer; the message keeps what was generated. */
+        WebhookEventChatFailed: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "chat.failed";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                conversationId: components["schemas"]["Id"];
+                messageId: components["schemas"]["Id"];
+                /** @example development */
+                model: string;
+                /**
+                 * @description Why: `model_provider_error`, `model_provider_timeout` or `cancelled` (the client closed the connection). Clients must tolerate new values.
+                 * @example model_provider_timeout
+                 */
+                errorCode: string;
+                /**
+                 * @description The reason, for people.
+                 * @example no answer within 60000 ms
+                 */
+                error: string;
+            };
+        };
+        /** @description `automation.finished`: a run of an automation succeeded; `outputIds` name its outputs. */
+        WebhookEventAutomationFinished: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "automation.finished";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                automationId: components["schemas"]["Id"];
+                runId: components["schemas"]["Id"];
+                /**
+                 * @example schedule
+                 * @enum {string}
+                 */
+                trigger: "schedule" | "manual";
+                /**
+                 * Format: int64
+                 * @description The schedule's slot a scheduled run was for; `null` for a manual run.
+                 * @example 1763784000000
+                 */
+                scheduledFor: number | null;
+                /** @description The outputs the run generated (read them with the outputs operations). */
+                outputIds: components["schemas"]["Id"][];
+                usage: components["schemas"]["WebhookEventUsage"];
+            };
+        };
+        /** @description `automation.failed`: a run of an automation failed and will not be retried. */
+        WebhookEventAutomationFailed: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "automation.failed";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                automationId: components["schemas"]["Id"];
+                runId: components["schemas"]["Id"];
+                /**
+                 * @example manual
+                 * @enum {string}
+                 */
+                trigger: "schedule" | "manual";
+                /**
+                 * Format: int64
+                 * @description The schedule's slot a scheduled run was for; `null` for a manual run.
+                 * @example null
+                 */
+                scheduledFor: number | null;
+                /**
+                 * @description Why: `invalid_output`, `model_provider_error`, `model_provider_timeout`, `budget_exhausted` or `interrupted` (the instances running it stopped too often). Clients must tolerate new values.
+                 * @example model_provider_timeout
+                 */
+                errorCode: string;
+                /**
+                 * @description The reason, for people.
+                 * @example The model provider did not answer within 60000 ms.
+                 */
+                error: string;
+            };
+        };
+        /** @description `webhook.test`: sent only by the test operation, to check a receiver. */
+        WebhookEventTest: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "webhook.test";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                subscriptionId: components["schemas"]["Id"];
             };
         };
         WebhookAttempt: {
@@ -7597,7 +7720,17 @@ export interface operations {
                      *           "createdAt": 1763784000000,
                      *           "data": {
                      *             "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
-                     *             "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81"
+                     *             "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81",
+                     *             "trigger": "schedule",
+                     *             "scheduledFor": 1763784000000,
+                     *             "outputIds": [
+                     *               "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e82"
+                     *             ],
+                     *             "usage": {
+                     *               "inputTokens": 412,
+                     *               "outputTokens": 96,
+                     *               "costCents": 0.0508
+                     *             }
                      *           }
                      *         },
                      *         "attempts": []

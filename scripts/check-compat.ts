@@ -9,7 +9,8 @@
  *   - a narrowed type or enum: in a request, a changed type, fewer enum values, a new enum, a
  *     tighter length, size or range, a new pattern, `nullable` dropped; in a response, a changed
  *     type, new enum values (unless the published schema says clients must tolerate them) or
- *     `nullable` added, and new oneOf variants.
+ *     `nullable` added, and new oneOf variants (unless the published schema says clients must
+ *     tolerate new ones).
  * The rules read a bundled document (local `#/components/...` references only).
  */
 import { execFileSync } from 'node:child_process';
@@ -296,24 +297,27 @@ class Comparison {
     }
   }
 
-  /** oneOf/anyOf: each published request variant must still be accepted; a response may not gain variants. Returns true when handled. */
+  /** oneOf/anyOf: each published request variant must still be accepted; a response gains variants only where clients tolerate them. Returns true when handled. */
   private alternatives(where: string, dir: Direction, before: Schema, after: Schema, field: string): boolean {
     const olds = variants(this.older, before);
     const news = variants(this.newer, after);
     if (!olds && !news) return false;
     const oldMap = olds ?? new Map([['*', before]]);
     const newMap = news ?? new Map([['*', after]]);
-    const single = (map: Map<string, Schema>) => (map.size === 1 ? [...map.values()][0] : undefined);
+    // A schema that was (or becomes) one shape is compared with each variant of the other side.
+    const single = (list: Map<string, Schema> | null, one: Schema) => (list ? undefined : one);
     if (dir === 'request') {
       for (const [key, variant] of oldMap) {
-        const match = newMap.get(key) ?? single(newMap);
+        const match = newMap.get(key) ?? single(news, after);
         if (!match) this.report(`${where} ${field}`, `request variant ${key} removed`);
         else this.schema(where, dir, variant, match, field);
       }
     } else {
       for (const [key, variant] of newMap) {
-        const match = oldMap.get(key) ?? single(oldMap);
-        if (!match) this.report(`${where} ${field}`, `response variant ${key} added`);
+        const match = oldMap.get(key) ?? single(olds, before);
+        if (!match) {
+          if (!/tolerate new/i.test(before.description ?? '')) this.report(`${where} ${field}`, `response variant ${key} added`);
+        }
         else this.schema(where, dir, match, variant, field);
       }
     }

@@ -153,6 +153,24 @@ describe('the compatibility check', () => {
     expect(changed(edit)).toContain(expected);
   });
 
+  test('allows a new variant of a response union only where the published union says clients tolerate new ones', () => {
+    const withUnion = (variants: string[], tolerant: boolean) => {
+      const d = published();
+      schemas(d).Event = {
+        ...(tolerant ? { description: 'Clients must tolerate new event types.' } : {}),
+        oneOf: variants.map((v) => ({ $ref: `#/components/schemas/Event${v}` })),
+        discriminator: { propertyName: 'type' },
+      };
+      for (const v of variants) schemas(d)[`Event${v}`] = { type: 'object', properties: { type: { type: 'string', enum: [v] } } };
+      schemas(d).Note!.properties!.event = { $ref: '#/components/schemas/Event' };
+      return d;
+    };
+    expect(breakingChanges(withUnion(['a'], true), withUnion(['a', 'b'], true))).toEqual([]);
+    expect(breakingChanges(withUnion(['a'], false), withUnion(['a', 'b'], false))).toContain(
+      'POST /api/v1/notes 200 application/json body.event: response variant type=b added',
+    );
+  });
+
   test('reports a request body that becomes required', () => {
     const old = published();
     notesPost(old).requestBody.required = false;
