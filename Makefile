@@ -7,22 +7,18 @@ NODE_MODULES := node_modules/.package-lock.json
 SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
 BUILD := dist/.built
 
-# How the service's Node runs (also `npm start`):
-# - a young generation of 8 MiB semi-spaces instead of V8's 16 keeps an idle instance near 110 MiB
-#   instead of 127, and costs no throughput now that requests leave little alive (README
-#   "Performance");
-# - no full collection while the old generation is under 64 MiB: a streamed upload or download
-#   holds up to ~30 MiB of socket buffers until a young collection frees them, which V8 counts
-#   against the old generation's room, and from the service's ~27 MB heap that set off a full
-#   collection every ~60 ms of a transfer (README "Performance"). Idle: 2-3 MiB more.
+# How the service's Node runs (also `npm start`; why, in docs/performance.md):
+# - 8 MiB young-generation semi-spaces instead of V8's 16: a smaller idle instance, same throughput;
+# - no full collection while the old generation is under 64 MiB: streamed transfers hold socket
+#   buffers that V8 counts against the old generation's room.
 SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64
 
 # The Node that runs the service, its tests, its scripts and the bench (and, in the bench, the
 # baselines): the machine's own (>= 20.19) unless another is named, e.g.
-# `make bench NODE=/opt/node-24/bin/node` (README "Performance" compares Node 20 and 24).
+# `make bench NODE=/opt/node-24/bin/node` (docs/performance.md).
 NODE ?= node
 
-.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck token admin migrate bench clean
+.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck token admin migrate pglite-dump quickstart bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -60,6 +56,14 @@ admin: $(BUILD)
 migrate: $(BUILD)
 	$(NODE) dist/scripts/migrate.js
 
+## Run the README's quick start on a free port and check what it prints (CI runs it).
+quickstart: $(NODE_MODULES)
+	scripts/check-quickstart.sh
+
+## Dump the embedded database as SQL for Postgres (docs/operations.md): make pglite-dump [VECTORS=false] > aiws.sql
+pglite-dump: $(BUILD)
+	@$(NODE) dist/scripts/pglite-dump.js
+
 ## Regenerate generated/ from openapi/ and the migrations.
 gen: $(NODE_MODULES)
 	npx tsx scripts/gen.ts
@@ -83,7 +87,7 @@ typecheck: $(NODE_MODULES)
 lint: lint-spec compat typecheck
 	npx eslint .
 
-## Measure the goals of #12 in one run (README "Performance"): servers on one core, wrk and the bench's clients on the other.
+## Measure the goals of #12 in one run (docs/performance.md): servers on one core, wrk and the bench's clients on the other.
 bench: $(BUILD)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	SERVICE_NODE_FLAGS="$(SERVICE_NODE_FLAGS)" $(NODE) --import tsx bench/run.ts

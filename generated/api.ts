@@ -248,7 +248,8 @@ export interface paths {
          * @description Creates a file (status `pending` until its bytes are uploaded through `upload-url`) or a
          *     folder (`kind: folder`, ready at once) owned by the caller. A file needs `mimeType` and
          *     `sizeBytes` (at most the deployment's upload limit); a folder takes neither. `projectId`
-         *     must be a project of the caller's and `parentId` a folder of the caller's (`404` otherwise).
+         *     must be a project of the caller's, `parentId` a folder of the caller's and `conversationId`
+         *     a conversation of the caller's (`404` otherwise, with `details` naming the field).
          *     A file whose size would take the caller's files beyond the plan's `storageBytes` entitlement is
          *     `402 quota_exceeded`.
          *     Accepts `Idempotency-Key` to make retries safe.
@@ -331,8 +332,8 @@ export interface paths {
          * @description Streams the bytes of a `ready` file to its owner or to a user it was shared with (`404` for
          *     anyone else, and for a file that is not ready), checked on every request. Also accepts the
          *     `contentUrl` token of the file's metadata instead of other credentials, until it expires and
-         *     only while its user may still read the file. Supports one `Range` (`206`) and
-         *     `If-None-Match` (`304`). Always `X-Content-Type-Options: nosniff`; active types (HTML,
+         *     only while its user may still read the file. Supports one `Range` (`206`) guarded by
+         *     `If-Range`, and `If-None-Match` (`304`). Always `X-Content-Type-Options: nosniff`; active types (HTML,
          *     SVG, XML) are sent as `attachment`.
          */
         get: operations["getFileContent"];
@@ -479,8 +480,8 @@ export interface paths {
         };
         /**
          * Read an output's content
-         * @description Streams the bytes of the caller's output (`404` for anyone else), with one `Range` (`206`),
-         *     `If-None-Match` (`304`), `X-Content-Type-Options: nosniff`, and active types (HTML, SVG,
+         * @description Streams the bytes of the caller's output (`404` for anyone else), with one `Range` (`206`)
+         *     guarded by `If-Range`, `If-None-Match` (`304`), `X-Content-Type-Options: nosniff`, and active types (HTML, SVG,
          *     XML) sent as `attachment`.
          */
         get: operations["getOutputContent"];
@@ -1254,7 +1255,7 @@ export interface components {
              * @enum {string}
              */
             code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "conflict" | "command_not_claimed" | "link_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "model_provider_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
-            /** @description With `invalid_request`, one entry per problem found in the request. */
+            /** @description With `invalid_request`, one entry per problem found in the request. With `not_found` for a body field that names another record (`projectId`, `parentId`, `conversationId`, `skillIds/0`, `agentId`…) that does not exist or is not the caller's, one entry whose `path` names that field (`/body/projectId`). */
             details?: components["schemas"]["ErrorDetail"][];
             /**
              * @description The request id (also in the `X-Request-Id` response header), for support.
@@ -1611,7 +1612,10 @@ export interface components {
             projectId?: components["schemas"]["Id"];
             /** @default user */
             source?: components["schemas"]["MemorySource"];
-            /** @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e30 */
+            /**
+             * @description Provenance only: the id of what created the item, as the client knows it (a conversation, an automation run, an id outside the service for `import`). It is stored as given and not checked, since it may name something deleted since or kept elsewhere.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e30
+             */
             sourceRef?: string;
         };
         /**
@@ -2104,7 +2108,7 @@ export interface components {
             /** @description A folder of the caller's. */
             parentId?: components["schemas"]["Id"];
             /**
-             * @description The conversation the file belongs to, if any.
+             * @description A conversation of the caller's the file belongs to, if any.
              * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e30
              */
             conversationId?: string;
@@ -3039,11 +3043,11 @@ export interface components {
              */
             model: string | null;
             /**
-             * @description Why a reply failed. Clients must tolerate new values.
+             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended. Clients must tolerate new values.
              * @example null
              * @enum {string|null}
              */
-            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | null;
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | null;
             /** @example null */
             errorMessage: string | null;
             /** @description Tokens and cost of a completed reply, or `null`. */
@@ -4365,7 +4369,7 @@ export interface components {
          */
         AuditResourceType: string;
         /**
-         * @description One byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer.
+         * @description A byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer (RFC 9110). A suffix longer than the content is the whole content; ranges that overlap or touch are merged, and ranges that stay apart get the whole content (`200`). Another unit, or an invalid range (such as `bytes=5-2`), is ignored (`200`); an empty content is always sent whole. Only on GET.
          * @example bytes=0-1023
          */
         Range: string;
@@ -4374,6 +4378,11 @@ export interface components {
          * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
          */
         IfNoneMatch: string;
+        /**
+         * @description Serve the `Range` only if the content is still this one: the current `ETag`, compared strongly (a weak tag `W/"…"` never matches). A date never matches (no `Last-Modified` is sent). When it does not match, the whole content is sent (`200`).
+         * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+         */
+        IfRange: string;
         /** @description The environment. */
         EnvironmentIdPath: components["schemas"]["Id"];
         /** @description The environment's credential (`aenv_…`), returned once at registration. The calls an environment makes (heartbeat, acknowledgement) carry it besides the owner's authentication; a wrong one is `403 invalid_environment_credential`. */
@@ -5725,10 +5734,15 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description One byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer.
+                 * @description A byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer (RFC 9110). A suffix longer than the content is the whole content; ranges that overlap or touch are merged, and ranges that stay apart get the whole content (`200`). Another unit, or an invalid range (such as `bytes=5-2`), is ignored (`200`); an empty content is always sent whole. Only on GET.
                  * @example bytes=0-1023
                  */
                 Range?: components["parameters"]["Range"];
+                /**
+                 * @description Serve the `Range` only if the content is still this one: the current `ETag`, compared strongly (a weak tag `W/"…"` never matches). A date never matches (no `Last-Modified` is sent). When it does not match, the whole content is sent (`200`).
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                 */
+                "If-Range"?: components["parameters"]["IfRange"];
                 /**
                  * @description The `ETag` of a copy the client has; `304` when it is still current.
                  * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -6126,10 +6140,15 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description One byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer.
+                 * @description A byte range, such as `bytes=0-1023` or `bytes=-500`, for a `206` partial answer (RFC 9110). A suffix longer than the content is the whole content; ranges that overlap or touch are merged, and ranges that stay apart get the whole content (`200`). Another unit, or an invalid range (such as `bytes=5-2`), is ignored (`200`); an empty content is always sent whole. Only on GET.
                  * @example bytes=0-1023
                  */
                 Range?: components["parameters"]["Range"];
+                /**
+                 * @description Serve the `Range` only if the content is still this one: the current `ETag`, compared strongly (a weak tag `W/"…"` never matches). A date never matches (no `Last-Modified` is sent). When it does not match, the whole content is sent (`200`).
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                 */
+                "If-Range"?: components["parameters"]["IfRange"];
                 /**
                  * @description The `ETag` of a copy the client has; `304` when it is still current.
                  * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

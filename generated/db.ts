@@ -270,6 +270,7 @@ export interface Messages {
   id: string;
   input_tokens: number | null;
   kind: string;
+  locked_until: Timestamp | null;
   model: string | null;
   output_tokens: number | null;
   owner_user_id: string;

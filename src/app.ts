@@ -35,6 +35,7 @@ import { automationHandlers } from './areas/automations/handlers';
 import { AutomationRunner, AutomationScheduler } from './areas/automations/runner';
 import { AutomationService } from './areas/automations/service';
 import { conversationHandlers } from './areas/conversations/handlers';
+import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
 import { modelHandlers } from './areas/models/handlers';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
@@ -65,6 +66,7 @@ import { memoryRateLimiter, type RateLimiter, SharedRateLimiter } from './platfo
 import { SignedUrls } from './platform/signed-urls';
 import type { ObjectStore } from './platform/storage';
 import { LocalObjectStore } from './platform/storage/local';
+import { PeriodicTask } from './platform/workers';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
 export interface Services {
@@ -106,6 +108,12 @@ export interface Runtime {
   scheduler: AutomationScheduler;
   /** Executes queued automation runs. */
   runner: AutomationRunner;
+  /** Renews the leases of the chat replies being generated here; fails those whose instance stopped. */
+  replies: ReplyRecovery;
+  /** Removes the partial objects of uploads that never ended. */
+  incomingSweep: PeriodicTask;
+  /** Fails as `interrupted` the replies this instance is still generating (a shutdown that cannot wait). */
+  interruptReplies(): Promise<number>;
   metrics: Metrics;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
@@ -160,9 +168,10 @@ function createServices(
   const models: ModelProvider = config.models.baseUrl
     ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: config.models.models })
     : new DevelopmentProvider();
+  const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs });
   return {
     knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable),
-    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing),
+    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing, chat),
     outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
     audit,
     principals: new PrincipalService(db, audit),
@@ -176,7 +185,7 @@ function createServices(
     memory: new MemoryService(db, projects),
     skills,
     webhooks,
-    chat: new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing),
+    chat,
     automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs, billing),
     agents: new AgentEnvironmentService(db, config.agents),
     models,
@@ -267,10 +276,21 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       metrics.runsFinished.inc({ status }),
     );
     const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => runner.wake());
+    const replies = new ReplyRecovery(services.chat, { leaseMs: config.models.replyLeaseMs, sweepIntervalMs: config.models.replyRecoveryIntervalMs }, log);
+    const incomingSweep = new PeriodicTask(
+      config.storage.incomingSweepIntervalMs,
+      async () => {
+        const removed = await store.sweepIncoming(config.storage.incomingMaxAgeMs);
+        if (removed > 0) logger.warn('removed partial objects of uploads that never ended', { objects: removed });
+      },
+      (error) => logger.error('sweeping partial uploads failed', { error: (error as Error).message }),
+    );
     indexer.start();
     dispatcher.start();
     runner.start();
     scheduler.start();
+    replies.start();
+    incomingSweep.start();
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
       config.bootstrapAdminUserIds,
@@ -334,10 +354,13 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       dispatcher,
       scheduler,
       runner,
+      replies,
+      incomingSweep,
+      interruptReplies: () => services.chat.interruptGenerating(),
       metrics,
       close: async () => {
         await scheduler.stop();
-        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop()]);
+        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), replies.stop(), incomingSweep.stop()]);
         store.close();
         await db.close();
       },

@@ -59,6 +59,10 @@ export interface Config {
     s3: { endpoint: string | null; bucket: string; region: string; accessKeyId: string | null; secretAccessKey: string | null; forcePathStyle: boolean } | null;
     maxUploadBytes: number;
     maxOutputBytes: number;
+    /** Partial objects of uploads that never ended are removed once this old. */
+    incomingMaxAgeMs: number;
+    /** How often each instance removes them (and once at start). */
+    incomingSweepIntervalMs: number;
   };
   /** Lifetime of the upload URLs and content URLs the service signs. */
   signedUrlTtlSeconds: number;
@@ -79,6 +83,10 @@ export interface Config {
     models: { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number }[];
     /** How long a reply may take. */
     timeoutMs: number;
+    /** How long a reply being generated is held by its instance without a renewal; then it is failed `interrupted`. */
+    replyLeaseMs: number;
+    /** How often each instance fails the replies whose instance stopped (and once at start). */
+    replyRecoveryIntervalMs: number;
   };
   automations: {
     /** How often each instance looks for due schedule slots (a six-field node-cron expression). */
@@ -376,6 +384,8 @@ export function loadConfig(env: Env = process.env): Config {
         : null,
       maxUploadBytes: parseSize(r, 'MAX_UPLOAD_BYTES', 5 * 1024 ** 3),
       maxOutputBytes: parseSize(r, 'MAX_OUTPUT_BYTES', 1024 ** 3),
+      incomingMaxAgeMs: duration(r, 'INCOMING_UPLOAD_MAX_AGE', '24h'),
+      incomingSweepIntervalMs: duration(r, 'INCOMING_UPLOAD_SWEEP_INTERVAL', '1h'),
     },
     signedUrlTtlSeconds: r.int('SIGNED_URL_TTL_SECONDS', 300, 10, 86_400),
     ingestMaxBytes: parseSize(r, 'INGEST_MAX_BYTES', 64 * 1024 * 1024),
@@ -399,6 +409,8 @@ export function loadConfig(env: Env = process.env): Config {
         };
       }),
       timeoutMs: r.int('CHAT_TIMEOUT_MS', 60_000, 100, 600_000),
+      replyLeaseMs: r.int('CHAT_REPLY_LEASE_MS', 30_000, 300, 600_000),
+      replyRecoveryIntervalMs: r.int('CHAT_REPLY_RECOVERY_INTERVAL_MS', 10_000, 10, 600_000),
     },
     automations: {
       tickCron: r.string('AUTOMATION_TICK_CRON', '*/10 * * * * *'),
@@ -446,6 +458,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (!config.models.baseUrl && config.models.models.length > 0) {
     r.problems.push('MODEL_PROVIDER_MODELS needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
+  }
+  if (config.storage.incomingMaxAgeMs < 60_000) r.problems.push('INCOMING_UPLOAD_MAX_AGE must be at least 1m (longer than any upload, e.g. 24h)');
+  if (config.storage.incomingSweepIntervalMs < 1000 || config.storage.incomingSweepIntervalMs > 2 ** 31 - 1) {
+    r.problems.push('INCOMING_UPLOAD_SWEEP_INTERVAL must be a duration from 1s to 24d');
   }
   if (!cron.validate(config.automations.tickCron)) {
     r.problems.push(`AUTOMATION_TICK_CRON must be a cron expression such as */10 * * * * * (got "${config.automations.tickCron}")`);

@@ -45,7 +45,10 @@ async function main(): Promise<void> {
     runtime.drain();
     const force = setTimeout(() => {
       logger.error('shutdown timed out; exiting');
-      process.exit(1);
+      // Best effort: the replies still streaming are failed `interrupted` here (within 2 s);
+      // otherwise another instance's sweep fails them once their lease ends.
+      const interrupted = runtime.interruptReplies().catch(() => 0);
+      void Promise.race([interrupted, new Promise((resolve) => setTimeout(resolve, 2000))]).finally(() => process.exit(1));
     }, config.shutdownTimeoutMs);
     force.unref();
     // Stop accepting connections, let in-flight requests finish, then close the database.

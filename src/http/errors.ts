@@ -55,6 +55,9 @@ export const errors = {
     new ApiError(403, 'path_outside_grant', "The command names paths outside the environment's filesystem grant.", { details }),
   commandNotClaimed: (status: string) => new ApiError(409, 'command_not_claimed', `The command is not claimed; it is ${status}.`, { status }),
   notFound: (message = 'Not found.') => new ApiError(404, 'not_found', message),
+  /** A body field names a record that does not exist or is not the caller's: `details` names the field. */
+  referenceNotFound: (field: string, message: string) =>
+    new ApiError(404, 'not_found', message, { details: [{ path: `/body/${field}`, message: 'names no record of yours' }] }),
   principalNotFound: (message: string) => new ApiError(404, 'principal_not_found', message),
   methodNotAllowed: (allow: string) =>
     new ApiError(405, 'method_not_allowed', 'This method is not allowed on this route.', {}, allow ? { Allow: allow } : {}),

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import { MAX_POSTING_CENTS } from '../../src/areas/budgets/service';
 import { type TestUser, useHarnessWith, userNamed } from '../helpers/harness';
 import { useFakeModelAndReceiver } from '../helpers/openai-server';
 import { eventually } from '../helpers/receiver';
@@ -147,6 +148,121 @@ describe('inbound Stripe events', () => {
     const res = await deliver(ctx.h, JSON.stringify(stripeEvent('customer.created', { id: 'cus_big', filler: big })));
     expect(res.status).toBe(413);
     expect(res.body.code).toBe('payload_too_large');
+  });
+});
+
+describe('Stripe events stamped in the same second, and malformed ones', () => {
+  const permutations = <T>(items: T[]): T[][] =>
+    items.length <= 1 ? [items] : items.flatMap((item, i) => permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]));
+
+  test('created (incomplete) and updated (active) of one second end active in either delivery order', async () => {
+    const t = Math.floor(Date.now() / 1000);
+    for (const order of [['created', 'updated'], ['updated', 'created']]) {
+      const user = await ctx.h.newUser(`same-second-${order[0]}`);
+      const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
+      const events = {
+        created: stripeEvent('customer.subscription.created', subscriptionObject({ ...base, status: 'incomplete' }), { created: t }),
+        updated: stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, status: 'active' }), { created: t, previous: { status: 'incomplete' } }),
+      };
+      const outcomes = [];
+      for (const name of order) outcomes.push((await deliver(ctx.h, JSON.stringify(events[name as keyof typeof events])).expect(200)).body.outcome);
+      expect(outcomes).toEqual(order[0] === 'created' ? ['applied', 'applied'] : ['applied', 'stale']);
+      expect(await subscription(user)).toMatchObject({ plan: 'pro', status: 'active', subscriptionId: base.id, entitlements: { monthlyBudgetCents: 500 } });
+    }
+  });
+
+  test('a whole lifecycle stamped in one second ends at its last status in every delivery order', async () => {
+    const t = Math.floor(Date.now() / 1000);
+    // incomplete → trialing → active → past_due, each update naming the status it left.
+    const steps: [string, string | null][] = [['incomplete', null], ['trialing', 'incomplete'], ['active', 'trialing'], ['past_due', 'active']];
+    for (const order of permutations(steps)) {
+      const user = await ctx.h.newUser('lifecycle');
+      const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
+      for (const [status, previous] of order) {
+        const object = subscriptionObject({ ...base, status });
+        const event =
+          previous === null
+            ? stripeEvent('customer.subscription.created', object, { created: t })
+            : stripeEvent('customer.subscription.updated', object, { created: t, previous: { status: previous } });
+        await deliver(ctx.h, JSON.stringify(event)).expect(200);
+      }
+      expect({ order: order.map(([status]) => status), status: (await subscription(user)).status }).toEqual({ order: order.map(([status]) => status), status: 'past_due' });
+    }
+    // A cancellation wins whenever it arrives, even stamped before the state it ends.
+    const user = await ctx.h.newUser('lifecycle-end');
+    const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
+    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject(base), { created: t }))).expect(200);
+    const ended = await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.deleted', subscriptionObject({ ...base, status: 'canceled' }), { created: t - 1 })));
+    expect(ended.body.outcome).toBe('applied');
+    expect(await subscription(user)).toMatchObject({ plan: 'free', status: 'canceled' });
+  });
+
+  test('the top-up cap is the admin adjustment bound of the document', async () => {
+    const document = (await ctx.h.http().get('/openapi.json').expect(200)).body;
+    const bound = document.components.schemas.BudgetAdjustRequest.properties.amountCents;
+    expect([bound.minimum, bound.maximum]).toEqual([-MAX_POSTING_CENTS, MAX_POSTING_CENTS]);
+    const user = await ctx.h.newUser('top-up-cap');
+    const payment = { id: `pi_${randomUUID()}`, object: 'payment_intent', amount_received: MAX_POSTING_CENTS, currency: 'usd', metadata: { kind: 'top_up', userId: user.userId } };
+    expect((await deliver(ctx.h, JSON.stringify(stripeEvent('payment_intent.succeeded', payment))).expect(200)).body.outcome).toBe('applied');
+    expect((await subscription(user)).usage.balanceCents).toBe(MAX_POSTING_CENTS);
+  });
+
+  test('signed but malformed events answer 400 invalid_request naming the field, and change nothing', async () => {
+    const user = await ctx.h.newUser('malformed');
+    const state = async () =>
+      `${await snapshot()}|${await count('ledger_entries')}|${(await sql<{ n: string }>`select count(*) as n from billing_customers`.execute(db())).rows[0]!.n}`;
+    const sub = (fields: Partial<Parameters<typeof subscriptionObject>[0]> = {}) =>
+      subscriptionObject({ id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId, ...fields });
+    const topUp = (amount: unknown, fields: Record<string, unknown> = {}) =>
+      stripeEvent('payment_intent.succeeded', { id: `pi_${randomUUID()}`, object: 'payment_intent', amount_received: amount, currency: 'usd', metadata: { kind: 'top_up', userId: user.userId }, ...fields });
+    const created = stripeEvent('customer.subscription.created', sub());
+    const forms: [string, unknown, string][] = [
+      ['empty object', {}, '/id'],
+      ['array', [], '/'],
+      ['null', null, '/'],
+      ['string', 'abc', '/'],
+      ['created "abc"', { ...created, created: 'abc' }, '/created'],
+      ['created 1e20', { ...created, created: 1e20 }, '/created'],
+      ['created 1.5', { ...created, created: 1.5 }, '/created'],
+      ['no data.object', { ...created, data: { object: [] } }, '/data/object'],
+      ['NUL in the event id', { ...created, id: 'evt_\u0000x' }, '/id'],
+      ['lone surrogate in the event id', { ...created, id: 'evt_\ud800x' }, '/id'],
+      ['NUL in the type', { ...created, type: 'customer.\u0000' }, '/type'],
+      ['an event id of 300 characters', { ...created, id: `evt_${'x'.repeat(296)}` }, '/id'],
+      ['NUL in the subscription id', stripeEvent('customer.subscription.updated', sub({ id: 'sub_\u0000' })), '/data/object/id'],
+      ['lone surrogate in the customer', stripeEvent('customer.subscription.created', sub({ customer: 'cus_\udc00' })), '/data/object/customer'],
+      ['NUL in metadata.userId', stripeEvent('customer.subscription.created', sub({ userId: `${user.userId}\u0000` })), '/data/object/metadata/userId'],
+      ['NUL in the price id', stripeEvent('customer.subscription.created', sub({ priceId: 'price_\u0000' })), '/data/object/items/data/0/price/id'],
+      ['NUL in the status', stripeEvent('customer.subscription.created', sub({ status: 'active\u0000' })), '/data/object/status'],
+      ['period end "abc"', stripeEvent('customer.subscription.created', { ...sub(), current_period_end: 'abc' }), '/data/object/current_period_end'],
+      ['period start 1e20', stripeEvent('customer.subscription.created', sub({ start: 1e20 })), '/data/object/items/data/0/current_period_start'],
+      ['NUL in the checkout customer', stripeEvent('checkout.session.completed', { id: 'cs_1', customer: 'cus_\u0000', client_reference_id: user.userId }), '/data/object/customer'],
+      ['NUL in client_reference_id', stripeEvent('checkout.session.completed', { id: 'cs_1', customer: `cus_${randomUUID()}`, client_reference_id: '\u0000' }), '/data/object/client_reference_id'],
+      ['invoice amount 1.5', stripeEvent('invoice.paid', { id: 'in_1', amount_paid: 1.5, subscription: 'sub_x' }), '/data/object/amount_paid'],
+      ['NUL in the invoice subscription', stripeEvent('invoice.paid', { id: 'in_1', amount_paid: 100, subscription: 'sub_\u0000' }), '/data/object/subscription'],
+      ['top-up of 1e20', topUp(1e20), '/data/object/amount_received'],
+      ['top-up of 1.5', topUp(1.5), '/data/object/amount_received'],
+      ['top-up of 2^53', topUp(2 ** 53), '/data/object/amount_received'],
+      ['top-up over the cap', topUp(100_000_001), '/data/object/amount_received'],
+      ['negative top-up', topUp(-5), '/data/object/amount_received'],
+      ['top-up amount "5"', topUp('5'), '/data/object/amount_received'],
+      ['NUL in the payment id', topUp(100, { id: 'pi_\u0000' }), '/data/object/id'],
+      ['lone surrogate in the top-up user', topUp(100, { metadata: { kind: 'top_up', userId: '\ud83d' } }), '/data/object/metadata/userId'],
+    ];
+    const before = await state();
+    for (const [name, event, field] of forms) {
+      const payload = JSON.stringify(event);
+      const res = await deliver(ctx.h, payload);
+      expect({ name, status: res.status, code: res.body.code, paths: res.body.details?.map((d: { path: string }) => d.path) }).toEqual({
+        name,
+        status: 400,
+        code: 'invalid_request',
+        paths: expect.arrayContaining([field]),
+      });
+      expect(res.body.error).toEqual(expect.stringContaining('Stripe event'));
+    }
+    expect(await state()).toBe(before);
+    expect(await subscription(user)).toMatchObject({ plan: 'free', subscriptionId: null, usage: { balanceCents: 0 } });
   });
 });
 

@@ -4,8 +4,8 @@ import type { Harness } from './harness';
 
 export const STRIPE_SECRET = 'whsec_test_billing_endpoint_secret_0123456789';
 
-/** A Stripe event envelope around `object`, as the provider sends it. */
-export function stripeEvent(type: string, object: Record<string, unknown>, options: { id?: string; created?: number } = {}) {
+/** A Stripe event envelope around `object`, as the provider sends it (`previous`: an update's `previous_attributes`). */
+export function stripeEvent(type: string, object: Record<string, unknown>, options: { id?: string; created?: number; previous?: Record<string, unknown> } = {}) {
   return {
     id: options.id ?? `evt_${randomUUID().replace(/-/g, '')}`,
     object: 'event',
@@ -15,7 +15,7 @@ export function stripeEvent(type: string, object: Record<string, unknown>, optio
     livemode: false,
     pending_webhooks: 1,
     request: { id: null, idempotency_key: null },
-    data: { object },
+    data: options.previous ? { object, previous_attributes: options.previous } : { object },
   };
 }
 

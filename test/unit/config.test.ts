@@ -43,3 +43,20 @@ describe('configuration', () => {
     expect(problems({ AUTH_JWKS_URL: 'https://idp.example.com/jwks' })).toEqual([expect.stringContaining('AUTH_ISSUER')]);
   });
 });
+
+describe('configuration of recovery after a crash', () => {
+  test('defaults, and bad values reported by name', () => {
+    const config = loadConfig({});
+    expect(config.storage).toMatchObject({ incomingMaxAgeMs: 24 * 3_600_000, incomingSweepIntervalMs: 3_600_000 });
+    expect(config.models).toMatchObject({ replyLeaseMs: 30_000, replyRecoveryIntervalMs: 10_000 });
+    expect(loadConfig({ INCOMING_UPLOAD_MAX_AGE: '2d', CHAT_REPLY_LEASE_MS: '5000' })).toMatchObject({
+      storage: { incomingMaxAgeMs: 2 * 86_400_000 },
+      models: { replyLeaseMs: 5000 },
+    });
+    expect(problems({ INCOMING_UPLOAD_MAX_AGE: 'a day' })).toEqual([expect.stringContaining('INCOMING_UPLOAD_MAX_AGE')]);
+    expect(problems({ INCOMING_UPLOAD_MAX_AGE: '30s' })).toEqual([expect.stringContaining('INCOMING_UPLOAD_MAX_AGE must be at least 1m')]);
+    expect(problems({ INCOMING_UPLOAD_SWEEP_INTERVAL: '30d' })).toEqual([expect.stringContaining('INCOMING_UPLOAD_SWEEP_INTERVAL')]);
+    expect(problems({ CHAT_REPLY_LEASE_MS: '100' })).toEqual([expect.stringContaining('CHAT_REPLY_LEASE_MS')]);
+    expect(problems({ CHAT_REPLY_RECOVERY_INTERVAL_MS: 'often' })).toEqual([expect.stringContaining('CHAT_REPLY_RECOVERY_INTERVAL_MS')]);
+  });
+});

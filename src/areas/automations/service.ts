@@ -199,7 +199,7 @@ export class AutomationService {
     const details = problems.map((p) => ({ path: `/body${p.field}`, message: p.message }));
     if (first.code === 'invalid_cron') throw new ApiError(400, 'invalid_cron', 'The cron expression is not valid.', { details });
     if (first.code === 'not_found' && first.field !== '/model') {
-      throw errors.notFound(first.field === '/projectId' ? 'Project not found.' : 'Skill not found.');
+      throw errors.referenceNotFound(first.field.slice(1), first.field === '/projectId' ? 'Project not found.' : 'Skill not found.');
     }
     throw errors.invalidRequest('The automation is not valid.', details);
   }

@@ -7,6 +7,13 @@ import * as repo from './repository';
 
 export const ADJUST_ACTION = 'administration.budget.adjust';
 
+/**
+ * The largest amount one posting may add to (or take from) a balance, in cents: the bound of an
+ * admin adjustment (`BudgetAdjustRequest.amountCents` in the document, which a test holds equal)
+ * and of a paid top-up.
+ */
+export const MAX_POSTING_CENTS = 100_000_000;
+
 /** Users' budgets in cents, changed only through ledger entries. */
 export class BudgetService {
   constructor(

@@ -9,6 +9,7 @@ import { toPage } from '../../platform/pagination';
 import type { SignedGrant, SignedUrls } from '../../platform/signed-urls';
 import { ObjectIncompleteError, type ObjectStore, ObjectTooLargeError } from '../../platform/storage';
 import type { EntitlementGuard } from '../billing/service';
+import type { ChatService } from '../conversations/service';
 import type { ProjectService } from '../projects/service';
 import { baseType, canExtract, chunkText, extractText } from './extract';
 import type { FileRow } from './presenter';
@@ -39,6 +40,7 @@ export class FileService {
     private readonly limits: FileLimits,
     private readonly warn: (message: string, meta: Record<string, unknown>) => void,
     private readonly entitlements: Pick<EntitlementGuard, 'requireStorage'>,
+    private readonly conversations: Pick<ChatService, 'requireOwned'>,
   ) {}
 
   /** A file the caller may read (owner or grantee); 404 otherwise. */
@@ -58,7 +60,7 @@ export class FileService {
 
   private async requireFolder(userId: string, folderId: string, db: Database = this.db): Promise<void> {
     const folder = await repo.findOwnedFile(db, userId, folderId);
-    if (!folder || folder.kind !== 'folder') throw errors.notFound('Folder not found.');
+    if (!folder || folder.kind !== 'folder') throw errors.referenceNotFound('parentId', 'Folder not found.');
   }
 
   async list(userId: string, filter: repo.FileFilter, page: PageRequest) {
@@ -96,6 +98,7 @@ export class FileService {
     }
     if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
     if (input.parentId !== undefined) await this.requireFolder(userId, input.parentId);
+    if (input.conversationId !== undefined) await this.conversations.requireOwned(userId, input.conversationId);
     const now = new Date();
     const row = {
       id: uuidv7(now.getTime()),

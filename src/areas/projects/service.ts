@@ -22,9 +22,12 @@ export class ProjectService {
     return row;
   }
 
-  /** Throws 404 unless `projectId` is one of the caller's projects (used by other areas too). */
-  async requireOwned(userId: string, projectId: string, db: Database = this.db): Promise<void> {
-    if (!(await repo.findProject(db, userId, projectId))) throw errors.notFound('Project not found.');
+  /**
+   * Throws 404 naming the body `field` unless `projectId` is one of the caller's projects (other
+   * areas check their `projectId` references here).
+   */
+  async requireOwned(userId: string, projectId: string, db: Database = this.db, field = 'projectId'): Promise<void> {
+    if (!(await repo.findProject(db, userId, projectId))) throw errors.referenceNotFound(field, field === 'parentId' ? 'Parent project not found.' : 'Project not found.');
   }
 
   async list(userId: string, filter: { parentId?: string }, page: PageRequest) {
@@ -36,7 +39,7 @@ export class ProjectService {
       const existing = await repo.findProjectByClientId(this.db, userId, input.clientId);
       if (existing) return existing;
     }
-    if (input.parentId !== undefined) await this.requireOwned(userId, input.parentId);
+    if (input.parentId !== undefined) await this.requireOwned(userId, input.parentId, this.db, 'parentId');
     const now = new Date();
     const inserted = await repo.insertProject(this.db, {
       id: uuidv7(now.getTime()),
@@ -62,7 +65,7 @@ export class ProjectService {
       await lockForTransaction(trx, `projects:${userId}`);
       if (!(await repo.findProject(trx, userId, input.projectId))) throw errors.notFound('Project not found.');
       if (input.parentId !== undefined && input.parentId !== null) {
-        if (!(await repo.findProject(trx, userId, input.parentId))) throw errors.notFound('Parent project not found.');
+        await this.requireOwned(userId, input.parentId, trx, 'parentId');
         if (await isSelfOrAncestor(trx, 'projects', input.parentId, input.projectId)) {
           throw errors.conflict('A project cannot be moved under itself or one of its sub-projects.');
         }

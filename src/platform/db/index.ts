@@ -123,20 +123,54 @@ function claimDirectory(dir: string): () => void {
 const EMBEDDED_SHARED_BUFFERS = '16MB';
 
 /**
+ * A PGlite instance on `dir` (in memory when null) with pgvector and the service's buffer cache.
+ * The CommonJS builds (which the dialect's types name) are loaded only here: a service on Postgres
+ * never carries the embedded database's code.
+ */
+async function createPglite(dir: string | null): Promise<import('@electric-sql/pglite').PGlite> {
+  const { PGlite } = require('@electric-sql/pglite') as typeof import('@electric-sql/pglite');
+  const { vector } = require('@electric-sql/pglite-pgvector') as typeof import('@electric-sql/pglite-pgvector');
+  return PGlite.create(dir ?? undefined, {
+    extensions: { vector },
+    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`],
+  });
+}
+
+/**
+ * The embedded database in `dir` as a SQL script (pg_dump's plain format) that `psql` of Postgres
+ * 15 or later loads into an empty database: without the settings newer than 15 that pg_dump writes,
+ * and, with `vectors: false`, without pgvector and the embeddings (a server without the extension;
+ * the indexer embeds again where vector search is available). The directory must not be in use.
+ */
+export async function dumpPglite(dir: string, options: { vectors: boolean }): Promise<string> {
+  const release = claimDirectory(dir);
+  try {
+    const pglite = await createPglite(dir);
+    try {
+      const { pgDump } = require('@electric-sql/pglite-tools/pg_dump') as typeof import('@electric-sql/pglite-tools/pg_dump');
+      const args = ['--no-owner', '--no-privileges', ...(options.vectors ? [] : ['--exclude-table=public.knowledge_embeddings'])];
+      const text = await (await pgDump({ pg: pglite, args })).text();
+      return text
+        .split('\n')
+        .filter((line) => !/^SET transaction_timeout\b/.test(line) && !/^\\(un)?restrict\b/.test(line))
+        .filter((line) => options.vectors || !/^(CREATE|COMMENT ON) EXTENSION (IF NOT EXISTS )?vector\b/.test(line))
+        .join('\n');
+    } finally {
+      await pglite.close();
+    }
+  } finally {
+    release();
+  }
+}
+
+/**
  * The embedded database: PGlite (Postgres in WebAssembly, in this process) with the pgvector
  * extension, persisted in `dir`, or in memory when `dir` is null.
  */
 export async function openPglite(dir: string | null): Promise<DatabaseHandle> {
   const release = dir ? claimDirectory(dir) : () => undefined;
   try {
-    // The CommonJS builds (which the dialect's types name), loaded only here: a service on
-    // Postgres never carries the embedded database's code.
-    const { PGlite } = require('@electric-sql/pglite') as typeof import('@electric-sql/pglite');
-    const { vector } = require('@electric-sql/pglite-pgvector') as typeof import('@electric-sql/pglite-pgvector');
-    const pglite = await PGlite.create(dir ?? undefined, {
-      extensions: { vector },
-      startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`],
-    });
+    const pglite = await createPglite(dir);
     const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
     return {
       db,
