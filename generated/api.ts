@@ -2704,10 +2704,13 @@ export interface components {
             data: {
                 conversationId: components["schemas"]["Id"];
                 messageId: components["schemas"]["Id"];
-                /** @example development */
-                model: string;
                 /**
-                 * @description Why: `model_provider_error`, `model_provider_timeout` or `cancelled` (the client closed the connection). Clients must tolerate new values.
+                 * @description The model that was writing the reply (`null` if the reply recorded none).
+                 * @example development
+                 */
+                model: string | null;
+                /**
+                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection) or `interrupted` (the instance writing it stopped). Clients must tolerate new values.
                  * @example model_provider_timeout
                  */
                 errorCode: string;
