@@ -15,6 +15,9 @@ let admin: TestUser;
 
 beforeAll(async () => {
   h = await startHarness({ BOOTSTRAP_ADMIN_USER_IDS: rootId });
+  // Background work (embedding a new note, delivering) would change row counts between the two reads.
+  const rt = h.runtime;
+  await Promise.all([rt.dispatcher.stop(), rt.runner.stop(), rt.scheduler.stop(), rt.indexer.stop()]);
   alice = await h.newUser('alice');
   admin = await userNamed(h, rootId);
 });
