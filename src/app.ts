@@ -43,7 +43,7 @@ import { webhookHandlers } from './areas/webhooks/handlers';
 import { WebhookService } from './areas/webhooks/service';
 import { SecretBox } from './areas/webhooks/signing';
 import { ConfigError, type Config, hasIdentityProvider } from './config';
-import { resolveCaller, securityHandlers } from './http/auth';
+import { limitAuthFailures, resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
 import { cors } from './http/cors';
 import { serveDocs } from './http/docs';
@@ -356,7 +356,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       const ready = database && storage && !draining;
       // Embeddings are reported, never a reason to be unready: search answers lexically without them.
       const embeddings = services.knowledge.embeddingsHealth.state;
-      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, storage, draining, embeddings } });
+      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : draining ? 'draining' : 'not_ready', checks: { database, storage, draining, embeddings } });
     });
     app.get('/metrics', metrics.handler(config.metricsToken));
     serveDocs(app);
@@ -370,6 +370,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         bodyLimitBytes: config.bodyLimitBytes,
         idempotency: new IdempotencyStore(db.db),
         securityHandlers: securityHandlers(verifyToken, services.sessions, signedUrls),
+        onAuthFailure: config.authFailuresPerMinute > 0 ? limitAuthFailures(rateLimiter(db, config.authFailuresPerMinute), config.authFailuresPerMinute) : undefined,
         afterSecurity: [
           resolveCaller(config.auth.allowedOrigins),
           ...(config.rateLimitPerMinute > 0 ? [perUserRateLimit(rateLimiter(db, config.rateLimitPerMinute), config.rateLimitPerMinute)] : []),
@@ -378,7 +379,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         ],
       }),
     );
-    app.use('/api/v1', apiNotFound);
+    app.use(apiNotFound);
     app.use(errorMiddleware(logger, config.bodyLimitBytes));
 
     return {

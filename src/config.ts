@@ -1,6 +1,21 @@
 import path from 'node:path';
 import cron from 'node-cron';
 
+export interface HttpLimits {
+  /** Time a connection has to send a request's headers (also how long a connection may sit idle before its first request). */
+  headersTimeoutMs: number;
+  /** Node's limit on receiving a whole request; 0 (the default) leaves bodies to the body-rate rule, so long uploads are not cut. */
+  requestTimeoutMs: number;
+  /** How long an idle keep-alive connection is kept between requests. */
+  keepAliveTimeoutMs: number;
+  /** Time a request body may take before it must keep up `bodyMinBytesPerSecond`. */
+  bodyTimeoutMs: number;
+  /** Each this many bytes received extends the body's time by a second (a slow-body client is cut, a large upload is not). */
+  bodyMinBytesPerSecond: number;
+  /** Open connections at most (more are refused); 0 is no limit. */
+  maxConnections: number;
+}
+
 /** Configuration of the service, read from the environment once at start-up and validated. */
 export interface Config {
   env: 'development' | 'production' | 'test';
@@ -16,6 +31,12 @@ export interface Config {
   trustProxy: boolean;
   validateResponses: boolean;
   shutdownTimeoutMs: number;
+  /** How long a stopping instance keeps serving (with /readyz 503) before it stops accepting connections. */
+  shutdownDrainMs: number;
+  /** The HTTP server's limits on slow and idle clients (src/http/server.ts). */
+  http: HttpLimits;
+  /** Failed authentications per client address and minute before `429`, across instances; 0 turns the limit off. */
+  authFailuresPerMinute: number;
   auth: {
     jwksUrl: string | null;
     publicKeyPem: string | null;
@@ -370,6 +391,16 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: r.bool('TRUST_PROXY', false),
     validateResponses: r.bool('VALIDATE_RESPONSES', false),
     shutdownTimeoutMs: r.int('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    shutdownDrainMs: r.int('SHUTDOWN_DRAIN_MS', 5_000, 0, 600_000),
+    http: {
+      headersTimeoutMs: r.int('HTTP_HEADERS_TIMEOUT_MS', 10_000, 1_000, 600_000),
+      requestTimeoutMs: r.int('HTTP_REQUEST_TIMEOUT_MS', 0, 0, 86_400_000),
+      keepAliveTimeoutMs: r.int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 0, 600_000),
+      bodyTimeoutMs: r.int('HTTP_BODY_TIMEOUT_MS', 20_000, 100, 600_000),
+      bodyMinBytesPerSecond: r.int('HTTP_BODY_MIN_BYTES_PER_SECOND', 1_024, 1, 1_000_000_000),
+      maxConnections: r.int('HTTP_MAX_CONNECTIONS', 10_000, 0, 1_000_000),
+    },
+    authFailuresPerMinute: r.int('AUTH_FAILURES_PER_MINUTE', 30, 0, 1_000_000),
     auth: {
       jwksUrl: r.url('AUTH_JWKS_URL', ['https:', 'http:']),
       publicKeyPem,
@@ -534,6 +565,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   for (const userId of config.bootstrapAdminUserIds) {
     if (userId.length > 200) r.problems.push('BOOTSTRAP_ADMIN_USER_IDS entries must be at most 200 characters');
+  }
+  if (config.http.requestTimeoutMs > 0 && config.http.requestTimeoutMs < config.http.headersTimeoutMs) {
+    r.problems.push('HTTP_REQUEST_TIMEOUT_MS must be 0 or at least HTTP_HEADERS_TIMEOUT_MS');
   }
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return config;

@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import { createRuntime } from './app';
 import { ConfigError, hasIdentityProvider, loadConfig } from './config';
 import { createHttpServer } from './http/server';
@@ -35,7 +35,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const server: Server = createHttpServer(runtime.app).listen(config.port, config.host);
+  const server: Server = createHttpServer(runtime.app, config.http).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);
@@ -48,11 +48,32 @@ async function main(): Promise<void> {
   });
 
   let stopping = false;
+  let endDrain: (() => void) | undefined;
   const shutdown = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal ends the drain period early.
+      endDrain?.();
+      return;
+    }
     stopping = true;
-    logger.info('shutting down', { signal });
+    // SIGTERM is an orchestrator's stop: keep serving for the drain period while /readyz answers
+    // 503, so that a load balancer moves traffic away before the listener closes (answers say
+    // `Connection: close` meanwhile). SIGINT (Ctrl-C) or a second signal stops without it.
+    const drainMs = signal === 'SIGTERM' ? config.shutdownDrainMs : 0;
+    logger.info('shutting down', { signal, drainMs });
     runtime.drain();
+    if (drainMs > 0) {
+      server.prependListener('request', (_req, res: ServerResponse) => {
+        res.shouldKeepAlive = false;
+      });
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, drainMs);
+        endDrain = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
     const force = setTimeout(() => {
       logger.error('shutdown timed out; exiting');
       // Best effort: the replies still streaming are failed `interrupted` here (within 2 s);

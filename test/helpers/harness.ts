@@ -77,6 +77,8 @@ export async function startHarness(
     VALIDATE_RESPONSES: 'true',
     // The fuzzer and the concurrency tests send thousands of requests as one user.
     RATE_LIMIT_PER_MINUTE: '1000000',
+    // …and many refused credentials (test/http/edge.test.ts sets a small limit).
+    AUTH_FAILURES_PER_MINUTE: '1000000',
     ...env,
   });
   let database: Awaited<ReturnType<typeof openPglite>> | undefined;
@@ -91,7 +93,7 @@ export async function startHarness(
     throw error;
   });
   const server: Server = await new Promise((resolve) => {
-    const s = createHttpServer(runtime.app).listen(0, '127.0.0.1', () => resolve(s));
+    const s = createHttpServer(runtime.app, runtime.config.http).listen(0, '127.0.0.1', () => resolve(s));
   });
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const devAuth = runtime.devAuth;

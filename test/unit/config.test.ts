@@ -28,7 +28,22 @@ describe('configuration', () => {
     expect(problems({ BILLING_PROVIDER: 'paypal' })).toEqual([expect.stringContaining('BILLING_PROVIDER')]);
   });
 
-  test('production refuses to start without an identity provider, a cookie secret and a model provider', () => {
+  test('the HTTP edge: deliberate defaults, and a request timeout shorter than the headers timeout is refused', () => {
+    const config = loadConfig({});
+    expect(config.http).toEqual({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 0,
+      keepAliveTimeoutMs: 5_000,
+      bodyTimeoutMs: 20_000,
+      bodyMinBytesPerSecond: 1_024,
+      maxConnections: 10_000,
+    });
+    expect(config).toMatchObject({ shutdownDrainMs: 5_000, authFailuresPerMinute: 30 });
+    expect(problems({ HTTP_REQUEST_TIMEOUT_MS: '5000' })).toEqual([expect.stringContaining('HTTP_REQUEST_TIMEOUT_MS')]);
+    expect(problems({ HTTP_REQUEST_TIMEOUT_MS: '60000' })).toEqual([]);
+  });
+
+    test('production refuses to start without an identity provider, a cookie secret and a model provider', () => {
     const found = problems({ NODE_ENV: 'production' });
     expect(found).toEqual([expect.stringContaining('MODEL_PROVIDER=development'), expect.stringContaining('identity provider'), expect.stringContaining('COOKIE_SECRET')]);
     const production = {
