@@ -3,7 +3,7 @@ import type { SessionService } from '../areas/sessions/service';
 import { type SignedGrant, SignedUrlExpiredError, SignedUrlInvalidError, type SignedUrls } from '../platform/signed-urls';
 import type { RateLimiter } from '../platform/rate-limiter';
 import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
-import { type ApiError, AUTHENTICATION_REQUIRED, errors } from './errors';
+import { type ApiError, AUTHENTICATION_REQUIRED, errors } from '../platform/errors';
 
 export const SESSION_COOKIE = 'service_session';
 

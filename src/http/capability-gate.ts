@@ -1,5 +1,5 @@
 import type { RequestHandler } from 'express';
-import { type CapabilityName, errors } from './errors';
+import { type CapabilityName, errors } from '../platform/errors';
 
 export interface CapabilitySource {
   isEnabled(name: CapabilityName): Promise<boolean>;

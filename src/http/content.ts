@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
-import { errors } from './errors';
+import { errors } from '../platform/errors';
 import { STREAMED } from './handler';
 
 /** Types a browser would run (script, markup): always downloaded, never rendered in our origin. */

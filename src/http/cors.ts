@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
-import { errors } from './errors';
+import { errors } from '../platform/errors';
 import { METHODS } from './openapi';
 
 /** The routes browser clients call: the API, the session route and the document. */

@@ -2,7 +2,7 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { isConnectionFailure, PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
 import { StorageUnavailableError } from '../platform/storage';
-import { ApiError, AUTHENTICATION_REQUIRED, type ErrorDetail, errors } from './errors';
+import { ApiError, AUTHENTICATION_REQUIRED, type ErrorDetail, errors } from '../platform/errors';
 import { bodyPending } from './server';
 
 interface LibraryError {

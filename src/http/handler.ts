@@ -3,7 +3,7 @@ import type { operations } from '../../generated/api';
 import type { Actor } from '../areas/audit/service';
 import type { IdempotencyStore } from '../platform/idempotency';
 import type { Caller } from './auth';
-import { errors } from './errors';
+import { errors } from '../platform/errors';
 import { runIdempotent } from './idempotency';
 
 export type OperationId = keyof operations;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { IdempotencyStore } from '../platform/idempotency';
-import { errors } from './errors';
+import { errors } from '../platform/errors';
 
 /** JSON with object keys sorted, so that equal bodies hash equally whatever their key order. */
 function canonicalJson(value: unknown): string {

@@ -1,13 +1,5 @@
-import { decodeCursor } from '../platform/pagination';
-import { errors } from './errors';
-
-export interface PageRequest {
-  limit: number;
-  /** Only records with an id below this one (the previous page's last id). */
-  beforeId: string | null;
-}
-
-export const DEFAULT_LIMIT = 50;
+import { errors } from '../platform/errors';
+import { DEFAULT_LIMIT, decodeCursor, type PageRequest } from '../platform/pagination';
 
 /** Reads `limit` and `cursor` (already validated against the document) into a page request. */
 export function readPage(query: { limit?: number; cursor?: string }): PageRequest {

@@ -1,6 +1,6 @@
 import type { RequestHandler, Response } from 'express';
 import { type RateDecision, type RateLimiter } from '../platform/rate-limiter';
-import { errors } from './errors';
+import { errors } from '../platform/errors';
 
 /**
  * The per-user request limit, counted by `limiter` (shared through the database, or in this

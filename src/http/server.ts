@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Express } from 'express';
 import type { HttpLimits } from '../config';
-import { type ApiError, errors } from './errors';
+import { type ApiError, errors } from '../platform/errors';
 
 /** Node's request and response constructors, called on an object whose prototype is chosen here. */
 type NodeConstructor<A extends unknown[]> = (this: object, ...args: A) => void;

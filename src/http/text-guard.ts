@@ -1,5 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
-import { type ErrorDetail, errors } from './errors';
+import { type ErrorDetail, errors } from '../platform/errors';
 
 /**
  * Text the database cannot store faithfully: NUL (Postgres refuses it, "invalid byte sequence") and

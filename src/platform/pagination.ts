@@ -1,3 +1,12 @@
+/** One page of a collection: how many records and where the previous page ended. */
+export interface PageRequest {
+  limit: number;
+  /** Only records with an id below this one (the previous page's last id). */
+  beforeId: string | null;
+}
+
+export const DEFAULT_LIMIT = 50;
+
 /** Opaque page cursors: the base64url form of the last id of the previous page. */
 export function encodeCursor(lastId: string): string {
   return Buffer.from(lastId, 'utf8').toString('base64url');

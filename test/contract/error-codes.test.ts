@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { errors } from '../../src/http/errors';
+import { errors } from '../../src/platform/errors';
 
 /**
  * The error codes the document promises are the codes the service can emit: the catalogue in
@@ -55,8 +55,8 @@ function schemaEnum(): string[] {
 describe('the error-code catalogue', () => {
   const emitted = emittedCodes();
 
-  test('the scan finds every factory of the catalogue in src/http/errors.ts', () => {
-    const inErrorsFile = [...read('src/http/errors.ts').matchAll(/new ApiError\(\s*\d{3},\s*'[a-z_]+'/g)].length;
+  test('the scan finds every factory of the catalogue in src/platform/errors.ts', () => {
+    const inErrorsFile = [...read('src/platform/errors.ts').matchAll(/new ApiError\(\s*\d{3},\s*'[a-z_]+'/g)].length;
     expect(inErrorsFile).toBe(Object.keys(errors).length);
     expect(emitted.size).toBeGreaterThanOrEqual(Object.keys(errors).length - 1);
   });

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { components } from '../../../generated/api';
-import { type ErrorDetail, errors } from '../../http/errors';
-import type { PageRequest } from '../../http/pagination';
+import { type ErrorDetail, errors } from '../../platform/errors';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';

@@ -1,6 +1,6 @@
 import type { Response } from 'express';
 import { type HandlerMap, STREAMED } from '../../http/handler';
-import { DEFAULT_LIMIT } from '../../http/pagination';
+import { DEFAULT_LIMIT } from '../../platform/pagination';
 import { AUDIT_CSV_HEADER, auditEventCsvLine, auditEventJsonLine, presentAuditEvent } from './presenter';
 import type { AuditService } from './service';
 

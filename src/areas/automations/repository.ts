@@ -1,6 +1,6 @@
 import { type Insertable, type Selectable, sql, type Transaction, type Updateable } from 'kysely';
 import type { AutomationRuns, Automations } from '../../../generated/db';
-import type { PageRequest } from '../../http/pagination';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database, DB } from '../../platform/db';
 
 export type AutomationRow = Selectable<Automations>;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import cron, { type ScheduledTask } from 'node-cron';
-import { ApiError } from '../../http/errors';
+import { ApiError } from '../../platform/errors';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { WorkerPool } from '../../platform/workers';

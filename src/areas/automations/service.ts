@@ -1,6 +1,6 @@
 import type { components } from '../../../generated/api';
-import { ApiError, errors } from '../../http/errors';
-import type { PageRequest } from '../../http/pagination';
+import { ApiError, errors } from '../../platform/errors';
+import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatUsage, describeProviderError, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';

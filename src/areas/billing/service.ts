@@ -1,7 +1,7 @@
 import type { Selectable, Transaction } from 'kysely';
 import type { Budgets } from '../../../generated/db';
 import type { Entitlements, Plan } from '../../config';
-import { errors } from '../../http/errors';
+import { errors } from '../../platform/errors';
 import type { ChatUsage, ModelInfo } from '../../platform/ai/models';
 import type { Database, DB } from '../../platform/db';
 import { lockForTransaction } from '../../platform/db/locks';

@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 import type { Plan } from '../../config';
-import { type ErrorDetail, errors } from '../../http/errors';
+import { type ErrorDetail, errors } from '../../platform/errors';
 import type { Database } from '../../platform/db';
 import * as budgets from '../budgets/repository';
 import { MAX_POSTING_CENTS } from '../budgets/service';

@@ -1,6 +1,6 @@
 import type { Selectable, Updateable } from 'kysely';
 import type { Budgets } from '../../../generated/db';
-import type { PageRequest } from '../../http/pagination';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 

@@ -1,5 +1,5 @@
-import { errors } from '../../http/errors';
-import type { PageRequest } from '../../http/pagination';
+import { errors } from '../../platform/errors';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { toPage } from '../../platform/pagination';
 import type { Actor, AuditService } from '../audit/service';

@@ -1,5 +1,5 @@
 import type { components } from '../../../generated/api';
-import type { CapabilityName } from '../../http/errors';
+import type { CapabilityName } from '../../platform/errors';
 import type { Database } from '../../platform/db';
 import type { Actor, AuditService } from '../audit/service';
 import * as repo from './repository';

@@ -1,4 +1,4 @@
-import { errors } from '../../http/errors';
+import { errors } from '../../platform/errors';
 import { type HandlerMap, idFromQueryOrBody, STREAMED } from '../../http/handler';
 import { readPage } from '../../http/pagination';
 import { EventStream } from '../../http/sse';

@@ -1,6 +1,6 @@
 import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
 import type { Conversations, Messages } from '../../../generated/db';
-import type { PageRequest } from '../../http/pagination';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database, DB } from '../../platform/db';
 
 export type ConversationRow = Selectable<Conversations>;

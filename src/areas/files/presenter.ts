@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
 import type { Files } from '../../../generated/db';
-import { presentSnippet } from '../../http/snippet';
+import { presentSnippet } from '../../platform/snippet';
 import type { ChunkMatch } from './repository';
 
 type Schemas = components['schemas'];

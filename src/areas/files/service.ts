@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { components } from '../../../generated/api';
-import { errors } from '../../http/errors';
-import type { PageRequest } from '../../http/pagination';
+import { errors } from '../../platform/errors';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { isSelfOrAncestor, lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';

@@ -1,5 +1,5 @@
 import type { components } from '../../../generated/api';
-import { presentSnippet } from '../../http/snippet';
+import { presentSnippet } from '../../platform/snippet';
 import type { Hit } from './repository';
 
 export function presentKnowledgeResult(hit: Hit, score: number): components['schemas']['KnowledgeResult'] {

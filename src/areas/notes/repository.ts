@@ -1,6 +1,6 @@
 import type { Insertable, Updateable } from 'kysely';
 import type { Notes } from '../../../generated/db';
-import type { PageRequest } from '../../http/pagination';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 
 export function findNote(db: Database, ownerUserId: string, id: string) {

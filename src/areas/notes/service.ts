@@ -1,8 +1,8 @@
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
 import type { Notes } from '../../../generated/db';
-import { errors } from '../../http/errors';
-import type { PageRequest } from '../../http/pagination';
+import { errors } from '../../platform/errors';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { JsonPageQuery } from '../../platform/db/json-page';
 import { uuidv7 } from '../../platform/ids';

@@ -1,6 +1,6 @@
 import type { Insertable } from 'kysely';
 import type { Outputs } from '../../../generated/db';
-import type { PageRequest } from '../../http/pagination';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 
 export function findOutput(db: Database, ownerUserId: string, id: string) {

@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
 import type { AdministrativePrincipals } from '../../../generated/db';
-import { errors } from '../../http/errors';
+import { errors } from '../../platform/errors';
 import type { Database } from '../../platform/db';
 import { lockForTransaction } from '../../platform/db/locks';
 import type { Actor, AuditService } from '../audit/service';

@@ -1,7 +1,7 @@
 import type { Insertable, Updateable } from 'kysely';
 import type { Projects } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import type { PageRequest } from '../../http/pagination';
+import type { PageRequest } from '../../platform/pagination';
 
 export function findProject(db: Database, ownerUserId: string, id: string) {
   return db

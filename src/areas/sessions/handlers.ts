@@ -1,6 +1,6 @@
 import type { CookieOptions } from 'express';
 import { SESSION_COOKIE } from '../../http/auth';
-import { errors } from '../../http/errors';
+import { errors } from '../../platform/errors';
 import type { HandlerMap } from '../../http/handler';
 import type { SessionService } from './service';
 

@@ -1,8 +1,8 @@
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
 import type { Skills } from '../../../generated/db';
-import { errors } from '../../http/errors';
-import type { PageRequest } from '../../http/pagination';
+import { errors } from '../../platform/errors';
+import type { PageRequest } from '../../platform/pagination';
 import { type Database, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';

@@ -5,7 +5,7 @@ import type {
   WebhookEvents,
   WebhookSubscriptions,
 } from '../../../generated/db';
-import type { PageRequest } from '../../http/pagination';
+import type { PageRequest } from '../../platform/pagination';
 import type { Database, DB } from '../../platform/db';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptions>;

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { components } from '../../../generated/api';
-import { errors } from '../../http/errors';
-import type { PageRequest } from '../../http/pagination';
+import { errors } from '../../platform/errors';
+import type { PageRequest } from '../../platform/pagination';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { AddressNotAllowed, resolveTarget, UrlNotAllowed } from '../../platform/net/outbound';

@@ -1,5 +1,5 @@
 import { type CompiledQuery, type SelectQueryBuilder, sql } from 'kysely';
-import type { PageRequest } from '../../http/pagination';
+import type { PageRequest } from '../../platform/pagination';
 import { type Database, preparedStatement } from './index';
 import { type JsonPage, toPage } from '../pagination';
 
