@@ -289,7 +289,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const devAuth = hasIdentityProvider(config) ? null : await loadDevAuthMaterial(config.dataDir);
     const cookieSecret = config.auth.cookieSecret ?? devAuth?.cookieSecret;
     if (!cookieSecret) throw new Error('no cookie secret');
-    const verifyToken = await createTokenVerifier(config, devAuth);
+    const verifyToken = await createTokenVerifier(config.auth, devAuth);
     const store = openObjectStore(config);
     const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
     const vectorAvailable = await hasVectorExtension(db.db);

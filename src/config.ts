@@ -1,20 +1,6 @@
 import path from 'node:path';
 import cron from 'node-cron';
-
-export interface HttpLimits {
-  /** Time a connection has to send a request's headers (also how long a connection may sit idle before its first request). */
-  headersTimeoutMs: number;
-  /** Node's limit on receiving a whole request; 0 (the default) leaves bodies to the body-rate rule, so long uploads are not cut. */
-  requestTimeoutMs: number;
-  /** How long an idle keep-alive connection is kept between requests. */
-  keepAliveTimeoutMs: number;
-  /** Time a request body may take before it must keep up `bodyMinBytesPerSecond`. */
-  bodyTimeoutMs: number;
-  /** Each this many bytes received extends the body's time by a second (a slow-body client is cut, a large upload is not). */
-  bodyMinBytesPerSecond: number;
-  /** Open connections at most (more are refused); 0 is no limit. */
-  maxConnections: number;
-}
+import type { HttpLimits } from './http/server';
 
 /** Configuration of the service, read from the environment once at start-up and validated. */
 export interface Config {

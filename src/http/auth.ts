@@ -1,5 +1,4 @@
 import type { NextFunction, Request, Response } from 'express';
-import type { SessionService } from '../areas/sessions/service';
 import { type SignedGrant, SignedUrlExpiredError, SignedUrlInvalidError, type SignedUrls } from '../platform/signed-urls';
 import type { RateLimiter } from '../platform/rate-limiter';
 import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
@@ -19,12 +18,17 @@ export interface Caller {
 const BEARER = /^Bearer\s+(\S+)$/i;
 const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
+/** What authentication needs of browser sessions: the user a session token belongs to, or null (the entry wires the sessions service). */
+export interface SessionResolver {
+  resolve(token: string): Promise<string | null>;
+}
+
 /**
  * The handlers express-openapi-validator calls for the document's two security schemes. Each only
  * records what it verified; `resolveCaller` then picks one (bearer first), so the outcome does not
  * depend on which handler finishes first.
  */
-export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionService, signedUrls: SignedUrls) {
+export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionResolver, signedUrls: SignedUrls) {
   return {
     signedUrl: async (req: Request): Promise<boolean> => {
       const token = req.query.token;

@@ -1,6 +1,5 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { operations } from '../../generated/api';
-import type { Actor } from '../areas/audit/service';
 import type { IdempotencyStore } from '../platform/idempotency';
 import type { Caller } from './auth';
 import { errors } from '../platform/errors';
@@ -52,6 +51,12 @@ export type OkBody<K extends OperationId> = operations[K]['responses'] extends {
     ? typeof STREAMED
     : JsonContent<R> | JsonText<JsonContent<R>> | EventStreamContent<R>
   : never;
+
+/** The caller as audit events record it: user and request id (structurally the audit service's Actor). */
+export interface Actor {
+  userId: string;
+  requestId: string | null;
+}
 
 export interface HandlerInput<K extends OperationId> {
   caller: Caller;

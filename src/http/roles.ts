@@ -1,5 +1,16 @@
 import type { NextFunction, Request, Response } from 'express';
-import type { PrincipalService, Role } from '../areas/principals/service';
+import type { components } from '../../generated/api';
+
+type Role = components['schemas']['Role'];
+
+/** What the role guard needs: refuse, and record, a caller who holds none of the roles (the entry wires the principals service). */
+export interface RoleAuthority {
+  authorize(
+    actor: { userId: string; requestId: string | null },
+    roles: readonly Role[],
+    call: { action: string; resourceType: string; operationId: string; method: string; path: string },
+  ): Promise<void>;
+}
 
 interface RoleGuardedOperation {
   operationId?: string;
@@ -12,7 +23,7 @@ interface RoleGuardedOperation {
  * authentication and before the request is validated: a caller without one of them gets 403 and
  * one `denied` audit event (the action and resource type of the operation's `x-audit`).
  */
-export function requireRoles(principals: PrincipalService) {
+export function requireRoles(principals: RoleAuthority) {
   return async function requireRolesMiddleware(req: Request, _res: Response, next: NextFunction): Promise<void> {
     const operation = (req as unknown as { openapi?: { schema?: RoleGuardedOperation } }).openapi?.schema;
     const roles = operation?.['x-required-roles'];

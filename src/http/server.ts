@@ -2,7 +2,6 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Express } from 'express';
-import type { HttpLimits } from '../config';
 import { type ApiError, errors } from '../platform/errors';
 
 /** Node's request and response constructors, called on an object whose prototype is chosen here. */
@@ -124,6 +123,22 @@ function answerClientError(error: Error & { code?: string; reason?: string }, so
   else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') answer = errors.requestTimeout();
   else answer = errors.invalidRequest(`The request is not valid HTTP${error.reason ? ` (${error.reason})` : ''}.`);
   socket.end(rawAnswer(answer), () => socket.destroy());
+}
+
+/** The server's limits on slow and idle clients (the configuration's `http`). */
+export interface HttpLimits {
+  /** Time a connection has to send a request's headers (also how long a connection may sit idle before its first request). */
+  headersTimeoutMs: number;
+  /** Node's limit on receiving a whole request; 0 (the default) leaves bodies to the body-rate rule, so long uploads are not cut. */
+  requestTimeoutMs: number;
+  /** How long an idle keep-alive connection is kept between requests. */
+  keepAliveTimeoutMs: number;
+  /** Time a request body may take before it must keep up `bodyMinBytesPerSecond`. */
+  bodyTimeoutMs: number;
+  /** Each this many bytes received extends the body's time by a second (a slow-body client is cut, a large upload is not). */
+  bodyMinBytesPerSecond: number;
+  /** Open connections at most (more are refused); 0 is no limit. */
+  maxConnections: number;
 }
 
 /**

@@ -14,7 +14,6 @@ import {
   errors as joseErrors,
   SignJWT,
 } from 'jose';
-import { type Config, hasIdentityProvider } from '../config';
 
 /** Issuer and audience of the tokens of development mode (no identity provider configured). */
 export const DEV_ISSUER = 'urn:ai-workspace-service:development';
@@ -101,6 +100,15 @@ function describe(error: unknown): string {
 
 export type TokenVerifier = (token: string) => Promise<string>;
 
+/** The identity provider's settings the verifier needs (the configuration's `auth`). */
+export interface TokenSettings {
+  jwksUrl: string | null;
+  publicKeyPem: string | null;
+  issuer: string | null;
+  audience: string | null;
+  algorithms: string[];
+}
+
 /** Verified tokens remembered, at most this many, each for at most a minute and never past its expiry. */
 const VERIFIED_CACHE_SIZE = 10_000;
 const VERIFIED_CACHE_MS = 60_000;
@@ -113,18 +121,18 @@ const CLOCK_TOLERANCE_SECONDS = 5;
  * verified is remembered (by its exact text) until its expiry or for a minute, whichever is first;
  * a token that failed is checked again each time.
  */
-export async function createTokenVerifier(config: Config, dev: DevAuthMaterial | null, now: () => number = Date.now): Promise<TokenVerifier> {
+export async function createTokenVerifier(auth: TokenSettings, dev: DevAuthMaterial | null, now: () => number = Date.now): Promise<TokenVerifier> {
   let key: CryptoKey | JWTVerifyGetKey;
   let issuer: string;
   let audience: string;
   let algorithms: string[];
-  if (hasIdentityProvider(config)) {
-    algorithms = config.auth.algorithms;
-    issuer = config.auth.issuer as string;
-    audience = config.auth.audience as string;
-    key = config.auth.jwksUrl
-      ? createRemoteJWKSet(new URL(config.auth.jwksUrl))
-      : await importSPKI(config.auth.publicKeyPem as string, algorithms[0] as string);
+  if (auth.jwksUrl !== null || auth.publicKeyPem !== null) {
+    algorithms = auth.algorithms;
+    issuer = auth.issuer as string;
+    audience = auth.audience as string;
+    key = auth.jwksUrl
+      ? createRemoteJWKSet(new URL(auth.jwksUrl))
+      : await importSPKI(auth.publicKeyPem as string, algorithms[0] as string);
   } else if (dev) {
     algorithms = [DEV_ALGORITHM];
     issuer = DEV_ISSUER;

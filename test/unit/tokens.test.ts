@@ -22,7 +22,7 @@ describe('identity provider tokens', () => {
     const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
     const pem = await exportSPKI(publicKey);
     const config = loadConfig({ AUTH_PUBLIC_KEY: pem, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_ALGORITHMS: 'RS256' });
-    const verify = await createTokenVerifier(config, null);
+    const verify = await createTokenVerifier(config.auth, null);
     await expect(verify(await token(privateKey, 'RS256'))).resolves.toBe('alice');
     await expect(verify(await token(privateKey, 'RS256', { aud: 'other' }))).rejects.toBeInstanceOf(InvalidTokenError);
     const confused = await token(new TextEncoder().encode(pem), 'HS256');
@@ -33,7 +33,7 @@ describe('identity provider tokens', () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
     const config = loadConfig({ AUTH_PUBLIC_KEY: await exportSPKI(publicKey), AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_ALGORITHMS: 'ES256' });
     let clock = Date.now();
-    const verify = await createTokenVerifier(config, null, () => clock);
+    const verify = await createTokenVerifier(config.auth, null, () => clock);
     const shortLived = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(ISSUER).setAudience(AUDIENCE)
       .setIssuedAt().setExpirationTime(Math.floor(clock / 1000) + 30).sign(privateKey);
     await expect(verify(shortLived)).resolves.toBe('bob');
@@ -54,7 +54,7 @@ describe('identity provider tokens', () => {
     try {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
       const config = loadConfig({ AUTH_JWKS_URL: url, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE });
-      const verify = await createTokenVerifier(config, null);
+      const verify = await createTokenVerifier(config.auth, null);
       await expect(verify(await token(privateKey, 'ES256', { kid: 'k1' }))).resolves.toBe('alice');
       await expect(verify(await token(other.privateKey, 'ES256', { kid: 'k1' }))).rejects.toBeInstanceOf(InvalidTokenError);
       await expect(verify(await token(other.privateKey, 'ES256', { kid: 'k2' }))).rejects.toBeInstanceOf(InvalidTokenError);
