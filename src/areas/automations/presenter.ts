@@ -1,5 +1,5 @@
 import type { components } from '../../../generated/api';
-import { presentRecordedUsage } from '../usage/presenter';
+import { presentRecordedUsage } from '../../platform/usage';
 import type { AutomationRow, RunRow } from './repository';
 import type { TestResult } from './service';
 

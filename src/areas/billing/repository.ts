@@ -1,6 +1,8 @@
 import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { BillingSubscriptions } from '../../../generated/db';
+import type { ChatUsage, ModelInfo } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
+import { uuidv7 } from '../../platform/ids';
 
 export type SubscriptionRow = Selectable<BillingSubscriptions>;
 
@@ -92,4 +94,29 @@ export async function storageUsed(db: Database, userId: string): Promise<number>
 export async function automationCount(db: Database, userId: string): Promise<number> {
   const row = await db.selectFrom('automations').select((eb) => eb.fn.countAll<number>().as('n')).where('owner_user_id', '=', userId).executeTakeFirst();
   return Number(row?.n ?? 0);
+}
+
+/** The charged actions: a chat reply, an automation's run and its dry run. */
+export type UsageKind = 'chat.reply' | 'automation.run' | 'automation.test';
+
+/** Writes what a charged action consumed, and its cost in millionths of a cent, to the usage ledger. */
+export async function recordUsage(
+  db: Database,
+  entry: { userId: string; kind: UsageKind; resourceId: string; model: ModelInfo; usage: ChatUsage; at: Date },
+  costMicroCents: number,
+): Promise<void> {
+  await db
+    .insertInto('usage_records')
+    .values({
+      id: uuidv7(entry.at.getTime()),
+      user_id: entry.userId,
+      kind: entry.kind,
+      resource_id: entry.resourceId,
+      model: entry.model.id,
+      input_tokens: entry.usage.inputTokens,
+      output_tokens: entry.usage.outputTokens,
+      cost_micro_cents: costMicroCents,
+      created_at: entry.at,
+    })
+    .execute();
 }

@@ -1,17 +1,33 @@
 import type { Selectable, Transaction } from 'kysely';
 import type { Budgets } from '../../../generated/db';
-import type { Entitlements, Plan } from '../../config';
 import { errors } from '../../platform/errors';
 import type { ChatUsage, ModelInfo } from '../../platform/ai/models';
 import type { Database, DB } from '../../platform/db';
 import { lockForTransaction } from '../../platform/db/locks';
-import * as budgets from '../budgets/repository';
+import { costMicroCents } from '../../platform/usage';
+import * as budgets from '../budgets/service';
 import type { CapabilityService } from '../capabilities/service';
-import { recordUsage, type UsageKind } from '../usage/ledger';
 import * as repo from './repository';
 
 /** Millionths of a cent in a cent: usage is priced in them, budgets are kept in cents. */
 export const MICRO = 1_000_000;
+
+/** What a plan allows; null is unlimited. */
+export interface Entitlements {
+  monthlyBudgetCents: number | null;
+  storageBytes: number | null;
+  automations: number | null;
+}
+
+/** A paid plan: the provider's prices that buy it and what it entitles to. */
+export interface Plan {
+  id: string;
+  priceIds: string[];
+  entitlements: Entitlements;
+}
+
+/** The charged actions: a chat reply, an automation's run and its dry run. */
+export type UsageKind = repo.UsageKind;
 
 export interface BillingSettings {
   currency: string;
@@ -170,7 +186,8 @@ export class BillingService implements BudgetGate, EntitlementGuard {
    * Returns the cost in millionths of a cent.
    */
   async charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number> {
-    const cost = await recordUsage(trx, entry);
+    const cost = costMicroCents(entry.model, entry.usage);
+    await repo.recordUsage(trx, entry, cost);
     if (cost === 0) return cost;
     const standing = await this.standing(entry.userId, trx);
     const budget = await budgets.lockBudget(trx, entry.userId);
@@ -179,11 +196,7 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     const carry = budget.carry_micro_cents + owed;
     const cents = Math.floor(carry / MICRO);
     const period = { period_start: standing.period.start, period_spent_micro_cents: spentMicro + cost, carry_micro_cents: carry - cents * MICRO };
-    if (cents === 0) await budgets.updateBudget(trx, entry.userId, { ...period, updated_at: entry.at });
-    else {
-      const reason = `${entry.kind} ${entry.resourceId}`;
-      await budgets.post(trx, budget, { amountCents: -cents, kind: 'usage', actorUserId: entry.userId, reason, reference: `usage:${entry.kind}:${entry.resourceId}`, at: entry.at }, period);
-    }
+    await budgets.chargeUsage(trx, budget, { cents, period, reason: `${entry.kind} ${entry.resourceId}`, reference: `usage:${entry.kind}:${entry.resourceId}`, at: entry.at });
     return cost;
   }
 

@@ -1,10 +1,9 @@
 import Stripe from 'stripe';
-import type { Plan } from '../../config';
 import { type ErrorDetail, errors } from '../../platform/errors';
 import type { Database } from '../../platform/db';
-import * as budgets from '../budgets/repository';
-import { MAX_POSTING_CENTS } from '../budgets/service';
+import * as budgets from '../budgets/service';
 import * as repo from './repository';
+import type { Plan } from './service';
 
 /** What became of an event: applied, recognised but changing nothing, or a redelivery. */
 export type EventOutcome = 'applied' | 'ignored' | 'stale' | 'unmatched' | 'duplicate';
@@ -243,7 +242,7 @@ export class StripeEvents {
           paymentId: read.token(object.id, `${at}/id`),
           customerId: read.idOf(object.customer, `${at}/customer`),
           userId: read.token(metadata.userId, `${at}/metadata/userId`),
-          amountCents: read.cents(object.amount_received, `${at}/amount_received`, MAX_POSTING_CENTS),
+          amountCents: read.cents(object.amount_received, `${at}/amount_received`, budgets.MAX_POSTING_CENTS),
           currency: read.token(object.currency, `${at}/currency`),
         };
       }
@@ -338,9 +337,7 @@ export class StripeEvents {
       return 'unmatched';
     }
     const reference = `top_up:${paymentId}`;
-    if (await budgets.findLedgerEntryByReference(trx, reference)) return 'ignored';
-    const budget = await budgets.lockBudget(trx, userId);
-    await budgets.post(trx, budget, { amountCents, kind: 'top_up', actorUserId: userId, reason: `Top-up ${paymentId}`, reference, at: new Date() });
-    return 'applied';
+    const applied = await budgets.topUp(trx, userId, { amountCents, reason: `Top-up ${paymentId}`, reference, at: new Date() });
+    return applied ? 'applied' : 'ignored';
   }
 }

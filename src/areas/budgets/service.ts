@@ -1,5 +1,7 @@
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
+import type { Selectable, Updateable } from 'kysely';
+import type { Budgets } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { toPage } from '../../platform/pagination';
 import type { Actor, AuditService } from '../audit/service';
@@ -13,6 +15,41 @@ export const ADJUST_ACTION = 'administration.budget.adjust';
  * and of a paid top-up.
  */
 export const MAX_POSTING_CENTS = 100_000_000;
+
+/** A user's budget as it stands, or undefined before its first change (billing reads the period's spending from it). */
+export function findBudget(db: Database, userId: string) {
+  return repo.findBudget(db, userId);
+}
+
+/** The user's budget, created at zero if missing, locked until the caller's transaction ends. */
+export function lockBudget(trx: Database, userId: string) {
+  return repo.lockBudget(trx, userId);
+}
+
+/**
+ * Charges usage to a budget locked in the caller's transaction: stores the period's fields and, when
+ * whole cents are owed, takes them from the balance with a `usage` ledger entry.
+ */
+export async function chargeUsage(
+  trx: Database,
+  budget: Selectable<Budgets>,
+  charge: { cents: number; period: Updateable<Budgets>; reason: string; reference: string; at: Date },
+): Promise<void> {
+  if (charge.cents === 0) {
+    await repo.updateBudget(trx, budget.user_id, { ...charge.period, updated_at: charge.at });
+    return;
+  }
+  const posting = { amountCents: -charge.cents, kind: 'usage' as const, actorUserId: budget.user_id, reason: charge.reason, reference: charge.reference, at: charge.at };
+  await repo.post(trx, budget, posting, charge.period);
+}
+
+/** Adds a paid top-up to the user's balance once per reference; false when that reference was applied already. */
+export async function topUp(trx: Database, userId: string, top: { amountCents: number; reason: string; reference: string; at: Date }): Promise<boolean> {
+  if (await repo.findLedgerEntryByReference(trx, top.reference)) return false;
+  const budget = await repo.lockBudget(trx, userId);
+  await repo.post(trx, budget, { amountCents: top.amountCents, kind: 'top_up', actorUserId: userId, reason: top.reason, reference: top.reference, at: top.at });
+  return true;
+}
 
 /** Users' budgets in cents, changed only through ledger entries. */
 export class BudgetService {

@@ -1,5 +1,5 @@
 import type { components } from '../../../generated/api';
-import { presentRecordedUsage } from '../usage/presenter';
+import { presentRecordedUsage } from '../../platform/usage';
 import type { ConversationRow, MessageRow } from './repository';
 
 type Schemas = components['schemas'];

@@ -10,8 +10,7 @@ import { relevantMemoryItems } from '../memory/repository';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import type { BudgetGate } from '../billing/service';
-import { costMicroCents } from '../usage/ledger';
-import { presentUsage } from '../usage/presenter';
+import { costMicroCents, presentUsage } from '../../platform/usage';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
 

@@ -1,4 +1,10 @@
-import type { ChatUsage } from '../../platform/ai/models';
+/** What a model call used: its price and its JSON form, shared by chat replies, automation runs and billing. */
+import type { ChatUsage, ModelInfo } from './ai/models';
+
+/** Cost in millionths of a cent: tokens × the model's cents per million tokens, exactly. */
+export function costMicroCents(model: ModelInfo, usage: ChatUsage): number {
+  return usage.inputTokens * model.inputCentsPerMillionTokens + usage.outputTokens * model.outputCentsPerMillionTokens;
+}
 
 /** Tokens and cost as the API and webhook events show them (cost in cents, fractional). */
 export interface UsageJson {
