@@ -9,11 +9,11 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { AuditService } from '../src/areas/audit/service';
 import { CapabilityService } from '../src/areas/capabilities/service';
-import { anyWord } from '../src/areas/knowledge/repository';
 import { KnowledgeService } from '../src/areas/knowledge/service';
 import { ProjectService } from '../src/areas/projects/service';
 import { HashingEmbedder, toVectorLiteral } from '../src/platform/ai/embeddings';
 import { openPglite } from '../src/platform/db';
+import { anyWord } from '../src/platform/db/text-search';
 import { migrateToLatest } from '../src/platform/db/migrate';
 import { percentile } from './process';
 

@@ -197,7 +197,8 @@ function createServices(
   const models: ModelProvider = config.models.baseUrl
     ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
     : new DevelopmentProvider();
-  const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs });
+  const memory = new MemoryService(db, projects);
+  const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs }, memory);
   return {
     knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable, (level, message, meta) => logger.log(level, message, meta)),
     files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing, chat),
@@ -211,7 +212,7 @@ function createServices(
     capabilities,
     projects,
     notes: new NoteService(db, projects),
-    memory: new MemoryService(db, projects),
+    memory,
     skills,
     webhooks,
     chat,

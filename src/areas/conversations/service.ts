@@ -6,7 +6,7 @@ import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type Model
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
-import { relevantMemoryItems } from '../memory/repository';
+import type { MemoryService } from '../memory/service';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import type { BudgetGate } from '../billing/service';
@@ -69,6 +69,7 @@ export class ChatService {
     private readonly timeoutMs: number,
     private readonly billing: BudgetGate,
     private readonly lease: ReplyLeaseSettings,
+    private readonly memory: Pick<MemoryService, 'relevant'>,
   ) {}
 
   /** The replies this instance is generating: their leases are renewed while they are. */
@@ -294,7 +295,7 @@ export class ChatService {
   private async prompt(userId: string, conversation: repo.ConversationRow, message: repo.MessageRow): Promise<ChatMessage[]> {
     const project = conversation.project_id ? await this.projects.get(userId, conversation.project_id).catch(() => null) : null;
     const [memory, history] = await Promise.all([
-      relevantMemoryItems(this.db, userId, conversation.project_id, message.content, MEMORY_ITEMS),
+      this.memory.relevant(userId, conversation.project_id, message.content, MEMORY_ITEMS),
       repo.history(this.db, conversation.id, message.id, HISTORY_MESSAGES),
     ]);
     let system = SYSTEM_PROMPT;

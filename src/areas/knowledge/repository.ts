@@ -1,5 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Database } from '../../platform/db';
+import { anyWord } from '../../platform/db/text-search';
 
 export type SourceKind = 'file' | 'memory' | 'note' | 'project';
 
@@ -54,12 +55,6 @@ function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unk
   };
   return sql.join(scope.kinds.map((kind) => selects[kind]), sql` union all `);
 }
-
-/**
- * The words of a query, any of which may match (ranked by how many and how close): questions in
- * plain language rarely contain every word of the passage that answers them.
- */
-export const anyWord = (query: string) => sql`coalesce(nullif(replace(plainto_tsquery('english', ${query})::text, '&', '|'), ''), '')::tsquery`;
 
 /**
  * `cut`: a hit's snippet is cut around the query's words; `later`: the hit carries its whole text

@@ -2,7 +2,7 @@ import { type Insertable, sql, type Updateable } from 'kysely';
 import type { MemoryItems } from '../../../generated/db';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
-import { anyWord } from '../knowledge/repository';
+import { anyWord } from '../../platform/db/text-search';
 
 export function findMemoryItem(db: Database, ownerUserId: string, id: string) {
   return db

@@ -33,6 +33,14 @@ export class MemoryService {
     return row;
   }
 
+  /**
+   * The user's items sharing the most words with `text`, global ones and those of `projectId`: what
+   * the assistant is told about the user for a message.
+   */
+  relevant(userId: string, projectId: string | null, text: string, limit: number): Promise<Array<{ id: string; content: string }>> {
+    return repo.relevantMemoryItems(this.db, userId, projectId, text, limit);
+  }
+
   async list(userId: string, filter: { kind?: string; projectId?: string }, page: PageRequest) {
     return toPage(await repo.listMemoryItems(this.db, userId, filter, page), page.limit);
   }
