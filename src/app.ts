@@ -32,6 +32,7 @@ import { SessionService } from './areas/sessions/service';
 import { skillHandlers } from './areas/skills/handlers';
 import { SkillService } from './areas/skills/service';
 import { automationHandlers } from './areas/automations/handlers';
+import { countQueuedRuns } from './areas/automations/repository';
 import { AutomationRunner, AutomationScheduler } from './areas/automations/runner';
 import { AutomationService } from './areas/automations/service';
 import { conversationHandlers } from './areas/conversations/handlers';
@@ -39,6 +40,7 @@ import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
 import { modelHandlers } from './areas/models/handlers';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
+import { countPendingDeliveries } from './areas/webhooks/repository';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { WebhookService } from './areas/webhooks/service';
 import { SecretBox } from './areas/webhooks/signing';
@@ -241,12 +243,9 @@ function createDispatcher(config: Config, database: DatabaseHandle, secretBox: S
 
 /** The metrics, with the queue depths read from the database at each scrape. */
 function createMetrics(database: DatabaseHandle): Metrics {
-  const count = async (query: Promise<{ n: number } | undefined>) => Number((await query)?.n ?? 0);
   return new Metrics({
-    pendingDeliveries: () =>
-      count(database.db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'pending').executeTakeFirst()),
-    queuedRuns: () =>
-      count(database.db.selectFrom('automation_runs').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'queued').executeTakeFirst()),
+    pendingDeliveries: () => countPendingDeliveries(database.db),
+    queuedRuns: () => countQueuedRuns(database.db),
     pool: () => database.poolStats(),
   });
 }

@@ -150,3 +150,9 @@ export async function finishRun(db: Database, id: string, token: string, changes
     .returningAll()
     .executeTakeFirst();
 }
+
+/** Runs waiting for a runner, across all users (a metric). */
+export async function countQueuedRuns(db: Database): Promise<number> {
+  const row = await db.selectFrom('automation_runs').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'queued').executeTakeFirst();
+  return Number(row?.n ?? 0);
+}

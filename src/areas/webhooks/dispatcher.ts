@@ -252,20 +252,10 @@ export class WebhookDispatcher {
       await repo.insertAttempt(trx, this.attemptRow(claimed.id, attempt, attemptedAt, outcome));
       if (claimed.is_test) return null;
       if (outcome.succeeded) {
-        await trx
-          .updateTable('webhook_subscriptions')
-          .set({ failing_since: null })
-          .where('id', '=', claimed.subscription_id)
-          .where('failing_since', 'is not', null)
-          .execute();
+        await repo.clearFailing(trx, claimed.subscription_id);
         return null;
       }
-      const subscription = await trx
-        .updateTable('webhook_subscriptions')
-        .set((eb) => ({ failing_since: eb.fn.coalesce('failing_since', eb.val(attemptedAt)) }))
-        .where('id', '=', claimed.subscription_id)
-        .returning(['enabled', 'failing_since'])
-        .executeTakeFirst();
+      const subscription = await repo.markFailing(trx, claimed.subscription_id, attemptedAt);
       if (!subscription?.enabled) return null;
       const failingTooLong = (subscription.failing_since?.getTime() ?? now.getTime()) <= now.getTime() - this.settings.disableAfterMs;
       if (!gone && !failingTooLong) return null;

@@ -239,3 +239,29 @@ export async function recordSuccess(
     update webhook_subscriptions set failing_since = null
     where id = ${claim.subscriptionId} and failing_since is not null and exists (select 1 from released)`.execute(db);
 }
+
+/** A delivery to the subscription succeeded: it is no longer failing. */
+export async function clearFailing(db: Database, subscriptionId: string): Promise<void> {
+  await db
+    .updateTable('webhook_subscriptions')
+    .set({ failing_since: null })
+    .where('id', '=', subscriptionId)
+    .where('failing_since', 'is not', null)
+    .execute();
+}
+
+/** A delivery to the subscription failed: it is failing since `at` unless it already was; returns whether it is enabled and since when it fails. */
+export function markFailing(db: Database, subscriptionId: string, at: Date) {
+  return db
+    .updateTable('webhook_subscriptions')
+    .set((eb) => ({ failing_since: eb.fn.coalesce('failing_since', eb.val(at)) }))
+    .where('id', '=', subscriptionId)
+    .returning(['enabled', 'failing_since'])
+    .executeTakeFirst();
+}
+
+/** Deliveries waiting to be sent, across all users (a metric). */
+export async function countPendingDeliveries(db: Database): Promise<number> {
+  const row = await db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'pending').executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
