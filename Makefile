@@ -18,7 +18,7 @@ SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64
 # `make bench NODE=/opt/node-24/bin/node` (docs/performance.md).
 NODE ?= node
 
-.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck token admin migrate pglite-dump quickstart bench clean
+.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck layers token admin migrate pglite-dump quickstart bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -84,7 +84,11 @@ compat: $(NODE_MODULES)
 typecheck: $(NODE_MODULES)
 	npx tsc --noEmit -p tsconfig.json
 
-lint: lint-spec compat typecheck
+## Fail when an import runs the wrong way between the layers (.dependency-cruiser.cjs, docs/architecture.md).
+layers: $(NODE_MODULES)
+	npx depcruise src --config .dependency-cruiser.cjs --output-type err
+
+lint: lint-spec compat typecheck layers
 	npx eslint .
 
 ## Measure the goals of #12 in one run (docs/performance.md): servers on one core, wrk and the bench's clients on the other.

@@ -11,6 +11,21 @@ module.exports = tseslint.config(
     },
   },
   {
+    // SQL only in repositories (docs/architecture.md): services, handlers, workers, http/ and the entry ask a repository.
+    files: ['src/app.ts', 'src/server.ts', 'src/http/**', 'src/areas/**'],
+    ignores: ['src/areas/*/repository.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'CallExpression[callee.property.name=/^(selectFrom|insertInto|updateTable|deleteFrom|mergeInto|replaceInto)$/]',
+          message: 'SQL belongs in a repository (src/areas/<area>/repository.ts).',
+        },
+        { selector: "TaggedTemplateExpression[tag.name='sql'], MemberExpression[object.name='sql']", message: 'SQL belongs in a repository (src/areas/<area>/repository.ts).' },
+      ],
+    },
+  },
+  {
     // Migrations are frozen against `Kysely<any>`: they must not depend on today's schema type.
     files: ['src/platform/db/migrate.ts', 'src/platform/db/migrations/**'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
