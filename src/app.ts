@@ -40,7 +40,7 @@ import { modelHandlers } from './areas/models/handlers';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { WebhookService } from './areas/webhooks/service';
-import { SecretBox } from './areas/webhooks/signing';
+import { sealedColumns as webhookSealedColumns } from './areas/webhooks/signing';
 import { type Config, hasIdentityProvider } from './config';
 import { resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
@@ -65,6 +65,8 @@ import { memoryRateLimiter, type RateLimiter, SharedRateLimiter } from './platfo
 import { SignedUrls } from './platform/signed-urls';
 import type { ObjectStore } from './platform/storage';
 import { LocalObjectStore } from './platform/storage/local';
+import { Outbound } from './platform/net/outbound';
+import { keyFromMaterial, LEGACY_KEY_ID, loadDevSecretKey, type SealedColumn, type SecretKey, Secrets } from './platform/secrets';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
 export interface Services {
@@ -98,6 +100,10 @@ export interface Runtime {
   services: Services;
   /** Development signing material (null with an identity provider). */
   devAuth: DevAuthMaterial | null;
+  /** Seals and opens every stored secret. */
+  secrets: Secrets;
+  /** The guard of every request to a URL a user chose. */
+  outbound: Outbound;
   /** Embeds new and changed records in the background. */
   indexer: KnowledgeIndexer;
   /** Delivers outgoing webhooks in the background. */
@@ -121,6 +127,25 @@ export function openObjectStore(config: Config): ObjectStore {
   return new S3ObjectStore(config.storage.s3);
 }
 
+/** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
+export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns];
+
+/**
+ * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
+ * WEBHOOK_SECRETS_KEY, which seals when SECRETS_KEY is unset and opens otherwise; else, outside
+ * production, the development key under DATA_DIR. The `v1:` webhook secrets of earlier versions
+ * open with WEBHOOK_SECRETS_KEY, else the cookie secret they were sealed with.
+ */
+export function openSecrets(config: Config, cookieSecret: string): Secrets {
+  const { keys, webhookSecretsKey } = config.secrets;
+  const all: SecretKey[] = [...keys, ...(webhookSecretsKey ? [keyFromMaterial(LEGACY_KEY_ID, webhookSecretsKey)] : [])];
+  if (all.length === 0) {
+    if (config.env === 'production') throw new Error('production needs SECRETS_KEY');
+    all.push(loadDevSecretKey(config.dataDir));
+  }
+  return new Secrets(all, webhookSecretsKey ?? cookieSecret);
+}
+
 export async function openDatabase(config: Config): Promise<DatabaseHandle> {
   return config.databaseUrl
     ? openPostgres(config.databaseUrl, config.databasePoolSize, { preparedStatements: config.databasePreparedStatements })
@@ -135,7 +160,7 @@ function createServices(
   logger: Logger,
   vectorAvailable: boolean,
   dispatcher: WebhookDispatcher,
-  secretBox: SecretBox,
+  secrets: Secrets,
 ): Services {
   const { db } = database;
   const audit = new AuditService(db);
@@ -147,7 +172,7 @@ function createServices(
       ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model })
       : new HashingEmbedder();
   const skills = new SkillService(db, projects);
-  const webhooks = new WebhookService(db, secretBox, dispatcher);
+  const webhooks = new WebhookService(db, secrets, dispatcher);
   const billing = new BillingService(db, capabilities, config.billing);
   const { webhookSecret, toleranceSeconds } = config.billing.stripe;
   let stripeEvents: StripeEvents | null = null;
@@ -191,12 +216,12 @@ const workerLog =
     logger.log(level, message, meta);
   };
 
-function createDispatcher(config: Config, database: DatabaseHandle, secretBox: SecretBox, logger: Logger, metrics: Metrics): WebhookDispatcher {
-  const { allowLoopback, allowedPorts, ...settings } = config.webhooks;
+function createDispatcher(config: Config, database: DatabaseHandle, secrets: Secrets, outbound: Outbound, logger: Logger, metrics: Metrics): WebhookDispatcher {
   return new WebhookDispatcher(
     database.db,
-    secretBox,
-    { ...settings, policy: { allowLoopback, allowedPorts } },
+    secrets,
+    outbound,
+    config.webhooks,
     { log: workerLog(logger), onAttempt: (outcome) => metrics.deliveryAttempts.inc({ outcome }) },
   );
 }
@@ -256,10 +281,11 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const store = openObjectStore(config);
     const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
     const vectorAvailable = await hasVectorExtension(db.db);
-    const secretBox = new SecretBox(config.webhooks.secretsKey ?? cookieSecret);
+    const secrets = openSecrets(config, cookieSecret);
+    const outbound = new Outbound(config.outbound);
     const metrics = createMetrics(db);
-    const dispatcher = createDispatcher(config, db, secretBox, logger, metrics);
-    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secretBox);
+    const dispatcher = createDispatcher(config, db, secrets, outbound, logger, metrics);
+    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets);
     const indexer = new KnowledgeIndexer(services.knowledge, config.embeddings.indexIntervalMs, (error) =>
       logger.error('knowledge indexing failed', { error: (error as Error).message }),
     );
@@ -328,6 +354,8 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       database: db,
       services,
       devAuth,
+      secrets,
+      outbound,
       drain: () => {
         draining = true;
       },
