@@ -136,7 +136,7 @@ export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns]
  * production, the development key under DATA_DIR. The `v1:` webhook secrets of earlier versions
  * open with WEBHOOK_SECRETS_KEY, else the cookie secret they were sealed with.
  */
-export function openSecrets(config: Config, cookieSecret: string): Secrets {
+export function openSecrets(config: Config, cookieSecret: string | null): Secrets {
   const { keys, webhookSecretsKey } = config.secrets;
   const all: SecretKey[] = [...keys, ...(webhookSecretsKey ? [keyFromMaterial(LEGACY_KEY_ID, webhookSecretsKey)] : [])];
   if (all.length === 0) {

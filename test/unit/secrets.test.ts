@@ -1,21 +1,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createCipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import { keyFromMaterial, loadDevSecretKey, Secrets, SecretUnreadable } from '../../src/platform/secrets';
+import { sealV1 } from '../helpers/secrets';
 
 const k1 = { id: 'k1', key: Buffer.alloc(32, 1) };
 const k2 = { id: 'k2', key: Buffer.alloc(32, 2) };
 const API_KEY = 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789';
-
-/** A `v1:` value exactly as earlier versions sealed webhook secrets. */
-function sealV1(material: string, plain: string): string {
-  const key = Buffer.from(hkdfSync('sha256', material, Buffer.alloc(0), 'webhook-signing-secrets', 32));
-  const nonce = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key, nonce);
-  const sealed = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-  return `v1:${Buffer.concat([nonce, cipher.getAuthTag(), sealed]).toString('base64url')}`;
-}
 
 describe('secrets at rest', () => {
   test('sealed as s1:<key id>:…, opened for the same context only', () => {
@@ -35,7 +26,7 @@ describe('secrets at rest', () => {
     const both = new Secrets([k1, k2]);
     const stored = both.seal(API_KEY, 'ctx');
     const bytes = Buffer.from(stored.slice('s1:k1:'.length), 'base64url');
-    bytes[bytes.length - 1] ^= 1;
+    bytes.writeUInt8(bytes.readUInt8(bytes.length - 1) ^ 1, bytes.length - 1);
     const failures = [
       () => both.open(`s1:k1:${bytes.toString('base64url')}`, 'ctx'),
       () => both.open(stored.replace('s1:k1:', 's1:k2:'), 'ctx'),

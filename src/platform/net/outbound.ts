@@ -85,13 +85,21 @@ export function checkUrl(raw: string, policy: OutboundPolicy): URL {
     const verdict = allowed(host, policy);
     if (!verdict.ok) throw new AddressNotAllowed(host, host, verdict.range);
   }
-  if (url.port !== '' && !policy.allowedPorts.includes(Number(url.port))) {
-    const loopback = isIP(host) && addressRange(host) === 'loopback';
-    if (!(policy.allowLoopback && (loopback || host === 'localhost'))) {
-      throw new UrlNotAllowed(`must use the default port of ${url.protocol.slice(0, -1)} (port ${url.port} is not allowed)`);
-    }
+  if (!portAllowed(url, policy)) {
+    // With loopback allowed, a name may still resolve to loopback: resolveTarget judges it then.
+    const loopback = isIP(host) ? addressRange(host) === 'loopback' : true;
+    if (!(policy.allowLoopback && loopback)) throw portNotAllowed(url);
   }
   return url;
+}
+
+/** The default port of the scheme, or one of the allowed ports (loopback aside). */
+function portAllowed(url: URL, policy: OutboundPolicy): boolean {
+  return url.port === '' || policy.allowedPorts.includes(Number(url.port));
+}
+
+function portNotAllowed(url: URL): UrlNotAllowed {
+  return new UrlNotAllowed(`must use the default port of ${url.protocol.slice(0, -1)} (port ${url.port} is not allowed)`);
 }
 
 /** The host of a URL without the brackets of an IPv6 literal. */
@@ -140,6 +148,7 @@ export async function resolveTarget(raw: string, policy: OutboundPolicy, timeout
     const verdict = allowed(address, policy);
     if (!verdict.ok) throw new AddressNotAllowed(host, address, verdict.range);
   }
+  if (!portAllowed(url, policy) && addresses.some(({ address }) => addressRange(address) !== 'loopback')) throw portNotAllowed(url);
   const first = addresses[0] as { address: string; family: number };
   return { url, address: ipaddr.process(first.address).toString(), family: ipaddr.process(first.address).kind() === 'ipv4' ? 4 : 6 };
 }
