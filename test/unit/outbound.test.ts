@@ -202,9 +202,9 @@ describe('the guarded fetch and request', () => {
 
   test('the save-time check refuses what the guard refuses and accepts a name that does not resolve yet', async () => {
     const outbound = new Outbound(strict, scripted({ 'inside.test': [['10.1.2.3']] }).resolver);
-    await expect(outbound.checkTarget('https://inside.test/v1')).rejects.toBeInstanceOf(AddressNotAllowed);
-    await expect(outbound.checkTarget('ftp://example.com/')).rejects.toBeInstanceOf(UrlNotAllowed);
-    await expect(outbound.checkTarget('https://not-yet.test/v1')).resolves.toBeUndefined();
+    expect(await outbound.whyRefused('https://inside.test/v1')).toBe('inside.test resolves to 10.1.2.3, a private address');
+    expect(await outbound.whyRefused('ftp://example.com/')).toBe('must use http or https');
+    expect(await outbound.whyRefused('https://not-yet.test/v1')).toBeNull();
   });
 
   test('a redirect is refused, not followed', async () => {

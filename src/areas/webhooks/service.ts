@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { components } from '../../../generated/api';
 import { errors } from '../../http/errors';
-import { checkUserUrl } from '../../http/outbound-url';
 import type { PageRequest } from '../../http/pagination';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
@@ -251,7 +250,8 @@ export class WebhookService {
 
   /** Refuses a receiver URL that is malformed or reaches a non-public address (400). */
   private async checkReceiver(url: string): Promise<void> {
-    await checkUserUrl(this.dispatcher.outbound, url, '/body/url', 'webhook URL');
+    const refused = await this.dispatcher.outbound.whyRefused(url, Math.min(this.dispatcher.settings.timeoutMs, 5000));
+    if (refused) throw errors.invalidRequest('The webhook URL is not allowed.', [{ path: '/body/url', message: refused }]);
   }
 }
 

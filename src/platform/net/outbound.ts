@@ -221,7 +221,7 @@ interface Exchange {
 }
 
 /**
- * The guarded outbound client, one per process: `checkUrl`/`checkTarget` to validate a URL when a
+ * The guarded outbound client, one per process: `checkUrl`/`whyRefused` to validate a URL when a
  * user saves it, `request` for a bounded exchange returning a capped body, and `fetcher` for a
  * `fetch` implementation with the same guard (for the AI SDK and the MCP SDK).
  */
@@ -237,15 +237,17 @@ export class Outbound {
   }
 
   /**
-   * The check when a user saves a URL: `checkUrl` and every address its name resolves to. A name
-   * that does not resolve (yet) is accepted, since every request checks again. Throws
-   * UrlNotAllowed or AddressNotAllowed.
+   * The check when a user saves a URL (a webhook receiver, a model provider connection, an MCP
+   * server…): why the guard refuses it (for a 400 naming the field), or null. A name that does
+   * not resolve (yet) is accepted, since every request checks it again.
    */
-  async checkTarget(raw: string, timeoutMs = 5000): Promise<void> {
+  async whyRefused(raw: string, timeoutMs = 5000): Promise<string | null> {
     try {
       await resolveTarget(raw, this.policy, timeoutMs, this.resolver);
+      return null;
     } catch (error) {
-      if (error instanceof HostNotResolved) return;
+      if (error instanceof UrlNotAllowed || error instanceof AddressNotAllowed) return error.message;
+      if (error instanceof HostNotResolved) return null;
       throw error;
     }
   }
