@@ -211,11 +211,10 @@ const agents = {
   'https:': new https.Agent({ keepAlive: true, maxSockets: 16, timeout: 4000 }),
 };
 
-/** An exchange under way: its answer, and `fail` to end it (and its body) with an error. */
+/** An exchange under way: its answer (destroyed with an error on timeout or abort until `done`). */
 interface Exchange {
   response: http.IncomingMessage;
   started: number;
-  fail: (error: Error) => void;
   /** Stops the timer and the abort listener (the body was read or abandoned). */
   done: () => void;
 }
@@ -360,7 +359,7 @@ export class Outbound {
           resolve(answer);
         });
       });
-      return { response, started, fail: (error) => failWith(error), done };
+      return { response, started, done };
     } catch (error) {
       done();
       throw error;
