@@ -69,7 +69,7 @@ export async function knowledgeBench(log: (line: string) => void = () => undefin
     const embedder = new HashingEmbedder();
     const stream = words(42);
     const started = performance.now();
-    await sql`drop index knowledge_embeddings_hnsw_idx`.execute(db);
+    await sql`drop index knowledge_embeddings_hnsw_256_idx`.execute(db);
     for (let offset = 0; offset < CHUNKS; offset += 500) {
       const batch = Array.from({ length: Math.min(500, CHUNKS - offset) }, (_, i) => ({
         seq: offset + i,
@@ -79,15 +79,16 @@ export async function knowledgeBench(log: (line: string) => void = () => undefin
         batch.map((c) => sql`('bench-file', 1, ${c.seq}, ${c.seq * 400}, ${c.seq * 400 + c.content.length}, ${c.content})`),
       )}`.execute(db);
       const vectors = await embedder.embed(batch.map((c) => c.content));
-      await sql`insert into knowledge_embeddings (source_kind, source_id, owner_user_id, source_version, embedding) values ${sql.join(
-        batch.map((c, i) => sql`('file', ${`bench-file:1:${c.seq}`}, ${USER}, 'chunk', ${toVectorLiteral(vectors[i] as number[])}::vector)`),
+      await sql`insert into knowledge_embeddings (source_kind, source_id, owner_user_id, source_version, embedding, embedding_model) values ${sql.join(
+        batch.map((c, i) => sql`('file', ${`bench-file:1:${c.seq}`}, ${USER}, 'chunk', ${toVectorLiteral(vectors[i] as number[])}::vector, ${embedder.name})`),
       )}`.execute(db);
     }
     log(`loaded ${CHUNKS} chunks and embeddings in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     const indexStarted = performance.now();
     // Built once over the loaded rows (as a restore would), with the memory to hold its graph.
     await sql`set maintenance_work_mem = '1GB'`.execute(db);
-    await sql`create index knowledge_embeddings_hnsw_idx on knowledge_embeddings using hnsw (embedding vector_cosine_ops)`.execute(db);
+    await sql`create index knowledge_embeddings_hnsw_256_idx on knowledge_embeddings
+              using hnsw ((embedding::vector(256)) vector_cosine_ops) where vector_dims(embedding) = 256`.execute(db);
     await sql`analyze`.execute(db);
     log(`built the HNSW index in ${((performance.now() - indexStarted) / 1000).toFixed(1)} s`);
 
@@ -110,7 +111,8 @@ export async function knowledgeBench(log: (line: string) => void = () => undefin
     const hybrid = await timed((i) => knowledge.search(USER, { query: query(i), limit: 10 }), queries.length);
     const vectors = await embedder.embed(queries);
     const rawVector = await timed((i) =>
-      sql`select source_id from knowledge_embeddings order by embedding <=> ${toVectorLiteral(vectors[i % queries.length] as number[])}::vector limit 10`.execute(db),
+      sql`select source_id from knowledge_embeddings where vector_dims(embedding) = 256
+          order by embedding::vector(256) <=> ${toVectorLiteral(vectors[i % queries.length] as number[])}::vector(256) limit 10`.execute(db),
       queries.length,
     );
     const ms = (v: number) => v.toFixed(1);

@@ -2462,11 +2462,16 @@ export interface components {
             /** @description Best first; ties are broken by kind and id, so the same data and query give the same order. */
             results: components["schemas"]["KnowledgeResult"][];
             /**
-             * @description `hybrid`: full-text and vector retrieval fused (reciprocal rank fusion over each one's best `2 × limit` candidates, at least 20); `lexical`: full-text only (vector search is switched off, or the database has no `vector` extension). Clients must tolerate new values.
+             * @description `hybrid`: full-text and vector retrieval fused (reciprocal rank fusion over each one's best `2 × limit` candidates, at least 20); `lexical`: full-text only (vector search is switched off, the database has no `vector` extension, or the embeddings failed: see `retrievalNote`). Embeddings never make a search fail. Clients must tolerate new values.
              * @example hybrid
              * @enum {string}
              */
             retrieval: "hybrid" | "lexical";
+            /**
+             * @description Present when vector retrieval was on but skipped for this search: why (the embeddings provider could not be reached, answered an error, or returned vectors of another size than expected). The results are full-text only (`retrieval: lexical`).
+             * @example Vector retrieval was skipped: The embeddings provider could not be reached.
+             */
+            retrievalNote?: string;
         };
         /**
          * @description An event kind a subscription can select. Clients must tolerate new values.
@@ -2919,11 +2924,11 @@ export interface components {
              */
             model: string | null;
             /**
-             * @description Why a reply failed. Clients must tolerate new values.
+             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended. Clients must tolerate new values.
              * @example null
              * @enum {string|null}
              */
-            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | null;
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | null;
             /** @example null */
             errorMessage: string | null;
             /** @description Tokens and cost of a completed reply, or `null`. */
@@ -3750,9 +3755,10 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `unauthenticated`: credentials are missing, expired, malformed or not valid. */
+        /** @description `unauthenticated`: credentials are missing, expired, malformed or not valid. The `error` says which, and how to authenticate when nothing was sent. */
         Unauthenticated: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
                 [name: string]: unknown;
             };
             content: {
@@ -4180,6 +4186,11 @@ export interface components {
         XContentTypeOptions: "nosniff";
         /** @description Always `bytes`. */
         AcceptRanges: "bytes";
+        /**
+         * @description The RFC 6750 challenge, on every `401`: `Bearer realm="ai-workspace-service"`, followed, when a bearer token was sent and refused, by `error="invalid_token"` and an `error_description` saying why (expired, signature, issuer, audience, malformed, subject), the same sentence as the body's `error`.
+         * @example Bearer realm="ai-workspace-service", error="invalid_token", error_description="The access token expired."
+         */
+        WWWAuthenticate: string;
     };
     pathItems: never;
 }

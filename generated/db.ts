@@ -227,6 +227,7 @@ export interface IdempotencyKeys {
 export interface KnowledgeEmbeddings {
   created_at: Generated<Timestamp>;
   embedding: string;
+  embedding_model: Generated<string>;
   owner_user_id: string;
   source_id: string;
   source_kind: string;
@@ -270,6 +271,7 @@ export interface Messages {
   id: string;
   input_tokens: number | null;
   kind: string;
+  locked_until: Timestamp | null;
   model: string | null;
   output_tokens: number | null;
   owner_user_id: string;

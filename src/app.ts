@@ -35,14 +35,15 @@ import { automationHandlers } from './areas/automations/handlers';
 import { AutomationRunner, AutomationScheduler } from './areas/automations/runner';
 import { AutomationService } from './areas/automations/service';
 import { conversationHandlers } from './areas/conversations/handlers';
+import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
 import { modelHandlers } from './areas/models/handlers';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { WebhookService } from './areas/webhooks/service';
 import { sealedColumns as webhookSealedColumns } from './areas/webhooks/signing';
-import { type Config, hasIdentityProvider } from './config';
-import { resolveCaller, securityHandlers } from './http/auth';
+import { ConfigError, type Config, hasIdentityProvider } from './config';
+import { limitAuthFailures, resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
 import { serveDocs } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
@@ -56,8 +57,8 @@ import './http/types';
 import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
 import { IdempotencyStore } from './platform/idempotency';
-import { HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
-import { DevelopmentProvider, type ModelProvider, OpenAICompatibleProvider } from './platform/ai/models';
+import { EmbeddingsFailure, HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
+import { DevelopmentProvider, listProviderModels, type ModelPrice, type ModelProvider, ModelProviderFailure, OpenAICompatibleProvider } from './platform/ai/models';
 import { hasVectorExtension } from './platform/db/vector';
 import { accessLog, type Logger } from './platform/logger';
 import { Metrics } from './platform/metrics';
@@ -67,6 +68,7 @@ import type { ObjectStore } from './platform/storage';
 import { LocalObjectStore } from './platform/storage/local';
 import { Outbound } from './platform/net/outbound';
 import { keyFromMaterial, LEGACY_KEY_ID, loadDevSecretKey, type SealedColumn, type SecretKey, Secrets } from './platform/secrets';
+import { PeriodicTask } from './platform/workers';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
 export interface Services {
@@ -112,10 +114,42 @@ export interface Runtime {
   scheduler: AutomationScheduler;
   /** Executes queued automation runs. */
   runner: AutomationRunner;
+  /** Renews the leases of the chat replies being generated here; fails those whose instance stopped. */
+  replies: ReplyRecovery;
+  /** Removes the partial objects of uploads that never ended. */
+  incomingSweep: PeriodicTask;
+  /** Fails as `interrupted` the replies this instance is still generating (a shutdown that cannot wait). */
+  interruptReplies(): Promise<number>;
   metrics: Metrics;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
   close(): Promise<void>;
+}
+
+/**
+ * The models to offer: MODEL_PROVIDER_MODELS, or the provider's own list (`GET {base}/models`,
+ * free of charge) when only a base URL is set. A list that cannot be read stops the start.
+ */
+async function resolveModels(config: Config, logger: Logger): Promise<ModelPrice[]> {
+  const { baseUrl, apiKey, models } = config.models;
+  if (!baseUrl) {
+    if (config.env === 'production') {
+      logger.warn('MODEL_PROVIDER=development: serving the built-in development model, which is NOT an AI (it quotes the user). Set MODEL_PROVIDER_BASE_URL for a real model.');
+    }
+    return [];
+  }
+  if (models.length > 0) return [...models];
+  try {
+    const ids = await listProviderModels({ baseUrl, apiKey });
+    logger.info('read the model provider\'s model list (MODEL_PROVIDER_MODELS is not set); the first is the default, all priced 0', { models: ids });
+    return ids.map((id) => ({ id, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 }));
+  } catch (error) {
+    const failure = error instanceof ModelProviderFailure ? error : new ModelProviderFailure(String(error));
+    throw new ConfigError([
+      `MODEL_PROVIDER_MODELS is not set and the model list of MODEL_PROVIDER_BASE_URL (GET ${baseUrl.replace(/\/$/, '')}/models) could not be read: ${failure.message} (${failure.detail}). ` +
+        'Set MODEL_PROVIDER_MODELS to the model ids it offers, the default first.',
+    ]);
+  }
 }
 
 /** S3 when a bucket is configured, otherwise a directory under DATA_DIR. */
@@ -161,16 +195,18 @@ function createServices(
   vectorAvailable: boolean,
   dispatcher: WebhookDispatcher,
   secrets: Secrets,
+  modelList: readonly ModelPrice[],
 ): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
   const capabilities = new CapabilityService(db, audit, config.capabilities, Date.now, vectorAvailable);
   const warn = (message: string, meta: Record<string, unknown>) => logger.warn(message, meta);
+  const { dimensions, queryTimeoutMs } = config.embeddings;
   const embedder =
     config.embeddings.provider === 'http'
-      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model })
-      : new HashingEmbedder();
+      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model, dimensions, queryTimeoutMs })
+      : new HashingEmbedder(dimensions ?? undefined);
   const skills = new SkillService(db, projects);
   const webhooks = new WebhookService(db, secrets, dispatcher);
   const billing = new BillingService(db, capabilities, config.billing);
@@ -183,11 +219,11 @@ function createServices(
     stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
   }
   const models: ModelProvider = config.models.baseUrl
-    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: config.models.models })
+    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
     : new DevelopmentProvider();
-  const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing);
+  const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs });
   return {
-    knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable),
+    knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable, (level, message, meta) => logger.log(level, message, meta)),
     files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing, chat),
     outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
     audit,
@@ -285,19 +321,38 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const outbound = new Outbound(config.outbound);
     const metrics = createMetrics(db);
     const dispatcher = createDispatcher(config, db, secrets, outbound, logger, metrics);
-    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets);
-    const indexer = new KnowledgeIndexer(services.knowledge, config.embeddings.indexIntervalMs, (error) =>
-      logger.error('knowledge indexing failed', { error: (error as Error).message }),
+    const modelList = await resolveModels(config, logger);
+    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList);
+    const indexer = new KnowledgeIndexer(
+      services.knowledge,
+      config.embeddings.indexIntervalMs,
+      (error, retryInMs, failures) =>
+        // Embeddings failures are logged by the service when they start or change; other errors here.
+        error instanceof EmbeddingsFailure
+          ? logger.debug('knowledge indexing waits for the embeddings', { failures, retryInMs })
+          : logger.warn('knowledge indexing failed', { error: (error as Error).message, failures, retryInMs }),
+      config.embeddings.indexMaxBackoffMs,
     );
     const log = workerLog(logger);
     const runner = new AutomationRunner(db.db, services.automations, services.outputs, services.webhooks, services.capabilities, services.billing, config.automations, log, (status) =>
       metrics.runsFinished.inc({ status }),
     );
     const scheduler = new AutomationScheduler(db.db, services.capabilities, config.automations.tickCron, log, () => runner.wake());
+    const replies = new ReplyRecovery(services.chat, { leaseMs: config.models.replyLeaseMs, sweepIntervalMs: config.models.replyRecoveryIntervalMs }, log);
+    const incomingSweep = new PeriodicTask(
+      config.storage.incomingSweepIntervalMs,
+      async () => {
+        const removed = await store.sweepIncoming(config.storage.incomingMaxAgeMs);
+        if (removed > 0) logger.warn('removed partial objects of uploads that never ended', { objects: removed });
+      },
+      (error) => logger.error('sweeping partial uploads failed', { error: (error as Error).message }),
+    );
     indexer.start();
     dispatcher.start();
     runner.start();
     scheduler.start();
+    replies.start();
+    incomingSweep.start();
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
       config.bootstrapAdminUserIds,
@@ -323,7 +378,9 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     app.get('/readyz', async (_req, res) => {
       const [database, storage] = await Promise.all([isReachable(db.db), store.isReachable()]);
       const ready = database && storage && !draining;
-      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: { database, storage, draining } });
+      // Embeddings are reported, never a reason to be unready: search answers lexically without them.
+      const embeddings = services.knowledge.embeddingsHealth.state;
+      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : draining ? 'draining' : 'not_ready', checks: { database, storage, draining, embeddings } });
     });
     app.get('/metrics', metrics.handler(config.metricsToken));
     serveDocs(app);
@@ -337,6 +394,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         bodyLimitBytes: config.bodyLimitBytes,
         idempotency: new IdempotencyStore(db.db),
         securityHandlers: securityHandlers(verifyToken, services.sessions, signedUrls),
+        onAuthFailure: config.authFailuresPerMinute > 0 ? limitAuthFailures(rateLimiter(db, config.authFailuresPerMinute), config.authFailuresPerMinute) : undefined,
         afterSecurity: [
           resolveCaller(config.auth.allowedOrigins),
           ...(config.rateLimitPerMinute > 0 ? [perUserRateLimit(rateLimiter(db, config.rateLimitPerMinute), config.rateLimitPerMinute)] : []),
@@ -345,7 +403,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
         ],
       }),
     );
-    app.use('/api/v1', apiNotFound);
+    app.use(apiNotFound);
     app.use(errorMiddleware(logger, config.bodyLimitBytes));
 
     return {
@@ -363,10 +421,13 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       dispatcher,
       scheduler,
       runner,
+      replies,
+      incomingSweep,
+      interruptReplies: () => services.chat.interruptGenerating(),
       metrics,
       close: async () => {
         await scheduler.stop();
-        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop()]);
+        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), replies.stop(), incomingSweep.stop()]);
         store.close();
         await db.close();
       },

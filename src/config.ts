@@ -2,6 +2,21 @@ import path from 'node:path';
 import cron from 'node-cron';
 import { parseSecretKeys, type SecretKey } from './platform/secrets';
 
+export interface HttpLimits {
+  /** Time a connection has to send a request's headers (also how long a connection may sit idle before its first request). */
+  headersTimeoutMs: number;
+  /** Node's limit on receiving a whole request; 0 (the default) leaves bodies to the body-rate rule, so long uploads are not cut. */
+  requestTimeoutMs: number;
+  /** How long an idle keep-alive connection is kept between requests. */
+  keepAliveTimeoutMs: number;
+  /** Time a request body may take before it must keep up `bodyMinBytesPerSecond`. */
+  bodyTimeoutMs: number;
+  /** Each this many bytes received extends the body's time by a second (a slow-body client is cut, a large upload is not). */
+  bodyMinBytesPerSecond: number;
+  /** Open connections at most (more are refused); 0 is no limit. */
+  maxConnections: number;
+}
+
 /** Configuration of the service, read from the environment once at start-up and validated. */
 export interface Config {
   env: 'development' | 'production' | 'test';
@@ -17,6 +32,12 @@ export interface Config {
   trustProxy: boolean;
   validateResponses: boolean;
   shutdownTimeoutMs: number;
+  /** How long a stopping instance keeps serving (with /readyz 503) before it stops accepting connections. */
+  shutdownDrainMs: number;
+  /** The HTTP server's limits on slow and idle clients (src/http/server.ts). */
+  http: HttpLimits;
+  /** Failed authentications per client address and minute before `429`, across instances; 0 turns the limit off. */
+  authFailuresPerMinute: number;
   auth: {
     jwksUrl: string | null;
     publicKeyPem: string | null;
@@ -60,6 +81,10 @@ export interface Config {
     s3: { endpoint: string | null; bucket: string; region: string; accessKeyId: string | null; secretAccessKey: string | null; forcePathStyle: boolean } | null;
     maxUploadBytes: number;
     maxOutputBytes: number;
+    /** Partial objects of uploads that never ended are removed once this old. */
+    incomingMaxAgeMs: number;
+    /** How often each instance removes them (and once at start). */
+    incomingSweepIntervalMs: number;
   };
   /** Lifetime of the upload URLs and content URLs the service signs. */
   signedUrlTtlSeconds: number;
@@ -69,17 +94,38 @@ export interface Config {
     baseUrl: string | null;
     apiKey: string | null;
     model: string;
+    /**
+     * The vector size asked for and checked (EMBEDDINGS_DIMENSIONS); null: learned from the
+     * provider's first answer (the built-in hashing embedder uses 256).
+     */
+    dimensions: number | null;
+    /** How long a search waits for its query's embedding before answering from full-text retrieval alone. */
+    queryTimeoutMs: number;
     /** How often new or changed records are embedded. */
     indexIntervalMs: number;
+    /** The longest wait between indexing attempts while embeddings fail (exponential backoff). */
+    indexMaxBackoffMs: number;
   };
   models: {
+    /**
+     * `openai-compatible` with MODEL_PROVIDER_BASE_URL; `development`, the built-in deterministic
+     * model, only without one (production must choose it explicitly with MODEL_PROVIDER=development).
+     */
+    provider: 'openai-compatible' | 'development';
     /** An OpenAI-compatible API; null for the built-in development provider. */
     baseUrl: string | null;
     apiKey: string | null;
-    /** The models offered, the default first, with their prices in cents per million tokens. */
+    /**
+     * The models offered, the default first, with their prices in cents per million tokens; empty
+     * with a base URL: the provider's own list (`GET {base}/models`) is read at start-up.
+     */
     models: { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number }[];
     /** How long a reply may take. */
     timeoutMs: number;
+    /** How long a reply being generated is held by its instance without a renewal; then it is failed `interrupted`. */
+    replyLeaseMs: number;
+    /** How often each instance fails the replies whose instance stopped (and once at start). */
+    replyRecoveryIntervalMs: number;
   };
   automations: {
     /** How often each instance looks for due schedule slots (a six-field node-cron expression). */
@@ -314,6 +360,22 @@ function parsePlans(reader: Reader): Plan[] {
 }
 
 /**
+ * One MODEL_PROVIDER_MODELS entry: a model id, optionally followed by `:input:output` prices in
+ * cents per million tokens. Ids are opaque and may contain `:` and `/` (`llama3.1:8b`,
+ * `meta-llama/Llama-3.1-8B`): an entry has prices exactly when its last two `:`-separated parts
+ * are whole numbers, so `qwen2.5:7b` is an id, `gpt-4o-mini:15:60` an id with prices, and an id
+ * that itself ends in two numbers is written with its prices (`model:1:2:0:0`).
+ */
+export function parseModelEntry(r: { problems: string[] }, entry: string): { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number } {
+  const priced = /^(.+):(\d{1,9}):(\d{1,9})$/.exec(entry);
+  const id = priced ? (priced[1] as string) : entry;
+  if (id.length > 200 || /\s/.test(id) || /^:|:$/.test(id)) {
+    r.problems.push(`MODEL_PROVIDER_MODELS entries are model ids (which may contain : and /), optionally with prices: gpt-4o-mini:15:60 (got "${entry}")`);
+  }
+  return { id, inputCentsPerMillionTokens: Number(priced?.[2] ?? 0), outputCentsPerMillionTokens: Number(priced?.[3] ?? 0) };
+}
+
+/**
  * The secrets-at-rest keys and the outbound guard's settings, with their deprecated webhook-only
  * names as aliases (the new name wins; both set differently is a problem).
  */
@@ -371,6 +433,16 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: r.bool('TRUST_PROXY', false),
     validateResponses: r.bool('VALIDATE_RESPONSES', false),
     shutdownTimeoutMs: r.int('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    shutdownDrainMs: r.int('SHUTDOWN_DRAIN_MS', 5_000, 0, 600_000),
+    http: {
+      headersTimeoutMs: r.int('HTTP_HEADERS_TIMEOUT_MS', 10_000, 1_000, 600_000),
+      requestTimeoutMs: r.int('HTTP_REQUEST_TIMEOUT_MS', 0, 0, 86_400_000),
+      keepAliveTimeoutMs: r.int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 0, 600_000),
+      bodyTimeoutMs: r.int('HTTP_BODY_TIMEOUT_MS', 20_000, 100, 600_000),
+      bodyMinBytesPerSecond: r.int('HTTP_BODY_MIN_BYTES_PER_SECOND', 1_024, 1, 1_000_000_000),
+      maxConnections: r.int('HTTP_MAX_CONNECTIONS', 10_000, 0, 1_000_000),
+    },
+    authFailuresPerMinute: r.int('AUTH_FAILURES_PER_MINUTE', 30, 0, 1_000_000),
     auth: {
       jwksUrl: r.url('AUTH_JWKS_URL', ['https:', 'http:']),
       publicKeyPem,
@@ -418,6 +490,8 @@ export function loadConfig(env: Env = process.env): Config {
         : null,
       maxUploadBytes: parseSize(r, 'MAX_UPLOAD_BYTES', 5 * 1024 ** 3),
       maxOutputBytes: parseSize(r, 'MAX_OUTPUT_BYTES', 1024 ** 3),
+      incomingMaxAgeMs: duration(r, 'INCOMING_UPLOAD_MAX_AGE', '24h'),
+      incomingSweepIntervalMs: duration(r, 'INCOMING_UPLOAD_SWEEP_INTERVAL', '1h'),
     },
     signedUrlTtlSeconds: r.int('SIGNED_URL_TTL_SECONDS', 300, 10, 86_400),
     ingestMaxBytes: parseSize(r, 'INGEST_MAX_BYTES', 64 * 1024 * 1024),
@@ -426,21 +500,19 @@ export function loadConfig(env: Env = process.env): Config {
       baseUrl: r.url('EMBEDDINGS_BASE_URL', ['http:', 'https:']),
       apiKey: r.optional('EMBEDDINGS_API_KEY'),
       model: r.string('EMBEDDINGS_MODEL', 'text-embedding-3-small'),
+      dimensions: r.raw('EMBEDDINGS_DIMENSIONS') === undefined ? null : r.int('EMBEDDINGS_DIMENSIONS', 256, 1, 16_000),
+      queryTimeoutMs: r.int('EMBEDDINGS_QUERY_TIMEOUT_MS', 5000, 100, 60_000),
       indexIntervalMs: r.int('KNOWLEDGE_INDEX_INTERVAL_MS', 2000, 100, 3_600_000),
+      indexMaxBackoffMs: r.int('KNOWLEDGE_INDEX_MAX_BACKOFF_MS', 300_000, 100, 86_400_000),
     },
     models: {
       baseUrl: r.url('MODEL_PROVIDER_BASE_URL', ['http:', 'https:']),
       apiKey: r.optional('MODEL_PROVIDER_API_KEY'),
-      models: r.list('MODEL_PROVIDER_MODELS').map((entry) => {
-        const match = /^([^:\s]{1,200})(?::(\d+):(\d+))?$/.exec(entry);
-        if (!match) r.problems.push(`MODEL_PROVIDER_MODELS entries are model ids, optionally with prices: gpt-4o-mini:15:60 (got "${entry}")`);
-        return {
-          id: match?.[1] ?? entry,
-          inputCentsPerMillionTokens: Number(match?.[2] ?? 0),
-          outputCentsPerMillionTokens: Number(match?.[3] ?? 0),
-        };
-      }),
+      provider: r.oneOf('MODEL_PROVIDER', ['openai-compatible', 'development'] as const, r.raw('MODEL_PROVIDER_BASE_URL') ? 'openai-compatible' : 'development'),
+      models: r.list('MODEL_PROVIDER_MODELS').map((entry) => parseModelEntry(r, entry)),
       timeoutMs: r.int('CHAT_TIMEOUT_MS', 60_000, 100, 600_000),
+      replyLeaseMs: r.int('CHAT_REPLY_LEASE_MS', 30_000, 300, 600_000),
+      replyRecoveryIntervalMs: r.int('CHAT_REPLY_RECOVERY_INTERVAL_MS', 10_000, 10, 600_000),
     },
     automations: {
       tickCron: r.string('AUTOMATION_TICK_CRON', '*/10 * * * * *'),
@@ -476,11 +548,22 @@ export function loadConfig(env: Env = process.env): Config {
   if (config.embeddings.provider === 'http' && !config.embeddings.baseUrl) {
     r.problems.push('EMBEDDINGS_PROVIDER=http needs EMBEDDINGS_BASE_URL (an OpenAI-compatible API)');
   }
-  if (config.models.baseUrl && config.models.models.length === 0) {
-    r.problems.push('MODEL_PROVIDER_BASE_URL needs MODEL_PROVIDER_MODELS (the model ids it offers, the default first)');
-  }
   if (!config.models.baseUrl && config.models.models.length > 0) {
     r.problems.push('MODEL_PROVIDER_MODELS needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
+  }
+  if (config.storage.incomingMaxAgeMs < 60_000) r.problems.push('INCOMING_UPLOAD_MAX_AGE must be at least 1m (longer than any upload, e.g. 24h)');
+  if (config.storage.incomingSweepIntervalMs < 1000 || config.storage.incomingSweepIntervalMs > 2 ** 31 - 1) {
+    r.problems.push('INCOMING_UPLOAD_SWEEP_INTERVAL must be a duration from 1s to 24d');
+  }
+  if (config.env === 'production' && !config.models.baseUrl && r.raw('MODEL_PROVIDER') === undefined) {
+    r.problems.push(
+      'production needs a model provider: set MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API), or MODEL_PROVIDER=development to serve the built-in development model (not an AI)',
+    );
+  } else if (config.models.provider === 'openai-compatible' && !config.models.baseUrl) {
+    r.problems.push('MODEL_PROVIDER=openai-compatible needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
+  }
+  if (config.models.provider === 'development' && config.models.baseUrl) {
+    r.problems.push('MODEL_PROVIDER=development cannot be combined with MODEL_PROVIDER_BASE_URL');
   }
   if (!cron.validate(config.automations.tickCron)) {
     r.problems.push(`AUTOMATION_TICK_CRON must be a cron expression such as */10 * * * * * (got "${config.automations.tickCron}")`);
@@ -511,6 +594,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   for (const userId of config.bootstrapAdminUserIds) {
     if (userId.length > 200) r.problems.push('BOOTSTRAP_ADMIN_USER_IDS entries must be at most 200 characters');
+  }
+  if (config.http.requestTimeoutMs > 0 && config.http.requestTimeoutMs < config.http.headersTimeoutMs) {
+    r.problems.push('HTTP_REQUEST_TIMEOUT_MS must be 0 or at least HTTP_HEADERS_TIMEOUT_MS');
   }
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return config;

@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import { createRuntime } from './app';
 import { ConfigError, hasIdentityProvider, loadConfig } from './config';
 import { createHttpServer } from './http/server';
@@ -24,8 +24,18 @@ async function main(): Promise<void> {
       { dataDir: config.dataDir },
     );
   }
-  const runtime = await createRuntime(config, logger);
-  const server: Server = createHttpServer(runtime.app).listen(config.port, config.host);
+  let runtime;
+  try {
+    runtime = await createRuntime(config, logger);
+  } catch (error) {
+    // A setting found unusable at start (e.g. a model list that cannot be read): said plainly.
+    if (error instanceof ConfigError) {
+      logger.error(error.message);
+      process.exit(1);
+    }
+    throw error;
+  }
+  const server: Server = createHttpServer(runtime.app, config.http).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);
@@ -38,14 +48,38 @@ async function main(): Promise<void> {
   });
 
   let stopping = false;
+  let endDrain: (() => void) | undefined;
   const shutdown = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal ends the drain period early.
+      endDrain?.();
+      return;
+    }
     stopping = true;
-    logger.info('shutting down', { signal });
+    // SIGTERM is an orchestrator's stop: keep serving for the drain period while /readyz answers
+    // 503, so that a load balancer moves traffic away before the listener closes (answers say
+    // `Connection: close` meanwhile). SIGINT (Ctrl-C) or a second signal stops without it.
+    const drainMs = signal === 'SIGTERM' ? config.shutdownDrainMs : 0;
+    logger.info('shutting down', { signal, drainMs });
     runtime.drain();
+    if (drainMs > 0) {
+      server.prependListener('request', (_req, res: ServerResponse) => {
+        res.shouldKeepAlive = false;
+      });
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, drainMs);
+        endDrain = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
     const force = setTimeout(() => {
       logger.error('shutdown timed out; exiting');
-      process.exit(1);
+      // Best effort: the replies still streaming are failed `interrupted` here (within 2 s);
+      // otherwise another instance's sweep fails them once their lease ends.
+      const interrupted = runtime.interruptReplies().catch(() => 0);
+      void Promise.race([interrupted, new Promise((resolve) => setTimeout(resolve, 2000))]).finally(() => process.exit(1));
     }, config.shutdownTimeoutMs);
     force.unref();
     // Stop accepting connections, let in-flight requests finish, then close the database.

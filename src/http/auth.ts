@@ -1,8 +1,9 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { SessionService } from '../areas/sessions/service';
 import { type SignedGrant, SignedUrlExpiredError, SignedUrlInvalidError, type SignedUrls } from '../platform/signed-urls';
+import type { RateLimiter } from '../platform/rate-limiter';
 import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
-import { errors } from './errors';
+import { type ApiError, AUTHENTICATION_REQUIRED, errors } from './errors';
 
 export const SESSION_COOKIE = 'service_session';
 
@@ -46,7 +47,9 @@ export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionSe
       }
     },
     bearerAuth: async (req: Request): Promise<boolean> => {
-      const token = BEARER.exec(req.headers.authorization ?? '')?.[1];
+      const header = req.headers.authorization;
+      if (header === undefined) return false;
+      const token = BEARER.exec(header)?.[1];
       if (!token) {
         req.authFailure ??= 'The Authorization header must be "Bearer <token>".';
         return false;
@@ -57,14 +60,17 @@ export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionSe
         return true;
       } catch (error) {
         if (!(error instanceof InvalidTokenError)) throw error;
-        req.authFailure = 'The access token is not valid (signature, issuer, audience or expiry).';
+        // The token's reason wins over the cookie's: it is what the RFC 6750 challenge reports.
+        req.authFailure = error.message;
+        req.invalidToken = true;
         return false;
       }
     },
     browserSession: async (req: Request): Promise<boolean> => {
+      // cookie-parser gives a cookie whose signature fails as `false`, and an unsigned one in `cookies`.
       const token: unknown = req.signedCookies?.[SESSION_COOKIE];
       if (typeof token !== 'string' || token === '') {
-        req.authFailure ??= 'The session cookie is not valid.';
+        if (token !== undefined || req.cookies?.[SESSION_COOKIE] !== undefined) req.authFailure ??= 'The session cookie is not valid.';
         return false;
       }
       const userId = await sessions.resolve(token);
@@ -129,7 +135,11 @@ type SecurityRequirement = Record<string, unknown>;
  * trace) for a scheme a request simply does not use, and the schemes are worked out once per
  * operation.
  */
-export function authenticate(documentSecurity: SecurityRequirement[] | undefined, handlers: Record<string, SecurityHandler>) {
+export function authenticate(
+  documentSecurity: SecurityRequirement[] | undefined,
+  handlers: Record<string, SecurityHandler>,
+  onFailure: (req: Request) => Promise<ApiError | null> = async () => null,
+) {
   const plans = new WeakMap<object, { schemes: string[]; requirements: string[][] }>();
   const planOf = (operation: { security?: SecurityRequirement[] }) => {
     let plan = plans.get(operation);
@@ -153,6 +163,21 @@ export function authenticate(documentSecurity: SecurityRequirement[] | undefined
       }),
     );
     if (requirements.some((requirement) => requirement.every((scheme) => verified.has(scheme)))) return next();
-    next(errors.unauthenticated(req.authFailure ?? 'Authentication is required.'));
+    next((await onFailure(req)) ?? errors.unauthenticated(req.authFailure ?? AUTHENTICATION_REQUIRED, req.invalidToken));
+  };
+}
+
+/**
+ * Counts the failed authentications of each client address (`req.ip`, which honours TRUST_PROXY)
+ * by `limiter`; over `perMinute`, a failure is answered `429 rate_limited` instead of `401`.
+ * Only requests that presented credentials count (one without any costs no verification), and a
+ * request that authenticates is never refused, so users sharing an address with a prober keep
+ * working.
+ */
+export function limitAuthFailures(limiter: RateLimiter, perMinute: number) {
+  return async (req: Request): Promise<ApiError | null> => {
+    if (req.authFailure === undefined) return null;
+    const decision = await limiter.consume(`auth-failures:${req.ip ?? ''}`);
+    return decision.allowed ? null : errors.authFailuresLimited(Math.max(1, Math.ceil(decision.resetMs / 1000)), perMinute);
   };
 }

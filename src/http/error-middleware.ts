@@ -2,7 +2,8 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { isConnectionFailure, PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
 import { StorageUnavailableError } from '../platform/storage';
-import { ApiError, type ErrorDetail, errors } from './errors';
+import { ApiError, AUTHENTICATION_REQUIRED, type ErrorDetail, errors } from './errors';
+import { bodyPending } from './server';
 
 interface LibraryError {
   status?: number;
@@ -20,7 +21,7 @@ function detailPath(path: string | undefined): string {
 }
 
 /** Turns any thrown value into the catalogue's ApiError (null: an unexpected error, a 500). */
-export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?: string): ApiError | null {
+export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?: string, invalidToken?: boolean): ApiError | null {
   if (error instanceof ApiError) return error;
   if (error instanceof StorageUnavailableError) return errors.storageUnavailable();
   if (isConnectionFailure(error)) return errors.databaseUnavailable();
@@ -43,7 +44,7 @@ export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?:
         { path: '/headers/content-type', message: 'must be application/json' },
       ]);
     case 401:
-      return errors.unauthenticated(authFailure ?? 'Authentication is required.');
+      return errors.unauthenticated(authFailure ?? AUTHENTICATION_REQUIRED, invalidToken);
     case 403:
       return errors.forbidden();
     case 404:
@@ -68,8 +69,11 @@ export function errorMiddleware(logger: Logger, bodyLimitBytes: number): ErrorRe
       logger.error('error after the response started', { requestId: req.requestId, error: (error as Error)?.message });
       return next(error);
     }
-    const apiError = toApiError(error, bodyLimitBytes, req.authFailure) ?? errors.internal(req.requestId);
-    if (apiError.status >= 500) {
+    const apiError = toApiError(error, bodyLimitBytes, req.authFailure, req.invalidToken) ?? errors.internal(req.requestId);
+    if (error instanceof ApiError && error.status >= 500) {
+      // An expected outcome (a provider failed, a dependency is down), reported where it happened.
+      logger.warn('request failed', { requestId: req.requestId, code: error.code, error: error.message });
+    } else if (apiError.status >= 500) {
       const e = error as Error & { errors?: unknown };
       logger.error('unhandled error', {
         requestId: req.requestId,
@@ -78,9 +82,11 @@ export function errorMiddleware(logger: Logger, bodyLimitBytes: number): ErrorRe
         stack: e?.stack,
       });
     }
+    // A body not (fully) received is not waited for or drained: the connection closes after the answer.
+    if (bodyPending(req)) res.set('Connection', 'close');
     res.status(apiError.status).set(apiError.headers).json(apiError.body());
   };
 }
 
-/** Any /api/v1 path the document does not have. */
+/** Any path the service does not serve (in /api/v1 or outside it). */
 export const apiNotFound: RequestHandler = (_req, _res, next) => next(errors.notFound('No such route.'));

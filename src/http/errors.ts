@@ -24,6 +24,10 @@ export class ApiError extends Error {
   }
 }
 
+/** The 401 message when no credentials were sent at all. */
+export const AUTHENTICATION_REQUIRED =
+  'Authentication is required: send an access token (Authorization: Bearer <token>) or the session cookie (service_session, from POST /auth/session).';
+
 export type CapabilityName = 'automations' | 'billing' | 'vectorSearch';
 
 const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
@@ -32,10 +36,25 @@ const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
   vectorSearch: 'Vector search is disabled for this deployment.',
 };
 
+/** The realm of the service's RFC 6750 challenges. */
+export const AUTH_REALM = 'ai-workspace-service';
+
+/**
+ * The `WWW-Authenticate` challenge of every 401 (RFC 6750): with `error="invalid_token"` and the
+ * reason when a bearer token was presented and refused. The RFC allows no quote, backslash or
+ * character outside printable ASCII in a description (not even escaped): any is left out.
+ */
+function bearerChallenge(invalidTokenDescription?: string): string {
+  const realm = `Bearer realm="${AUTH_REALM}"`;
+  if (!invalidTokenDescription) return realm;
+  return `${realm}, error="invalid_token", error_description="${invalidTokenDescription.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, '')}"`;
+}
+
 export const errors = {
   invalidRequest: (message = 'The request is not valid.', details: ErrorDetail[] = []) =>
     new ApiError(400, 'invalid_request', message, { details }),
-  unauthenticated: (message = 'Authentication is required.') => new ApiError(401, 'unauthenticated', message),
+  unauthenticated: (message = AUTHENTICATION_REQUIRED, invalidToken = false) =>
+    new ApiError(401, 'unauthenticated', message, {}, { 'WWW-Authenticate': bearerChallenge(invalidToken ? message : undefined) }),
   forbidden: (message = 'You are not allowed to do this.') => new ApiError(403, 'forbidden', message),
   capabilityDisabled: (capability: CapabilityName) =>
     new ApiError(403, 'capability_disabled', CAPABILITY_MESSAGES[capability], { capability }),
@@ -65,6 +84,16 @@ export const errors = {
     new ApiError(429, 'rate_limited', `Too many requests: at most ${limit} a minute per user. Retry after ${retryAfterSeconds} s.`, { retryAfter: retryAfterSeconds }, {
       'Retry-After': String(retryAfterSeconds),
     }),
+  authFailuresLimited: (retryAfterSeconds: number, limit: number) =>
+    new ApiError(
+      429,
+      'rate_limited',
+      `Too many failed authentications from this address: at most ${limit} a minute. Retry after ${retryAfterSeconds} s.`,
+      { retryAfter: retryAfterSeconds },
+      { 'Retry-After': String(retryAfterSeconds) },
+    ),
+  requestTimeout: () => new ApiError(408, 'request_timeout', 'The request was not received in time.'),
+  headersTooLarge: () => new ApiError(431, 'request_header_fields_too_large', 'The request headers are too large.'),
   conflict: (message: string) => new ApiError(409, 'conflict', message),
   idempotencyKeyReused: () =>
     new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used with a different request.'),
@@ -74,8 +103,8 @@ export const errors = {
   unsupportedMediaType: (message: string) => new ApiError(415, 'unsupported_media_type', message),
   rangeNotSatisfiable: (size: number) =>
     new ApiError(416, 'range_not_satisfiable', 'The requested range is not satisfiable.', {}, { 'Content-Range': `bytes */${size}` }),
-  modelProviderError: (message: string, messageId: string) =>
-    new ApiError(502, 'model_provider_error', `The model provider failed: ${message}`, { messageId }),
+  /** `message` says what failed without any address (see describeProviderError). */
+  modelProviderError: (message: string, messageId: string) => new ApiError(502, 'model_provider_error', message, { messageId }),
   modelProviderTimeout: (timeoutMs: number, messageId: string) =>
     new ApiError(504, 'model_provider_timeout', `The model provider did not answer within ${timeoutMs} ms.`, { messageId }),
   databaseUnavailable: () =>

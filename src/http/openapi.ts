@@ -6,6 +6,7 @@ import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import type { IdempotencyStore } from '../platform/idempotency';
 import { projectRoot } from '../platform/paths';
 import { authenticate } from './auth';
+import type { ApiError } from './errors';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
@@ -58,6 +59,8 @@ export interface ValidationOptions {
   /** Remembers the responses of operations that declare the `Idempotency-Key` header. */
   idempotency: IdempotencyStore;
   securityHandlers: Record<string, (req: Request) => Promise<boolean>>;
+  /** Called when a request fails authentication: an error to answer instead of the 401 (a rate limit), or null. */
+  onAuthFailure?: (req: Request) => Promise<ApiError | null>;
   /** Run after authentication and before request validation (choose the caller, check roles). */
   afterSecurity: RequestHandler[];
 }
@@ -78,7 +81,9 @@ function findStep(chain: Middleware[], name: string): number {
  * - response validation wraps every answer of the operation, including the errors of the steps
  *   after it;
  * - authentication is ours (`authenticate`, the document's security schemes and handlers), and
- *   `afterSecurity` runs between it and request validation.
+ *   `afterSecurity` runs between it and request validation;
+ * - a JSON body is read only after both, so an anonymous or refused client cannot make the service
+ *   wait for (or buffer) its body.
  */
 async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOptions): Promise<Middleware[]> {
   // The document's server is `{base_url}` and its paths are absolute: validate paths as they are.
@@ -136,8 +141,9 @@ async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOpti
   // the document: per request they would only wait for it again.
   const steps: Middleware[] = [cachedMetadata];
   if (options.validateResponses) steps.push(chain[findStep(chain, 'responseMiddleware')] as Middleware);
-  steps.push(authenticate(apiSpec.security, options.securityHandlers) as Middleware);
+  steps.push(authenticate(apiSpec.security, options.securityHandlers, options.onAuthFailure) as Middleware);
   steps.push(...(options.afterSecurity as Middleware[]));
+  steps.push(jsonBodies(express.json({ limit: options.bodyLimitBytes, strict: false })) as Middleware);
   steps.push(chain[findStep(chain, 'requestMiddleware')] as Middleware);
   return steps;
 }
@@ -193,11 +199,10 @@ export async function apiRouter(
   options: ValidationOptions,
 ): Promise<Router> {
   const steps = await validatorChain(doc, options);
-  const json = express.json({ limit: options.bodyLimitBytes, strict: false });
   const router = express.Router();
   for (const [openApiPath, item] of Object.entries(doc.paths)) {
     const route = router.route(toExpressPath(openApiPath));
-    route.all(jsonBodies(item as OpenAPIV3.PathItemObject, json), ...(steps as RequestHandler[]));
+    route.all(...(steps as RequestHandler[]));
     for (const method of METHODS) {
       const operation = (item as Record<string, OpenAPIV3.OperationObject | undefined>)[method];
       if (!operation) continue;
@@ -221,17 +226,18 @@ export async function apiRouter(
 }
 
 /**
- * Parses a JSON body only for the operations whose document says they take one, so that a
- * streamed upload reaches its handler untouched whatever its Content-Type.
+ * Parses a JSON body only for the operations whose document says they take one (the validator's
+ * operation, its request body inlined by `inlineOperationRefs`), so that a streamed upload
+ * reaches its handler untouched whatever its Content-Type.
  */
-function jsonBodies(item: OpenAPIV3.PathItemObject, json: RequestHandler): RequestHandler {
-  const takesJson = new Set(
-    METHODS.filter((method) => {
-      const body = item[method]?.requestBody;
-      return body !== undefined && 'content' in body && body.content['application/json'] !== undefined;
-    }).map((method) => method.toUpperCase()),
-  );
-  return (req, res, next) => (takesJson.has(req.method) ? json(req, res, next) : next());
+function jsonBodies(json: RequestHandler): Middleware {
+  return function jsonBodyMiddleware(req, res, next) {
+    const operation = (req as unknown as { openapi: { schema: OpenAPIV3.OperationObject } }).openapi.schema;
+    // The validator's copy has `requestBody: null` on operations without one.
+    const body = operation.requestBody as OpenAPIV3.RequestBodyObject | null | undefined;
+    const takesJson = body?.content?.['application/json'] !== undefined;
+    return takesJson ? json(req, res, next) : next();
+  };
 }
 
 /** Whether the operation declares the `Idempotency-Key` request header. */

@@ -13,5 +13,7 @@ declare module 'express-serve-static-core' {
     credentials?: { bearer?: string; session?: { userId: string; token: string }; signed?: SignedGrant; signedExpired?: boolean };
     /** Why authentication failed, for the 401 message. */
     authFailure?: string;
+    /** Whether `authFailure` is about a bearer token that was presented (RFC 6750 `invalid_token`). */
+    invalidToken?: boolean;
   }
 }

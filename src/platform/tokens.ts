@@ -11,6 +11,7 @@ import {
   type JWK,
   type JWTVerifyGetKey,
   jwtVerify,
+  errors as joseErrors,
   SignJWT,
 } from 'jose';
 import { type Config, hasIdentityProvider } from '../config';
@@ -60,7 +61,34 @@ export async function signDevToken(material: DevAuthMaterial, userId: string, tt
     .sign(material.privateKey);
 }
 
+/** A token that does not verify; the message says why in words a client can act on (RFC 6750 `error_description`). */
 export class InvalidTokenError extends Error {}
+
+/** The longest user id the service stores (a token's `sub`). */
+export const MAX_USER_ID_LENGTH = 200;
+
+/** A NUL, or a UTF-16 surrogate without its pair (which Postgres would store as U+FFFD). */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Why jose refused a token, as the description a client sees. */
+function describe(error: unknown): string {
+  if (error instanceof joseErrors.JWTExpired) return 'The access token expired.';
+  if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    if (error.claim === 'iss') return 'The access token was not issued by the identity provider this service trusts.';
+    if (error.claim === 'aud') return 'The access token is not meant for this service (audience).';
+    if (error.claim === 'nbf' || error.claim === 'iat') return 'The access token is not valid yet.';
+    if (error.reason === 'missing') return `The access token has no ${error.claim} claim.`;
+    return `The access token's ${error.claim} claim is not valid.`;
+  }
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed || error instanceof joseErrors.JWKSNoMatchingKey) {
+    return "The access token's signature is not valid.";
+  }
+  if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) {
+    return 'The access token is signed with an algorithm this service does not accept.';
+  }
+  if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid) return 'The access token is malformed.';
+  return 'The access token could not be verified.';
+}
 
 export type TokenVerifier = (token: string) => Promise<string>;
 
@@ -107,15 +135,15 @@ export async function createTokenVerifier(config: Config, dev: DevAuthMaterial |
       const { payload } =
         typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
       const sub = payload.sub;
-      if (typeof sub !== 'string' || sub.length === 0 || sub.length > 200) {
-        throw new InvalidTokenError('the token has no usable subject');
+      if (typeof sub !== 'string' || sub.length === 0 || sub.length > MAX_USER_ID_LENGTH || UNSTORABLE.test(sub)) {
+        throw new InvalidTokenError(`The access token's subject is not a usable user id (1-${MAX_USER_ID_LENGTH} characters, no NUL or unpaired surrogate).`);
       }
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
       verified.set(token, { sub, until: Math.min(at + VERIFIED_CACHE_MS, ((payload.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000) });
       return sub;
     } catch (error) {
       if (error instanceof InvalidTokenError) throw error;
-      throw new InvalidTokenError('the access token is not valid');
+      throw new InvalidTokenError(describe(error));
     }
   };
 }

@@ -86,3 +86,43 @@ export class WorkerPool<T> {
     return started;
   }
 }
+
+/**
+ * A task that runs at start and then every `intervalMs` in the background, never two passes at
+ * once (a pass still running when the next is due is not doubled). A failing pass is reported
+ * through `onError` and the next one runs as usual.
+ */
+export class PeriodicTask {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+
+  constructor(
+    private readonly intervalMs: number,
+    private readonly task: () => Promise<unknown>,
+    private readonly onError: (error: unknown) => void,
+  ) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.runOnce(), this.intervalMs);
+    this.timer.unref();
+    void this.runOnce();
+  }
+
+  /** Stops the timer and waits for a pass in progress. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** Runs a pass now (or waits for the one in progress). */
+  runOnce(): Promise<void> {
+    this.running ??= this.task()
+      .then(() => undefined, this.onError)
+      .finally(() => {
+        this.running = null;
+      });
+    return this.running;
+  }
+}

@@ -168,16 +168,18 @@ describe('runs', () => {
     expect(verify(secret, hook)).toMatchObject({ type: 'automation.finished', data: { automationId, runId: run.runId, outputIds: [run.outputs[0]!.outputId] } });
   });
 
-  test('a provider error fails the run and emits automation.failed', async () => {
-    servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
+  test('a provider error fails the run and emits automation.failed, its reason without the address the provider gave', async () => {
+    servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded at http://10.0.0.7:8000/v1 (10.0.0.7:8000)' });
     const user = await ctx.h.newUser('runfails');
     const { secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/run-failed`, ['automation.failed']);
     const automationId = await automation(user);
     const queued = await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });
     const run = await finished(user, queued.body.run.runId);
-    expect(run).toMatchObject({ status: 'failed', errorCode: 'model_provider_error', outputs: [], usage: null });
+    const reason = 'The model provider answered 500: upstream overloaded at [address] ([address])';
+    expect(run).toMatchObject({ status: 'failed', errorCode: 'model_provider_error', errorMessage: reason, outputs: [], usage: null });
     const hook = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/run-failed'));
-    expect(verify(secret, hook)).toMatchObject({ type: 'automation.failed', data: { automationId, runId: run.runId, errorCode: 'model_provider_error' } });
+    expect(hook.body).not.toContain('10.0.0.7');
+    expect(verify(secret, hook)).toMatchObject({ type: 'automation.failed', data: { automationId, runId: run.runId, errorCode: 'model_provider_error', error: reason } });
   });
 
   test('a run that outlasts the run timeout fails', async () => {

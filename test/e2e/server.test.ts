@@ -83,6 +83,34 @@ describe('the service process', () => {
     }
   });
 
+  test('on SIGTERM it keeps serving for the drain period with /readyz 503 draining; a second signal ends it', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-drain-'));
+    const port = String(await freePort());
+    const base = `http://127.0.0.1:${port}`;
+    // A drain far longer than the test: only the second signal can end it.
+    const service = start({ DATA_DIR: dir, PORT: port, SHUTDOWN_DRAIN_MS: '600000' });
+    try {
+      await listening(service);
+      const token = await signDevToken(await loadDevAuthMaterial(dir), 'alice');
+      service.child.kill('SIGTERM');
+      // Wait (generously) for the signal to be handled: the log says so.
+      for (let i = 0; i < 300 && !service.output().includes('"message":"shutting down"'); i += 1) await new Promise((r) => setTimeout(r, 100));
+      const ready = await fetch(`${base}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toMatchObject({ status: 'draining', checks: { draining: true } });
+      const served = await fetch(`${base}/api/v1/projects`, { headers: { authorization: `Bearer ${token}` } });
+      expect(served.status).toBe(200);
+      expect(served.headers.get('connection')).toBe('close');
+
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toBe(0);
+      expect(service.output()).toContain('"message":"stopped"');
+    } finally {
+      service.child.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a bad setting stops the start with a clear message and exit code 1', async () => {
     const bad = start({ DATA_DIR: dataDir, PORT: 'eighty' });
     expect(await bad.exited).toBe(1);

@@ -10,7 +10,7 @@ import { createRuntime, type Runtime } from '../../src/app';
 import { createHttpServer } from '../../src/http/server';
 import { loadConfig } from '../../src/config';
 import { openPglite } from '../../src/platform/db';
-import { createLogger } from '../../src/platform/logger';
+import { createLogger, type Logger } from '../../src/platform/logger';
 import { signDevToken } from '../../src/platform/tokens';
 
 export interface TestUser {
@@ -67,7 +67,7 @@ async function copyPostgresDatabase(): Promise<string> {
  */
 export async function startHarness(
   env: Record<string, string> = {},
-  options: { sign?: (userId: string) => Promise<string> } = {},
+  options: { sign?: (userId: string) => Promise<string>; logger?: Logger } = {},
 ): Promise<Harness> {
   const config = loadConfig({
     NODE_ENV: 'test',
@@ -77,18 +77,23 @@ export async function startHarness(
     VALIDATE_RESPONSES: 'true',
     // The fuzzer and the concurrency tests send thousands of requests as one user.
     RATE_LIMIT_PER_MINUTE: '1000000',
+    // …and many refused credentials (test/http/edge.test.ts sets a small limit).
+    AUTH_FAILURES_PER_MINUTE: '1000000',
     ...env,
   });
-  let database;
+  let database: Awaited<ReturnType<typeof openPglite>> | undefined;
   if (!config.databaseUrl) {
     const template = process.env.TEST_PGLITE_TEMPLATE as string;
     const copy = path.join(path.dirname(template), `pglite-${process.pid}-${(copies += 1)}`);
     fs.cpSync(template, copy, { recursive: true });
     database = await openPglite(copy);
   }
-  const runtime = await createRuntime(config, createLogger('silent'), database);
+  const runtime = await createRuntime(config, options.logger ?? createLogger('silent'), database).catch(async (error: unknown) => {
+    await database?.close();
+    throw error;
+  });
   const server: Server = await new Promise((resolve) => {
-    const s = createHttpServer(runtime.app).listen(0, '127.0.0.1', () => resolve(s));
+    const s = createHttpServer(runtime.app, runtime.config.http).listen(0, '127.0.0.1', () => resolve(s));
   });
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const devAuth = runtime.devAuth;

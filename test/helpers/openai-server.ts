@@ -11,9 +11,23 @@ export type Behaviour =
   /** Streams these chunks, then never finishes. */
   | { kind: 'stall'; chunks: string[] };
 
+/** How the fake answers `GET /v1/models` and `POST /v1/embeddings`. */
+export interface FakeCatalogue {
+  /** The ids `GET /v1/models` lists; null: it answers 404. */
+  models: string[] | null;
+  /**
+   * The size of the vectors `POST /v1/embeddings` returns (whatever size was asked); null: the
+   * connection is dropped (a server that is down); `hang`: it never answers.
+   */
+  embeddingDimensions: number | null | 'hang';
+}
+
 export interface FakeModelServer {
   /** The base URL of its OpenAI-compatible API (`…/v1`). */
   baseUrl: string;
+  catalogue: FakeCatalogue;
+  /** How many `POST /v1/embeddings` requests arrived. */
+  embeddingRequests: number;
   requests: { body: { model: string; stream?: boolean; messages: { role: string; content: string }[] }; authorization?: string }[];
   /** Requests whose client went away before the answer ended. */
   abandoned: () => number;
@@ -29,6 +43,8 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
   let abandoned = 0;
   const fake: FakeModelServer = {
     baseUrl: '',
+    catalogue: { models: ['test-model'], embeddingDimensions: 256 },
+    embeddingRequests: 0,
     requests: [],
     abandoned: () => abandoned,
     behaviour,
@@ -41,6 +57,27 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
+      if (req.url === '/v1/models' && req.method === 'GET') {
+        const { models } = fake.catalogue;
+        if (models === null) res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"no model list here"}}');
+        else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: models.map((id) => ({ id, object: 'model', owned_by: 'local' })) }));
+        return;
+      }
+      if (req.url === '/v1/embeddings' && req.method === 'POST') {
+        fake.embeddingRequests += 1;
+        const { embeddingDimensions: size } = fake.catalogue;
+        if (size === 'hang') return;
+        if (size === null) {
+          req.socket.destroy();
+          return;
+        }
+        const input = (JSON.parse(Buffer.concat(parts).toString('utf8')) as { input: string[] }).input;
+        // A deterministic vector per text: its characters' codes spread over the dimensions.
+        const embed = (text: string) => Array.from({ length: size }, (_, d) => [...text].reduce((sum, c, i) => sum + (((c.charCodeAt(0) * (i + 1) + d) % 7) - 3), 0) + 0.5);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data: input.map((text, index) => ({ object: 'embedding', index, embedding: embed(text) })) }));
+        return;
+      }
       if (req.url !== '/v1/chat/completions' || req.method !== 'POST') {
         res.writeHead(404).end();
         return;

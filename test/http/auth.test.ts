@@ -139,6 +139,7 @@ describe('with an identity provider (production mode)', () => {
     const prod = await startHarness(
       {
         NODE_ENV: 'production',
+        MODEL_PROVIDER: 'development',
         AUTH_PUBLIC_KEY: await exportSPKI(publicKey),
         AUTH_ISSUER: 'https://idp.example.com/',
         AUTH_AUDIENCE: 'ai-workspace',

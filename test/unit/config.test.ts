@@ -30,20 +30,69 @@ describe('configuration', () => {
     expect(problems({ BILLING_PROVIDER: 'paypal' })).toEqual([expect.stringContaining('BILLING_PROVIDER')]);
   });
 
-  test('production refuses to start without an identity provider, a cookie secret and SECRETS_KEY', () => {
+  test('the HTTP edge: deliberate defaults, and a request timeout shorter than the headers timeout is refused', () => {
+    const config = loadConfig({});
+    expect(config.http).toEqual({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 0,
+      keepAliveTimeoutMs: 5_000,
+      bodyTimeoutMs: 20_000,
+      bodyMinBytesPerSecond: 1_024,
+      maxConnections: 10_000,
+    });
+    expect(config).toMatchObject({ shutdownDrainMs: 5_000, authFailuresPerMinute: 30 });
+    expect(problems({ HTTP_REQUEST_TIMEOUT_MS: '5000' })).toEqual([expect.stringContaining('HTTP_REQUEST_TIMEOUT_MS')]);
+    expect(problems({ HTTP_REQUEST_TIMEOUT_MS: '60000' })).toEqual([]);
+  });
+
+    test('production refuses to start without an identity provider, a cookie secret, SECRETS_KEY and a model provider', () => {
     const found = problems({ NODE_ENV: 'production' });
-    expect(found).toEqual([expect.stringContaining('SECRETS_KEY'), expect.stringContaining('identity provider'), expect.stringContaining('COOKIE_SECRET')]);
-    expect(
-      problems({
-        NODE_ENV: 'production',
-        AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
-        AUTH_ISSUER: 'https://idp.example.com/',
-        AUTH_AUDIENCE: 'ai-workspace',
-        COOKIE_SECRET: 'x'.repeat(32),
-        SECRETS_KEY: `k1:${KEY}`,
-      }),
-    ).toEqual([]);
+    expect(found).toEqual([
+      expect.stringContaining('SECRETS_KEY'),
+      expect.stringContaining('MODEL_PROVIDER=development'),
+      expect.stringContaining('identity provider'),
+      expect.stringContaining('COOKIE_SECRET'),
+    ]);
+    const production = {
+      NODE_ENV: 'production',
+      AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
+      AUTH_ISSUER: 'https://idp.example.com/',
+      AUTH_AUDIENCE: 'ai-workspace',
+      COOKIE_SECRET: 'x'.repeat(32),
+      SECRETS_KEY: `k1:${KEY}`,
+    };
+    expect(problems(production)).toEqual([expect.stringMatching(/^production needs a model provider: set MODEL_PROVIDER_BASE_URL/)]);
+    expect(problems({ ...production, MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([]);
+    // The development model only when asked for by name.
+    expect(problems({ ...production, MODEL_PROVIDER: 'development' })).toEqual([]);
+    expect(loadConfig({ ...production, MODEL_PROVIDER: 'development' }).models).toMatchObject({ provider: 'development', baseUrl: null });
+    expect(problems({ ...production, MODEL_PROVIDER: 'development', MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([expect.stringContaining('cannot be combined')]);
+    expect(problems({ MODEL_PROVIDER: 'openai-compatible' })).toEqual([expect.stringContaining('needs MODEL_PROVIDER_BASE_URL')]);
+    expect(loadConfig({}).models.provider).toBe('development');
     expect(problems({ AUTH_JWKS_URL: 'https://idp.example.com/jwks' })).toEqual([expect.stringContaining('AUTH_ISSUER')]);
+  });
+
+  test('model ids may contain ":" and "/"; prices are the last two parts only when both are whole numbers', () => {
+    const models = (list: string) => loadConfig({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: list }).models.models;
+    expect(models('gpt-4o-mini:15:60,llama3.1:8b,qwen2.5:7b-instruct,meta-llama/Llama-3.1-8B-Instruct,model:1:2:0:0,a:b:3')).toEqual([
+      { id: 'gpt-4o-mini', inputCentsPerMillionTokens: 15, outputCentsPerMillionTokens: 60 },
+      { id: 'llama3.1:8b', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { id: 'qwen2.5:7b-instruct', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { id: 'meta-llama/Llama-3.1-8B-Instruct', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { id: 'model:1:2', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { id: 'a:b:3', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+    ]);
+    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: ':15:60' })).toEqual([expect.stringContaining('MODEL_PROVIDER_MODELS')]);
+    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: 'x'.repeat(201) })).toEqual([expect.stringContaining('MODEL_PROVIDER_MODELS')]);
+    // A base URL alone is allowed: the provider's list is read at start.
+    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([]);
+  });
+
+  test('embeddings: the size is optional (learned) or a whole number; the indexer backoff has a cap', () => {
+    expect(loadConfig({}).embeddings).toMatchObject({ dimensions: null, queryTimeoutMs: 5000, indexMaxBackoffMs: 300_000 });
+    expect(loadConfig({ EMBEDDINGS_DIMENSIONS: '768' }).embeddings.dimensions).toBe(768);
+    expect(problems({ EMBEDDINGS_DIMENSIONS: 'big' })).toEqual([expect.stringContaining('EMBEDDINGS_DIMENSIONS')]);
+    expect(problems({ KNOWLEDGE_INDEX_MAX_BACKOFF_MS: '5' })).toEqual([expect.stringContaining('KNOWLEDGE_INDEX_MAX_BACKOFF_MS')]);
   });
 
   test('SECRETS_KEY lists <key id>:<base64 of 32 bytes>; problems never show a key', () => {
@@ -69,8 +118,25 @@ describe('configuration', () => {
     expect(loadConfig({ WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOWED_PORTS: '8443' }).outbound).toEqual({ allowLoopback: true, allowedPorts: [8443] });
     expect(problems({ OUTBOUND_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOW_LOOPBACK: 'false' })).toEqual([expect.stringContaining('set OUTBOUND_ALLOW_LOOPBACK only')]);
     expect(problems({ WEBHOOK_ALLOWED_PORTS: 'http' })).toEqual([expect.stringContaining('WEBHOOK_ALLOWED_PORTS must list port numbers')]);
-    const production = { NODE_ENV: 'production', SECRETS_KEY: `k1:${KEY}`, COOKIE_SECRET: 'x'.repeat(32), AUTH_PUBLIC_KEY: 'x', AUTH_ISSUER: 'i', AUTH_AUDIENCE: 'a' };
+    const production = { NODE_ENV: 'production', SECRETS_KEY: `k1:${KEY}`, COOKIE_SECRET: 'x'.repeat(32), AUTH_PUBLIC_KEY: 'x', AUTH_ISSUER: 'i', AUTH_AUDIENCE: 'a', MODEL_PROVIDER: 'development' };
     expect(problems({ ...production, OUTBOUND_ALLOW_LOOPBACK: 'true' })).toEqual([expect.stringContaining('cannot be set in production')]);
     expect(problems({ ...production, WEBHOOK_ALLOW_LOOPBACK: 'true' })).toEqual([expect.stringContaining('WEBHOOK_ALLOW_LOOPBACK is for tests')]);
+  });
+});
+
+describe('configuration of recovery after a crash', () => {
+  test('defaults, and bad values reported by name', () => {
+    const config = loadConfig({});
+    expect(config.storage).toMatchObject({ incomingMaxAgeMs: 24 * 3_600_000, incomingSweepIntervalMs: 3_600_000 });
+    expect(config.models).toMatchObject({ replyLeaseMs: 30_000, replyRecoveryIntervalMs: 10_000 });
+    expect(loadConfig({ INCOMING_UPLOAD_MAX_AGE: '2d', CHAT_REPLY_LEASE_MS: '5000' })).toMatchObject({
+      storage: { incomingMaxAgeMs: 2 * 86_400_000 },
+      models: { replyLeaseMs: 5000 },
+    });
+    expect(problems({ INCOMING_UPLOAD_MAX_AGE: 'a day' })).toEqual([expect.stringContaining('INCOMING_UPLOAD_MAX_AGE')]);
+    expect(problems({ INCOMING_UPLOAD_MAX_AGE: '30s' })).toEqual([expect.stringContaining('INCOMING_UPLOAD_MAX_AGE must be at least 1m')]);
+    expect(problems({ INCOMING_UPLOAD_SWEEP_INTERVAL: '30d' })).toEqual([expect.stringContaining('INCOMING_UPLOAD_SWEEP_INTERVAL')]);
+    expect(problems({ CHAT_REPLY_LEASE_MS: '100' })).toEqual([expect.stringContaining('CHAT_REPLY_LEASE_MS')]);
+    expect(problems({ CHAT_REPLY_RECOVERY_INTERVAL_MS: 'often' })).toEqual([expect.stringContaining('CHAT_REPLY_RECOVERY_INTERVAL_MS')]);
   });
 });

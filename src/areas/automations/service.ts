@@ -1,7 +1,7 @@
 import type { components } from '../../../generated/api';
 import { ApiError, errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
-import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type ModelProvider } from '../../platform/ai/models';
+import { type ChatMessage, type ChatUsage, describeProviderError, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
@@ -226,7 +226,7 @@ export class AutomationService {
       reply = await this.provider.generate({ model: model.id, messages, signal });
     } catch (error) {
       if (signal.aborted) throw new RunFailure('model_provider_timeout', 'The model did not answer in time.');
-      throw new RunFailure('model_provider_error', (error as Error).message);
+      throw new RunFailure('model_provider_error', error instanceof ModelProviderFailure ? error.message : describeProviderError(error));
     }
     if (draft.outputFormat === 'json') {
       try {

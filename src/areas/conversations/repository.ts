@@ -77,11 +77,54 @@ export function findGreeting(db: Database, conversationId: string, agentId: stri
     .executeTakeFirst();
 }
 
+export function findMessage(db: Database, id: string) {
+  return db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
 export function insertMessage(db: Database, row: Insertable<Messages>) {
   return db.insertInto('messages').values(row).returningAll().executeTakeFirstOrThrow();
 }
 
-/** Updates a message; undefined when it is gone (its conversation was deleted meanwhile). */
-export function updateMessage(trx: Transaction<DB>, id: string, changes: Updateable<Messages>) {
-  return trx.updateTable('messages').set(changes).where('id', '=', id).returningAll().executeTakeFirst();
+/**
+ * Ends a reply still being generated (its lease released); undefined when it is gone (its
+ * conversation was deleted meanwhile) or already ended (failed as interrupted after its lease).
+ */
+export function endReply(trx: Transaction<DB>, id: string, changes: Updateable<Messages>) {
+  return trx
+    .updateTable('messages')
+    .set({ ...changes, locked_until: null })
+    .where('id', '=', id)
+    .where('status', '=', 'generating')
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Extends the leases of these replies, while they are still being generated. */
+export async function renewReplyLeases(db: Database, ids: string[], until: Date): Promise<void> {
+  if (ids.length === 0) return;
+  await db.updateTable('messages').set({ locked_until: until }).where('id', 'in', ids).where('status', '=', 'generating').execute();
+}
+
+/**
+ * Fails as `interrupted` up to `limit` replies still generating whose lease ran out before `now`
+ * (their instance stopped), or, with `ids`, these replies whatever their lease. One statement, so
+ * of several instances only one ends (and reports) each reply.
+ */
+export async function interruptReplies(trx: Transaction<DB>, now: Date, error: string, limit: number, ids?: string[]) {
+  if (ids?.length === 0) return [];
+  const picked = trx
+    .selectFrom('messages')
+    .select('id')
+    .where('status', '=', 'generating')
+    .$call((q) => (ids ? q.where('id', 'in', ids) : q.where('locked_until', '<', now)))
+    .limit(limit)
+    .forUpdate()
+    .skipLocked();
+  return trx
+    .updateTable('messages')
+    .set({ status: 'failed', error_code: 'interrupted', error_message: error, locked_until: null, updated_at: now })
+    .where('id', 'in', picked)
+    .where('status', '=', 'generating')
+    .returningAll()
+    .execute();
 }

@@ -1,8 +1,9 @@
+import type { Transaction } from 'kysely';
 import type { components } from '../../../generated/api';
 import { ApiError, errors } from '../../http/errors';
 import type { PageRequest } from '../../http/pagination';
 import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
-import { type Database, PgError, pgErrorCode } from '../../platform/db';
+import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
 import { relevantMemoryItems } from '../memory/repository';
@@ -19,6 +20,12 @@ type UpdateInput = Omit<components['schemas']['ConversationUpdateRequest'], 'use
 type SendInput = Omit<components['schemas']['MessageCreateRequest'], 'userId' | 'accessToken'>;
 
 export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled';
+
+/** How a reply's instance holds it while generating it (see `ChatService.recoverInterrupted`). */
+export interface ReplyLeaseSettings {
+  /** How long a reply's lease lasts; renewed at a third of it while the reply is generated. */
+  leaseMs: number;
+}
 
 export interface SendOutcome {
   message: repo.MessageRow;
@@ -39,6 +46,8 @@ const HISTORY_MESSAGES = 20;
 const MEMORY_ITEMS = 5;
 const TITLE_LENGTH = 60;
 const SYSTEM_PROMPT = 'You are the assistant of an AI workspace. Answer in Markdown.';
+const INTERRUPTED = 'The instance writing the reply stopped before it ended.';
+const INTERRUPT_BATCH = 100;
 
 /** The title a first message gives an untitled conversation. */
 const titleFrom = (content: string) => {
@@ -60,7 +69,11 @@ export class ChatService {
     private readonly webhooks: WebhookService,
     private readonly timeoutMs: number,
     private readonly billing: BudgetGate,
+    private readonly lease: ReplyLeaseSettings,
   ) {}
+
+  /** The replies this instance is generating: their leases are renewed while they are. */
+  private readonly generating = new Set<string>();
 
   async get(userId: string, conversationId: string): Promise<repo.ConversationRow> {
     const row = await repo.findConversation(this.db, userId, conversationId);
@@ -164,15 +177,39 @@ export class ChatService {
     const [message, reply] = await this.db.transaction().execute(async (trx) => {
       const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
       const stored = await repo.insertMessage(trx, { ...base, id: uuidv7(now.getTime()), role: 'user', kind: 'message', content: input.content, status: 'complete' });
-      const pending = await repo.insertMessage(trx, { ...base, id: uuidv7(now.getTime()), role: 'assistant', kind: 'reply', status: 'generating', model: model.id });
+      const pending = await repo.insertMessage(trx, {
+        ...base,
+        id: uuidv7(now.getTime()),
+        role: 'assistant',
+        kind: 'reply',
+        status: 'generating',
+        model: model.id,
+        locked_until: new Date(now.getTime() + this.lease.leaseMs),
+      });
       await repo.updateConversation(trx, userId, conversation.id, {
         updated_at: now,
         ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}),
       });
       return [stored, pending] as const;
     });
-    hooks.onStart?.(message);
+    this.generating.add(reply.id);
+    try {
+      return await this.generate(userId, conversation, model, message, reply, hooks);
+    } finally {
+      // A reply left generating here (an unexpected error) is failed by a sweep once its lease ends.
+      this.generating.delete(reply.id);
+    }
+  }
 
+  private async generate(
+    userId: string,
+    conversation: repo.ConversationRow,
+    model: ModelInfo,
+    message: repo.MessageRow,
+    reply: repo.MessageRow,
+    hooks: SendHooks,
+  ): Promise<SendOutcome> {
+    hooks.onStart?.(message);
     const prompt = await this.prompt(userId, conversation, message);
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signal = AbortSignal.any([hooks.signal, timeout]);
@@ -201,6 +238,49 @@ export class ChatService {
       if (!failure) throw error;
       return { message, reply: await this.fail(userId, reply, model, text, failure), failure };
     }
+  }
+
+  /** Extends the leases of the replies this instance is generating. */
+  async renewLeases(now: Date = new Date()): Promise<void> {
+    await repo.renewReplyLeases(this.db, [...this.generating], new Date(now.getTime() + this.lease.leaseMs));
+  }
+
+  /**
+   * Fails as `interrupted` the replies whose instance stopped (their lease ran out before `now`)
+   * and emits their `chat.failed`, each in the transaction that ends it, so one instance only
+   * reports each. Resolves with how many this instance ended.
+   */
+  async recoverInterrupted(now: Date = new Date()): Promise<number> {
+    let ended = 0;
+    for (;;) {
+      const batch = await this.db.transaction().execute((trx) => this.interrupt(trx, now));
+      ended += batch;
+      if (batch < INTERRUPT_BATCH) return ended;
+    }
+  }
+
+  /**
+   * Fails as `interrupted` the replies this instance is still generating (a shutdown that cannot
+   * wait for them), with their `chat.failed`. Resolves with how many it ended.
+   */
+  async interruptGenerating(): Promise<number> {
+    const ids = [...this.generating];
+    if (ids.length === 0) return 0;
+    return this.db.transaction().execute((trx) => this.interrupt(trx, new Date(), ids));
+  }
+
+  private async interrupt(trx: Transaction<DB>, now: Date, ids?: string[]): Promise<number> {
+    const ended = await repo.interruptReplies(trx, now, INTERRUPTED, INTERRUPT_BATCH, ids);
+    for (const reply of ended) {
+      await this.webhooks.emitEvent(trx, 'chat.failed', reply.owner_user_id, {
+        conversationId: reply.conversation_id,
+        messageId: reply.id,
+        model: reply.model,
+        errorCode: 'interrupted',
+        error: INTERRUPTED,
+      });
+    }
+    return ended.length;
   }
 
   /** The available model `id` (the default without one); `400` naming `/body/model` when unknown. */
@@ -232,7 +312,7 @@ export class ChatService {
     return this.db.transaction().execute(async (trx) => {
       const now = new Date();
       const cost = costMicroCents(model, usage);
-      const stored = await repo.updateMessage(trx, reply.id, {
+      const stored = await repo.endReply(trx, reply.id, {
         content: text,
         status: 'complete',
         input_tokens: usage.inputTokens,
@@ -240,7 +320,8 @@ export class ChatService {
         cost_micro_cents: cost,
         updated_at: now,
       });
-      if (!stored) return { ...reply, content: text, status: 'complete' }; // the conversation was deleted meanwhile
+      // Already failed as interrupted (this instance outlived its lease), or the conversation was deleted meanwhile.
+      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'complete' };
       await this.billing.charge(trx, { userId, kind: 'chat.reply', resourceId: reply.id, model, usage, at: now });
       await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
         conversationId: reply.conversation_id,
@@ -255,14 +336,14 @@ export class ChatService {
 
   private fail(userId: string, reply: repo.MessageRow, model: ModelInfo, text: string, failure: { code: FailureCode; error: string }) {
     return this.db.transaction().execute(async (trx) => {
-      const stored = await repo.updateMessage(trx, reply.id, {
+      const stored = await repo.endReply(trx, reply.id, {
         content: text,
         status: 'failed',
         error_code: failure.code,
         error_message: failure.error,
         updated_at: new Date(),
       });
-      if (!stored) return { ...reply, content: text, status: 'failed', error_code: failure.code, error_message: failure.error };
+      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'failed', error_code: failure.code, error_message: failure.error };
       await this.webhooks.emitEvent(trx, 'chat.failed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,

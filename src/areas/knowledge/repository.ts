@@ -156,8 +156,23 @@ async function tierHits(
   return result.rows;
 }
 
-/** The caller's nearest embeddings (cosine distance), their sources, best first. */
-export async function vectorHits(db: Database, scope: Scope, query: string, vector: string, limit: number, snippets: Snippets = 'cut'): Promise<Hit[]> {
+/**
+ * The caller's nearest embeddings (cosine distance) made by `model`, their sources, best first.
+ * Only the caller's rows of that model and the query's size are compared.
+ */
+export async function vectorHits(
+  db: Database,
+  scope: Scope,
+  query: string,
+  embedding: { model: string; vector: string; dimensions: number },
+  limit: number,
+  snippets: Snippets = 'cut',
+): Promise<Hit[]> {
+  // The cast to the fixed size is the expression the HNSW index of 256-dimension rows is built on.
+  // Written as literals, so that the planner matches the index's predicate (a whole number: safe).
+  const dims = sql.raw(String(Math.trunc(embedding.dimensions)));
+  const typed = sql`vector(${dims})`;
+  const distance = sql`embedding::${typed} <=> ${embedding.vector}::${typed}`;
   const q = anyWord(query);
   const near = (kind: SourceKind, on: RawBuilder<unknown>) => ({
     from: sql`join nearest e on e.source_kind = ${kind} and ${on}`,
@@ -167,14 +182,14 @@ export async function vectorHits(db: Database, scope: Scope, query: string, vect
   const result = await sql<Hit>`
     with query as (select ${q} as q),
     nearest as (
-      select source_kind, source_id, embedding <=> ${vector}::vector as distance,
+      select source_kind, source_id, ${distance} as distance,
              -- file chunk ids are "<fileId>:<generation>:<seq>": split, they join on the chunks' key
              case when source_kind = 'file' then split_part(source_id, ':', 1) end as chunk_file_id,
              case when source_kind = 'file' then split_part(source_id, ':', 2)::int end as chunk_generation,
              case when source_kind = 'file' then split_part(source_id, ':', 3)::int end as chunk_seq
       from knowledge_embeddings
-      where owner_user_id = ${scope.userId}
-      order by embedding <=> ${vector}::vector
+      where owner_user_id = ${scope.userId} and embedding_model = ${embedding.model} and vector_dims(embedding) = ${dims}
+      order by ${distance}
       limit ${limit * 4}
     ),
     hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, {
@@ -198,42 +213,42 @@ export interface PendingSource {
   text: string;
 }
 
-/** Records whose embedding is missing or older than the record, a batch at a time. */
-export async function pendingSources(db: Database, limit: number): Promise<PendingSource[]> {
+/** Records whose embedding is missing, older than the record or made by another model, a batch at a time. */
+export async function pendingSources(db: Database, model: string, limit: number): Promise<PendingSource[]> {
   const result = await sql<PendingSource>`
     select * from (
       select 'note' as kind, n.id, n.owner_user_id as owner, (extract(epoch from n.updated_at) * 1000)::bigint::text as version,
              left(n.title || E'\n' || n.content, 4000) as text
       from notes n left join knowledge_embeddings e on e.source_kind = 'note' and e.source_id = n.id
-      where e.source_id is null or e.source_version <> (extract(epoch from n.updated_at) * 1000)::bigint::text
+      where e.source_id is null or e.source_version <> (extract(epoch from n.updated_at) * 1000)::bigint::text or e.embedding_model <> ${model}
       union all
       select 'memory', m.id, m.owner_user_id, (extract(epoch from m.updated_at) * 1000)::bigint::text, m.content
       from memory_items m left join knowledge_embeddings e on e.source_kind = 'memory' and e.source_id = m.id
-      where e.source_id is null or e.source_version <> (extract(epoch from m.updated_at) * 1000)::bigint::text
+      where e.source_id is null or e.source_version <> (extract(epoch from m.updated_at) * 1000)::bigint::text or e.embedding_model <> ${model}
       union all
       select 'project', p.id, p.owner_user_id, (extract(epoch from p.updated_at) * 1000)::bigint::text,
              left(p.name || E'\n' || p.description || E'\n' || p.instructions, 4000)
       from projects p left join knowledge_embeddings e on e.source_kind = 'project' and e.source_id = p.id
-      where e.source_id is null or e.source_version <> (extract(epoch from p.updated_at) * 1000)::bigint::text
+      where e.source_id is null or e.source_version <> (extract(epoch from p.updated_at) * 1000)::bigint::text or e.embedding_model <> ${model}
       union all
       select 'file', c.file_id || ':' || c.generation || ':' || c.seq, f.owner_user_id, 'chunk', c.content
       from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation
       left join knowledge_embeddings e on e.source_kind = 'file' and e.source_id = c.file_id || ':' || c.generation || ':' || c.seq
-      where e.source_id is null
+      where e.source_id is null or e.embedding_model <> ${model}
     ) pending
     limit ${limit}`.execute(db);
   return result.rows;
 }
 
-export async function upsertEmbeddings(db: Database, rows: Array<PendingSource & { vector: string }>): Promise<void> {
+export async function upsertEmbeddings(db: Database, model: string, rows: Array<PendingSource & { vector: string }>): Promise<void> {
   if (rows.length === 0) return;
-  const values = sql.join(rows.map((r) => sql`(${r.kind}, ${r.id}, ${r.owner}, ${r.version}, ${r.vector}::vector)`));
+  const values = sql.join(rows.map((r) => sql`(${r.kind}, ${r.id}, ${r.owner}, ${r.version}, ${r.vector}::vector, ${model})`));
   await sql`
-    insert into knowledge_embeddings (source_kind, source_id, owner_user_id, source_version, embedding)
+    insert into knowledge_embeddings (source_kind, source_id, owner_user_id, source_version, embedding, embedding_model)
     values ${values}
     on conflict (source_kind, source_id) do update
       set owner_user_id = excluded.owner_user_id, source_version = excluded.source_version,
-          embedding = excluded.embedding, created_at = now()`.execute(db);
+          embedding = excluded.embedding, embedding_model = excluded.embedding_model, created_at = now()`.execute(db);
 }
 
 /** Drops embeddings whose record is gone (deleted, or a file chunk of a replaced ingestion). */

@@ -1,6 +1,6 @@
 import type { components } from '../../../generated/api';
 import type { Database } from '../../platform/db';
-import { type Embedder, toVectorLiteral } from '../../platform/ai/embeddings';
+import { type Embedder, EmbeddingsFailure, toVectorLiteral } from '../../platform/ai/embeddings';
 import type { CapabilityService } from '../capabilities/service';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
@@ -27,6 +27,17 @@ const keyOf = (hit: repo.Hit) => `${hit.kind}|${hit.id}|${hit.seq ?? ''}`;
 const byScoreThenKey = (a: { score: number; hit: repo.Hit }, b: { score: number; hit: repo.Hit }) =>
   b.score - a.score || (keyOf(a.hit) < keyOf(b.hit) ? -1 : keyOf(a.hit) > keyOf(b.hit) ? 1 : 0);
 
+/** The state of the embeddings provider as the last call found it. */
+export interface EmbeddingsHealth {
+  /** `unused` without pgvector; `unknown` until the first call; `failing` while the last one failed. */
+  state: 'unused' | 'unknown' | 'ok' | 'failing';
+  /** What the last failure said (no address), null once a call succeeds. */
+  lastError: string | null;
+  consecutiveFailures: number;
+}
+
+type HealthLog = (level: 'info' | 'warn', message: string, meta: Record<string, unknown>) => void;
+
 /**
  * Knowledge search: full-text retrieval over every source the caller may read, fused with vector
  * retrieval (reciprocal rank fusion) when the capability is on and the database has pgvector.
@@ -40,7 +51,33 @@ export class KnowledgeService {
     private readonly embedder: Embedder,
     /** Whether the database has pgvector (detected at start). */
     readonly vectorAvailable: boolean,
+    private readonly log: HealthLog = () => undefined,
   ) {}
+
+  private readonly healthState: EmbeddingsHealth = { state: 'unknown', lastError: null, consecutiveFailures: 0 };
+
+  /** The embeddings provider's health, for /readyz (it never makes the instance unready: search answers lexically). */
+  get embeddingsHealth(): Readonly<EmbeddingsHealth> {
+    return this.vectorAvailable ? this.healthState : { ...this.healthState, state: 'unused' };
+  }
+
+  /** Embeds through the provider, recording its health; a failure is logged when it starts or changes, at warn, once. */
+  private async embed(texts: string[], purpose: 'query' | 'index'): Promise<number[][]> {
+    try {
+      const vectors = await this.embedder.embed(texts, purpose);
+      if (this.healthState.state === 'failing') this.log('info', 'embeddings recovered', { model: this.embedder.name });
+      Object.assign(this.healthState, { state: 'ok', lastError: null, consecutiveFailures: 0 });
+      return vectors;
+    } catch (error) {
+      const message = error instanceof EmbeddingsFailure ? error.message : `The embeddings failed: ${(error as Error).message}`;
+      if (message !== this.healthState.lastError) {
+        const detail = error instanceof EmbeddingsFailure && error.detail !== error.message ? error.detail : undefined;
+        this.log('warn', 'embeddings failed; knowledge search answers from full-text retrieval', { model: this.embedder.name, error: message, detail });
+      }
+      Object.assign(this.healthState, { state: 'failing', lastError: message, consecutiveFailures: this.healthState.consecutiveFailures + 1 });
+      throw error;
+    }
+  }
 
   async vectorEnabled(): Promise<boolean> {
     return this.vectorAvailable && (await this.capabilities.isEnabled('vectorSearch'));
@@ -54,14 +91,23 @@ export class KnowledgeService {
       kinds: (request.sources ?? ['files', 'memory', 'notes', 'projects']).map((s) => SOURCE_KINDS[s]).sort(),
     };
     const limit = request.limit ?? 10;
-    if (!(await this.vectorEnabled())) {
+    const lexicalOnly = async (note?: string) => {
       const hits = await repo.lexicalHits(this.db, scope, request.query, limit);
-      return { retrieval: 'lexical' as const, hits: hits.map((hit) => ({ hit, score: Number(hit.score) })) };
+      return { retrieval: 'lexical' as const, hits: hits.map((hit) => ({ hit, score: Number(hit.score) })), note };
+    };
+    if (!(await this.vectorEnabled())) return lexicalOnly();
+    let vector: number[];
+    try {
+      [vector] = (await this.embed([request.query], 'query')) as [number[]];
+    } catch (error) {
+      // Embeddings never fail a search: it answers from full-text retrieval and says why.
+      const reason = error instanceof EmbeddingsFailure ? error.message : 'The embeddings failed.';
+      return lexicalOnly(`Vector retrieval was skipped: ${reason}`);
     }
-    const [vector] = await this.embedder.embed([request.query]);
+    const embedding = { model: this.embedder.name, vector: toVectorLiteral(vector), dimensions: vector.length };
     const [lexical, semantic] = await Promise.all([
       repo.lexicalHits(this.db, scope, request.query, candidatesFor(limit), 'later'),
-      repo.vectorHits(this.db, scope, request.query, toVectorLiteral(vector as number[]), candidatesFor(limit), 'later'),
+      repo.vectorHits(this.db, scope, request.query, embedding, candidatesFor(limit), 'later'),
     ]);
     const fused = new Map<string, { score: number; hit: repo.Hit }>();
     for (const list of [lexical, semantic]) {
@@ -74,21 +120,22 @@ export class KnowledgeService {
     const hits = [...fused.values()].sort(byScoreThenKey).slice(0, limit);
     // Snippets are cut for the hits returned only, not for every candidate.
     const snippets = await repo.cutSnippets(this.db, request.query, hits.map(({ hit }) => hit.snippet));
-    return { retrieval: 'hybrid' as const, hits: hits.map(({ score, hit }, i) => ({ score, hit: { ...hit, snippet: snippets[i] as string } })) };
+    return { retrieval: 'hybrid' as const, note: undefined, hits: hits.map(({ score, hit }, i) => ({ score, hit: { ...hit, snippet: snippets[i] as string } })) };
   }
 
   /**
-   * Embeds records written since their last embedding, up to `maxBatches` batches; returns how
-   * many. Safe on any number of instances (the same record embedded twice is written twice, equal).
+   * Embeds records written since their last embedding, or embedded by another model (a change
+   * of EMBEDDINGS_MODEL or EMBEDDINGS_DIMENSIONS re-embeds everything in the background), up to
+   * `maxBatches` batches; returns how many. Safe on any number of instances (the same record embedded twice is written twice, equal).
    */
   async indexPending(maxBatches = Number.POSITIVE_INFINITY): Promise<number> {
     if (!(await this.vectorEnabled())) return 0;
     let total = 0;
     for (let batch = 0; batch < maxBatches; batch += 1) {
-      const pending = await repo.pendingSources(this.db, INDEX_BATCH);
+      const pending = await repo.pendingSources(this.db, this.embedder.name, INDEX_BATCH);
       if (pending.length === 0) return total;
-      const vectors = await this.embedder.embed(pending.map((p) => p.text));
-      await repo.upsertEmbeddings(this.db, pending.map((p, i) => ({ ...p, vector: toVectorLiteral(vectors[i] as number[]) })));
+      const vectors = await this.embed(pending.map((p) => p.text), 'index');
+      await repo.upsertEmbeddings(this.db, this.embedder.name, pending.map((p, i) => ({ ...p, vector: toVectorLiteral(vectors[i] as number[]) })));
       total += pending.length;
     }
     return total;
@@ -99,25 +146,59 @@ export class KnowledgeService {
   }
 }
 
+/** Timers, injectable so that tests drive the indexer's schedule. */
+export interface IndexerTimers {
+  setTimeout(run: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const realTimers: IndexerTimers = {
+  setTimeout: (run, ms) => setTimeout(run, ms).unref(),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
 /**
  * Runs `indexPending` every `intervalMs` (and orphan clean-up now and then) until stopped. Work not
- * done before a restart is found again by the next run: nothing is queued in memory.
+ * done before a restart is found again by the next run: nothing is queued in memory. While passes
+ * fail, the wait doubles from `intervalMs` up to `maxBackoffMs`; a pass that succeeds resets it.
  */
 export class KnowledgeIndexer {
-  private timer: NodeJS.Timeout | null = null;
+  private timer: unknown = null;
+  private started = false;
   private running: Promise<void> | null = null;
   private lastCleanup = 0;
+  private failures = 0;
 
   constructor(
     private readonly knowledge: KnowledgeService,
     private readonly intervalMs: number,
-    private readonly onError: (error: unknown) => void,
+    private readonly onError: (error: unknown, retryInMs: number, failures: number) => void,
+    private readonly maxBackoffMs: number = Math.max(intervalMs, 300_000),
+    private readonly timers: IndexerTimers = realTimers,
   ) {}
 
+  /** Consecutive failed passes, and the wait before the next pass. */
+  get status(): { consecutiveFailures: number; nextDelayMs: number } {
+    return { consecutiveFailures: this.failures, nextDelayMs: this.nextDelay() };
+  }
+
+  private nextDelay(): number {
+    if (this.failures === 0) return this.intervalMs;
+    return Math.min(this.intervalMs * 2 ** Math.min(this.failures, 30), Math.max(this.maxBackoffMs, this.intervalMs));
+  }
+
   start(): void {
-    if (!this.knowledge.vectorAvailable || this.timer) return;
-    this.timer = setInterval(() => void this.runOnce(), this.intervalMs);
-    this.timer.unref();
+    if (!this.knowledge.vectorAvailable || this.started) return;
+    this.started = true;
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (!this.started) return;
+    this.timer = this.timers.setTimeout(() => {
+      this.timer = null;
+      void this.runOnce().then(() => this.schedule());
+    }, this.nextDelay());
   }
 
   /** One pass (also what tests call to wait for the index). */
@@ -126,12 +207,14 @@ export class KnowledgeIndexer {
       try {
         // Bounded passes, so that shutdown never waits for a long backlog (the next pass continues it).
         await this.knowledge.indexPending(BATCHES_PER_PASS);
+        this.failures = 0;
         if (Date.now() - this.lastCleanup > 60_000) {
           this.lastCleanup = Date.now();
           await this.knowledge.deleteOrphans();
         }
       } catch (error) {
-        this.onError(error);
+        this.failures += 1;
+        this.onError(error, this.nextDelay(), this.failures);
       } finally {
         this.running = null;
       }
@@ -140,7 +223,8 @@ export class KnowledgeIndexer {
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    this.started = false;
+    if (this.timer !== null) this.timers.clearTimeout(this.timer);
     this.timer = null;
     await this.running;
   }

@@ -1,11 +1,22 @@
 import { createHash } from 'node:crypto';
+import { describeProviderError, errorDetail, ProviderFailure } from './models';
 
-/** Every embedding the service stores has this many dimensions (the column is vector(256)). */
+/** The built-in hashing embedder's size unless EMBEDDINGS_DIMENSIONS says otherwise. */
 export const EMBEDDING_DIMENSIONS = 256;
 
 export interface Embedder {
+  /**
+   * What the vectors were made with (model and, when configured, size): stored beside each
+   * vector, so that a change of model re-embeds the records and never compares unlike vectors.
+   */
   readonly name: string;
-  embed(texts: string[]): Promise<number[][]>;
+  /** `query`: a search waits for it, so it is given less time than the background indexer's batches. */
+  embed(texts: string[], purpose?: 'query' | 'index'): Promise<number[][]>;
+}
+
+/** Embeddings failed (see ProviderFailure); the message names both sizes when they differ. */
+export class EmbeddingsFailure extends ProviderFailure {
+  override name = 'EmbeddingsFailure';
 }
 
 function normalize(vector: number[]): number[] {
@@ -19,16 +30,20 @@ function normalize(vector: number[]): number[] {
  * word overlap, not meaning.
  */
 export class HashingEmbedder implements Embedder {
-  readonly name = 'builtin-hashing';
+  readonly name: string;
+
+  constructor(private readonly dimensions: number = EMBEDDING_DIMENSIONS) {
+    this.name = `builtin-hashing#${dimensions}`;
+  }
 
   async embed(texts: string[]): Promise<number[][]> {
     return texts.map((text) => {
-      const vector = new Array<number>(EMBEDDING_DIMENSIONS).fill(0);
+      const vector = new Array<number>(this.dimensions).fill(0);
       const words = text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
       const features = [...words, ...words.slice(1).map((w, i) => `${words[i]} ${w}`)];
       for (const feature of features) {
         const digest = createHash('sha1').update(feature).digest();
-        const index = digest.readUInt16BE(0) % EMBEDDING_DIMENSIONS;
+        const index = digest.readUInt16BE(0) % this.dimensions;
         vector[index] = (vector[index] ?? 0) + ((digest[2] ?? 0) & 1 ? 1 : -1);
       }
       return normalize(vector);
@@ -36,30 +51,62 @@ export class HashingEmbedder implements Embedder {
   }
 }
 
-/** An OpenAI-compatible `/embeddings` endpoint (base URL, key, model), asked for 256 dimensions. */
+/**
+ * An OpenAI-compatible `/embeddings` endpoint (base URL, key, model). With `dimensions` it asks for
+ * that size and checks it; without, the size of its first answer is learned and later answers are
+ * checked against it (models such as `nomic-embed-text` have one fixed size and ignore the request).
+ */
 export class HttpEmbedder implements Embedder {
   readonly name: string;
+  private learned: number | null = null;
 
-  constructor(private readonly settings: { baseUrl: string; apiKey: string | null; model: string; timeoutMs?: number }) {
-    this.name = `http:${settings.model}`;
+  constructor(
+    private readonly settings: { baseUrl: string; apiKey: string | null; model: string; dimensions?: number | null; timeoutMs?: number; queryTimeoutMs?: number },
+  ) {
+    this.name = `http:${settings.model}${settings.dimensions ? `#${settings.dimensions}` : ''}`;
   }
 
-  async embed(texts: string[]): Promise<number[][]> {
-    const response = await fetch(`${this.settings.baseUrl.replace(/\/$/, '')}/embeddings`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        ...(this.settings.apiKey ? { authorization: `Bearer ${this.settings.apiKey}` } : {}),
-      },
-      body: JSON.stringify({ model: this.settings.model, input: texts, dimensions: EMBEDDING_DIMENSIONS }),
-      signal: AbortSignal.timeout(this.settings.timeoutMs ?? 30_000),
-    });
-    if (!response.ok) throw new Error(`embeddings endpoint answered ${response.status}`);
-    const body = (await response.json()) as { data?: Array<{ index: number; embedding: number[] }> };
-    const data = [...(body.data ?? [])].sort((a, b) => a.index - b.index);
-    if (data.length !== texts.length || data.some((d) => d.embedding.length !== EMBEDDING_DIMENSIONS)) {
-      throw new Error(`embeddings endpoint returned ${data.length} vectors, expected ${texts.length} of ${EMBEDDING_DIMENSIONS} dimensions`);
+  async embed(texts: string[], purpose: 'query' | 'index' = 'index'): Promise<number[][]> {
+    const { baseUrl, apiKey, model, dimensions } = this.settings;
+    const timeoutMs = purpose === 'query' ? (this.settings.queryTimeoutMs ?? 5000) : (this.settings.timeoutMs ?? 30_000);
+    const signal = AbortSignal.timeout(timeoutMs);
+    let response: Response;
+    let text: string;
+    try {
+      response = await fetch(`${baseUrl.replace(/\/$/, '')}/embeddings`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        body: JSON.stringify({ model, input: texts, ...(dimensions ? { dimensions } : {}) }),
+        signal,
+      });
+      text = await response.text();
+    } catch (error) {
+      if (signal.aborted) throw new EmbeddingsFailure(`The embeddings provider did not answer within ${timeoutMs} ms.`, errorDetail(error));
+      throw new EmbeddingsFailure('The embeddings provider could not be reached.', errorDetail(error));
     }
+    if (!response.ok) {
+      throw new EmbeddingsFailure(describeProviderError({ statusCode: response.status, responseBody: text }, 'embeddings provider'), text.slice(0, 500));
+    }
+    let body: { data?: Array<{ index: number; embedding: number[] }> };
+    try {
+      body = JSON.parse(text) as typeof body;
+    } catch {
+      throw new EmbeddingsFailure("The embeddings provider's answer is not JSON.", text.slice(0, 500));
+    }
+    const data = [...(Array.isArray(body.data) ? body.data : [])].sort((a, b) => a.index - b.index);
+    if (data.length !== texts.length || data.some((d) => !Array.isArray(d.embedding))) {
+      throw new EmbeddingsFailure(`The embeddings provider returned ${data.length} vectors for ${texts.length} texts.`);
+    }
+    const expected = dimensions ?? this.learned ?? (data[0] as { embedding: number[] }).embedding.length;
+    const other = data.find((d) => d.embedding.length !== expected);
+    if (other) {
+      const setting = dimensions ? 'EMBEDDINGS_DIMENSIONS' : 'the size of its first answer';
+      throw new EmbeddingsFailure(
+        `The embeddings model "${model}" returned vectors of ${other.embedding.length} dimensions; expected ${expected} (${setting}). ` +
+          `Set EMBEDDINGS_DIMENSIONS to the model's size, or choose a model that returns ${expected}.`,
+      );
+    }
+    this.learned ??= expected;
     return data.map((d) => normalize(d.embedding));
   }
 }

@@ -56,9 +56,67 @@ export function findModel(provider: ModelProvider, id?: string | null): ModelInf
   return provider.models.find((m) => m.id === id);
 }
 
-/** The provider answered with an error (or not in the protocol); the message is for people. */
-export class ModelProviderFailure extends Error {
+/**
+ * A provider (models, embeddings) failed. `message` is for API callers, stored replies and webhook
+ * payloads: it never holds an address; `detail` (the underlying error) is for the operator's log.
+ */
+export class ProviderFailure extends Error {
+  constructor(
+    message: string,
+    readonly detail: string = message,
+  ) {
+    super(message);
+  }
+}
+
+/** The model provider failed (see ProviderFailure). */
+export class ModelProviderFailure extends ProviderFailure {
   override name = 'ModelProviderFailure';
+}
+
+/** URLs, host:port pairs and IP addresses, which a provider's or a network error may carry. */
+const ADDRESS = /\b[a-z][a-z0-9+.-]*:\/\/\S+|\[[0-9a-f:]+\](?::\d+)?|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*:\d{2,5}\b/gi;
+
+/** A text with every address in it replaced by `[address]`. */
+export const withoutAddresses = (text: string) => text.replace(ADDRESS, '[address]');
+
+/** The provider's own error message in an OpenAI-format error body, if any. */
+function providerMessage(body: unknown): string | null {
+  if (typeof body !== 'string') return null;
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown };
+    const message = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message);
+    return typeof message === 'string' ? message : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What the caller is told about a failed call: reached or not, the status and the provider's own
+ * message (shortened, addresses removed); never the host, port or IP address the service called.
+ */
+export function describeProviderError(error: unknown, what = 'model provider'): string {
+  const e = error as { statusCode?: unknown; responseBody?: unknown; name?: unknown; cause?: unknown } | null;
+  if (typeof e?.statusCode === 'number') {
+    const said = providerMessage(e.responseBody);
+    return withoutAddresses(`The ${what} answered ${e.statusCode}${said ? `: ${said.slice(0, 300)}` : '.'}`);
+  }
+  // Duck-typed: fetch's TypeError may come from another realm (a test's VM context) than ours.
+  const message = (error as { message?: unknown } | null)?.message;
+  const cause = e?.cause as { code?: unknown } | undefined;
+  if ((typeof e?.name === 'string' && /APICallError/.test(e.name)) || (typeof message === 'string' && /fetch failed/.test(message)) || typeof cause?.code === 'string') {
+    return `The ${what} could not be reached.`;
+  }
+  return `The ${what}'s answer could not be read.`;
+}
+
+/** The underlying error's text (with its cause's), for the log only. */
+export function errorDetail(error: unknown): string {
+  const e = error as { message?: unknown; cause?: { message?: unknown; code?: unknown } } | null;
+  const own = typeof e?.message === 'string' ? e.message : String(error);
+  const cause = typeof e?.cause?.message === 'string' && !own.includes(e.cause.message) ? ` (${e.cause.message})` : '';
+  return `${own}${cause}`.slice(0, 1000);
 }
 
 /** A configured model: its id and prices in cents per million input and output tokens. */
@@ -79,11 +137,32 @@ const usageOf = (usage: LanguageModelUsage | undefined): ChatUsage => ({
   outputTokens: usage?.outputTokens ?? 0,
 });
 
-/** Errors of an aborted call are the abort's; anything else is the provider's failure. */
-function providerFailure(error: unknown, signal: AbortSignal): unknown {
-  if (signal.aborted) return signal.reason ?? error;
-  const message = error instanceof Error ? error.message : String(error);
-  return new ModelProviderFailure(message.slice(0, 500));
+/** Where a provider reports its failures' detail (once, at warn level, without a stack). */
+export type FailureLog = (message: string, meta: Record<string, unknown>) => void;
+
+/** The provider's models as `GET {base}/models` lists them (OpenAI format), in its order. */
+export async function listProviderModels(options: { baseUrl: string; apiKey: string | null; timeoutMs?: number }): Promise<string[]> {
+  let response: Response;
+  try {
+    response = await fetch(`${options.baseUrl.replace(/\/$/, '')}/models`, {
+      headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
+      signal: AbortSignal.timeout(options.timeoutMs ?? 15_000),
+    });
+  } catch (error) {
+    throw new ModelProviderFailure('The model provider could not be reached.', errorDetail(error));
+  }
+  const text = await response.text();
+  if (!response.ok) throw new ModelProviderFailure(describeProviderError({ statusCode: response.status, responseBody: text }), text.slice(0, 500));
+  let ids: unknown;
+  try {
+    ids = (JSON.parse(text) as { data?: Array<{ id?: unknown }> }).data?.map((m) => m.id);
+  } catch {
+    ids = undefined;
+  }
+  if (!Array.isArray(ids) || ids.length === 0 || ids.some((id) => typeof id !== 'string' || id === '')) {
+    throw new ModelProviderFailure("The model provider's model list is empty or not in the OpenAI format ({ data: [{ id }] }).", text.slice(0, 500));
+  }
+  return ids as string[];
 }
 
 /**
@@ -97,7 +176,10 @@ export class OpenAICompatibleProvider implements ModelProvider {
   /** The AI SDK and the provider, loaded on the first call (they are large, and unused until then). */
   private sdk?: Promise<{ ai: typeof import('ai'); model: (id: string) => LanguageModel }>;
 
-  constructor(options: { baseUrl: string; apiKey: string | null; models: readonly ModelPrice[] }) {
+  constructor(
+    options: { baseUrl: string; apiKey: string | null; models: readonly ModelPrice[] },
+    private readonly log: FailureLog = () => undefined,
+  ) {
     this.info = { providerId: 'openai-compatible', kind: 'openai-compatible', name: 'OpenAI-compatible provider', baseUrl: options.baseUrl };
     this.models = options.models.map((m, i) => ({ ...m, providerId: this.info.providerId, name: m.id, default: i === 0 }));
     this.options = { baseUrl: options.baseUrl, apiKey: options.apiKey };
@@ -116,6 +198,14 @@ export class OpenAICompatibleProvider implements ModelProvider {
     return this.sdk;
   }
 
+  /** Errors of an aborted call are the abort's; anything else is the provider's failure, logged here. */
+  private failure(error: unknown, request: ChatRequest): unknown {
+    if (request.signal.aborted) return request.signal.reason ?? error;
+    const failure = new ModelProviderFailure(describeProviderError(error), errorDetail(error));
+    this.log('model provider failed', { model: request.model, error: failure.message, detail: failure.detail });
+    return failure;
+  }
+
   async generate(request: ChatRequest) {
     try {
       const { ai, model } = await this.load();
@@ -127,7 +217,7 @@ export class OpenAICompatibleProvider implements ModelProvider {
       });
       return { text: result.text, usage: usageOf(result.usage) };
     } catch (error) {
-      throw providerFailure(error, request.signal);
+      throw this.failure(error, request);
     }
   }
 
@@ -148,7 +238,7 @@ export class OpenAICompatibleProvider implements ModelProvider {
         else if (part.type === 'finish') yield { type: 'finish', usage: usageOf(part.totalUsage) };
       }
     } catch (error) {
-      throw providerFailure(error, request.signal);
+      throw this.failure(error, request);
     }
   }
 }

@@ -11,6 +11,8 @@ import * as m0009 from './migrations/0009_billing';
 import * as m0010 from './migrations/0010_agent_environments';
 import * as m0011 from './migrations/0011_rate_limits';
 import * as m0012 from './migrations/0012_rate_limit_grants';
+import * as m0013 from './migrations/0013_reply_leases';
+import * as m0014 from './migrations/0014_embedding_models';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -26,6 +28,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0010_agent_environments': m0010,
   '0011_rate_limits': m0011,
   '0012_rate_limit_grants': m0012,
+  '0013_reply_leases': m0013,
+  '0014_embedding_models': m0014,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

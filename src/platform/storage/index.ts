@@ -26,6 +26,11 @@ export interface ObjectStore {
   /** The object's bytes (or a range of them); ObjectNotFoundError when missing. */
   get(key: string, range?: ByteRange): Promise<Readable>;
   delete(key: string): Promise<void>;
+  /**
+   * Removes what uploads that never ended (the process stopped mid-upload) left behind, once older
+   * than `maxAgeMs`; never an upload in progress. Resolves with how many it removed.
+   */
+  sweepIncoming(maxAgeMs: number, now?: Date): Promise<number>;
   /** Whether the store answers (for /readyz). */
   isReachable(): Promise<boolean>;
   /** Releases connections. */

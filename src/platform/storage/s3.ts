@@ -120,6 +120,14 @@ export class S3ObjectStore implements ObjectStore {
     await this.client.send(new DeleteObjectCommand({ Bucket: this.settings.bucket, Key: key }));
   }
 
+  /**
+   * Nothing to sweep: uploads are single PUTs (never multipart), and S3 keeps nothing of a PUT
+   * that does not complete, so a process stopping mid-upload leaves no partial object.
+   */
+  async sweepIncoming(): Promise<number> {
+    return 0;
+  }
+
   async isReachable(): Promise<boolean> {
     try {
       await this.client.send(new HeadBucketCommand({ Bucket: this.settings.bucket }));

@@ -1,0 +1,52 @@
+import { PeriodicTask } from '../../platform/workers';
+import type { ChatService } from './service';
+
+export interface ReplyRecoverySettings {
+  /** How long a reply's lease lasts (renewed at a third of it while the reply is generated). */
+  leaseMs: number;
+  /** How often each instance looks for replies whose instance stopped. */
+  sweepIntervalMs: number;
+}
+
+type Log = (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
+
+/**
+ * The chat replies' background work in one instance: renews the leases of the replies it is
+ * generating, and (at start and then periodically) fails as `interrupted`, with `chat.failed`, the
+ * replies whose instance stopped before ending them.
+ */
+export class ReplyRecovery {
+  private readonly renewal: PeriodicTask;
+  private readonly sweep: PeriodicTask;
+
+  constructor(
+    private readonly chat: ChatService,
+    settings: ReplyRecoverySettings,
+    log: Log,
+  ) {
+    const report = (message: string) => (error: unknown) => log('error', message, { error: (error as Error).message });
+    this.renewal = new PeriodicTask(Math.max(1, Math.floor(settings.leaseMs / 3)), () => chat.renewLeases(), report('chat reply lease renewal failed'));
+    this.sweep = new PeriodicTask(
+      settings.sweepIntervalMs,
+      async () => {
+        const ended = await chat.recoverInterrupted();
+        if (ended > 0) log('warn', 'failed chat replies whose instance stopped', { replies: ended });
+      },
+      report('chat reply recovery failed'),
+    );
+  }
+
+  start(): void {
+    this.renewal.start();
+    this.sweep.start();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.renewal.stop(), this.sweep.stop()]);
+  }
+
+  /** Fails the replies whose lease ran out now; resolves with how many. */
+  runOnce(): Promise<number> {
+    return this.chat.recoverInterrupted();
+  }
+}
