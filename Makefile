@@ -18,7 +18,7 @@ SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64
 # `make bench NODE=/opt/node-24/bin/node` (docs/performance.md).
 NODE ?= node
 
-.PHONY: deps run test fuzz build gen gen-check lint lint-spec typecheck token admin rotate-secrets migrate pglite-dump quickstart bench clean
+.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck token admin rotate-secrets migrate pglite-dump quickstart bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -81,10 +81,14 @@ gen-check: gen
 lint-spec: $(NODE_MODULES)
 	npx redocly lint openapi/openapi.yaml generated/openapi.yaml --format=stylish
 
+## Fail when openapi/ breaks a published version kept in openapi/published/ (removed operation, field or status, new required input, narrowed type or enum).
+compat: $(NODE_MODULES)
+	npx tsx scripts/check-compat.ts
+
 typecheck: $(NODE_MODULES)
 	npx tsc --noEmit -p tsconfig.json
 
-lint: lint-spec typecheck
+lint: lint-spec compat typecheck
 	npx eslint .
 
 ## Measure the goals of #12 in one run (docs/performance.md): servers on one core, wrk and the bench's clients on the other.

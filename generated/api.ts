@@ -1250,10 +1250,11 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable code (see the document's introduction for the catalogue).
+             * @description Machine-readable code; the document's introduction lists them with their statuses. Clients must tolerate new values: codes are added without a new API version.
              * @example invalid_request
+             * @enum {string}
              */
-            code: string;
+            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
             /** @description With `invalid_request`, one entry per problem found in the request. With `not_found` for a body field that names another record (`projectId`, `parentId`, `conversationId`, `skillIds/0`, `agentId`…) that does not exist or is not the caller's, one entry whose `path` names that field (`/body/projectId`). */
             details?: components["schemas"]["ErrorDetail"][];
             /**
@@ -2655,24 +2656,150 @@ export interface components {
              */
             deleted: true;
         };
-        /** @description The body of every delivery (exactly these bytes are signed). `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. `data` depends on the type; clients must tolerate new properties. */
-        WebhookEvent: {
+        /** @description The body of every delivery (exactly these bytes are signed): `{ id, type, createdAt, data }`, where `type` says which of the shapes below `data` has. `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. Clients must tolerate new event types (a subscription receives only the kinds it selected) and new properties in `data`. */
+        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventTest"];
+        /**
+         * @description The event id (`msg_` and a UUIDv7), also sent as the `webhook-id` header.
+         * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
+         */
+        WebhookEventId: string;
+        /** @description Tokens and cost of the model call (cost in cents, fractional). */
+        WebhookEventUsage: {
+            /** @example 412 */
+            inputTokens: number;
+            /** @example 96 */
+            outputTokens: number;
+            /** @example 0.0508 */
+            costCents: number;
+        };
+        /** @description `chat.completed`: an assistant reply finished; `data` carries the reply. */
+        WebhookEventChatCompleted: {
+            id: components["schemas"]["WebhookEventId"];
             /**
-             * @description The event id (`msg_` and a UUIDv7).
-             * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
              */
-            id: string;
-            /** @example automation.finished */
-            type: string;
+            type: "chat.completed";
             createdAt: components["schemas"]["Timestamp"];
-            /**
-             * @example {
-             *       "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
-             *       "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81"
-             *     }
-             */
             data: {
-                [key: string]: unknown;
+                conversationId: components["schemas"]["Id"];
+                messageId: components["schemas"]["Id"];
+                /**
+                 * @description The model that answered.
+                 * @example development
+                 */
+                model: string;
+                /**
+                 * @description The reply's text (Markdown).
+                 * @example Here is a summary of the meeting.
+                 */
+                content: string;
+                usage: components["schemas"]["WebhookEventUsage"];
+            };
+        };
+        /** @description `chat.failed`: an assistant reply ended without an answer; the message keeps what was generated. */
+        WebhookEventChatFailed: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "chat.failed";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                conversationId: components["schemas"]["Id"];
+                messageId: components["schemas"]["Id"];
+                /**
+                 * @description The model that was writing the reply (`null` if the reply recorded none).
+                 * @example development
+                 */
+                model: string | null;
+                /**
+                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection) or `interrupted` (the instance writing it stopped). Clients must tolerate new values.
+                 * @example model_provider_timeout
+                 */
+                errorCode: string;
+                /**
+                 * @description The reason, for people.
+                 * @example no answer within 60000 ms
+                 */
+                error: string;
+            };
+        };
+        /** @description `automation.finished`: a run of an automation succeeded; `outputIds` name its outputs. */
+        WebhookEventAutomationFinished: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "automation.finished";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                automationId: components["schemas"]["Id"];
+                runId: components["schemas"]["Id"];
+                /**
+                 * @example schedule
+                 * @enum {string}
+                 */
+                trigger: "schedule" | "manual";
+                /**
+                 * Format: int64
+                 * @description The schedule's slot a scheduled run was for; `null` for a manual run.
+                 * @example 1763784000000
+                 */
+                scheduledFor: number | null;
+                /** @description The outputs the run generated (read them with the outputs operations). */
+                outputIds: components["schemas"]["Id"][];
+                usage: components["schemas"]["WebhookEventUsage"];
+            };
+        };
+        /** @description `automation.failed`: a run of an automation failed and will not be retried. */
+        WebhookEventAutomationFailed: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "automation.failed";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                automationId: components["schemas"]["Id"];
+                runId: components["schemas"]["Id"];
+                /**
+                 * @example manual
+                 * @enum {string}
+                 */
+                trigger: "schedule" | "manual";
+                /**
+                 * Format: int64
+                 * @description The schedule's slot a scheduled run was for; `null` for a manual run.
+                 * @example null
+                 */
+                scheduledFor: number | null;
+                /**
+                 * @description Why: `invalid_output`, `model_provider_error`, `model_provider_timeout`, `budget_exhausted` or `interrupted` (the instances running it stopped too often). Clients must tolerate new values.
+                 * @example model_provider_timeout
+                 */
+                errorCode: string;
+                /**
+                 * @description The reason, for people.
+                 * @example The model provider did not answer within 60000 ms.
+                 */
+                error: string;
+            };
+        };
+        /** @description `webhook.test`: sent only by the test operation, to check a receiver. */
+        WebhookEventTest: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "webhook.test";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                subscriptionId: components["schemas"]["Id"];
             };
         };
         WebhookAttempt: {
@@ -3737,6 +3864,10 @@ export interface components {
         /** @description `invalid_request`: the request does not match the contract or the rules stated for the operation; `details` lists each problem. Nothing was changed. */
         BadRequest: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3759,6 +3890,10 @@ export interface components {
         Unauthenticated: {
             headers: {
                 "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3774,6 +3909,10 @@ export interface components {
         /** @description `forbidden`: the body names another user (`userId`), or a cookie-authenticated unsafe request came from an origin that is not allowed. */
         Forbidden: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3789,6 +3928,10 @@ export interface components {
         /** @description `not_found`: no such record for the caller (a record of another user is answered the same way). */
         NotFound: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3804,6 +3947,10 @@ export interface components {
         /** @description `conflict`: the request is valid but conflicts with the current state (see the operation). */
         Conflict: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3819,6 +3966,10 @@ export interface components {
         /** @description `payload_too_large`: the body is larger than the configured limit (1 MiB by default). */
         PayloadTooLarge: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3834,6 +3985,10 @@ export interface components {
         /** @description `internal_error`: an unexpected error. The body carries the request id; it never carries a stack trace. */
         InternalError: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3850,6 +4005,10 @@ export interface components {
         /** @description `idempotency_key_reused`: the `Idempotency-Key` was already used by this user with a different request. */
         IdempotencyKeyReused: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3865,6 +4024,10 @@ export interface components {
         /** @description `forbidden`: the caller does not hold a role this operation requires. The refusal is recorded as an audit event with outcome `denied`. */
         RoleRequired: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3880,6 +4043,10 @@ export interface components {
         /** @description `principal_not_found`: the user holds no (such) administrative role. */
         PrincipalNotFound: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3895,6 +4062,10 @@ export interface components {
         /** @description `link_expired` or `link_used`: the signed URL has expired, or (upload URLs) was already used. Request a new one. */
         Gone: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3910,6 +4081,10 @@ export interface components {
         /** @description `unsupported_media_type`: the file's type cannot be ingested (supported: plain text, Markdown, HTML, JSON, CSV, PDF). */
         UnsupportedMediaType: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3925,6 +4100,10 @@ export interface components {
         /** @description `range_not_satisfiable`: the `Range` is outside the content; `Content-Range` gives the size. */
         RangeNotSatisfiable: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3940,6 +4119,10 @@ export interface components {
         /** @description `model_provider_error`: the model provider answered with an error. The failed reply is stored; `messageId` names it. */
         ModelProviderError: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3956,8 +4139,11 @@ export interface components {
         /** @description The service cannot do this right now; nothing was changed (an upload leaves the file not ready). `database_unavailable`: the database cannot be reached (during a failover or restart, say); `storage_unavailable`: the object store cannot be reached or cannot store (operations that move file content). Retry after the `Retry-After` seconds. */
         Unavailable: {
             headers: {
-                /** @description Seconds to wait before retrying. */
-                "Retry-After"?: number;
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
             };
             content: {
@@ -3967,6 +4153,10 @@ export interface components {
         /** @description `capability_disabled`: the capability this operation belongs to is switched off for this deployment. */
         CapabilityDisabled: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3983,6 +4173,10 @@ export interface components {
         /** @description `capability_disabled` when the capability this operation belongs to is switched off (the same body on every route of the capability, whatever the request), or `forbidden`: the body names another user. */
         ForbiddenOrCapabilityDisabled: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3992,6 +4186,10 @@ export interface components {
         /** @description `model_provider_timeout`: the model provider did not finish within the deployment's timeout. The failed reply is stored; `messageId` names it. */
         ModelProviderTimeout: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4008,8 +4206,11 @@ export interface components {
         /** @description `rate_limited`: the caller sent more requests than the deployment allows per user and minute (600 by default), counted across every instance. Nothing was done; retry after `Retry-After` seconds. Every answer to an authenticated request carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the window ends). */
         RateLimited: {
             headers: {
-                /** @description Seconds to wait before retrying. */
-                "Retry-After"?: number;
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
             };
             content: {
@@ -4026,6 +4227,10 @@ export interface components {
         /** @description `quota_exceeded`: the plan's entitlement `entitlement` (with its `limit` and what is `used`) does not allow this; nothing was changed. */
         QuotaExceeded: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4044,6 +4249,10 @@ export interface components {
         /** @description `invalid_request` as for every operation (with `details`); `unsupported_protocol_version` for a `protocolVersion` this deployment does not speak (it supports `1`); `command_id_mismatch` when a body's `commandId` or `environmentId` differs from the path. Nothing was changed. */
         AgentBadRequest: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4053,6 +4262,10 @@ export interface components {
         /** @description `invalid_environment_credential`: the `Environment-Credential` header is not this environment's credential; or `forbidden`: the body names another user. */
         EnvironmentForbidden: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4068,6 +4281,10 @@ export interface components {
         /** @description `path_outside_grant`: the command names a path outside the environment's filesystem grant (`details` names each); nothing was queued. */
         PathOutsideGrant: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4089,6 +4306,10 @@ export interface components {
         /** @description `command_not_claimed`: the command is not claimed (still queued, expired, or acknowledged the other way); `status` says what it is. Nothing was changed. */
         CommandNotClaimed: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4105,6 +4326,10 @@ export interface components {
         /** @description `budget_exhausted`: nothing is left to spend in this period (the plan's monthly budget, the prepaid balance, or the caller's own spending limit); nothing was changed. A top-up, an administrative budget adjustment (`POST /api/v1/admin/usage`), a higher spending limit or the next period (`periodEnd`) restores access. */
         BudgetExhausted: {
             headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4186,6 +4411,16 @@ export interface components {
         XContentTypeOptions: "nosniff";
         /** @description Always `bytes`. */
         AcceptRanges: "bytes";
+        /** @description The request's id: the client's own `X-Request-Id` when it sent one of 1-100 letters, digits, `.`, `_` or `-`, otherwise a generated UUID. Logged with the request; quote it to support. */
+        XRequestId: string;
+        /** @description Requests allowed per user and minute (sent with every answer to an authenticated request when the deployment limits requests). */
+        RateLimitLimit: number;
+        /** @description Requests left in the current window (sent with `RateLimit-Limit`). */
+        RateLimitRemaining: number;
+        /** @description Seconds until the current window ends (sent with `RateLimit-Limit`). */
+        RateLimitReset: number;
+        /** @description Seconds to wait before retrying. */
+        RetryAfter: number;
         /**
          * @description The RFC 6750 challenge, on every `401`: `Bearer realm="ai-workspace-service"`, followed, when a bearer token was sent and refused, by `error="invalid_token"` and an `error_description` saying why (expired, signature, issuer, audience, malformed, subject), the same sentence as the body's `error`.
          * @example Bearer realm="ai-workspace-service", error="invalid_token", error_description="The access token expired."
@@ -4208,6 +4443,10 @@ export interface operations {
             /** @description The session was created; the response sets the `service_session` cookie. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     /** @description `service_session=<signed id>; Path=/; HttpOnly; SameSite=Lax` (and `Secure` outside development). */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
@@ -4244,6 +4483,10 @@ export interface operations {
             /** @description The session has ended; the response clears the cookie. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4275,6 +4518,10 @@ export interface operations {
             /** @description The current flags. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4325,6 +4572,10 @@ export interface operations {
             /** @description The project, or a page of projects. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4361,6 +4612,10 @@ export interface operations {
             /** @description The created project (or the existing one for a repeated `clientId`). */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -4414,6 +4669,10 @@ export interface operations {
             /** @description The project was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4452,6 +4711,10 @@ export interface operations {
             /** @description The updated project. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4513,6 +4776,10 @@ export interface operations {
             /** @description The note, or a page of notes. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4549,6 +4816,10 @@ export interface operations {
             /** @description The created note. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -4600,6 +4871,10 @@ export interface operations {
             /** @description The note was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4637,6 +4912,10 @@ export interface operations {
             /** @description The updated note. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4695,6 +4974,10 @@ export interface operations {
             /** @description The item, or a page of items. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4731,6 +5014,10 @@ export interface operations {
             /** @description The new item (`created: true`) or the existing equal one (`created: false`). */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -4784,6 +5071,10 @@ export interface operations {
             /** @description The item was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4821,6 +5112,10 @@ export interface operations {
             /** @description The updated item. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4881,6 +5176,10 @@ export interface operations {
             /** @description The skill, or a page of skills. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4917,6 +5216,10 @@ export interface operations {
             /** @description The created skill. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -4970,6 +5273,10 @@ export interface operations {
             /** @description The skill was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5007,6 +5314,10 @@ export interface operations {
             /** @description The updated skill. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5076,6 +5387,10 @@ export interface operations {
             /** @description The file, or a page of files. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5144,6 +5459,10 @@ export interface operations {
             /** @description The created file. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -5212,6 +5531,10 @@ export interface operations {
             /** @description The file was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5250,6 +5573,10 @@ export interface operations {
             /** @description The updated file. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5312,6 +5639,10 @@ export interface operations {
             /** @description Where and how to upload. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5362,6 +5693,10 @@ export interface operations {
             /** @description The file, now `ready`. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5439,6 +5774,10 @@ export interface operations {
             /** @description The whole content, streamed. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     ETag: components["headers"]["ETag"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
@@ -5453,6 +5792,10 @@ export interface operations {
             /** @description The requested range, streamed. */
             206: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Range": components["headers"]["ContentRange"];
                     ETag: components["headers"]["ETag"];
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
@@ -5466,6 +5809,10 @@ export interface operations {
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
             304: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
@@ -5497,6 +5844,10 @@ export interface operations {
             /** @description Everyone the file is now shared with. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5537,6 +5888,10 @@ export interface operations {
             /** @description The outcome. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5581,6 +5936,10 @@ export interface operations {
             /** @description The matches, best first. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5634,6 +5993,10 @@ export interface operations {
             /** @description The results. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5706,6 +6069,10 @@ export interface operations {
             /** @description The output, or a page of outputs. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5757,6 +6124,10 @@ export interface operations {
             /** @description The output was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5809,6 +6180,10 @@ export interface operations {
             /** @description The whole content, streamed. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     ETag: components["headers"]["ETag"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
@@ -5823,6 +6198,10 @@ export interface operations {
             /** @description The requested range, streamed. */
             206: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Range": components["headers"]["ContentRange"];
                     ETag: components["headers"]["ETag"];
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
@@ -5836,6 +6215,10 @@ export interface operations {
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
             304: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
@@ -5862,6 +6245,10 @@ export interface operations {
             /** @description The principals. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5905,6 +6292,10 @@ export interface operations {
             /** @description The grant. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5952,6 +6343,10 @@ export interface operations {
             /** @description The roles were revoked. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6011,6 +6406,10 @@ export interface operations {
             /** @description A page of events. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6076,6 +6475,10 @@ export interface operations {
             /** @description The events; the body is streamed. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     /** @description `attachment; filename="audit-<time>.ndjson"` (or `.csv`). */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
@@ -6123,6 +6526,10 @@ export interface operations {
             /** @description The budget and a page of ledger entries. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6181,6 +6588,10 @@ export interface operations {
             /** @description The new budget and its ledger entry. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -6234,6 +6645,10 @@ export interface operations {
             /** @description The capabilities after the change. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6284,6 +6699,10 @@ export interface operations {
             /** @description The environment, or a page of environments. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6340,6 +6759,10 @@ export interface operations {
             /** @description The environment and its credential. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6393,6 +6816,10 @@ export interface operations {
             /** @description The environment was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6435,6 +6862,10 @@ export interface operations {
             /** @description The environment and the commands claimed now. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6516,6 +6947,10 @@ export interface operations {
             /** @description The command, or a page of commands. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6578,6 +7013,10 @@ export interface operations {
             /** @description The queued command. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -6642,6 +7081,10 @@ export interface operations {
             /** @description The command after the acknowledgement. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6698,6 +7141,10 @@ export interface operations {
             /** @description The environment with its new grant. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6749,6 +7196,10 @@ export interface operations {
             /** @description The subscription state. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6809,6 +7260,10 @@ export interface operations {
             /** @description The settings. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6848,6 +7303,10 @@ export interface operations {
             /** @description The settings after the change. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6898,6 +7357,10 @@ export interface operations {
             /** @description The subscription, or a page of subscriptions. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6928,6 +7391,10 @@ export interface operations {
             /** @description The created subscription and its signing secret. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6985,6 +7452,10 @@ export interface operations {
             /** @description The subscription was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7022,6 +7493,10 @@ export interface operations {
             /** @description The updated subscription. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7076,6 +7551,10 @@ export interface operations {
             /** @description The subscription and its new signing secret. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7130,6 +7609,10 @@ export interface operations {
             /** @description The test delivery, attempted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7210,6 +7693,10 @@ export interface operations {
             /** @description The delivery, or a page of deliveries. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7240,6 +7727,10 @@ export interface operations {
             /** @description The new, pending delivery. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7262,7 +7753,17 @@ export interface operations {
                      *           "createdAt": 1763784000000,
                      *           "data": {
                      *             "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
-                     *             "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81"
+                     *             "runId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81",
+                     *             "trigger": "schedule",
+                     *             "scheduledFor": 1763784000000,
+                     *             "outputIds": [
+                     *               "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e82"
+                     *             ],
+                     *             "usage": {
+                     *               "inputTokens": 412,
+                     *               "outputTokens": 96,
+                     *               "costCents": 0.0508
+                     *             }
                      *           }
                      *         },
                      *         "attempts": []
@@ -7295,6 +7796,10 @@ export interface operations {
             /** @description The models. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7334,6 +7839,10 @@ export interface operations {
             /** @description The providers. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7391,6 +7900,10 @@ export interface operations {
             /** @description The conversation, or a page of conversations. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7427,6 +7940,10 @@ export interface operations {
             /** @description The created conversation. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -7478,6 +7995,10 @@ export interface operations {
             /** @description The conversation was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7515,6 +8036,10 @@ export interface operations {
             /** @description The updated conversation. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7569,6 +8094,10 @@ export interface operations {
             /** @description A page of messages. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7644,6 +8173,10 @@ export interface operations {
             /** @description The stored message and the complete reply, or the stream of the reply. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -7729,6 +8262,10 @@ export interface operations {
             /** @description The greeting message. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7790,6 +8327,10 @@ export interface operations {
             /** @description The automation, or a page of automations. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7827,6 +8368,10 @@ export interface operations {
             /** @description The created automation. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -7886,6 +8431,10 @@ export interface operations {
             /** @description The automation was deleted. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7923,6 +8472,10 @@ export interface operations {
             /** @description The updated automation. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7976,6 +8529,10 @@ export interface operations {
             /** @description The verdict on the draft. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8014,6 +8571,10 @@ export interface operations {
             /** @description The queued run. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -8081,6 +8642,10 @@ export interface operations {
             /** @description The run, or a page of runs. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -8,6 +8,7 @@ import { projectRoot } from '../platform/paths';
 import { authenticate } from './auth';
 import type { ApiError } from './errors';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
+import { refuseUnstorableText } from './text-guard';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
@@ -84,6 +85,7 @@ function findStep(chain: Middleware[], name: string): number {
  *   `afterSecurity` runs between it and request validation;
  * - a JSON body is read only after both, so an anonymous or refused client cannot make the service
  *   wait for (or buffer) its body.
+ * - text the database cannot store (NUL, lone surrogates) is refused right before validation.
  */
 async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOptions): Promise<Middleware[]> {
   // The document's server is `{base_url}` and its paths are absolute: validate paths as they are.
@@ -144,6 +146,7 @@ async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOpti
   steps.push(authenticate(apiSpec.security, options.securityHandlers, options.onAuthFailure) as Middleware);
   steps.push(...(options.afterSecurity as Middleware[]));
   steps.push(jsonBodies(express.json({ limit: options.bodyLimitBytes, strict: false })) as Middleware);
+  steps.push(refuseUnstorableText);
   steps.push(chain[findStep(chain, 'requestMiddleware')] as Middleware);
   return steps;
 }

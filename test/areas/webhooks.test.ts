@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { describeCrudContract } from '../helpers/crud-contract';
 import { useHarnessWith } from '../helpers/harness';
-import { emit, eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
+import { emit, eventually, type Receiver, SAMPLE_DATA, startReceiver, subscribe, verify } from '../helpers/receiver';
 
 // Short schedules: 8 attempts over about 2.3 s (one long gap shows fresh timestamps per attempt).
 const ctx = useHarnessWith(
@@ -144,6 +144,9 @@ describe('delivery', () => {
     const automations = await subscribe(ctx.h, me, `${r.url}/automations`, ['automation.finished', 'automation.failed']);
     await subscribe(ctx.h, me, `${r.url}/off`, ['chat.completed'], { enabled: false });
     await subscribe(ctx.h, ctx.bob, `${r.url}/bob`, ['chat.completed']);
+    // The delivery log's response validator (tests only) compiles on its first use and blocks the
+    // process meanwhile; on a loaded machine longer than the attempts' 500 ms timeout.
+    await deliveries(me);
 
     const chatEvent = await emit(ctx.h, me.userId, 'chat.completed', { conversationId: 'c1' });
     const runEvent = await emit(ctx.h, me.userId, 'automation.finished', { runId: 'r1' });
@@ -156,7 +159,7 @@ describe('delivery', () => {
     expect(byPath('/off')).toHaveLength(0);
     expect(byPath('/bob')).toHaveLength(0);
     const chatPayload = verify(chat.secret, byPath('/chat')[0]!);
-    expect(chatPayload).toEqual({ id: chatEvent, type: 'chat.completed', createdAt: expect.any(Number), data: { conversationId: 'c1' } });
+    expect(chatPayload).toEqual({ id: chatEvent, type: 'chat.completed', createdAt: expect.any(Number), data: { ...SAMPLE_DATA['chat.completed'], conversationId: 'c1' } });
     expect(byPath('/chat')[0]!.headers['webhook-id']).toBe(chatEvent);
     expect(verify(automations.secret, byPath('/automations')[0]!)).toMatchObject({ id: runEvent, type: 'automation.finished' });
     expect(() => verify(automations.secret, byPath('/chat')[0]!)).toThrow();

@@ -47,7 +47,56 @@ function flatten(schema: Schema, resolve: Resolve): Schema {
   return own.allOf.reduce<Schema>((merged, part) => ({ ...merged, ...flatten(part, resolve) }), { ...own, allOf: undefined });
 }
 
-const text = (min: number, max: number) => fc.string({ minLength: min, maxLength: Math.min(max, min + 40), unit: 'grapheme-ascii' });
+/**
+ * Characters that try the service's handling of text: NUL (refused), other C0 controls, DEL, C1 and
+ * Unicode oddities (valid text, kept), lone surrogates of either half (refused) and a valid pair.
+ */
+export const AWKWARD_CHARACTERS = [
+  '\u0000', '\u0001', '\u0008', '\t', '\n', '\r', '\u000b', '\u001b', '\u001f', '\u007f', '\u0085', '\u00a0',
+  '\u200b', '\u2028', '\ufeff', '\uffff', '\ud800', '\udbff', '\udc00', '\udfff', '\ud83d\ude00',
+] as const;
+
+const plainText = (min: number, max: number) => fc.string({ minLength: min, maxLength: Math.min(max, min + 40), unit: 'grapheme-ascii' });
+
+/** Plain text with one awkward character put somewhere in it, within the length bounds. */
+const awkwardText = (min: number, max: number) =>
+  fc.tuple(plainText(min, max), fc.constantFrom(...AWKWARD_CHARACTERS), fc.nat()).map(([base, odd, at]) => {
+    const kept = base.slice(0, Math.max(0, max - odd.length));
+    const position = at % (kept.length + 1);
+    return `${kept.slice(0, position)}${odd}${kept.slice(position)}`;
+  });
+
+/** A string of the given length bounds; one in three holds an awkward character. */
+const text = (min: number, max: number) =>
+  max >= 1 ? fc.oneof({ weight: 2, arbitrary: plainText(min, max) }, { weight: 1, arbitrary: awkwardText(min, max) }) : plainText(min, max);
+
+/**
+ * encodeURIComponent, except that a lone surrogate (which it refuses) is sent as the percent-encoded
+ * bytes a careless client would send for it (its generalized UTF-8 form, e.g. %ED%A0%80).
+ */
+export function encodeUriText(value: string): string {
+  return value.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]|[\s\S]/g, (char) => {
+    const code = char.charCodeAt(0);
+    if (char.length === 2 || code < 0xd800 || code > 0xdfff) return encodeURIComponent(char);
+    return [0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f), 0x80 | (code & 0x3f)].map((byte) => `%${byte.toString(16).toUpperCase()}`).join('');
+  });
+}
+
+/** Whether a string of the value (or a property name in it) holds NUL or a lone surrogate. */
+export function holdsUnstorableText(value: unknown): boolean {
+  const unstorable = (text: string) => /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text);
+  if (typeof value === 'string') return unstorable(value);
+  if (typeof value !== 'object' || value === null) return false;
+  return Object.entries(value).some(([key, item]) => unstorable(key) || holdsUnstorableText(item));
+}
+
+/** A query string of the values (arrays repeat their name, null sends the name alone). */
+export function queryString(query: Record<string, unknown>): string {
+  return Object.entries(query)
+    .filter(([, value]) => value !== undefined)
+    .flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((item) => (item === null ? encodeUriText(name) : `${encodeUriText(name)}=${encodeUriText(String(item))}`)))
+    .join('&');
+}
 
 /**
  * Values that mostly satisfy a schema (a `pattern` is approximated, so some are refused: the

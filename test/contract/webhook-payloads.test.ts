@@ -1,0 +1,122 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { components } from '../../generated/api';
+import { loadApiDocument } from '../../src/http/openapi';
+import { type TestUser, useHarnessWith } from '../helpers/harness';
+import { useFakeModelAndReceiver } from '../helpers/openai-server';
+import { eventually, type Received, subscribe, verify } from '../helpers/receiver';
+
+/**
+ * Every event type the service sends has a schema of its own in the document (the `WebhookEvent`
+ * union, discriminated by `type`), and real deliveries of each type match it: the delivery log
+ * shows the delivered bytes as `event`, and the harness validates every answer against the document.
+ */
+type WebhookEvent = components['schemas']['WebhookEvent'];
+const doc = loadApiDocument();
+const schemas = doc.components!.schemas as Record<string, { oneOf?: unknown[]; discriminator?: { propertyName: string; mapping?: Record<string, string> }; enum?: string[] }>;
+
+/** The event types src/ emits: `emitEvent(trx, '<type>'` and the test operation's `webhook.test`. */
+function emittedTypes(): string[] {
+  const types = new Set<string>();
+  const walk = (dir: string): void => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const file = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(file);
+      else if (entry.name.endsWith('.ts')) {
+        const text = fs.readFileSync(file, 'utf8');
+        for (const m of text.matchAll(/emitEvent\(\s*\w+,\s*'([a-z_.]+)'/g)) types.add(m[1]!);
+        for (const m of text.matchAll(/const TEST_EVENT = '([a-z_.]+)'/g)) types.add(m[1]!);
+      }
+    }
+  };
+  walk(path.join(__dirname, '..', '..', 'src'));
+  return [...types].sort();
+}
+
+const servers = useFakeModelAndReceiver();
+const ctx = useHarnessWith(
+  () => ({
+    MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
+    MODEL_PROVIDER_MODELS: 'test-model:100:200',
+    AUTOMATION_POLL_INTERVAL_MS: '20',
+    AUTOMATION_TICK_CRON: '0 0 0 1 1 *',
+    WEBHOOK_ALLOW_LOOPBACK: 'true',
+    WEBHOOK_POLL_INTERVAL_MS: '20',
+  }),
+  'alice',
+);
+
+describe('webhook payloads', () => {
+  test('each event type the service emits has its own schema in the WebhookEvent union, and is selectable', () => {
+    const union = schemas.WebhookEvent!;
+    const mapping = union.discriminator?.mapping ?? {};
+    expect(union.discriminator?.propertyName).toBe('type');
+    const problems: string[] = [];
+    for (const type of emittedTypes()) {
+      if (!mapping[type]) problems.push(`${type} is emitted by src/ but has no schema in WebhookEvent's discriminator mapping (openapi/components/webhooks.yaml)`);
+      if (type !== 'webhook.test' && !schemas.WebhookEventType!.enum!.includes(type)) problems.push(`${type} is emitted by src/ but missing from the WebhookEventType enum`);
+    }
+    for (const [type, ref] of Object.entries(mapping)) {
+      if (!emittedTypes().includes(type)) problems.push(`${type} has a schema in WebhookEvent but nothing in src/ emits it`);
+      if (!(union.oneOf as Array<{ $ref: string }>).some((variant) => variant.$ref === ref)) problems.push(`${ref} (${type}) is mapped but not one of WebhookEvent's oneOf`);
+    }
+    expect(problems).toEqual([]);
+    expect(emittedTypes()).toHaveLength(5);
+  });
+
+  test('a real delivery of each type matches its schema', async () => {
+    const user: TestUser = ctx.alice;
+    const { subscription, secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/all`, ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed']);
+    const delivered = (type: string) => eventually(() => servers.receiver.received.find((r) => r.path === '/hook/all' && verify(secret, r).type === type));
+
+    // chat.completed and chat.failed, from real chat turns.
+    const created = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({});
+    const conversationId = created.body.conversation.conversationId as string;
+    servers.model.behaviour = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] });
+    expect((await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hi' })).status).toBe(200);
+    servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
+    expect((await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Again' })).status).toBe(502);
+
+    // automation.finished and automation.failed, from real runs.
+    const automation = await ctx.h.http().post('/api/v1/automations').set(user.auth).send({ name: 'Briefing', prompt: 'Summarize my notes.' });
+    const automationId = automation.body.automation.automationId as string;
+    servers.model.behaviour = () => ({ kind: 'reply', chunks: ['- Done.'] });
+    expect((await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId })).status).toBe(200);
+    await delivered('automation.finished');
+    servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
+    expect((await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId })).status).toBe(200);
+
+    // webhook.test, from the test operation.
+    const test = await ctx.h.http().post('/api/v1/webhooks/test').set(user.auth).send({ subscriptionId: subscription.subscriptionId });
+    expect(test.status).toBe(200);
+
+    const requests: Received[] = [];
+    for (const type of ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'webhook.test']) requests.push(await delivered(type));
+    for (const request of requests) {
+      const payload = verify(secret, request) as unknown as WebhookEvent;
+      // The delivery log shows the delivered event; the harness validates the answer against the document.
+      const log = await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ subscriptionId: subscription.subscriptionId, limit: 200 }).set(user.auth);
+      expect(log.status).toBe(200);
+      const entry = (log.body.deliveries as Array<{ eventId: string; event: unknown }>).find((d) => d.eventId === payload.id);
+      expect(entry?.event).toEqual(JSON.parse(request.body));
+      // The generated union narrows on `type`: each branch reads its own `data`.
+      switch (payload.type) {
+        case 'chat.completed':
+          expect(payload.data).toMatchObject({ conversationId, model: 'test-model', content: 'Hello there.', usage: { inputTokens: 10, outputTokens: 5 } });
+          break;
+        case 'chat.failed':
+          expect(payload.data).toMatchObject({ conversationId, model: 'test-model', errorCode: 'model_provider_error' });
+          break;
+        case 'automation.finished':
+          expect(payload.data).toMatchObject({ automationId, trigger: 'manual', scheduledFor: null, outputIds: [expect.any(String)] });
+          break;
+        case 'automation.failed':
+          expect(payload.data).toMatchObject({ automationId, trigger: 'manual', errorCode: 'model_provider_error' });
+          break;
+        case 'webhook.test':
+          expect(payload.data).toEqual({ subscriptionId: subscription.subscriptionId });
+          break;
+      }
+    }
+  });
+});

@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { type Harness, startHarness, type TestUser, userNamed } from '../helpers/harness';
+
+// Text the database cannot store (NUL, lone UTF-16 surrogates) is refused at the boundary, in every
+// string of the body (nested, keys too), the query and the path: 400 naming the field, nothing stored.
+const NUL = '\u0000';
+const refusedNul = 'must not contain the NUL character (U+0000)';
+const refusedSurrogate = 'must not contain a lone UTF-16 surrogate (U+D800–U+DFFF)';
+
+const rootId = `root-${randomUUID()}`;
+let h: Harness;
+let alice: TestUser;
+let admin: TestUser;
+
+beforeAll(async () => {
+  h = await startHarness({ BOOTSTRAP_ADMIN_USER_IDS: rootId });
+  // Background work (embedding a new note, delivering) would change row counts between the two reads.
+  const rt = h.runtime;
+  await Promise.all([rt.dispatcher.stop(), rt.runner.stop(), rt.scheduler.stop(), rt.indexer.stop()]);
+  alice = await h.newUser('alice');
+  admin = await userNamed(h, rootId);
+});
+afterAll(() => h?.close());
+
+/** Row counts of every table a request could write (not the audit log nor the rate limiter's counts). */
+async function rowCounts(): Promise<Record<string, number>> {
+  const tables = await sql<{ table_name: string }>`
+    select table_name from information_schema.tables
+    where table_schema = 'public' and table_type = 'BASE TABLE'
+      and table_name not in ('audit_events', 'rate_limits', 'kysely_migration', 'kysely_migration_lock')
+    order by table_name`.execute(h.runtime.database.db);
+  const counts: Record<string, number> = {};
+  for (const { table_name } of tables.rows) {
+    const result = await sql<{ n: string }>`select count(*)::text as n from ${sql.table(table_name)}`.execute(h.runtime.database.db);
+    counts[table_name] = Number(result.rows[0]?.n);
+  }
+  return counts;
+}
+
+async function expectRefused(send: () => Promise<{ status: number; body: Record<string, unknown> }>, path: string, message = refusedNul) {
+  const before = await rowCounts();
+  const res = await send();
+  expect({ path, status: res.status, code: res.body.code }).toEqual({ path, status: 400, code: 'invalid_request' });
+  expect(res.body.details).toEqual([{ path, message }]);
+  expect(await rowCounts()).toEqual(before);
+}
+
+describe('NUL in a body field is a 400 naming it, in every area', () => {
+  const creates: [string, Record<string, unknown>, string][] = [
+    ['/api/v1/notes', { title: `a${NUL}b` }, '/body/title'],
+    ['/api/v1/notes', { title: 'T', content: `x${NUL}` }, '/body/content'],
+    ['/api/v1/projects', { name: `P${NUL}` }, '/body/name'],
+    ['/api/v1/memory', { kind: 'fact', content: `${NUL}M` }, '/body/content'],
+    ['/api/v1/skills', { name: 'S', instructions: `Be ${NUL} terse.` }, '/body/instructions'],
+    ['/api/v1/conversations', { title: `Chat${NUL}` }, '/body/title'],
+    ['/api/v1/automations', { name: 'A', prompt: `p${NUL}` }, '/body/prompt'],
+    ['/api/v1/automations', { name: 'A', prompt: 'p', schedule: { cron: '0 9 * * *', timezone: `UTC${NUL}` } }, '/body/schedule/timezone'],
+    ['/api/v1/agent-environments', { name: `Laptop${NUL}`, platform: 'linux', protocolVersion: 1 }, '/body/name'],
+    ['/api/v1/knowledge/search', { query: `find ${NUL}` }, '/body/query'],
+  ];
+
+  test.each(creates)('POST %s %j', async (route, body, path) => {
+    await expectRefused(() => h.http().post(route).set(alice.auth).send(body), path);
+  });
+
+  test('in an array item and in an object key, with the path to it', async () => {
+    await expectRefused(
+      () => h.http().post('/api/v1/webhooks').set(alice.auth).send({ url: 'https://8.8.8.8/hook', events: ['chat.completed', `chat${NUL}`] }),
+      '/body/events/1',
+    );
+    await expectRefused(() => h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'T', [`ti${NUL}tle`]: 'x' }), '/body/ti\uFFFDtle', 'the property name must not contain the NUL character (U+0000)');
+  });
+
+  test('an update changes nothing', async () => {
+    const created = await h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'Kept' }).expect(200);
+    const noteId = created.body.note.noteId as string;
+    await expectRefused(() => h.http().patch('/api/v1/notes').set(alice.auth).send({ noteId, title: `Changed${NUL}` }), '/body/title');
+    expect((await h.http().get('/api/v1/notes').query({ noteId }).set(alice.auth).expect(200)).body.note.title).toBe('Kept');
+  });
+});
+
+describe('NUL in a query or path parameter is a 400 naming it', () => {
+  test('a record id in the query', async () => {
+    await expectRefused(() => h.http().get('/api/v1/notes').query({ noteId: `n${NUL}` }).set(alice.auth), '/query/noteId');
+  });
+
+  test('audit filters, as an admin', async () => {
+    await expectRefused(() => h.http().get('/api/v1/admin/audit').query({ actorUserId: `a${NUL}` }).set(admin.auth), '/query/actorUserId');
+    await expectRefused(() => h.http().get('/api/v1/admin/audit/export').query({ action: NUL }).set(admin.auth), '/query/action');
+  });
+
+  test('a path parameter', async () => {
+    await expectRefused(() => h.http().get('/api/v1/files/f%00/content').set(alice.auth), '/path/fileId');
+  });
+
+  test('unauthenticated, it is still a 401 first', async () => {
+    expect((await h.http().post('/api/v1/notes').send({ title: NUL })).status).toBe(401);
+  });
+});
+
+describe('lone UTF-16 surrogates are refused; other control characters are text', () => {
+  test('a lone surrogate in a body field, escaped in the JSON', async () => {
+    const raw = '{"title":"a\\ud800b"}';
+    await expectRefused(() => h.http().post('/api/v1/notes').set(alice.auth).set('content-type', 'application/json').send(raw), '/body/title', refusedSurrogate);
+    const low = '{"name":"\\udfff"}';
+    await expectRefused(() => h.http().post('/api/v1/projects').set(alice.auth).set('content-type', 'application/json').send(low), '/body/name', refusedSurrogate);
+  });
+
+  test('in a URL, the bytes a lone surrogate would have are not UTF-8: refused in the path, U+FFFD in the query', async () => {
+    const path = await h.http().get('/api/v1/files/%ED%A0%80/content').set(alice.auth);
+    expect({ status: path.status, code: path.body.code }).toEqual({ status: 400, code: 'invalid_request' });
+    const query = await h.http().get('/api/v1/admin/audit?actorUserId=%ED%A0%80').set(admin.auth);
+    expect(query.status).toBe(200);
+  });
+
+  test('a pair, other control characters and non-BMP text are kept as they are', async () => {
+    const title = `tab\there\u0001\u001f\u007f \ud83d\ude00 é`;
+    const res = await h.http().post('/api/v1/notes').set(alice.auth).send({ title, content: 'line\r\nbreak' }).expect(200);
+    expect(res.body.note.title).toBe(title);
+    const read = await h.http().get('/api/v1/notes').query({ noteId: res.body.note.noteId }).set(alice.auth).expect(200);
+    expect(read.body.note).toMatchObject({ title, content: 'line\r\nbreak' });
+  });
+});
