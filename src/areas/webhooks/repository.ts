@@ -169,7 +169,7 @@ export function sendingContext(db: Database, deliveryId: string) {
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
     .innerJoin('webhook_subscriptions as s', 's.id', 'd.subscription_id')
-    .select(['e.id as event_id', 'e.body', 's.url', 's.secret', 's.previous_secret', 's.previous_secret_expires_at'])
+    .select(['e.id as event_id', 'e.body', 's.id as subscription_id', 's.url', 's.secret', 's.previous_secret', 's.previous_secret_expires_at'])
     .where('d.id', '=', deliveryId)
     .executeTakeFirst();
 }
