@@ -101,8 +101,9 @@ describe('POST /api/v1/conversations/messages', () => {
       select count(*)::int as n, sum(cost_micro_cents)::int as cost from usage_records where resource_id = ${res.body.reply.messageId}`.execute(ctx.h.runtime.database.db);
     expect(usage.rows[0]).toEqual({ n: 1, cost: 2000 });
 
-    await send(ctx.alice, { conversationId, content: 'And for the appendix?', model: 'other-model' });
-    const second = servers.model.requests.at(-1)!;
+    const again = await send(ctx.alice, { conversationId, content: 'And for the appendix?', model: 'other-model' });
+    expect({ status: again.status, body: again.body }).toMatchObject({ status: 200, body: { reply: { model: 'other-model' } } });
+    const second = servers.model.requests.find((r) => r.body.messages.at(-1)?.content === 'And for the appendix?')!;
     expect(second.body.model).toBe('other-model');
     expect(second.body.messages.slice(1)).toEqual([
       { role: 'user', content: 'Which units should the lab report use?' },
