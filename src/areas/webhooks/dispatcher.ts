@@ -88,6 +88,7 @@ export class WebhookDispatcher {
         return this.claim(limit);
       },
       work: (claim) => this.attempt(claim),
+      renew: { everyMs: this.leaseMs / 4, lease: ({ claimed, token }) => repo.renewLease(this.db, claimed.id, token, new Date(Date.now() + this.leaseMs)) },
       onError: (error, claim) =>
         // A claimed delivery left unrecorded is tried again when its lease ends.
         this.log('error', claim ? 'webhook attempt could not be recorded' : 'webhook delivery pass failed', {
@@ -97,7 +98,7 @@ export class WebhookDispatcher {
     });
   }
 
-  /** How long an attempt holds its delivery: the request's timeout and time to record it. */
+  /** How long an attempt holds its delivery unless renewed (every quarter of it, while it goes on): the request's timeout and time to record it. */
   get leaseMs(): number {
     return this.settings.timeoutMs + 5000;
   }

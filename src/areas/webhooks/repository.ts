@@ -178,6 +178,17 @@ export function insertAttempt(db: Database, row: Insertable<WebhookDeliveryAttem
   return db.insertInto('webhook_delivery_attempts').values(row).onConflict((oc) => oc.doNothing()).execute();
 }
 
+/** Extends the lease of an attempt in progress, if this worker still holds it. */
+export async function renewLease(db: Database, id: string, token: string, leaseUntil: Date): Promise<void> {
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ next_attempt_at: leaseUntil })
+    .where('id', '=', id)
+    .where('lease_token', '=', token)
+    .where('status', '=', 'pending')
+    .execute();
+}
+
 /** Ends the current attempt of a delivery, if this worker still holds its lease. */
 export async function releaseDelivery(
   trx: Transaction<DB>,
