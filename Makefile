@@ -18,7 +18,7 @@ SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64
 # `make bench NODE=/opt/node-24/bin/node` (docs/performance.md).
 NODE ?= node
 
-.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck layers token admin migrate pglite-dump quickstart bench clean
+.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck layers token admin rotate-secrets migrate pglite-dump quickstart bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -52,6 +52,10 @@ token: $(BUILD)
 ## Grant an administrative role: make admin USER=alice [ROLE=admin] [REASON=...]
 admin: $(BUILD)
 	@$(NODE) dist/scripts/admin.js "$(USER)" "$(or $(ROLE),admin)" "$(REASON)"
+
+## Re-seal every stored secret with the first key of SECRETS_KEY (after adding a key, before removing an old one).
+rotate-secrets: $(BUILD)
+	@$(NODE) dist/scripts/rotate-secrets.js
 
 migrate: $(BUILD)
 	$(NODE) dist/scripts/migrate.js

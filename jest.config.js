@@ -14,5 +14,7 @@ module.exports = {
   globalSetup: '<rootDir>/test/global-setup.ts',
   globalTeardown: '<rootDir>/test/global-teardown.ts',
   maxWorkers: 2,
-  testTimeout: 60_000,
+  // Generous: a test waits for conditions (up to a minute each), and on a loaded machine the heavy
+  // ones (processes started from source, large files) take several times their usual time.
+  testTimeout: 180_000,
 };

@@ -43,7 +43,7 @@ import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { countPendingDeliveries } from './areas/webhooks/repository';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { WebhookService } from './areas/webhooks/service';
-import { SecretBox } from './areas/webhooks/signing';
+import { sealedColumns as webhookSealedColumns } from './areas/webhooks/signing';
 import { ConfigError, type Config, hasIdentityProvider } from './config';
 import { limitAuthFailures, resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
@@ -69,6 +69,8 @@ import { memoryRateLimiter, type RateLimiter, SharedRateLimiter } from './platfo
 import { SignedUrls } from './platform/signed-urls';
 import type { ObjectStore } from './platform/storage';
 import { LocalObjectStore } from './platform/storage/local';
+import { Outbound } from './platform/net/outbound';
+import { keyFromMaterial, LEGACY_KEY_ID, loadDevSecretKey, type SealedColumn, type SecretKey, Secrets } from './platform/secrets';
 import { PeriodicTask } from './platform/workers';
 import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial } from './platform/tokens';
 
@@ -103,6 +105,10 @@ export interface Runtime {
   services: Services;
   /** Development signing material (null with an identity provider). */
   devAuth: DevAuthMaterial | null;
+  /** Seals and opens every stored secret. */
+  secrets: Secrets;
+  /** The guard of every request to a URL a user chose. */
+  outbound: Outbound;
   /** Embeds new and changed records in the background. */
   indexer: KnowledgeIndexer;
   /** Delivers outgoing webhooks in the background. */
@@ -158,6 +164,25 @@ export function openObjectStore(config: Config): ObjectStore {
   return new S3ObjectStore(config.storage.s3);
 }
 
+/** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
+export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns];
+
+/**
+ * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
+ * WEBHOOK_SECRETS_KEY, which seals when SECRETS_KEY is unset and opens otherwise; else, outside
+ * production, the development key under DATA_DIR. The `v1:` webhook secrets of earlier versions
+ * open with WEBHOOK_SECRETS_KEY, else the cookie secret they were sealed with.
+ */
+export function openSecrets(config: Config, cookieSecret: string | null): Secrets {
+  const { keys, webhookSecretsKey } = config.secrets;
+  const all: SecretKey[] = [...keys, ...(webhookSecretsKey ? [keyFromMaterial(LEGACY_KEY_ID, webhookSecretsKey)] : [])];
+  if (all.length === 0) {
+    if (config.env === 'production') throw new Error('production needs SECRETS_KEY');
+    all.push(loadDevSecretKey(config.dataDir));
+  }
+  return new Secrets(all, webhookSecretsKey ?? cookieSecret);
+}
+
 export async function openDatabase(config: Config): Promise<DatabaseHandle> {
   return config.databaseUrl
     ? openPostgres(config.databaseUrl, config.databasePoolSize, { preparedStatements: config.databasePreparedStatements })
@@ -172,7 +197,7 @@ function createServices(
   logger: Logger,
   vectorAvailable: boolean,
   dispatcher: WebhookDispatcher,
-  secretBox: SecretBox,
+  secrets: Secrets,
   modelList: readonly ModelPrice[],
 ): Services {
   const { db } = database;
@@ -186,7 +211,7 @@ function createServices(
       ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model, dimensions, queryTimeoutMs })
       : new HashingEmbedder(dimensions ?? undefined);
   const skills = new SkillService(db, projects);
-  const webhooks = new WebhookService(db, secretBox, dispatcher);
+  const webhooks = new WebhookService(db, secrets, dispatcher);
   const billing = new BillingService(db, capabilities, config.billing);
   const { webhookSecret, toleranceSeconds } = config.billing.stripe;
   let stripeEvents: StripeEvents | null = null;
@@ -231,12 +256,12 @@ const workerLog =
     logger.log(level, message, meta);
   };
 
-function createDispatcher(config: Config, database: DatabaseHandle, secretBox: SecretBox, logger: Logger, metrics: Metrics): WebhookDispatcher {
-  const { allowLoopback, allowedPorts, ...settings } = config.webhooks;
+function createDispatcher(config: Config, database: DatabaseHandle, secrets: Secrets, outbound: Outbound, logger: Logger, metrics: Metrics): WebhookDispatcher {
   return new WebhookDispatcher(
     database.db,
-    secretBox,
-    { ...settings, policy: { allowLoopback, allowedPorts } },
+    secrets,
+    outbound,
+    config.webhooks,
     { log: workerLog(logger), onAttempt: (outcome) => metrics.deliveryAttempts.inc({ outcome }) },
   );
 }
@@ -293,11 +318,12 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const store = openObjectStore(config);
     const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
     const vectorAvailable = await hasVectorExtension(db.db);
-    const secretBox = new SecretBox(config.webhooks.secretsKey ?? cookieSecret);
+    const secrets = openSecrets(config, cookieSecret);
+    const outbound = new Outbound(config.outbound);
     const metrics = createMetrics(db);
-    const dispatcher = createDispatcher(config, db, secretBox, logger, metrics);
+    const dispatcher = createDispatcher(config, db, secrets, outbound, logger, metrics);
     const modelList = await resolveModels(config, logger);
-    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secretBox, modelList);
+    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList);
     const indexer = new KnowledgeIndexer(
       services.knowledge,
       config.embeddings.indexIntervalMs,
@@ -388,6 +414,8 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       database: db,
       services,
       devAuth,
+      secrets,
+      outbound,
       drain: () => {
         draining = true;
       },

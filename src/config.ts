@@ -1,6 +1,7 @@
 import path from 'node:path';
 import cron from 'node-cron';
 import type { HttpLimits } from './http/server';
+import { parseSecretKeys, type SecretKey } from './platform/secrets';
 
 /** Configuration of the service, read from the environment once at start-up and validated. */
 export interface Config {
@@ -129,10 +130,6 @@ export interface Config {
     commandLeaseMs: number;
   };
   webhooks: {
-    /** Lets receivers on loopback addresses (any port) through the address guard: tests and local development only. */
-    allowLoopback: boolean;
-    /** Ports allowed besides the scheme's default one. */
-    allowedPorts: number[];
     timeoutMs: number;
     /** Delays before the second, third… attempt. */
     retryScheduleMs: number[];
@@ -141,8 +138,20 @@ export interface Config {
     pollIntervalMs: number;
     concurrency: number;
     retentionMs: number;
-    /** Key material for the stored signing secrets (derived from the cookie secret when unset). */
-    secretsKey: string | null;
+  };
+  /** Secrets at rest (src/platform/secrets.ts). */
+  secrets: {
+    /** SECRETS_KEY: the first seals, all open; empty when unset (development then generates one under DATA_DIR). */
+    keys: SecretKey[];
+    /** WEBHOOK_SECRETS_KEY, deprecated: its derived key (id `legacy`) stands in for SECRETS_KEY, and it opens the `v1:` webhook secrets. */
+    webhookSecretsKey: string | null;
+  };
+  /** The guard of every call to a URL a user chose (src/platform/net/outbound.ts). */
+  outbound: {
+    /** Lets loopback addresses (any port) through: tests and local development only. */
+    allowLoopback: boolean;
+    /** Ports allowed besides the scheme's default one. */
+    allowedPorts: number[];
   };
 }
 
@@ -352,6 +361,39 @@ export function parseModelEntry(r: { problems: string[] }, entry: string): { id:
   return { id, inputCentsPerMillionTokens: Number(priced?.[2] ?? 0), outputCentsPerMillionTokens: Number(priced?.[3] ?? 0) };
 }
 
+/**
+ * The secrets-at-rest keys and the outbound guard's settings, with their deprecated webhook-only
+ * names as aliases (the new name wins; both set differently is a problem).
+ */
+function secretsAndOutbound(r: Reader, env: Config['env']): Pick<Config, 'secrets' | 'outbound'> {
+  /** The name to read: the new one, else its deprecated alias if that one is set. */
+  const aliased = (name: string, alias: string): string => {
+    const value = r.raw(name);
+    const old = r.raw(alias);
+    if (value !== undefined && old !== undefined && value !== old) r.problems.push(`set ${name} only (${alias} is its deprecated alias, set to another value)`);
+    return value === undefined && old !== undefined ? alias : name;
+  };
+  const secretsKey = r.raw('SECRETS_KEY');
+  const parsed = secretsKey === undefined ? { keys: [], problems: [] } : parseSecretKeys(secretsKey);
+  r.problems.push(...parsed.problems);
+  const webhookSecretsKey = r.optional('WEBHOOK_SECRETS_KEY');
+  if (webhookSecretsKey !== null && webhookSecretsKey.length < 32) r.problems.push('WEBHOOK_SECRETS_KEY must be at least 32 characters');
+  const loopbackName = aliased('OUTBOUND_ALLOW_LOOPBACK', 'WEBHOOK_ALLOW_LOOPBACK');
+  const allowLoopback = r.bool(loopbackName, false);
+  if (env === 'production' && allowLoopback) r.problems.push(`${loopbackName} is for tests and local development; it cannot be set in production`);
+  const portsName = aliased('OUTBOUND_ALLOWED_PORTS', 'WEBHOOK_ALLOWED_PORTS');
+  const allowedPorts = r.list(portsName).map((port) => {
+    if (!/^\d+$/.test(port) || Number(port) < 1 || Number(port) > 65535) r.problems.push(`${portsName} must list port numbers (got "${port}")`);
+    return Number(port);
+  });
+  // Always required in production, not only once a secret is stored: a missing key then shows at
+  // deploy time rather than at the first restart after a user saved a webhook or an API key.
+  if (env === 'production' && secretsKey === undefined && webhookSecretsKey === null) {
+    r.problems.push('production needs SECRETS_KEY to seal stored secrets: <key id>:<32 random bytes in base64>, e.g. k1:<output of openssl rand -base64 32>');
+  }
+  return { secrets: { keys: parsed.keys, webhookSecretsKey }, outbound: { allowLoopback, allowedPorts } };
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const r = new Reader(env);
   const nodeEnv = r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development');
@@ -469,21 +511,14 @@ export function loadConfig(env: Env = process.env): Config {
       commandLeaseMs: r.int('AGENT_COMMAND_LEASE_MS', 60_000, 100, 3_600_000),
     },
     webhooks: {
-      allowLoopback: r.bool('WEBHOOK_ALLOW_LOOPBACK', false),
-      allowedPorts: r.list('WEBHOOK_ALLOWED_PORTS').map((port) => {
-        if (!/^\d+$/.test(port) || Number(port) < 1 || Number(port) > 65535) {
-          r.problems.push(`WEBHOOK_ALLOWED_PORTS must list port numbers (got "${port}")`);
-        }
-        return Number(port);
-      }),
       timeoutMs: r.int('WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
       retryScheduleMs: durations(r, 'WEBHOOK_RETRY_SCHEDULE', '5s,5m,30m,2h,5h,10h,10h'),
       disableAfterMs: duration(r, 'WEBHOOK_DISABLE_AFTER', '5d'),
       pollIntervalMs: r.int('WEBHOOK_POLL_INTERVAL_MS', 1000, 10, 60_000),
       concurrency: r.int('WEBHOOK_CONCURRENCY', 32, 1, 256),
       retentionMs: r.int('WEBHOOK_LOG_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
-      secretsKey: r.optional('WEBHOOK_SECRETS_KEY'),
     },
+    ...secretsAndOutbound(r, nodeEnv),
   };
 
   for (const origin of config.auth.allowedOrigins) {
@@ -527,12 +562,6 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.metricsToken !== null && config.metricsToken.length < 16) {
     r.problems.push('METRICS_TOKEN must be at least 16 characters');
-  }
-  if (config.webhooks.secretsKey !== null && config.webhooks.secretsKey.length < 32) {
-    r.problems.push('WEBHOOK_SECRETS_KEY must be at least 32 characters');
-  }
-  if (config.env === 'production' && config.webhooks.allowLoopback) {
-    r.problems.push('WEBHOOK_ALLOW_LOOPBACK is for tests and local development; it cannot be set in production');
   }
   if (config.auth.jwksUrl && config.auth.publicKeyPem) {
     r.problems.push('set either AUTH_JWKS_URL or AUTH_PUBLIC_KEY, not both');

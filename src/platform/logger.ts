@@ -1,6 +1,8 @@
 import winston from 'winston';
 
-const SECRET_KEY = /authorization|cookie|token|secret|password|signature/i;
+// Field names whose values are never logged: credentials of every kind (`apiKey`, `x-api-key`,
+// `credentials`, `accessToken`, `clientSecret`, `privateKey`…), wherever they sit in an entry.
+const SECRET_KEY = /authorization|cookie|token|secret|password|passphrase|signature|api[-_]?key|credential|private[-_]?key/i;
 const REDACTED = '[redacted]';
 
 function redact(value: unknown, depth = 0): unknown {
@@ -14,7 +16,7 @@ function redact(value: unknown, depth = 0): unknown {
 }
 
 /** Removes values of secret-looking keys (tokens, cookies, secrets) wherever they sit in a log entry. */
-const redactSecrets = winston.format((info) => {
+export const redactSecrets = winston.format((info) => {
   for (const key of Object.keys(info)) {
     if (SECRET_KEY.test(key)) info[key] = REDACTED;
     else info[key] = redact(info[key]);

@@ -11,3 +11,13 @@ export const projectRoot: string = (() => {
   }
   return dir;
 })();
+
+/** Writes `content` to `file` unless the file exists (another process may be creating it too). */
+export function writeOnce(file: string, content: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    fs.writeFileSync(file, content, { flag: 'wx', mode: 0o600 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+}

@@ -14,6 +14,7 @@ import {
   errors as joseErrors,
   SignJWT,
 } from 'jose';
+import { writeOnce } from './paths';
 
 /** Issuer and audience of the tokens of development mode (no identity provider configured). */
 export const DEV_ISSUER = 'urn:ai-workspace-service:development';
@@ -24,16 +25,6 @@ export interface DevAuthMaterial {
   privateKey: CryptoKey;
   publicKey: CryptoKey;
   cookieSecret: string;
-}
-
-/** Writes `content` to `file` unless the file exists (another process may be creating it too). */
-function writeOnce(file: string, content: string): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  try {
-    fs.writeFileSync(file, content, { flag: 'wx', mode: 0o600 });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  }
 }
 
 /**

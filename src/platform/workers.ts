@@ -12,6 +12,12 @@ export interface WorkerPoolOptions<T> {
   /** Does one job; a rejection is reported through `onError`. */
   work: (job: T) => Promise<void>;
   onError: (error: unknown, job: T | null) => void;
+  /**
+   * Extends a running job's claim every `everyMs` until the job ends, so that a job slowed down by
+   * a busy machine keeps its claim instead of being claimed and run a second time. A failed
+   * renewal is left alone: the claim then runs out, and the job's end checks that it still holds it.
+   */
+  renew?: { everyMs: number; lease: (job: T) => Promise<unknown> };
 }
 
 export class WorkerPool<T> {
@@ -66,10 +72,14 @@ export class WorkerPool<T> {
         if (free <= 0) break;
         const jobs = await this.options.claim(free);
         for (const job of jobs) {
+          const renew = this.options.renew;
+          const renewal = renew ? setInterval(() => void renew.lease(job).catch(() => undefined), renew.everyMs) : null;
+          renewal?.unref();
           const run: Promise<void> = this.options
             .work(job)
             .catch((error: unknown) => this.options.onError(error, job))
             .finally(() => {
+              if (renewal) clearInterval(renewal);
               this.finished += 1;
               this.running.delete(run);
               // Half the slots free: claim the next jobs now (in batches, not one claim per job).

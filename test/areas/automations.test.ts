@@ -4,21 +4,18 @@ import { useFakeModelAndReceiver } from '../helpers/openai-server';
 import { eventually, subscribe, verify } from '../helpers/receiver';
 
 const servers = useFakeModelAndReceiver();
-const ctx = useHarnessWith(
-  () => ({
-    MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
-    MODEL_PROVIDER_MODELS: 'test-model:100:200',
-    AUTOMATION_POLL_INTERVAL_MS: '20',
-    AUTOMATION_RUN_TIMEOUT_MS: '1000',
-    AUTOMATION_MAX_CONCURRENT_RUNS: '2',
-    AUTOMATION_TICK_CRON: '0 0 0 1 1 *', // the tests tick the scheduler themselves
-    CAPABILITY_CACHE_MS: '0',
-    WEBHOOK_ALLOW_LOOPBACK: 'true',
-    WEBHOOK_POLL_INTERVAL_MS: '20',
-  }),
-  'alice',
-  'bob',
-);
+// The run timeout is the default (minutes): only the run-timeout test, on its own harness, waits on it.
+const env = () => ({
+  MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
+  MODEL_PROVIDER_MODELS: 'test-model:100:200',
+  AUTOMATION_POLL_INTERVAL_MS: '20',
+  AUTOMATION_MAX_CONCURRENT_RUNS: '2',
+  AUTOMATION_TICK_CRON: '0 0 0 1 1 *', // the tests tick the scheduler themselves
+  CAPABILITY_CACHE_MS: '0',
+  WEBHOOK_ALLOW_LOOPBACK: 'true',
+  WEBHOOK_POLL_INTERVAL_MS: '20',
+});
+const ctx = useHarnessWith(env, 'alice', 'bob');
 beforeEach(() => {
   servers.model.behaviour = () => ({ kind: 'reply', chunks: ['- Four notes reviewed.'] });
 });
@@ -182,27 +179,45 @@ describe('runs', () => {
     expect(verify(secret, hook)).toMatchObject({ type: 'automation.failed', data: { automationId, runId: run.runId, errorCode: 'model_provider_error', error: reason } });
   });
 
-  test('a run that outlasts the run timeout fails', async () => {
-    servers.model.behaviour = () => ({ kind: 'hang' });
-    const automationId = await automation(ctx.alice);
-    const queued = await ctx.h.http().post('/api/v1/automations/run').set(ctx.alice.auth).send({ automationId });
-    expect(await finished(ctx.alice, queued.body.run.runId)).toMatchObject({ status: 'failed', errorCode: 'model_provider_timeout' });
+  describe('with a run timeout of one second', () => {
+    const timed = useHarnessWith(() => ({ ...env(), AUTOMATION_RUN_TIMEOUT_MS: '1000' }), 'carol');
+
+    test('a run that outlasts the run timeout fails', async () => {
+      servers.model.behaviour = () => ({ kind: 'hang' }); // never answers: only the timeout ends the run
+      const created = await timed.h.http().post('/api/v1/automations').set(timed.carol.auth).send({ name: 'Slow', prompt: 'Think.' });
+      const queued = await timed.h.http().post('/api/v1/automations/run').set(timed.carol.auth).send({ automationId: created.body.automation.automationId });
+      const run = await eventually(async () => {
+        const res = await timed.h.http().get('/api/v1/automations/runs').query({ runId: queued.body.run.runId }).set(timed.carol.auth);
+        return res.body.run.status === 'running' || res.body.run.status === 'queued' ? undefined : (res.body.run as Run);
+      });
+      expect(run).toMatchObject({ status: 'failed', attempt: 1, errorCode: 'model_provider_timeout' });
+    });
   });
 
   test('a user has at most AUTOMATION_MAX_CONCURRENT_RUNS runs running at once', async () => {
-    servers.model.behaviour = () => ({ kind: 'hang' });
+    let release = () => undefined as void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    servers.model.behaviour = () => ({ kind: 'hold', until: held, then: { kind: 'reply', chunks: ['Done.'] } });
     const user = await ctx.h.newUser('busy');
     const automationId = await automation(user);
     for (let i = 0; i < 3; i += 1) await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });
     const statuses = async () =>
       ((await ctx.h.http().get('/api/v1/automations/runs').query({ automationId }).set(user.auth)).body.runs as Run[]).map((r) => r.status).sort();
-    // Sampled until all three have timed out: never more than two running, and two at some point.
+    // The model answers nothing until two runs are running (the third waits its turn); then all
+    // three finish. Sampled throughout: never more than two running.
     const running: number[] = [];
-    await eventually(async () => {
+    const sample = async () => {
       const now = await statuses();
       running.push(now.filter((s) => s === 'running').length);
-      return now.every((s) => s === 'failed') ? true : undefined;
+      return now;
+    };
+    await eventually(async () => {
+      const now = await sample();
+      return now.filter((s) => s === 'running').length === 2 ? true : undefined;
     });
+    expect(await sample()).toEqual(['queued', 'running', 'running']);
+    release();
+    await eventually(async () => ((await sample()).every((s) => s === 'succeeded') ? true : undefined));
     expect(Math.max(...running)).toBe(2);
   });
 

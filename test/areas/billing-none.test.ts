@@ -74,7 +74,7 @@ describe('billing with provider none', () => {
       // This instance dropped its cache; the other sees the switch within its cache interval.
       const caps = await ctx.h.http().get('/api/v1/capabilities').set(ctx.bob.auth).expect(200);
       expect(caps.body.capabilities).toMatchObject({ billing: true, billingProvider: 'stripe' });
-      await eventually(async () => ((await other.services.billing.preferences(ctx.bob.userId)).provider === 'stripe' ? true : undefined), 5000);
+      await eventually(async () => ((await other.services.billing.preferences(ctx.bob.userId)).provider === 'stripe' ? true : undefined));
       expect((await other.services.billing.subscription(ctx.bob.userId)).standing.plan).toBe('free');
       const sub = await ctx.h.http().get('/api/v1/subscription').set(ctx.bob.auth).expect(200);
       expect(sub.body.subscription).toMatchObject({ plan: 'free', provider: 'stripe', status: 'none' });
@@ -85,7 +85,7 @@ describe('billing with provider none', () => {
       expect((await ctx.h.http().post('/api/v1/subscription/settings').set(ctx.bob.auth).send({ monthlySpendingLimitCents: 1 })).status).toBe(403);
       const off = await ctx.h.http().get('/api/v1/subscription').set(ctx.bob.auth).expect(200);
       expect(off.body.subscription).toMatchObject({ plan: 'self_hosted', provider: 'none' });
-      await eventually(async () => ((await other.services.billing.preferences(ctx.bob.userId)).provider === 'none' ? true : undefined), 5000);
+      await eventually(async () => ((await other.services.billing.preferences(ctx.bob.userId)).provider === 'none' ? true : undefined));
       // The refused update changed nothing.
       const settings = await ctx.h.http().get('/api/v1/subscription/settings').set(ctx.bob.auth).expect(200);
       expect(settings.body.settings.monthlySpendingLimitCents).toBe(250);

@@ -6,18 +6,15 @@ import { parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
 import { eventually, subscribe, verify } from '../helpers/receiver';
 
 const servers = useFakeModelAndReceiver();
-const ctx = useHarnessWith(
-  () => ({
-    MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
-    MODEL_PROVIDER_API_KEY: 'test-provider-key',
-    MODEL_PROVIDER_MODELS: 'test-model:100:200,other-model',
-    CHAT_TIMEOUT_MS: '1000',
-    WEBHOOK_ALLOW_LOOPBACK: 'true',
-    WEBHOOK_POLL_INTERVAL_MS: '20',
-  }),
-  'alice',
-  'bob',
-);
+// The reply timeout is the default (a minute): only the timeout test, on its own harness, waits on it.
+const env = () => ({
+  MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
+  MODEL_PROVIDER_API_KEY: 'test-provider-key',
+  MODEL_PROVIDER_MODELS: 'test-model:100:200,other-model',
+  WEBHOOK_ALLOW_LOOPBACK: 'true',
+  WEBHOOK_POLL_INTERVAL_MS: '20',
+});
+const ctx = useHarnessWith(env, 'alice', 'bob');
 beforeEach(() => {
   servers.model.behaviour = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] });
 });
@@ -104,8 +101,9 @@ describe('POST /api/v1/conversations/messages', () => {
       select count(*)::int as n, sum(cost_micro_cents)::int as cost from usage_records where resource_id = ${res.body.reply.messageId}`.execute(ctx.h.runtime.database.db);
     expect(usage.rows[0]).toEqual({ n: 1, cost: 2000 });
 
-    await send(ctx.alice, { conversationId, content: 'And for the appendix?', model: 'other-model' });
-    const second = servers.model.requests.at(-1)!;
+    const again = await send(ctx.alice, { conversationId, content: 'And for the appendix?', model: 'other-model' });
+    expect({ status: again.status, body: again.body }).toMatchObject({ status: 200, body: { reply: { model: 'other-model' } } });
+    const second = servers.model.requests.find((r) => r.body.messages.at(-1)?.content === 'And for the appendix?')!;
     expect(second.body.model).toBe('other-model');
     expect(second.body.messages.slice(1)).toEqual([
       { role: 'user', content: 'Which units should the lab report use?' },
@@ -164,21 +162,28 @@ describe('POST /api/v1/conversations/messages', () => {
     expect(events[1]!.data).toMatchObject({ code: 'model_provider_error', message: { status: 'failed' } });
   });
 
-  test('no answer within the timeout: 504, the reply stored as failed', async () => {
-    servers.model.behaviour = () => ({ kind: 'hang' });
-    const conversationId = await conversation(ctx.alice);
-    const res = await send(ctx.alice, { conversationId, content: 'Hi' });
-    expect(res.status).toBe(504);
-    expect(res.body).toMatchObject({ code: 'model_provider_timeout', messageId: expect.any(String) });
-    const [reply] = await messages(ctx.alice, conversationId);
-    expect(reply).toMatchObject({ status: 'failed', errorCode: 'model_provider_timeout' });
-    await eventually(() => (servers.model.abandoned() > 0 ? true : undefined));
+  describe('with a reply timeout of ten seconds', () => {
+    // Ten seconds, not less: the stalled stream's first chunk must reach the client before it.
+    const timed = useHarnessWith(() => ({ ...env(), CHAT_TIMEOUT_MS: '10000' }), 'carol');
 
-    servers.model.behaviour = () => ({ kind: 'stall', chunks: ['Half'] });
-    const streamed = await send(ctx.alice, { conversationId, content: 'Again', stream: true }).buffer(true).parse(textBody);
-    const events = parseEvents(streamed.body as string);
-    expect(events.map((e) => e.event)).toEqual(['message', 'delta', 'error']);
-    expect(events[2]!.data).toMatchObject({ code: 'model_provider_timeout', message: { status: 'failed', content: 'Half', errorCode: 'model_provider_timeout' } });
+    test('no answer within the timeout: 504, the reply stored as failed', async () => {
+      const { h, carol } = timed;
+      servers.model.behaviour = () => ({ kind: 'hang' }); // never answers: only the timeout ends the reply
+      const conversationId = (await h.http().post('/api/v1/conversations').set(carol.auth).send({})).body.conversation.conversationId;
+      const abandonedBefore = servers.model.abandoned();
+      const res = await h.http().post('/api/v1/conversations/messages').set(carol.auth).send({ conversationId, content: 'Hi' });
+      expect(res.status).toBe(504);
+      expect(res.body).toMatchObject({ code: 'model_provider_timeout', messageId: expect.any(String) });
+      const [reply] = (await h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(carol.auth)).body.messages;
+      expect(reply).toMatchObject({ status: 'failed', errorCode: 'model_provider_timeout' });
+      await eventually(() => (servers.model.abandoned() > abandonedBefore ? true : undefined));
+
+      servers.model.behaviour = () => ({ kind: 'stall', chunks: ['Half'] });
+      const streamed = await h.http().post('/api/v1/conversations/messages').set(carol.auth).send({ conversationId, content: 'Again', stream: true }).buffer(true).parse(textBody);
+      const events = parseEvents(streamed.body as string);
+      expect(events.map((e) => e.event)).toEqual(['message', 'delta', 'error']);
+      expect(events[2]!.data).toMatchObject({ code: 'model_provider_timeout', message: { status: 'failed', content: 'Half', errorCode: 'model_provider_timeout' } });
+    });
   });
 
   test('a client that disconnects mid-stream cancels the provider call; the partial reply is stored as cancelled', async () => {

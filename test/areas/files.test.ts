@@ -6,6 +6,7 @@ import { SignedUrls } from '../../src/platform/signed-urls';
 import { describeCrudContract } from '../helpers/crud-contract';
 import { createFile, pathOf, storeFile, uploadUrl } from '../helpers/files';
 import { binaryBody, useHarness } from '../helpers/harness';
+import { eventually } from '../helpers/receiver';
 import { makePdf } from '../fixtures/pdf';
 
 const ctx = useHarness('alice', 'bob', 'carol');
@@ -132,12 +133,10 @@ describe('upload and content', () => {
       req.on('error', () => resolve());
       req.write(Buffer.alloc(size / 4, 1), () => setTimeout(() => { req.destroy(); resolve(); }, 100));
     });
-    let status = '';
-    for (let i = 0; i < 50 && status !== 'failed'; i += 1) {
-      await new Promise((r) => setTimeout(r, 100));
-      status = (await ctx.h.http().get('/api/v1/files').query({ fileId: file.fileId }).set(alice.auth)).body.file.status;
-    }
-    expect(status).toBe('failed');
+    await eventually(async () => {
+      const status = (await ctx.h.http().get('/api/v1/files').query({ fileId: file.fileId }).set(alice.auth)).body.file.status;
+      return status === 'failed' ? true : undefined;
+    });
     expect(objectsOf(alice.userId, file.fileId)).toEqual([]);
     expect(fs.readdirSync(path.join(ctx.h.runtime.config.dataDir, 'objects', '.incoming'))).toEqual([]);
   });

@@ -1,4 +1,4 @@
-import { SecretBox } from '../../src/areas/webhooks/signing';
+import { signingSecretContext } from '../../src/areas/webhooks/signing';
 import { uuidv7 } from '../../src/platform/ids';
 import { useHarnessWith } from '../helpers/harness';
 import { emit, eventually, type Receiver, startReceiver } from '../helpers/receiver';
@@ -47,7 +47,7 @@ describe('webhook receivers must be public addresses', () => {
           url: receiver.url.replace('127.0.0.1', 'localhost'),
           events: ['chat.completed'],
           enabled: true,
-          secret: new SecretBox(SECRETS_KEY).seal('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw5uH7r9ZqQbk='),
+          secret: ctx.h.runtime.secrets.seal('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw5uH7r9ZqQbk=', signingSecretContext(subscriptionId)),
           created_at: now,
           updated_at: now,
         })

@@ -42,6 +42,9 @@ const ctx = useHarnessWith(
     AUTOMATION_TICK_CRON: '0 0 0 1 1 *',
     WEBHOOK_ALLOW_LOOPBACK: 'true',
     WEBHOOK_POLL_INTERVAL_MS: '20',
+    // Only a broken receiver reaches these on a loaded machine; a slow attempt is retried soon.
+    WEBHOOK_TIMEOUT_MS: '60000',
+    WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s,1s,1s',
   }),
   'alice',
 );

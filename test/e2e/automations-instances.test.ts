@@ -38,7 +38,7 @@ describe('automations across instances', () => {
       for (const other of others) await other.close();
       await a.close();
     }
-  }, 120_000);
+  }, 300_000);
 
   describe('a run whose instance is killed', () => {
     let model: FakeModelServer;
@@ -58,7 +58,7 @@ describe('automations across instances', () => {
         const env = {
           MODEL_PROVIDER_BASE_URL: model.baseUrl,
           MODEL_PROVIDER_MODELS: 'test-model',
-          AUTOMATION_RUN_TIMEOUT_MS: '2000',
+          AUTOMATION_RUN_TIMEOUT_MS: '5000',
           AUTOMATION_POLL_INTERVAL_MS: '20',
           AUTOMATION_TICK_CRON: '0 0 0 1 1 *',
           WEBHOOK_ALLOW_LOOPBACK: 'true',
@@ -85,7 +85,7 @@ describe('automations across instances', () => {
           const run = await eventually(async () => {
             const res = await survivor.http().get('/api/v1/automations/runs').query({ runId: queued.body.run.runId }).set(user.auth);
             return res.body.run.status === 'succeeded' ? res.body.run : undefined;
-          }, 30_000);
+          });
           expect(run).toMatchObject({ attempt: 2, errorCode: null });
           expect(run.outputs).toHaveLength(1);
           expect(model.requests).toHaveLength(2);

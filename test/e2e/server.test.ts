@@ -117,9 +117,10 @@ describe('the service process', () => {
     expect(bad.output()).toContain('PORT must be a whole number');
   });
 
-  test('production refuses to start without an identity provider and a cookie secret', async () => {
+  test('production refuses to start without an identity provider, a cookie secret and SECRETS_KEY', async () => {
     const prod = start({ DATA_DIR: dataDir, NODE_ENV: 'production' });
     expect(await prod.exited).toBe(1);
     expect(prod.output()).toMatch(/identity provider[\s\S]*COOKIE_SECRET/);
+    expect(prod.output()).toContain('production needs SECRETS_KEY');
   });
 });

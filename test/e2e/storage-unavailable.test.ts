@@ -36,5 +36,5 @@ describe('an object store that cannot be reached', () => {
     } finally {
       await h.close();
     }
-  }, 60_000);
+  }, 180_000);
 });

@@ -8,6 +8,8 @@ export type Behaviour =
   | { kind: 'error'; status: number; message: string }
   /** Never answers. */
   | { kind: 'hang' }
+  /** Answers as `then` once `until` settles. */
+  | { kind: 'hold'; until: Promise<unknown>; then: Behaviour }
   /** Streams these chunks, then never finishes. */
   | { kind: 'stall'; chunks: string[] };
 
@@ -88,37 +90,44 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
       res.on('close', () => {
         if (!res.writableFinished) abandoned += 1;
       });
-      const answer = fake.behaviour(n);
-      if (answer.kind === 'hang') return;
-      if (answer.kind === 'error') {
-        res.writeHead(answer.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: answer.message, type: 'server_error' } }));
-        return;
-      }
-      const base = { id: `chatcmpl-${n}`, created: 1763784000, model: body.model };
-      if (!body.stream) {
-        const usage = answer.kind === 'reply' ? (answer.usage ?? { prompt: 10, completion: 5 }) : { prompt: 0, completion: 0 };
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            ...base,
-            object: 'chat.completion',
-            choices: [{ index: 0, message: { role: 'assistant', content: answer.chunks.join('') }, finish_reason: 'stop' }],
-            usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion },
-          }),
+      const respond = (answer: Behaviour): void => {
+        if (answer.kind === 'hang' || res.destroyed) return;
+        if (answer.kind === 'hold') {
+          const { until, then } = answer;
+          void until.then(() => respond(then));
+          return;
+        }
+        if (answer.kind === 'error') {
+          res.writeHead(answer.status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { message: answer.message, type: 'server_error' } }));
+          return;
+        }
+        const base = { id: `chatcmpl-${n}`, created: 1763784000, model: body.model };
+        if (!body.stream) {
+          const usage = answer.kind === 'reply' ? (answer.usage ?? { prompt: 10, completion: 5 }) : { prompt: 0, completion: 0 };
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(
+            JSON.stringify({
+              ...base,
+              object: 'chat.completion',
+              choices: [{ index: 0, message: { role: 'assistant', content: answer.chunks.join('') }, finish_reason: 'stop' }],
+              usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion },
+            }),
+          );
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        const event = (data: unknown) => res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', ...(data as object) })}\n\n`);
+        answer.chunks.forEach((content, i) =>
+          event({ choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content }, finish_reason: null }] }),
         );
-        return;
-      }
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      const event = (data: unknown) => res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', ...(data as object) })}\n\n`);
-      answer.chunks.forEach((content, i) =>
-        event({ choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content }, finish_reason: null }] }),
-      );
-      if (answer.kind === 'stall') return;
-      const usage = answer.usage ?? { prompt: 10, completion: 5 };
-      event({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
-      event({ choices: [], usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } });
-      res.end('data: [DONE]\n\n');
+        if (answer.kind === 'stall') return;
+        const usage = answer.usage ?? { prompt: 10, completion: 5 };
+        event({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+        event({ choices: [], usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } });
+        res.end('data: [DONE]\n\n');
+      };
+      respond(fake.behaviour(n));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));

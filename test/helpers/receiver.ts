@@ -19,17 +19,23 @@ export interface Receiver {
   /** TCP connections accepted so far. */
   connections: () => number;
   answer: (n: number, request: Received) => Answer;
+  /** Answers the requests held by `hang` so far with `status`. */
+  release(status?: number): void;
   close(): Promise<void>;
 }
 
 /** A webhook receiver on 127.0.0.1 that records every request and answers as `answer` says. */
 export async function startReceiver(answer: Receiver['answer'] = () => ({ status: 200 })): Promise<Receiver> {
   let connections = 0;
+  const held: http.ServerResponse[] = [];
   const receiver: Receiver = {
     url: '',
     received: [],
     connections: () => connections,
     answer,
+    release: (status = 200) => {
+      for (const res of held.splice(0)) res.writeHead(status).end();
+    },
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -43,7 +49,10 @@ export async function startReceiver(answer: Receiver['answer'] = () => ({ status
       const n = receiver.received.length;
       receiver.received.push(request);
       const reply = receiver.answer(n, request);
-      if (reply === 'hang') return;
+      if (reply === 'hang') {
+        held.push(res);
+        return;
+      }
       res.writeHead(reply.status, reply.headers ?? {});
       res.end(reply.body ?? '');
     });
@@ -81,8 +90,11 @@ export async function emit(h: Harness, userId: string, type: EventType, data: Re
   return h.runtime.database.db.transaction().execute((trx) => h.runtime.services.webhooks.emitEvent(trx, type, userId, { ...SAMPLE_DATA[type], ...data }));
 }
 
-/** Polls until `check` returns a value other than undefined (or fails after `timeoutMs`). */
-export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+/**
+ * Polls until `check` returns a value other than undefined, or fails after `timeoutMs`: a bound
+ * that only something broken reaches, also on a loaded machine (the tests' own limit is longer).
+ */
+export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

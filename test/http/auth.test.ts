@@ -145,6 +145,7 @@ describe('with an identity provider (production mode)', () => {
         AUTH_AUDIENCE: 'ai-workspace',
         AUTH_ALGORITHMS: 'RS256',
         COOKIE_SECRET: 'c'.repeat(40),
+        SECRETS_KEY: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
       },
       { sign: issue },
     );

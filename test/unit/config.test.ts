@@ -1,5 +1,7 @@
 import { ConfigError, loadConfig } from '../../src/config';
 
+const KEY = Buffer.alloc(32, 7).toString('base64');
+
 function problems(env: Record<string, string>): string[] {
   try {
     loadConfig(env);
@@ -43,15 +45,21 @@ describe('configuration', () => {
     expect(problems({ HTTP_REQUEST_TIMEOUT_MS: '60000' })).toEqual([]);
   });
 
-    test('production refuses to start without an identity provider, a cookie secret and a model provider', () => {
+    test('production refuses to start without an identity provider, a cookie secret, SECRETS_KEY and a model provider', () => {
     const found = problems({ NODE_ENV: 'production' });
-    expect(found).toEqual([expect.stringContaining('MODEL_PROVIDER=development'), expect.stringContaining('identity provider'), expect.stringContaining('COOKIE_SECRET')]);
+    expect(found).toEqual([
+      expect.stringContaining('SECRETS_KEY'),
+      expect.stringContaining('MODEL_PROVIDER=development'),
+      expect.stringContaining('identity provider'),
+      expect.stringContaining('COOKIE_SECRET'),
+    ]);
     const production = {
       NODE_ENV: 'production',
       AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
       AUTH_ISSUER: 'https://idp.example.com/',
       AUTH_AUDIENCE: 'ai-workspace',
       COOKIE_SECRET: 'x'.repeat(32),
+      SECRETS_KEY: `k1:${KEY}`,
     };
     expect(problems(production)).toEqual([expect.stringMatching(/^production needs a model provider: set MODEL_PROVIDER_BASE_URL/)]);
     expect(problems({ ...production, MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([]);
@@ -85,6 +93,34 @@ describe('configuration', () => {
     expect(loadConfig({ EMBEDDINGS_DIMENSIONS: '768' }).embeddings.dimensions).toBe(768);
     expect(problems({ EMBEDDINGS_DIMENSIONS: 'big' })).toEqual([expect.stringContaining('EMBEDDINGS_DIMENSIONS')]);
     expect(problems({ KNOWLEDGE_INDEX_MAX_BACKOFF_MS: '5' })).toEqual([expect.stringContaining('KNOWLEDGE_INDEX_MAX_BACKOFF_MS')]);
+  });
+
+  test('SECRETS_KEY lists <key id>:<base64 of 32 bytes>; problems never show a key', () => {
+    const other = Buffer.alloc(32, 9).toString('base64url');
+    const config = loadConfig({ SECRETS_KEY: `k2:${other}, k1:${KEY}` });
+    expect(config.secrets.keys.map((k) => k.id)).toEqual(['k2', 'k1']);
+    expect(config.secrets.keys[0]?.key).toEqual(Buffer.alloc(32, 9));
+    const short = Buffer.alloc(16, 1).toString('base64');
+    for (const value of [short, `k1:${short}`, `bad id:${KEY}`, `k1:${KEY},k1:${KEY}`, `legacy:${KEY}`, ',']) {
+      const found = problems({ SECRETS_KEY: value });
+      expect(found).toEqual([expect.stringContaining('SECRETS_KEY')]);
+      expect(found.join(' ')).not.toContain(short);
+      expect(found.join(' ')).not.toContain(KEY);
+    }
+    // The deprecated key material stands in for SECRETS_KEY in production.
+    expect(problems({ WEBHOOK_SECRETS_KEY: 'short' })).toEqual([expect.stringContaining('WEBHOOK_SECRETS_KEY')]);
+    expect(problems({ NODE_ENV: 'production', WEBHOOK_SECRETS_KEY: 'w'.repeat(32) })).not.toContainEqual(expect.stringContaining('SECRETS_KEY'));
+  });
+
+  test('the outbound guard settings, with the webhook names as deprecated aliases', () => {
+    expect(loadConfig({}).outbound).toEqual({ allowLoopback: false, allowedPorts: [] });
+    expect(loadConfig({ OUTBOUND_ALLOW_LOOPBACK: 'true', OUTBOUND_ALLOWED_PORTS: '8443, 11434' }).outbound).toEqual({ allowLoopback: true, allowedPorts: [8443, 11434] });
+    expect(loadConfig({ WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOWED_PORTS: '8443' }).outbound).toEqual({ allowLoopback: true, allowedPorts: [8443] });
+    expect(problems({ OUTBOUND_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOW_LOOPBACK: 'false' })).toEqual([expect.stringContaining('set OUTBOUND_ALLOW_LOOPBACK only')]);
+    expect(problems({ WEBHOOK_ALLOWED_PORTS: 'http' })).toEqual([expect.stringContaining('WEBHOOK_ALLOWED_PORTS must list port numbers')]);
+    const production = { NODE_ENV: 'production', SECRETS_KEY: `k1:${KEY}`, COOKIE_SECRET: 'x'.repeat(32), AUTH_PUBLIC_KEY: 'x', AUTH_ISSUER: 'i', AUTH_AUDIENCE: 'a', MODEL_PROVIDER: 'development' };
+    expect(problems({ ...production, OUTBOUND_ALLOW_LOOPBACK: 'true' })).toEqual([expect.stringContaining('cannot be set in production')]);
+    expect(problems({ ...production, WEBHOOK_ALLOW_LOOPBACK: 'true' })).toEqual([expect.stringContaining('WEBHOOK_ALLOW_LOOPBACK is for tests')]);
   });
 });
 

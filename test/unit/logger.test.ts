@@ -1,4 +1,4 @@
-import { type AccessEntry, accessLog, createLogger } from '../../src/platform/logger';
+import { type AccessEntry, accessLog, createLogger, redactSecrets } from '../../src/platform/logger';
 
 describe('access log', () => {
   const sink = () => {
@@ -52,5 +52,21 @@ describe('access log', () => {
       await nextTurn();
       expect(writes).toEqual([]);
     }
+  });
+});
+
+describe('redaction', () => {
+  test('values of credential fields are never logged, at any depth', () => {
+    const entry = redactSecrets().transform({
+      level: 'info',
+      message: 'connection tested',
+      apiKey: 'sk-live-1',
+      connection: { api_key: 'sk-live-2', credentials: { clientSecret: 'cs' }, headers: { 'x-api-key': 'sk-live-3', Authorization: 'Bearer t' } },
+      mcp: [{ accessToken: 'at', refresh_token: 'rt', privateKey: 'pk' }],
+      provider: 'openai',
+    }) as Record<string, unknown>;
+    const text = JSON.stringify(entry);
+    for (const secret of ['sk-live-1', 'sk-live-2', 'sk-live-3', '"cs"', 'Bearer t', '"at"', '"rt"', '"pk"']) expect(text).not.toContain(secret);
+    expect(entry).toMatchObject({ apiKey: '[redacted]', provider: 'openai', connection: { api_key: '[redacted]', credentials: '[redacted]' } });
   });
 });

@@ -19,7 +19,7 @@ const chunked = (b: Buffer, size = 1000) => Readable.from(Array.from({ length: M
 
 /** Some S3-compatible servers (s3rver) settle an aborted PUT after the client gave up: allow them a moment. */
 async function expectGone(store: ObjectStore, key: string): Promise<void> {
-  for (let i = 0; i < 30; i += 1) {
+  for (let i = 0; i < 300; i += 1) {
     try {
       await readAll(await store.get(key));
     } catch (error) {

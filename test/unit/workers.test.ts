@@ -1,4 +1,5 @@
 import { WorkerPool } from '../../src/platform/workers';
+import { eventually } from '../helpers/receiver';
 
 describe('WorkerPool', () => {
   test('a slow job does not hold the others back; stop waits for it', async () => {
@@ -17,7 +18,7 @@ describe('WorkerPool', () => {
       onError: () => undefined,
     });
     pool.start();
-    for (let i = 0; i < 100 && done.length < 5; i += 1) await new Promise((r) => setTimeout(r, 10));
+    await eventually(() => (done.length === 5 ? true : undefined));
     expect(done).toEqual(['a', 'b', 'c', 'd', 'e']);
     const stopped = pool.stop();
     release();
@@ -42,5 +43,28 @@ describe('WorkerPool', () => {
     await pool.idle();
     expect(errors).toEqual([[2, 'boom']]);
     expect(pool.completed).toBe(3);
+  });
+
+  test('a running job’s claim is renewed until the job ends', async () => {
+    let release = () => undefined as void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const renewed: string[] = [];
+    const queue = ['long'];
+    const pool = new WorkerPool<string>({
+      capacity: 1,
+      intervalMs: 1000,
+      claim: async (limit) => queue.splice(0, limit),
+      work: () => held,
+      onError: () => undefined,
+      renew: { everyMs: 10, lease: async (job) => renewed.push(job) },
+    });
+    await pool.fill();
+    await eventually(() => (renewed.length >= 3 ? true : undefined));
+    expect(new Set(renewed)).toEqual(new Set(['long']));
+    release();
+    await pool.idle();
+    const after = renewed.length;
+    await new Promise((r) => setTimeout(r, 50)); // several renewal periods: none comes
+    expect(renewed.length).toBe(after);
   });
 });

@@ -140,6 +140,11 @@ export async function claimRuns(trx: Transaction<DB>, now: Date, leaseUntil: Dat
   return result.rows;
 }
 
+/** Extends the lease of a run in progress, if this worker still holds it. */
+export async function renewRunLease(db: Database, id: string, token: string, leaseUntil: Date): Promise<void> {
+  await db.updateTable('automation_runs').set({ locked_until: leaseUntil }).where('id', '=', id).where('lease_token', '=', token).execute();
+}
+
 /** Ends a run, if this worker still holds its lease. */
 export async function finishRun(db: Database, id: string, token: string, changes: Updateable<AutomationRuns>): Promise<RunRow | undefined> {
   return db

@@ -46,9 +46,22 @@ export class AutomationScheduler {
   ) {}
 
   start(): void {
-    this.task ??= cron.schedule(this.tickCron, () => this.tick().catch((error: unknown) => this.log('error', 'automation scheduling failed', { error: (error as Error).message })), {
+    if (this.task) return;
+    // A late or skipped tick is harmless: a tick queues every slot due by its time, once (the
+    // unique (automation, slot) key), so the next tick catches up. node-cron would print a warning
+    // with a stack for each tick that a busy event loop delays or that overlaps a running one;
+    // those are handled here instead and its own messages go to the service's log.
+    this.task = cron.createTask(this.tickCron, () => this.tick().catch((error: unknown) => this.log('error', 'automation scheduling failed', { error: (error as Error).message })), {
       noOverlap: true,
+      logger: {
+        info: () => undefined,
+        debug: () => undefined,
+        warn: () => undefined,
+        error: (message, error) => this.log('error', 'automation scheduler failed', { error: String(error ?? message) }),
+      },
     });
+    this.task.on('execution:missed', () => undefined);
+    void this.task.start();
   }
 
   async stop(): Promise<void> {
@@ -120,6 +133,7 @@ export class AutomationRunner {
       intervalMs: settings.pollIntervalMs,
       claim: (limit) => this.claim(limit),
       work: ({ run, token }) => this.execute(run, token),
+      renew: { everyMs: this.leaseMs / 4, lease: ({ run, token }) => repo.renewRunLease(this.db, run.id, token, new Date(Date.now() + this.leaseMs)) },
       onError: (error, job) =>
         // Left running: the run is taken over when its lease ends.
         this.log('error', job ? 'automation run could not be recorded' : 'automation run pass failed', {
@@ -129,9 +143,13 @@ export class AutomationRunner {
     });
   }
 
-  /** How long a run holds its claim: the run timeout and a margin to record the outcome. */
+  /**
+   * How long a claim lasts unless renewed: the run timeout and a margin to record the outcome. The
+   * pool renews it every quarter of that while the run goes on; it runs out only when the instance
+   * running it stopped (or stalled for that long).
+   */
   get leaseMs(): number {
-    return this.settings.runTimeoutMs + Math.min(30_000, this.settings.runTimeoutMs);
+    return this.settings.runTimeoutMs + Math.min(30_000, Math.max(5000, this.settings.runTimeoutMs));
   }
 
   start(): void {

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../platform/db';
-import { AddressNotAllowed, type OutboundPolicy, postPinned, resolveTarget, UrlNotAllowed } from '../../platform/net/outbound';
+import { AddressNotAllowed, type Outbound, UrlNotAllowed } from '../../platform/net/outbound';
+import type { Secrets } from '../../platform/secrets';
 import { WorkerPool } from '../../platform/workers';
 import * as repo from './repository';
-import { type SecretBox, signatureHeader } from './signing';
+import { signatureHeader, signingSecretContext } from './signing';
 
 export interface DeliverySettings {
-  policy: OutboundPolicy;
   timeoutMs: number;
   /** Delays before the second, third… attempt; one attempt more than delays in all. */
   retryScheduleMs: readonly number[];
@@ -72,7 +72,9 @@ export class WebhookDispatcher {
 
   constructor(
     private readonly db: Database,
-    private readonly box: SecretBox,
+    private readonly secrets: Secrets,
+    /** The outbound guard every attempt goes through (and subscriptions' URLs are checked with). */
+    readonly outbound: Outbound,
     readonly settings: DeliverySettings,
     hooks: DispatcherHooks = {},
   ) {
@@ -86,6 +88,7 @@ export class WebhookDispatcher {
         return this.claim(limit);
       },
       work: (claim) => this.attempt(claim),
+      renew: { everyMs: this.leaseMs / 4, lease: ({ claimed, token }) => repo.renewLease(this.db, claimed.id, token, new Date(Date.now() + this.leaseMs)) },
       onError: (error, claim) =>
         // A claimed delivery left unrecorded is tried again when its lease ends.
         this.log('error', claim ? 'webhook attempt could not be recorded' : 'webhook delivery pass failed', {
@@ -95,7 +98,7 @@ export class WebhookDispatcher {
     });
   }
 
-  /** How long an attempt holds its delivery: the request's timeout and time to record it. */
+  /** How long an attempt holds its delivery unless renewed (every quarter of it, while it goes on): the request's timeout and time to record it. */
   get leaseMs(): number {
     return this.settings.timeoutMs + 5000;
   }
@@ -177,12 +180,14 @@ export class WebhookDispatcher {
     }
     let secrets: string[];
     try {
-      secrets = sealed.map((secret) => this.box.open(secret));
-    } catch {
-      this.log('error', 'a webhook signing secret cannot be read: every instance needs the same WEBHOOK_SECRETS_KEY (or COOKIE_SECRET)', {
+      secrets = sealed.map((secret) => this.secrets.open(secret, signingSecretContext(context.subscription_id)));
+    } catch (error) {
+      this.log('error', 'a webhook signing secret cannot be read: every instance needs the same SECRETS_KEY list', {
         eventId: context.event_id,
+        subscriptionId: context.subscription_id,
+        reason: (error as Error).message,
       });
-      return failed('the signing secret cannot be read with this deployment\'s key (was WEBHOOK_SECRETS_KEY changed?); rotate the secret');
+      return failed('the signing secret cannot be read with this deployment\'s keys (was SECRETS_KEY changed?); rotate the secret');
     }
     const timestamp = Math.floor(nowMs / 1000);
     const headers = {
@@ -191,27 +196,25 @@ export class WebhookDispatcher {
       'webhook-timestamp': String(timestamp),
       'webhook-signature': signatureHeader(secrets, context.event_id, timestamp, context.body),
     };
-    let target;
     try {
-      target = await resolveTarget(context.url, this.settings.policy, this.settings.timeoutMs);
-    } catch (error) {
-      if (error instanceof AddressNotAllowed) return failed(`address not allowed: ${error.message}`);
-      if (error instanceof UrlNotAllowed) return failed(`URL not allowed: ${error.message}`);
-      return failed((error as Error).message);
-    }
-    try {
-      const answer = await postPinned(target, headers, context.body, { timeoutMs: this.settings.timeoutMs, keepBytes: KEPT_RESPONSE_CHARS * 4 });
+      const answer = await this.outbound.request(
+        context.url,
+        { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: context.body },
+        { timeoutMs: this.settings.timeoutMs, maxBytes: KEPT_RESPONSE_CHARS * 4 },
+      );
       const succeeded = answer.status >= 200 && answer.status < 300;
       const redirect = answer.status >= 300 && answer.status < 400;
       return {
         succeeded,
         status: answer.status,
-        body: keepText(answer.body),
+        body: keepText(answer.body.toString('utf8')),
         latencyMs: answer.latencyMs,
         error: redirect ? `redirects are not followed (Location: ${String(answer.headers.location ?? '')})`.slice(0, 500) : null,
         retryAfterMs: succeeded ? null : retryAfterMs(answer.headers['retry-after'], Date.now()),
       };
     } catch (error) {
+      if (error instanceof AddressNotAllowed) return failed(`address not allowed: ${error.message}`);
+      if (error instanceof UrlNotAllowed) return failed(`URL not allowed: ${error.message}`);
       return failed((error as Error).message || String(error));
     }
   }

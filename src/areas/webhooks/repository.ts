@@ -169,13 +169,24 @@ export function sendingContext(db: Database, deliveryId: string) {
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
     .innerJoin('webhook_subscriptions as s', 's.id', 'd.subscription_id')
-    .select(['e.id as event_id', 'e.body', 's.url', 's.secret', 's.previous_secret', 's.previous_secret_expires_at'])
+    .select(['e.id as event_id', 'e.body', 's.id as subscription_id', 's.url', 's.secret', 's.previous_secret', 's.previous_secret_expires_at'])
     .where('d.id', '=', deliveryId)
     .executeTakeFirst();
 }
 
 export function insertAttempt(db: Database, row: Insertable<WebhookDeliveryAttempts>) {
   return db.insertInto('webhook_delivery_attempts').values(row).onConflict((oc) => oc.doNothing()).execute();
+}
+
+/** Extends the lease of an attempt in progress, if this worker still holds it. */
+export async function renewLease(db: Database, id: string, token: string, leaseUntil: Date): Promise<void> {
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ next_attempt_at: leaseUntil })
+    .where('id', '=', id)
+    .where('lease_token', '=', token)
+    .where('status', '=', 'pending')
+    .execute();
 }
 
 /** Ends the current attempt of a delivery, if this worker still holds its lease. */

@@ -5,11 +5,11 @@ import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import { AddressNotAllowed, resolveTarget, UrlNotAllowed } from '../../platform/net/outbound';
 import { toPage } from '../../platform/pagination';
 import type { WebhookDispatcher } from './dispatcher';
 import * as repo from './repository';
-import { newSigningSecret, type SecretBox } from './signing';
+import type { Secrets } from '../../platform/secrets';
+import { newSigningSecret, signingSecretContext } from './signing';
 
 type CreateInput = Omit<components['schemas']['WebhookCreateRequest'], 'userId' | 'accessToken'>;
 type UpdateInput = Omit<components['schemas']['WebhookUpdateRequest'], 'userId' | 'accessToken'>;
@@ -32,7 +32,7 @@ export interface DeliveryWithAttempts {
 export class WebhookService {
   constructor(
     private readonly db: Database,
-    private readonly box: SecretBox,
+    private readonly secrets: Secrets,
     private readonly dispatcher: WebhookDispatcher,
   ) {}
 
@@ -53,9 +53,10 @@ export class WebhookService {
     }
     const now = new Date();
     const secret = newSigningSecret();
+    const id = uuidv7(now.getTime());
     const subscription = await withUniqueUrl(() =>
       repo.insertSubscription(this.db, {
-        id: uuidv7(now.getTime()),
+        id,
         owner_user_id: userId,
         url: input.url,
         description: input.description ?? '',
@@ -63,7 +64,7 @@ export class WebhookService {
         enabled: input.enabled ?? true,
         disabled_reason: input.enabled === false ? 'user' : null,
         disabled_at: input.enabled === false ? now : null,
-        secret: this.box.seal(secret),
+        secret: this.secrets.seal(secret, signingSecretContext(id)),
         created_at: now,
         updated_at: now,
       }),
@@ -103,7 +104,7 @@ export class WebhookService {
     const now = new Date();
     const secret = newSigningSecret();
     const subscription = await repo.updateSubscription(this.db, userId, subscriptionId, {
-      secret: this.box.seal(secret),
+      secret: this.secrets.seal(secret, signingSecretContext(subscriptionId)),
       previous_secret: graceSeconds > 0 ? current.secret : null,
       previous_secret_expires_at: graceSeconds > 0 ? new Date(now.getTime() + graceSeconds * 1000) : null,
       updated_at: now,
@@ -249,15 +250,8 @@ export class WebhookService {
 
   /** Refuses a receiver URL that is malformed or reaches a non-public address (400). */
   private async checkReceiver(url: string): Promise<void> {
-    const { policy, timeoutMs } = this.dispatcher.settings;
-    try {
-      await resolveTarget(url, policy, Math.min(timeoutMs, 5000));
-    } catch (error) {
-      if (error instanceof UrlNotAllowed || error instanceof AddressNotAllowed) {
-        throw errors.invalidRequest('The webhook URL is not allowed.', [{ path: '/body/url', message: error.message }]);
-      }
-      // A name that does not resolve yet is accepted: it is checked again at every delivery.
-    }
+    const refused = await this.dispatcher.outbound.whyRefused(url, Math.min(this.dispatcher.settings.timeoutMs, 5000));
+    if (refused) throw errors.invalidRequest('The webhook URL is not allowed.', [{ path: '/body/url', message: refused }]);
   }
 }
 

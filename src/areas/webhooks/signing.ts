@@ -1,4 +1,5 @@
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
+import type { SealedColumn } from '../../platform/secrets';
 
 const SECRET_PREFIX = 'whsec_';
 
@@ -20,30 +21,13 @@ export function signatureHeader(secrets: readonly string[], id: string, timestam
     .join(' ');
 }
 
-/**
- * Encrypts the signing secrets the service keeps (it needs them in clear to sign, so they cannot
- * be hashed): AES-256-GCM under a key derived from the deployment's key material. Stored as
- * `v1:` and the base64url of nonce, tag and ciphertext.
- */
-export class SecretBox {
-  private readonly key: Buffer;
-
-  constructor(material: string) {
-    this.key = Buffer.from(hkdfSync('sha256', material, Buffer.alloc(0), 'webhook-signing-secrets', 32));
-  }
-
-  seal(plain: string): string {
-    const nonce = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.key, nonce);
-    const sealed = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-    return `v1:${Buffer.concat([nonce, cipher.getAuthTag(), sealed]).toString('base64url')}`;
-  }
-
-  open(stored: string): string {
-    if (!stored.startsWith('v1:')) throw new Error('unknown webhook secret format');
-    const bytes = Buffer.from(stored.slice(3), 'base64url');
-    const decipher = createDecipheriv('aes-256-gcm', this.key, bytes.subarray(0, 12));
-    decipher.setAuthTag(bytes.subarray(12, 28));
-    return Buffer.concat([decipher.update(bytes.subarray(28)), decipher.final()]).toString('utf8');
-  }
+/** What a subscription's signing secrets (current and previous) are sealed for. */
+export function signingSecretContext(subscriptionId: string): string {
+  return `webhook-signing-secret:${subscriptionId}`;
 }
+
+/** The columns holding sealed signing secrets, for key rotation. */
+export const sealedColumns: SealedColumn[] = [
+  { table: 'webhook_subscriptions', idColumn: 'id', column: 'secret', context: signingSecretContext },
+  { table: 'webhook_subscriptions', idColumn: 'id', column: 'previous_secret', context: signingSecretContext },
+];

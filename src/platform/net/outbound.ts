@@ -5,10 +5,12 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 /**
- * Requests to addresses a user chose (webhook receivers), guarded against server-side request
- * forgery: the host is resolved here, every address it resolves to must be a public unicast one,
- * and the connection goes to the address that was checked (the name is never resolved again, so a
- * second DNS answer cannot point it elsewhere). Redirects are never followed.
+ * The one guard of every request to a URL a user chose (webhook receivers, model provider
+ * connections, MCP servers, OAuth endpoints), against server-side request forgery: the host is
+ * resolved here, every address it resolves to must be a public unicast one, and the connection
+ * goes to the address that was checked (the name is never resolved again, so a second DNS answer
+ * cannot point it elsewhere). Redirects are never followed; every exchange has a timeout and a
+ * cap on the bytes read. URLs the operator configured are trusted and do not come here.
  */
 export interface OutboundPolicy {
   /** Lets loopback addresses (on any port) through: tests and local development only. */
@@ -76,26 +78,39 @@ export function checkUrl(raw: string, policy: OutboundPolicy): URL {
     throw new UrlNotAllowed('must be an absolute http or https URL');
   }
   if (!(url.protocol in DEFAULT_PORTS)) throw new UrlNotAllowed('must use http or https');
-  if (url.username || url.password) throw new UrlNotAllowed('must not contain credentials (receivers verify the signature instead)');
+  if (url.username || url.password) throw new UrlNotAllowed('must not contain credentials');
   if (url.hash) throw new UrlNotAllowed('must not contain a fragment');
   const host = hostOf(url);
   if (isIP(host)) {
     const verdict = allowed(host, policy);
     if (!verdict.ok) throw new AddressNotAllowed(host, host, verdict.range);
   }
-  if (url.port !== '' && !policy.allowedPorts.includes(Number(url.port))) {
-    const loopback = isIP(host) && addressRange(host) === 'loopback';
-    if (!(policy.allowLoopback && (loopback || host === 'localhost'))) {
-      throw new UrlNotAllowed(`must use the default port of ${url.protocol.slice(0, -1)} (port ${url.port} is not allowed)`);
-    }
+  if (!portAllowed(url, policy)) {
+    // With loopback allowed, a name may still resolve to loopback: resolveTarget judges it then.
+    const loopback = isIP(host) ? addressRange(host) === 'loopback' : true;
+    if (!(policy.allowLoopback && loopback)) throw portNotAllowed(url);
   }
   return url;
+}
+
+/** The default port of the scheme, or one of the allowed ports (loopback aside). */
+function portAllowed(url: URL, policy: OutboundPolicy): boolean {
+  return url.port === '' || policy.allowedPorts.includes(Number(url.port));
+}
+
+function portNotAllowed(url: URL): UrlNotAllowed {
+  return new UrlNotAllowed(`must use the default port of ${url.protocol.slice(0, -1)} (port ${url.port} is not allowed)`);
 }
 
 /** The host of a URL without the brackets of an IPv6 literal. */
 function hostOf(url: URL): string {
   return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
 }
+
+/** Resolves a host name to all its addresses (replaceable in tests). */
+export type Resolver = (host: string) => Promise<{ address: string; family: number }[]>;
+
+export const systemResolver: Resolver = (host) => lookup(host, { all: true, verbatim: true });
 
 export interface ResolvedTarget {
   url: URL;
@@ -108,7 +123,7 @@ export interface ResolvedTarget {
  * (a name with one public and one private address is refused). Throws UrlNotAllowed,
  * AddressNotAllowed or HostNotResolved.
  */
-export async function resolveTarget(raw: string, policy: OutboundPolicy, timeoutMs: number): Promise<ResolvedTarget> {
+export async function resolveTarget(raw: string, policy: OutboundPolicy, timeoutMs: number, resolver: Resolver = systemResolver): Promise<ResolvedTarget> {
   const url = checkUrl(raw, policy);
   const host = hostOf(url);
   const family = isIP(host);
@@ -117,7 +132,7 @@ export async function resolveTarget(raw: string, policy: OutboundPolicy, timeout
   let addresses: { address: string; family: number }[];
   try {
     addresses = await Promise.race([
-      lookup(host, { all: true, verbatim: true }),
+      resolver(host),
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new HostNotResolved(`${host} did not resolve within ${timeoutMs} ms`)), timeoutMs);
       }),
@@ -133,15 +148,59 @@ export async function resolveTarget(raw: string, policy: OutboundPolicy, timeout
     const verdict = allowed(address, policy);
     if (!verdict.ok) throw new AddressNotAllowed(host, address, verdict.range);
   }
+  if (!portAllowed(url, policy) && addresses.some(({ address }) => addressRange(address) !== 'loopback')) throw portNotAllowed(url);
   const first = addresses[0] as { address: string; family: number };
   return { url, address: ipaddr.process(first.address).toString(), family: ipaddr.process(first.address).kind() === 'ipv4' ? 4 : 6 };
 }
 
-export interface PostResult {
+/** The answer was a redirect, which is never followed. */
+export class RedirectRefused extends Error {
+  override name = 'RedirectRefused';
+  constructor(
+    readonly status: number,
+    readonly location: string,
+  ) {
+    super(`redirects are not followed (${status}, Location: ${location.slice(0, 300)})`);
+  }
+}
+
+/** The answer's body is longer than the cap. */
+export class ResponseTooLarge extends Error {
+  override name = 'ResponseTooLarge';
+  constructor(readonly maxBytes: number) {
+    super(`the response is larger than ${maxBytes} bytes`);
+  }
+}
+
+/** The exchange (resolution, connection, answer and body) took longer than its timeout. */
+export class OutboundTimeout extends Error {
+  override name = 'OutboundTimeout';
+  constructor(readonly timeoutMs: number) {
+    super(`timeout after ${timeoutMs} ms`);
+  }
+}
+
+/** The bounds of one exchange: the time for all of it (body included) and the bytes of the body read at most. */
+export interface OutboundLimits {
+  timeoutMs: number;
+  maxBytes: number;
+}
+
+export interface OutboundRequest {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  signal?: AbortSignal | null;
+}
+
+export interface OutboundResponse {
   status: number;
   headers: http.IncomingHttpHeaders;
-  /** The start of the answer, at most `keepBytes` bytes, as text. */
-  body: string;
+  /** The body, at most `maxBytes` of it. */
+  body: Buffer;
+  /** The body went on past `maxBytes` (the rest was not read). */
+  truncated: boolean;
+  /** From the start of the request (name resolution included) to the end of the body. */
   latencyMs: number;
 }
 
@@ -151,73 +210,219 @@ const agents = {
   'http:': new http.Agent({ keepAlive: true, maxSockets: 16, timeout: 4000 }),
   'https:': new https.Agent({ keepAlive: true, maxSockets: 16, timeout: 4000 }),
 };
-/** How much of an answer is read at most (the rest is cut off). */
-const READ_LIMIT = 64 * 1024;
+
+/** An exchange under way: its answer (destroyed with an error on timeout or abort until `done`). */
+interface Exchange {
+  response: http.IncomingMessage;
+  started: number;
+  /** Stops the timer and the abort listener (the body was read or abandoned). */
+  done: () => void;
+}
 
 /**
- * POSTs `body` to a resolved target: the socket goes to `target.address` (the Host header and TLS
- * server name are the URL's host, so certificates are checked against the name). Resolves with
- * the answer, whatever its status; rejects on a network error or when `timeoutMs` (for the whole
- * exchange) runs out.
+ * The guarded outbound client, one per process: `checkUrl`/`whyRefused` to validate a URL when a
+ * user saves it, `request` for a bounded exchange returning a capped body, and `fetcher` for a
+ * `fetch` implementation with the same guard (for the AI SDK and the MCP SDK).
  */
-export function postPinned(
-  target: ResolvedTarget,
-  headers: Record<string, string>,
-  body: string,
-  options: { timeoutMs: number; keepBytes: number },
-): Promise<PostResult> {
+export class Outbound {
+  constructor(
+    readonly policy: OutboundPolicy,
+    private readonly resolver: Resolver = systemResolver,
+  ) {}
+
+  /** Checks what needs no network (scheme, port, credentials, IP literals). Throws UrlNotAllowed or AddressNotAllowed. */
+  checkUrl(raw: string): URL {
+    return checkUrl(raw, this.policy);
+  }
+
+  /**
+   * The check when a user saves a URL (a webhook receiver, a model provider connection, an MCP
+   * server…): why the guard refuses it (for a 400 naming the field), or null. A name that does
+   * not resolve (yet) is accepted, since every request checks it again.
+   */
+  async whyRefused(raw: string, timeoutMs = 5000): Promise<string | null> {
+    try {
+      await resolveTarget(raw, this.policy, timeoutMs, this.resolver);
+      return null;
+    } catch (error) {
+      if (error instanceof UrlNotAllowed || error instanceof AddressNotAllowed) return error.message;
+      if (error instanceof HostNotResolved) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * One exchange with a URL a user chose; resolves with the answer whatever its status (a
+   * redirect is returned, not followed) and at most `maxBytes` of its body. Rejects with
+   * UrlNotAllowed, AddressNotAllowed, HostNotResolved, OutboundTimeout, the signal's reason, or a
+   * network error.
+   */
+  async request(raw: string, init: OutboundRequest, limits: OutboundLimits): Promise<OutboundResponse> {
+    const exchange = await this.exchange(raw, init, limits);
+    const { response } = exchange;
+    const kept: Buffer[] = [];
+    let keptBytes = 0;
+    let truncated = false;
+    try {
+      for await (const chunk of response as AsyncIterable<Buffer>) {
+        const part = chunk.subarray(0, limits.maxBytes - keptBytes);
+        kept.push(part);
+        keptBytes += part.length;
+        if (part.length < chunk.length) {
+          truncated = true;
+          break;
+        }
+      }
+    } finally {
+      exchange.done();
+      if (truncated) response.destroy();
+    }
+    return {
+      status: response.statusCode ?? 0,
+      headers: response.headers,
+      body: Buffer.concat(kept),
+      truncated,
+      latencyMs: Math.round(performance.now() - exchange.started),
+    };
+  }
+
+  /**
+   * A `fetch` with this guard on every request: the resolved address is checked and connected to,
+   * a redirect rejects with RedirectRefused, the timeout covers the whole exchange (body
+   * included), and a body longer than `maxBytes` errors with ResponseTooLarge. Request bodies are
+   * buffered; responses are not decompressed (`accept-encoding: identity` is sent).
+   */
+  fetcher(limits: OutboundLimits): typeof fetch {
+    return async (input, init) => {
+      const request = new Request(input, init?.body instanceof ReadableStream ? { ...init, duplex: 'half' } as RequestInit : init);
+      const headers: Record<string, string> = {};
+      request.headers.forEach((value, name) => {
+        headers[name] = value;
+      });
+      const body = request.body ? Buffer.from(await request.arrayBuffer()) : undefined;
+      const exchange = await this.exchange(request.url, { method: request.method, headers, body, signal: request.signal }, limits);
+      const { response } = exchange;
+      const status = response.statusCode ?? 0;
+      const responseHeaders = new Headers();
+      for (const [name, value] of Object.entries(response.headers)) {
+        for (const item of ([] as string[]).concat(value ?? [])) responseHeaders.append(name, item);
+      }
+      if (status >= 300 && status < 400) {
+        exchange.done();
+        response.destroy();
+        throw new RedirectRefused(status, responseHeaders.get('location') ?? '');
+      }
+      if (request.method === 'HEAD' || [204, 205, 304].includes(status)) {
+        exchange.done();
+        response.resume();
+        return new Response(null, { status, statusText: response.statusMessage, headers: responseHeaders });
+      }
+      return new Response(cappedStream(exchange, limits.maxBytes), { status, statusText: response.statusMessage, headers: responseHeaders });
+    };
+  }
+
+  /** Resolves and checks the target, connects to the checked address and waits for the answer's head. */
+  private async exchange(raw: string, init: OutboundRequest, { timeoutMs }: OutboundLimits): Promise<Exchange> {
+    const started = performance.now();
+    const signal = init.signal ?? null;
+    signal?.throwIfAborted();
+    let failWith: (error: Error) => void = () => undefined;
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      failWith(new OutboundTimeout(timeoutMs));
+    }, timeoutMs);
+    const onAbort = () => failWith(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+    signal?.addEventListener('abort', onAbort);
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    try {
+      const target = await Promise.race([
+        resolveTarget(raw, this.policy, timeoutMs, this.resolver),
+        new Promise<never>((_, reject) => {
+          failWith = reject;
+        }),
+      ]);
+      if (timedOut) throw new OutboundTimeout(timeoutMs);
+      signal?.throwIfAborted();
+      const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
+        const request = send(target, init);
+        failWith = (error) => {
+          request.destroy(error);
+          reject(error);
+        };
+        request.on('error', reject);
+        request.on('response', (answer) => {
+          failWith = (error) => answer.destroy(error);
+          resolve(answer);
+        });
+      });
+      return { response, started, done };
+    } catch (error) {
+      done();
+      throw error;
+    }
+  }
+}
+
+/** Sends the request to the checked address; the Host header and TLS server name are the URL's host. */
+function send(target: ResolvedTarget, init: OutboundRequest): http.ClientRequest {
   const { url } = target;
   const host = hostOf(url);
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const request = (url.protocol === 'https:' ? https : http).request({
-      method: 'POST',
-      host: target.address,
-      family: target.family,
-      port: url.port === '' ? DEFAULT_PORTS[url.protocol] : Number(url.port),
-      path: `${url.pathname}${url.search}`,
-      agent: agents[url.protocol as 'http:' | 'https:'],
-      ...(url.protocol === 'https:' && !isIP(host) ? { servername: host } : {}),
-      headers: {
-        ...headers,
-        host: url.host,
-        'content-type': 'application/json',
-        'content-length': String(Buffer.byteLength(body)),
-      },
-    });
-    const timer = setTimeout(() => request.destroy(new Error(`timeout after ${options.timeoutMs} ms`)), options.timeoutMs);
-    request.on('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    request.on('response', (response) => {
-      const kept: Buffer[] = [];
-      let keptBytes = 0;
-      let readBytes = 0;
-      const finish = () => {
-        clearTimeout(timer);
-        resolve({
-          status: response.statusCode ?? 0,
-          headers: response.headers,
-          body: Buffer.concat(kept).toString('utf8'),
-          latencyMs: Math.round(performance.now() - started),
-        });
-      };
+  const body = init.body === undefined ? undefined : Buffer.from(init.body);
+  const request = (url.protocol === 'https:' ? https : http).request({
+    method: init.method ?? 'GET',
+    host: target.address,
+    family: target.family,
+    port: url.port === '' ? DEFAULT_PORTS[url.protocol] : Number(url.port),
+    path: `${url.pathname}${url.search}`,
+    agent: agents[url.protocol as 'http:' | 'https:'],
+    ...(url.protocol === 'https:' && !isIP(host) ? { servername: host } : {}),
+    headers: {
+      ...init.headers,
+      host: url.host,
+      'accept-encoding': 'identity',
+      ...(body === undefined ? {} : { 'content-length': String(body.length) }),
+    },
+  });
+  request.end(body);
+  return request;
+}
+
+/** The answer's body as a web stream that errors past `maxBytes` (or when the exchange fails). */
+function cappedStream(exchange: Exchange, maxBytes: number): ReadableStream<Uint8Array> {
+  const { response } = exchange;
+  let read = 0;
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
       response.on('data', (chunk: Buffer) => {
-        readBytes += chunk.length;
-        if (keptBytes < options.keepBytes) {
-          const part = chunk.subarray(0, options.keepBytes - keptBytes);
-          kept.push(part);
-          keptBytes += part.length;
-        }
-        if (readBytes > READ_LIMIT) {
+        read += chunk.length;
+        if (read > maxBytes) {
+          exchange.done();
+          controller.error(new ResponseTooLarge(maxBytes));
           response.destroy();
-          finish();
+          return;
         }
+        controller.enqueue(new Uint8Array(chunk));
+        if ((controller.desiredSize ?? 0) <= 0) response.pause();
       });
-      response.on('end', finish);
-      response.on('error', () => finish());
-    });
-    request.end(body);
+      response.on('end', () => {
+        exchange.done();
+        controller.close();
+      });
+      response.on('error', (error) => {
+        exchange.done();
+        controller.error(error);
+      });
+    },
+    pull() {
+      response.resume();
+    },
+    cancel() {
+      exchange.done();
+      response.destroy();
+    },
   });
 }
