@@ -1,5 +1,6 @@
 import path from 'node:path';
 import cron from 'node-cron';
+import type { Entitlements, Plan } from './areas/billing/service';
 import type { HttpLimits } from './http/server';
 import { parseSecretKeys, type SecretKey } from './platform/secrets';
 
@@ -155,18 +156,7 @@ export interface Config {
   };
 }
 
-/** What a plan allows; null is unlimited. */
-export interface Entitlements {
-  monthlyBudgetCents: number | null;
-  storageBytes: number | null;
-  automations: number | null;
-}
-
-export interface Plan {
-  id: string;
-  priceIds: string[];
-  entitlements: Entitlements;
-}
+export type { Entitlements, Plan };
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
