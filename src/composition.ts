@@ -177,7 +177,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
-  const capabilities = new CapabilityService(db, audit, config.capabilities, Date.now, vectorAvailable);
+  const capabilities = new CapabilityService({ db, audit, defaults: config.capabilities, vectorAvailable });
   const warn = (message: string, meta: Record<string, unknown>) => logger.warn(message, meta);
   const { dimensions, queryTimeoutMs } = config.embeddings;
   const embedder =
@@ -186,7 +186,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
       : new HashingEmbedder(dimensions ?? undefined);
   const skills = new SkillService(db, projects);
   const webhooks = new WebhookService(db, secrets, dispatcher);
-  const billing = new BillingService(db, capabilities, config.billing);
+  const billing = new BillingService({ db, capabilities, settings: config.billing });
   const { webhookSecret, toleranceSeconds } = config.billing.stripe;
   let stripeEvents: StripeEvents | null = null;
   if (webhookSecret) {
@@ -199,11 +199,30 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
     : new DevelopmentProvider();
   const memory = new MemoryService(db, projects);
-  const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs }, memory);
+  const chat = new ChatService({
+    db,
+    provider: models,
+    projects,
+    skills,
+    webhooks,
+    timeoutMs: config.models.timeoutMs,
+    billing,
+    lease: { leaseMs: config.models.replyLeaseMs },
+    memory,
+  });
   return {
-    knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable, (level, message, meta) => logger.log(level, message, meta)),
-    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing, chat),
-    outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
+    knowledge: new KnowledgeService({ db, capabilities, projects, embedder, vectorAvailable, log: (level, message, meta) => logger.log(level, message, meta) }),
+    files: new FileService({
+      db,
+      store,
+      signedUrls,
+      projects,
+      limits: { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes },
+      warn,
+      entitlements: billing,
+      conversations: chat,
+    }),
+    outputs: new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn }),
     audit,
     principals: new PrincipalService(db, audit),
     budgets: new BudgetService(db, audit),
@@ -217,7 +236,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     skills,
     webhooks,
     chat,
-    automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs, billing),
+    automations: new AutomationService({ db, provider: models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing }),
     agents: new AgentEnvironmentService(db, config.agents),
     models,
   };
@@ -230,16 +249,6 @@ const workerLog =
     logger.log(level, message, meta);
   };
 
-function createDispatcher(config: Config, database: DatabaseHandle, secrets: Secrets, outbound: Outbound, logger: Logger, metrics: Metrics): WebhookDispatcher {
-  return new WebhookDispatcher(
-    database.db,
-    secrets,
-    outbound,
-    config.webhooks,
-    { log: workerLog(logger), onAttempt: (outcome) => metrics.deliveryAttempts.inc({ outcome }) },
-  );
-}
-
 /** The metrics, with the queue depths read from the database at each scrape. */
 function createMetrics(database: DatabaseHandle): Metrics {
   return new Metrics({
@@ -250,22 +259,41 @@ function createMetrics(database: DatabaseHandle): Metrics {
 }
 
 /** The workers other than the dispatcher (which the webhook service needs first), not started. */
-function createWorkers(config: Config, logger: Logger, database: DatabaseHandle, services: Services, store: ObjectStore, metrics: Metrics, dispatcher: WebhookDispatcher): Workers {
-  const indexer = new KnowledgeIndexer(
-    services.knowledge,
-    config.embeddings.indexIntervalMs,
-    (error, retryInMs, failures) =>
+interface WorkersDeps {
+  config: Config;
+  logger: Logger;
+  database: DatabaseHandle;
+  services: Services;
+  store: ObjectStore;
+  metrics: Metrics;
+  dispatcher: WebhookDispatcher;
+}
+
+function createWorkers({ config, logger, database, services, store, metrics, dispatcher }: WorkersDeps): Workers {
+  const indexer = new KnowledgeIndexer({
+    knowledge: services.knowledge,
+    intervalMs: config.embeddings.indexIntervalMs,
+    onError: (error, retryInMs, failures) =>
       // Embeddings failures are logged by the service when they start or change; other errors here.
       error instanceof EmbeddingsFailure
         ? logger.debug('knowledge indexing waits for the embeddings', { failures, retryInMs })
         : logger.warn('knowledge indexing failed', { error: (error as Error).message, failures, retryInMs }),
-    config.embeddings.indexMaxBackoffMs,
-  );
+    maxBackoffMs: config.embeddings.indexMaxBackoffMs,
+  });
   const log = workerLog(logger);
-  const runner = new AutomationRunner(database.db, services.automations, services.outputs, services.webhooks, services.capabilities, services.billing, config.automations, log, (status) =>
-    metrics.runsFinished.inc({ status }),
-  );
-  const scheduler = new AutomationScheduler(database.db, services.capabilities, config.automations.tickCron, log, () => runner.wake());
+  const { automations, outputs, webhooks, capabilities, billing } = services;
+  const runner = new AutomationRunner({
+    db: database.db,
+    automations,
+    outputs,
+    webhooks,
+    capabilities,
+    billing,
+    settings: config.automations,
+    log,
+    onFinished: (status) => metrics.runsFinished.inc({ status }),
+  });
+  const scheduler = new AutomationScheduler({ db: database.db, capabilities, tickCron: config.automations.tickCron, log, onQueued: () => runner.wake() });
   const replies = new ReplyRecovery(services.chat, { leaseMs: config.models.replyLeaseMs, sweepIntervalMs: config.models.replyRecoveryIntervalMs }, log);
   const incomingSweep = new PeriodicTask(
     config.storage.incomingSweepIntervalMs,
@@ -298,10 +326,17 @@ export async function compose(config: Config, logger: Logger, database?: Databas
     const secrets = openSecrets(config, cookieSecret);
     const outbound = new Outbound(config.outbound);
     const metrics = createMetrics(db);
-    const dispatcher = createDispatcher(config, db, secrets, outbound, logger, metrics);
+    const dispatcher = new WebhookDispatcher({
+      db: db.db,
+      secrets,
+      outbound,
+      settings: config.webhooks,
+      log: workerLog(logger),
+      onAttempt: (outcome) => metrics.deliveryAttempts.inc({ outcome }),
+    });
     const modelList = await resolveModels(config, logger);
     const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList });
-    const workers = createWorkers(config, logger, db, services, store, metrics, dispatcher);
+    const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
       config.bootstrapAdminUserIds,

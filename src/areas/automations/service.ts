@@ -66,20 +66,37 @@ export class RunFailure extends Error {
   }
 }
 
+/** What an AutomationService is built from. */
+export interface AutomationServiceDeps {
+  db: Database;
+  provider: ModelProvider;
+  projects: ProjectService;
+  skills: SkillService;
+  /** How long a run (and a dry run) may take. */
+  runTimeoutMs: number;
+  billing: BudgetGate & Pick<EntitlementGuard, 'requireAutomationSlot'>;
+}
+
 /**
  * Automations: drafts validated before they are saved, their schedule (the next slot is kept on
  * the row for the scheduler), and the execution of their prompt shared by runs and dry runs.
  */
 export class AutomationService {
-  constructor(
-    private readonly db: Database,
-    private readonly provider: ModelProvider,
-    private readonly projects: ProjectService,
-    private readonly skills: SkillService,
-    /** How long a run (and a dry run) may take. */
-    private readonly runTimeoutMs: number,
-    private readonly billing: BudgetGate & Pick<EntitlementGuard, 'requireAutomationSlot'>,
-  ) {}
+  private readonly db: Database;
+  private readonly provider: ModelProvider;
+  private readonly projects: ProjectService;
+  private readonly skills: SkillService;
+  private readonly runTimeoutMs: number;
+  private readonly billing: BudgetGate & Pick<EntitlementGuard, 'requireAutomationSlot'>;
+
+  constructor({ db, provider, projects, skills, runTimeoutMs, billing }: AutomationServiceDeps) {
+    this.db = db;
+    this.provider = provider;
+    this.projects = projects;
+    this.skills = skills;
+    this.runTimeoutMs = runTimeoutMs;
+    this.billing = billing;
+  }
 
   async get(userId: string, automationId: string): Promise<repo.AutomationRow> {
     const row = await repo.findAutomation(this.db, userId, automationId);

@@ -54,23 +54,46 @@ const titleFrom = (content: string) => {
   return line.length <= TITLE_LENGTH ? line : `${line.slice(0, TITLE_LENGTH - 1)}…`;
 };
 
+/** What a ChatService is built from. */
+export interface ChatServiceDeps {
+  db: Database;
+  provider: ModelProvider;
+  projects: ProjectService;
+  skills: SkillService;
+  webhooks: WebhookService;
+  timeoutMs: number;
+  billing: BudgetGate;
+  lease: ReplyLeaseSettings;
+  memory: Pick<MemoryService, 'relevant'>;
+}
+
 /**
  * Conversations and chat: a user message, the model's reply (whole or streamed) through the
  * provider interface, its usage in the usage ledger, and `chat.completed` / `chat.failed` in the
  * webhook outbox, written in the same transaction as the reply's final state.
  */
 export class ChatService {
-  constructor(
-    private readonly db: Database,
-    private readonly provider: ModelProvider,
-    private readonly projects: ProjectService,
-    private readonly skills: SkillService,
-    private readonly webhooks: WebhookService,
-    private readonly timeoutMs: number,
-    private readonly billing: BudgetGate,
-    private readonly lease: ReplyLeaseSettings,
-    private readonly memory: Pick<MemoryService, 'relevant'>,
-  ) {}
+  private readonly db: Database;
+  private readonly provider: ModelProvider;
+  private readonly projects: ProjectService;
+  private readonly skills: SkillService;
+  private readonly webhooks: WebhookService;
+  private readonly timeoutMs: number;
+  private readonly billing: BudgetGate;
+  private readonly lease: ReplyLeaseSettings;
+  private readonly memory: Pick<MemoryService, 'relevant'>;
+
+  constructor({ db, provider, projects, skills, webhooks, timeoutMs, billing, lease, memory }: ChatServiceDeps) {
+    this.db = db;
+    this.provider = provider;
+    this.projects = projects;
+    this.skills = skills;
+    this.webhooks = webhooks;
+    this.timeoutMs = timeoutMs;
+    this.billing = billing;
+    this.lease = lease;
+    this.memory = memory;
+  }
 
   /** The replies this instance is generating: their leases are renewed while they are. */
   private readonly generating = new Set<string>();

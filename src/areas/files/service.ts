@@ -27,21 +27,42 @@ export interface FileLimits {
 const INSERT_BATCH = 200;
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** What a FileService is built from. */
+export interface FileServiceDeps {
+  db: Database;
+  store: ObjectStore;
+  signedUrls: SignedUrls;
+  projects: ProjectService;
+  limits: FileLimits;
+  warn: (message: string, meta: Record<string, unknown>) => void;
+  entitlements: Pick<EntitlementGuard, 'requireStorage'>;
+  conversations: Pick<ChatService, 'requireOwned'>;
+}
+
 /**
  * Files: metadata, owner-scoped access (the owner, or users it is shared with, read; only the
  * owner changes), server-mediated upload and content, ingestion and text search.
  */
 export class FileService {
-  constructor(
-    private readonly db: Database,
-    private readonly store: ObjectStore,
-    private readonly signedUrls: SignedUrls,
-    private readonly projects: ProjectService,
-    private readonly limits: FileLimits,
-    private readonly warn: (message: string, meta: Record<string, unknown>) => void,
-    private readonly entitlements: Pick<EntitlementGuard, 'requireStorage'>,
-    private readonly conversations: Pick<ChatService, 'requireOwned'>,
-  ) {}
+  private readonly db: Database;
+  private readonly store: ObjectStore;
+  private readonly signedUrls: SignedUrls;
+  private readonly projects: ProjectService;
+  private readonly limits: FileLimits;
+  private readonly warn: (message: string, meta: Record<string, unknown>) => void;
+  private readonly entitlements: Pick<EntitlementGuard, 'requireStorage'>;
+  private readonly conversations: Pick<ChatService, 'requireOwned'>;
+
+  constructor({ db, store, signedUrls, projects, limits, warn, entitlements, conversations }: FileServiceDeps) {
+    this.db = db;
+    this.store = store;
+    this.signedUrls = signedUrls;
+    this.projects = projects;
+    this.limits = limits;
+    this.warn = warn;
+    this.entitlements = entitlements;
+    this.conversations = conversations;
+  }
 
   /** A file the caller may read (owner or grantee); 404 otherwise. */
   async get(userId: string, fileId: string): Promise<FileRow> {
