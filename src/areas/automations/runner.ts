@@ -20,6 +20,9 @@ export interface RunnerSettings {
   maxConcurrentRunsPerUser: number;
 }
 
+/** How a run this instance executed ended. */
+type FinishedStatus = Exclude<repo.RunStatus, 'queued' | 'running'>;
+
 type Log = (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
 
 /** Starts of a run after which an instance stopping during it fails the run instead. */
@@ -134,7 +137,7 @@ export interface AutomationRunnerDeps {
   settings: RunnerSettings;
   log: Log;
   /** Told of every run this instance ends (for the metrics). */
-  onFinished?: (status: 'succeeded' | 'failed' | 'cancelled') => void;
+  onFinished?: (status: FinishedStatus) => void;
 }
 
 /**
@@ -153,7 +156,7 @@ export class AutomationRunner {
   private readonly billing: BudgetGate;
   private readonly settings: RunnerSettings;
   private readonly log: Log;
-  private readonly onFinished: (status: 'succeeded' | 'failed' | 'cancelled') => void;
+  private readonly onFinished: (status: FinishedStatus) => void;
 
   constructor({ db, automations, outputs, webhooks, capabilities, billing, settings, log, onFinished = () => undefined }: AutomationRunnerDeps) {
     this.db = db;

@@ -1,4 +1,4 @@
-import type { components } from '../../../generated/api';
+import type { RequestInput, Schemas } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatUsage, describeProviderError, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
@@ -11,10 +11,9 @@ import type { SkillService } from '../skills/service';
 import * as repo from './repository';
 import { cronProblem, nextSlots, timezoneProblem } from './schedule';
 
-type Schemas = components['schemas'];
-type CreateInput = Omit<Schemas['AutomationCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<Schemas['AutomationUpdateRequest'], 'userId' | 'accessToken'>;
-type TestInput = Omit<Schemas['AutomationTestRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'AutomationCreateRequest'>;
+type UpdateInput = RequestInput<'AutomationUpdateRequest'>;
+type TestInput = RequestInput<'AutomationTestRequest'>;
 export type TestError = Schemas['AutomationTestError'];
 export type OutputFormat = Schemas['AutomationOutputFormat'];
 

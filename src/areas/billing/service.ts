@@ -1,5 +1,6 @@
 import type { Selectable, Transaction } from 'kysely';
 import type { Budgets } from '../../../generated/db';
+import type { Schemas } from '../../platform/api-types';
 import { errors } from '../../platform/errors';
 import type { ChatUsage, ModelInfo } from '../../platform/ai/models';
 import type { Database, DB } from '../../platform/db';
@@ -43,7 +44,7 @@ export interface Period {
 /** Which plan applies to a user now, with what entitlements, over which spending period. */
 export interface Standing {
   plan: string;
-  provider: 'none' | 'stripe';
+  provider: Schemas['BillingProvider'];
   subscription: repo.SubscriptionRow | null;
   entitlements: Entitlements;
   period: Period;

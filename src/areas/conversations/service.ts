@@ -1,5 +1,5 @@
 import type { Transaction } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
@@ -14,9 +14,9 @@ import { costMicroCents, presentUsage } from '../../platform/usage';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['ConversationCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['ConversationUpdateRequest'], 'userId' | 'accessToken'>;
-type SendInput = Omit<components['schemas']['MessageCreateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'ConversationCreateRequest'>;
+type UpdateInput = RequestInput<'ConversationUpdateRequest'>;
+type SendInput = RequestInput<'MessageCreateRequest'>;
 
 export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled';
 

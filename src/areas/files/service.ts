@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
@@ -15,9 +15,8 @@ import { baseType, canExtract, chunkText, extractText } from './extract';
 import type { FileRow } from './presenter';
 import * as repo from './repository';
 
-type Schemas = components['schemas'];
-type CreateInput = Omit<Schemas['FileCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<Schemas['FileUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'FileCreateRequest'>;
+type UpdateInput = RequestInput<'FileUpdateRequest'>;
 
 export interface FileLimits {
   maxUploadBytes: number;

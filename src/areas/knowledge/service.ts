@@ -1,11 +1,11 @@
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { Database } from '../../platform/db';
 import { type Embedder, EmbeddingsFailure, toVectorLiteral } from '../../platform/ai/embeddings';
 import type { CapabilityService } from '../capabilities/service';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
-type Request = components['schemas']['KnowledgeSearchRequest'];
+type Request = RequestInput<'KnowledgeSearchRequest'>;
 const SOURCE_KINDS: Record<NonNullable<Request['sources']>[number], repo.SourceKind> = {
   files: 'file',
   memory: 'memory',
@@ -100,7 +100,7 @@ export class KnowledgeService {
     return this.vectorAvailable && (await this.capabilities.isEnabled('vectorSearch'));
   }
 
-  async search(userId: string, request: Omit<Request, 'userId' | 'accessToken'>) {
+  async search(userId: string, request: Request) {
     if (request.projectId !== undefined) await this.projects.requireOwned(userId, request.projectId);
     const scope: repo.Scope = {
       userId,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Selectable } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { MemoryItems } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -10,8 +10,8 @@ import { toPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['MemoryCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['MemoryUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'MemoryCreateRequest'>;
+type UpdateInput = RequestInput<'MemoryUpdateRequest'>;
 export type MemoryRow = Selectable<MemoryItems>;
 
 /** Two items are the same memory when their content is equal after NFKC, case folding and white-space collapsing. */

@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { Notes } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -11,8 +11,8 @@ import type { ProjectService } from '../projects/service';
 import { noteItemColumns, noteItemJson } from './presenter';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['NoteCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['NoteUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'NoteCreateRequest'>;
+type UpdateInput = RequestInput<'NoteUpdateRequest'>;
 export type NoteRow = Selectable<Notes>;
 
 /** Pages of notes written as JSON straight from their rows, their query compiled once per combination of filters. */

@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { Skills } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -9,8 +9,8 @@ import { toPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['SkillCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['SkillUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'SkillCreateRequest'>;
+type UpdateInput = RequestInput<'SkillUpdateRequest'>;
 export type SkillRow = Selectable<Skills>;
 
 /** Runs a write whose only expected failure is the per-user unique skill name. */
