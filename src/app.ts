@@ -7,7 +7,6 @@ import { stripeWebhookRouter } from './areas/billing/webhook-route';
 import { budgetHandlers } from './areas/budgets/handlers';
 import { capabilityHandlers } from './areas/capabilities/handlers';
 import { knowledgeHandlers } from './areas/knowledge/handlers';
-import type { KnowledgeIndexer } from './areas/knowledge/service';
 import { fileHandlers } from './areas/files/handlers';
 import { outputHandlers } from './areas/outputs/handlers';
 import { memoryHandlers } from './areas/memory/handlers';
@@ -17,13 +16,11 @@ import { projectHandlers } from './areas/projects/handlers';
 import { sessionHandlers } from './areas/sessions/handlers';
 import { skillHandlers } from './areas/skills/handlers';
 import { automationHandlers } from './areas/automations/handlers';
-import type { AutomationRunner, AutomationScheduler } from './areas/automations/runner';
+import type { AutomationRunner } from './areas/automations/runner';
 import { conversationHandlers } from './areas/conversations/handlers';
-import type { ReplyRecovery } from './areas/conversations/recovery';
 import { modelHandlers } from './areas/models/handlers';
-import type { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { webhookHandlers } from './areas/webhooks/handlers';
-import { compose, type Composition, type Services } from './composition';
+import { compose, type Composition, type Services, type Workers } from './composition';
 import type { Config } from './config';
 import { limitAuthFailures, resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
@@ -40,41 +37,15 @@ import './http/types';
 import { type DatabaseHandle, isReachable } from './platform/db';
 import { IdempotencyStore } from './platform/idempotency';
 import { accessLog, type Logger } from './platform/logger';
-import type { Metrics } from './platform/metrics';
 import { memoryRateLimiter, type RateLimiter, SharedRateLimiter } from './platform/rate-limiter';
-import type { Outbound } from './platform/net/outbound';
-import type { Secrets } from './platform/secrets';
-import type { PeriodicTask } from './platform/workers';
-import type { DevAuthMaterial } from './platform/tokens';
 
 export type { Services } from './composition';
 
-export interface Runtime {
+/** The running service: its composition's parts and workers, the Express app, and its life cycle. */
+export interface Runtime extends Pick<Composition, 'config' | 'database' | 'services' | 'devAuth' | 'secrets' | 'outbound' | 'metrics'>, Workers {
   app: Express;
-  config: Config;
-  database: DatabaseHandle;
-  services: Services;
-  /** Development signing material (null with an identity provider). */
-  devAuth: DevAuthMaterial | null;
-  /** Seals and opens every stored secret. */
-  secrets: Secrets;
-  /** The guard of every request to a URL a user chose. */
-  outbound: Outbound;
-  /** Embeds new and changed records in the background. */
-  indexer: KnowledgeIndexer;
-  /** Delivers outgoing webhooks in the background. */
-  dispatcher: WebhookDispatcher;
-  /** Queues the runs of due schedule slots (node-cron ticks). */
-  scheduler: AutomationScheduler;
-  /** Executes queued automation runs. */
-  runner: AutomationRunner;
-  /** Renews the leases of the chat replies being generated here; fails those whose instance stopped. */
-  replies: ReplyRecovery;
-  /** Removes the partial objects of uploads that never ended. */
-  incomingSweep: PeriodicTask;
   /** Fails as `interrupted` the replies this instance is still generating (a shutdown that cannot wait). */
   interruptReplies(): Promise<number>;
-  metrics: Metrics;
   /** Marks the instance as draining: /readyz answers 503 from then on. */
   drain(): void;
   close(): Promise<void>;
