@@ -114,7 +114,7 @@ export class ChatService {
   }
 
   async create(userId: string, input: CreateInput): Promise<repo.ConversationRow> {
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     if (input.model !== undefined) this.model(input.model);
     const now = new Date();
     return repo.insertConversation(this.db, {
@@ -129,7 +129,7 @@ export class ChatService {
   }
 
   async update(userId: string, input: UpdateInput): Promise<repo.ConversationRow> {
-    if (input.projectId !== undefined && input.projectId !== null) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     if (input.model !== undefined && input.model !== null) this.model(input.model);
     const updated = await repo.updateConversation(this.db, userId, input.conversationId, {
       title: input.title,

@@ -116,7 +116,7 @@ export class FileService {
     } else if (input.mimeType !== undefined || input.sizeBytes !== undefined) {
       throw errors.invalidRequest('A folder takes neither mimeType nor sizeBytes.', [{ path: '/body/kind', message: 'folder has no content' }]);
     }
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     if (input.parentId !== undefined) await this.requireFolder(userId, input.parentId);
     if (input.conversationId !== undefined) await this.conversations.requireOwned(userId, input.conversationId);
     const now = new Date();
@@ -146,7 +146,7 @@ export class FileService {
     return this.db.transaction().execute(async (trx) => {
       await lockForTransaction(trx, `files:${userId}`);
       const file = await this.owned(userId, input.fileId, trx);
-      if (input.projectId !== undefined && input.projectId !== null) await this.projects.requireOwned(userId, input.projectId, trx);
+      await this.projects.requireOwnedIfNamed(userId, input.projectId, trx);
       if (input.parentId !== undefined && input.parentId !== null) {
         await this.requireFolder(userId, input.parentId, trx);
         if (file.kind === 'folder' && (await isSelfOrAncestor(trx, 'files', input.parentId, file.id))) {

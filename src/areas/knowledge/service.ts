@@ -101,7 +101,7 @@ export class KnowledgeService {
   }
 
   async search(userId: string, request: Request) {
-    if (request.projectId !== undefined) await this.projects.requireOwned(userId, request.projectId);
+    await this.projects.requireOwnedIfNamed(userId, request.projectId);
     const scope: repo.Scope = {
       userId,
       projectId: request.projectId,

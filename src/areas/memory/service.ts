@@ -50,7 +50,7 @@ export class MemoryService {
     const key = contentKey(input.content);
     const existing = await repo.findMemoryItemByContentKey(this.db, userId, key);
     if (existing) return { item: existing, created: false };
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const now = new Date();
     const inserted = await repo.insertMemoryItem(this.db, {
       id: uuidv7(now.getTime()),
@@ -72,9 +72,7 @@ export class MemoryService {
   }
 
   async update(userId: string, input: UpdateInput): Promise<MemoryRow> {
-    if (input.projectId !== undefined && input.projectId !== null) {
-      await this.projects.requireOwned(userId, input.projectId);
-    }
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     try {
       const updated = await repo.updateMemoryItem(this.db, userId, input.memoryId, {
         kind: input.kind,

@@ -46,7 +46,7 @@ export class NoteService {
   }
 
   async create(userId: string, input: CreateInput): Promise<NoteRow> {
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const now = new Date();
     return repo.insertNote(this.db, {
       id: uuidv7(now.getTime()),
@@ -61,9 +61,7 @@ export class NoteService {
   }
 
   async update(userId: string, input: UpdateInput): Promise<NoteRow> {
-    if (input.projectId !== undefined && input.projectId !== null) {
-      await this.projects.requireOwned(userId, input.projectId);
-    }
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const updated = await repo.updateNote(this.db, userId, input.noteId, {
       title: input.title,
       content: input.content,

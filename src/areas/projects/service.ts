@@ -30,6 +30,11 @@ export class ProjectService {
     if (!(await repo.findProject(db, userId, projectId))) throw errors.referenceNotFound(field, field === 'parentId' ? 'Parent project not found.' : 'Project not found.');
   }
 
+  /** Checks the project a create or update names, if it names one (absent or null: no project to check). */
+  async requireOwnedIfNamed(userId: string, projectId: string | null | undefined, db: Database = this.db): Promise<void> {
+    if (projectId !== undefined && projectId !== null) await this.requireOwned(userId, projectId, db);
+  }
+
   async list(userId: string, filter: { parentId?: string }, page: PageRequest) {
     return toPage(await repo.listProjects(this.db, userId, filter, page), page.limit);
   }

@@ -42,7 +42,7 @@ export class SkillService {
   }
 
   async create(userId: string, input: CreateInput): Promise<SkillRow> {
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const now = new Date();
     return withUniqueName(input.name, () =>
       repo.insertSkill(this.db, {
@@ -61,9 +61,7 @@ export class SkillService {
   }
 
   async update(userId: string, input: UpdateInput): Promise<SkillRow> {
-    if (input.projectId !== undefined && input.projectId !== null) {
-      await this.projects.requireOwned(userId, input.projectId);
-    }
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const updated = await withUniqueName(input.name, () =>
       repo.updateSkill(this.db, userId, input.skillId, {
         name: input.name,
