@@ -3,7 +3,7 @@ import { type SignedGrant, SignedUrlExpiredError, SignedUrlInvalidError, type Si
 import type { RateLimiter } from '../platform/rate-limiter';
 import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
 import { type ApiError, AUTHENTICATION_REQUIRED, errors } from '../platform/errors';
-import type { ApiOperation } from './types';
+import type { ApiOperation } from './operation';
 
 export const SESSION_COOKIE = 'service_session';
 

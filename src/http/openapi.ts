@@ -9,7 +9,7 @@ import { authenticate } from './auth';
 import type { ApiError } from '../platform/errors';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 import { refuseUnstorableText } from './text-guard';
-import type { ApiOperation } from './types';
+import type { ApiOperation } from './operation';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 

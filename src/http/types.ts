@@ -1,22 +1,7 @@
 import type { middleware } from 'express-openapi-validator';
-import type { components } from '../../generated/api';
-import type { CapabilityName } from '../platform/errors';
 import type { SignedGrant } from '../platform/signed-urls';
 import type { Caller } from './auth';
-import type { OperationId } from './handler';
-
-/**
- * An operation of the document as the service reads it: the OpenAPI fields it uses and its own
- * extensions (`x-capability`, `x-required-roles`, `x-audit`).
- */
-export interface ApiOperation {
-  operationId: OperationId;
-  /** The operation's security requirements, or the document's when it declares none. */
-  security: Array<Record<string, unknown>>;
-  'x-capability'?: CapabilityName;
-  'x-required-roles'?: Array<components['schemas']['Role']>;
-  'x-audit'?: { action: string; resourceType: string };
-}
+import type { ApiOperation } from './operation';
 
 /** What express-openapi-validator sets as `req.openapi`, taken from the type of its public middleware. */
 export type OpenApiMetadata = NonNullable<Parameters<ReturnType<typeof middleware>[number]>[0]['openapi']>;
