@@ -37,25 +37,19 @@ export function preparedStatement(text: string): void {
 }
 
 /**
- * Whether the pool's client runs Kysely's queries through pg's callback form: a workaround for
- * Node 20's V8 only. Delete it, and the callback branch of `clientClass`, when the runtime's
- * minimum is Node 22 (package.json `engines`).
+ * The pool's client: Kysely's queries (text and values, answered by a promise) run through pg's
+ * callback form, as named statements for the texts `preparedStatement` marked when `prepared`.
  *
- * With pg's promise form on Node 20, every query's rows and the request around them outlived two
- * young-generation collections and were promoted to the old generation (1.6-1.8 MB per collection
- * in a loop of pool checkouts and queries, against 1.5 KB through the callback form, which also
- * ran 16% faster), so that each collection copied them and full collections came every few
- * seconds (docs/performance.md).
- */
-const QUERY_BY_CALLBACK = Number(process.versions.node.split('.')[0]) < 22;
-
-/**
- * The pool's client: Kysely's queries (text and values) run as named statements for the texts
- * `preparedStatement` marked when `prepared`, through pg's callback form on Node 20
- * (QUERY_BY_CALLBACK). On Node 22 and later without prepared statements it is pg's own client.
+ * The callback form, because of what pg's promise form costs: with it, every query's rows and
+ * the request around them outlived two young-generation collections and were promoted to the old
+ * generation (1.6-1.8 MB per collection in a loop of pool checkouts and queries on Node 20, against
+ * 1.5 KB for the same loop through the callback form, which also ran 16% faster), so that each
+ * collection copied them and full collections came every few seconds (docs/performance.md).
+ * Not gated on Node 20 like the request constructors (src/http/server.ts): on Node 24.21 with pg's
+ * promise form, the killed-instance case of test/e2e/chat-recovery-instances.test.ts let a reply's
+ * lease lapse while its instance was alive; find out why before dropping the callback form.
  */
 function clientClass(prepared: boolean): typeof pg.Client {
-  if (!prepared && !QUERY_BY_CALLBACK) return pg.Client;
   return class ServiceClient extends pg.Client {
     // The driver's overloads; Kysely calls query(text, values).
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -63,7 +57,6 @@ function clientClass(prepared: boolean): typeof pg.Client {
       if (typeof config !== 'string' || typeof values === 'function' || callback !== undefined) return super.query(config, values, callback);
       const name = prepared ? preparedNames.get(config) : undefined;
       const query = name === undefined ? { text: config, values } : { name, text: config, values };
-      if (!QUERY_BY_CALLBACK) return super.query(query);
       return new Promise((resolve, reject) => {
         super.query(query, (error: Error | null, result: pg.QueryResult) => (error ? reject(error) : resolve(result)));
       });
