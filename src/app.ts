@@ -130,7 +130,7 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
     }),
   );
   app.use(apiNotFound);
-  app.use(errorMiddleware(logger, config.bodyLimitBytes));
+  app.use(errorMiddleware(logger, { bodyLimitBytes: config.bodyLimitBytes, requireDeclaredStatus: config.validateResponses }));
   return app;
 }
 

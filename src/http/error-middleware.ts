@@ -61,15 +61,30 @@ export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?:
   return null;
 }
 
+export interface ErrorRenderingOptions {
+  bodyLimitBytes: number;
+  /**
+   * Whether an error status the request's operation does not declare is itself an error (tests):
+   * errors answered before the validator runs (authentication, rate limit, role guard, capability
+   * gate, body size) never reach its response validation, so they are checked here.
+   */
+  requireDeclaredStatus: boolean;
+}
+
 /** Renders every error as the ErrorResponse body. A 500 says only `internal_error` and the request id. */
-export function errorMiddleware(logger: Logger, bodyLimitBytes: number): ErrorRequestHandler {
+export function errorMiddleware(logger: Logger, { bodyLimitBytes, requireDeclaredStatus }: ErrorRenderingOptions): ErrorRequestHandler {
   return (error, req, res, next) => {
     if (res.headersSent) {
       // A streamed answer had started: it can only be cut short (Express closes the connection).
       logger.error('error after the response started', { requestId: req.requestId, error: (error as Error)?.message });
       return next(error);
     }
-    const apiError = toApiError(error, bodyLimitBytes, req.authFailure, req.invalidToken) ?? errors.internal(req.requestId);
+    let apiError = toApiError(error, bodyLimitBytes, req.authFailure, req.invalidToken) ?? errors.internal(req.requestId);
+    const statuses = req.operation?.statuses;
+    if (requireDeclaredStatus && statuses && !statuses.has(String(apiError.status)) && !statuses.has('default')) {
+      logger.error('error status not declared by the operation', { requestId: req.requestId, operationId: req.operation?.operationId, status: apiError.status, code: apiError.code });
+      apiError = errors.internal(req.requestId);
+    }
     if (error instanceof ApiError && error.status >= 500) {
       // An expected outcome (a provider failed, a dependency is down), reported where it happened.
       logger.warn('request failed', { requestId: req.requestId, code: error.code, error: error.message });

@@ -238,6 +238,7 @@ function apiOperation(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationO
     'x-capability': extensions['x-capability'],
     'x-required-roles': extensions['x-required-roles'],
     'x-audit': extensions['x-audit'],
+    statuses: new Set(Object.keys(operation.responses ?? {})),
   };
 }
 

@@ -12,4 +12,6 @@ export interface ApiOperation {
   'x-capability'?: CapabilityName;
   'x-required-roles'?: Array<components['schemas']['Role']>;
   'x-audit'?: { action: string; resourceType: string };
+  /** The statuses the operation declares (`'200'`, `'401'`, … and `'default'` if present). */
+  statuses: ReadonlySet<string>;
 }

@@ -14,14 +14,14 @@ describe('the capability gate', () => {
     let handled = 0;
     // What the service's routes attach: the document's operation (src/http/openapi.ts).
     app.use((req, _res, next) => {
-      req.operation = { operationId: 'createAutomation', security: [], ...(declared === null ? {} : { 'x-capability': declared as CapabilityName }) };
+      req.operation = { operationId: 'createAutomation', security: [], statuses: new Set(['200', '403']), ...(declared === null ? {} : { 'x-capability': declared as CapabilityName }) };
       next();
     });
     app.post('/api/v1/automations', requireDeclaredCapability({ isEnabled: async () => enabled }), (_req, res) => {
       handled += 1;
       res.json({ ok: true });
     });
-    app.use(errorMiddleware(createLogger('silent'), 1024));
+    app.use(errorMiddleware(createLogger('silent'), { bodyLimitBytes: 1024, requireDeclaredStatus: false }));
     return { app, handled: () => handled };
   }
 
