@@ -3,10 +3,11 @@
  * version. Servers run on one core and wrk (or the bench's own clients) on the other.
  *   - start-up to the first 200 of /readyz (PGlite: first start and restart; Postgres: a fresh
  *     database, then a restart) and idle RSS two seconds after;
- *   - B1-B3 (Postgres): GET /api/v1/notes?limit=20 from 100,000 rows against the Fastify peer and
- *     the node:http limit (bench/baseline.ts), an authenticated constant route against bare
- *     Express (both in BENCH_ROUNDS interleaved rounds, default 3: the median ratio), the
- *     validated create;
+ *   - B1 (Postgres, part `lists`): every list route of bench/lists.ts, GET ?limit=20 from tables
+ *     of 100,000 rows, against the node:http limit and the Fastify peer (bench/baseline.ts), in
+ *     BENCH_ROUNDS alternating rounds (default 3: the median ratio per route);
+ *   - B2-B3 (Postgres, part `throughput`): an authenticated constant route against bare Express
+ *     (in BENCH_ROUNDS interleaved rounds), the validated create;
  *   - B4: a 256 MiB upload and download against the raw stores and bare HTTP, in BENCH_ROUNDS
  *     interleaved rounds (bench/files.ts);
  *   - B5: knowledge search at 100,000 chunks, lexical and hybrid, next to the raw SQL (PGlite,
@@ -17,7 +18,7 @@
  * Postgres: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process write a CPU profile.
- * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, throughput, files,
+ * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, lists, throughput, files,
  * knowledge, workers, export, lookup.
  */
 import { execFileSync } from 'node:child_process';
@@ -30,7 +31,8 @@ import { migrateToLatest } from '../src/platform/db/migrate';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
-import { clientCpu, cpus, interleaved, peakRss, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { LIST_ROUTES } from './lists';
+import { clientCpu, cpus, interleaved, peakRss, percentile, ratio, rates, ROUNDS, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
 import { measureLookup } from './validator-lookup';
 import { workersBench } from './workers';
 
@@ -39,8 +41,8 @@ const CONNECTIONS = process.env.BENCH_CONNECTIONS ?? '32';
 const ONLY = process.env.BENCH_ONLY?.split(',').map((part) => part.trim());
 const selected = (part: string) => !ONLY || ONLY.includes(part);
 
-function wrk(url: string, headers: string[] = [], script?: string): number {
-  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
+function wrk(url: string, headers: string[] = [], script?: string, seconds = DURATION): number {
+  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
   const out = execFileSync('taskset', args, { encoding: 'utf8' });
   const match = /Requests\/sec:\s+([\d.]+)/.exec(out);
   const errors = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
@@ -92,14 +94,81 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
 }
 
 const TABLE_ROWS = 100_000;
+
 /**
- * B1–B3 on Postgres: the service against the peer (Fastify + jose + pg) and the limit (node:http +
- * jose + pg) reading 20 of the caller's rows from a notes table of 100,000; the service's
- * middleware on a constant authenticated body against bare Express; the validated create.
+ * B1 on Postgres: every list route of bench/lists.ts, `GET ?limit=20` of the bench user's rows
+ * from a table of 100,000, through the service, the limit (node:http) and the peer (Fastify) of
+ * bench/baseline.ts. Each server is started once per round and measured on every route in turn,
+ * BENCH_ROUNDS rounds; first, each route's body from the limit must equal the service's.
  */
-async function throughput(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
+async function lists(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
   const url = env.DATABASE_URL as string;
   const database = await openPostgres(url, 2);
+  try {
+    for (const route of LIST_ROUTES) await route.seed(database.db, TABLE_ROWS);
+  } finally {
+    await database.close();
+  }
+  const auth = `Authorization: Bearer ${token}`;
+  // No embedding pass during the measurement.
+  const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
+  const baseEnv = { PORT: '18183', DATA_DIR: dataDir, DATABASE_URL: url };
+  const contenders = {
+    service: { args: ['dist/src/server.js'], env: serviceEnv, base: `http://127.0.0.1:${env.PORT}/api/v1`, ready: `http://127.0.0.1:${env.PORT}/readyz` },
+    limit: { args: ['--import', 'tsx', 'bench/baseline.ts', 'http'], env: baseEnv, base: 'http://127.0.0.1:18183', ready: 'http://127.0.0.1:18183/notes' },
+    peer: { args: ['--import', 'tsx', 'bench/baseline.ts', 'fastify'], env: baseEnv, base: 'http://127.0.0.1:18183', ready: 'http://127.0.0.1:18183/notes' },
+  };
+  type Name = keyof typeof contenders;
+  const serve = async <T>(name: Name, work: (base: string) => Promise<T>): Promise<T> => {
+    const contender = contenders[name];
+    const child = spawnPinned(serverCpu, contender.args, contender.env);
+    try {
+      await waitReady(contender.ready);
+      return await work(contender.base);
+    } finally {
+      await stop(child);
+    }
+  };
+  const bodies = async (base: string) => {
+    const texts: string[] = [];
+    for (const route of LIST_ROUTES) texts.push(await (await fetch(`${base}/${route.name}?limit=20`, { headers: { authorization: `Bearer ${token}` } })).text());
+    return texts;
+  };
+  const served = await serve('service', bodies);
+  const limitBodies = await serve('limit', bodies);
+  for (const [i, route] of LIST_ROUTES.entries()) {
+    if (served[i] !== limitBodies[i]) throw new Error(`B1 ${route.name}: the limit's body differs from the service's\n${served[i]}\n${limitBodies[i]}`);
+  }
+
+  const measured = Object.fromEntries(Object.keys(contenders).map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (const name of Object.keys(contenders) as Name[]) {
+      await serve(name, async (base) => {
+        for (const [i, route] of LIST_ROUTES.entries()) {
+          wrk(`${base}/${route.name}?limit=20`, [auth], undefined, '2'); // warm-up pass, discarded
+          measured[name][i]?.push(wrk(`${base}/${route.name}?limit=20`, [auth]));
+        }
+      });
+    }
+  }
+  const medianRatio = (a: number[], b: number[]) => percentile(a.map((value, i) => value / (b[i] as number)), 50);
+  const toLimit = LIST_ROUTES.map((_, i) => medianRatio(measured.service[i] as number[], measured.limit[i] as number[]));
+  const best = Math.max(...toLimit);
+  const rows: Array<[string, string]> = [];
+  for (const [i, route] of LIST_ROUTES.entries()) {
+    const label = `B1 GET /api/v1/${route.name}?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table`;
+    rows.push([`${label}: service / limit / peer (req/s, medians)`, [measured.service, measured.limit, measured.peer].map((r) => percentile(r[i] as number[], 50).toFixed(0)).join(' / ')]);
+    rows.push([`${label}: service / limit (goal ≥ 0.7), of the best route's`, `${ratio(measured.service[i] as number[], measured.limit[i] as number[])}, ${((toLimit[i] as number) / best).toFixed(3)}`]);
+    rows.push([`${label}: service / peer`, ratio(measured.service[i] as number[], measured.peer[i] as number[])]);
+  }
+  return rows;
+}
+
+/**
+ * B2 and B3 on Postgres: the service's middleware on a constant authenticated body against bare
+ * Express; the validated create.
+ */
+async function throughput(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
   const rows: Array<[string, string]> = [];
   const auth = `Authorization: Bearer ${token}`;
   const service = `http://127.0.0.1:${env.PORT}`;
@@ -113,28 +182,8 @@ async function throughput(dataDir: string, env: Record<string, string>, token: s
       await stop(child);
     }
   };
-  try {
-    await sql`
-      insert into notes (id, owner_user_id, title, content, created_at, updated_at)
-      select '01936d2e-7b1a-7c3e-' || lpad(g::text, 12, '0'),
-             case when g % 100 = 0 then 'bench-user' else 'bench-other-' || (g % 97) end,
-             'Bench note ' || g, repeat('Content of bench note ' || g || '. ', 4), now(), now()
-      from generate_series(1, ${TABLE_ROWS}) as g`.execute(database.db);
-    await sql`analyze notes`.execute(database.db);
-    // No embedding pass during the measurement.
-    const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
-    const baseEnv = { PORT: '18183', DATA_DIR: dataDir, DATABASE_URL: url };
-    const [b1, peer, limit] = await interleaved(
-      () => run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/notes?limit=20`, [auth])),
-      () => run(['--import', 'tsx', 'bench/baseline.ts', 'fastify'], baseEnv, 'http://127.0.0.1:18183/notes', () => wrk('http://127.0.0.1:18183/notes?limit=20', [auth])),
-      () => run(['--import', 'tsx', 'bench/baseline.ts', 'http'], baseEnv, 'http://127.0.0.1:18183/notes', () => wrk('http://127.0.0.1:18183/notes?limit=20', [auth])),
-    );
-    rows.push([`B1 GET /api/v1/notes?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table (req/s)`, rates(b1)]);
-    rows.push(['B1 peer: Fastify + jose + pg, same query (req/s)', rates(peer)]);
-    rows.push(['B1 limit: node:http + jose + pg, same query (req/s)', rates(limit)]);
-    rows.push(['B1 ratio service / peer (goal ≥ 1.0)', ratio(b1, peer)]);
-    rows.push(['B1 ratio service / limit (goal ≥ 0.7)', ratio(b1, limit)]);
-
+  const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
+  {
     const [b2, bare] = await interleaved(
       () => run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/capabilities`, [auth])),
       () => run(['--import', 'tsx', 'bench/bare-express.ts'], { PORT: '18182' }, 'http://127.0.0.1:18182/notes', () => wrk('http://127.0.0.1:18182/capabilities')),
@@ -150,10 +199,8 @@ async function throughput(dataDir: string, env: Record<string, string>, token: s
     );
     const b3 = await run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/notes`, [auth], script));
     rows.push(['B3 POST /api/v1/notes, validated create (req/s)', b3.toFixed(0)]);
-    return rows;
-  } finally {
-    await database.close();
   }
+  return rows;
 }
 
 /** A fresh database on the Postgres server of `serverUrl` (null when no server answers). */
@@ -233,6 +280,7 @@ async function main(): Promise<void> {
       if (selected('startup')) rows.push(...(await startUp('Postgres', pgEnv)));
       else await migrated(postgres.url);
       const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
+      if (selected('lists')) rows.push(...(await lists(dataDir, pgEnv, token)));
       if (selected('throughput')) rows.push(...(await throughput(dataDir, pgEnv, token)));
       if (selected('files')) rows.push(...(await filesBench({ ...pgEnv, PORT: '18184' })));
       if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));

@@ -3522,7 +3522,6 @@ export interface components {
              * @example 1763784000000
              */
             lastHeartbeatAt: number | null;
-            filesystemGrant?: components["schemas"]["FilesystemGrant"];
             /**
              * @description Commands queued or claimed and not yet acknowledged.
              * @example 0
@@ -3530,6 +3529,7 @@ export interface components {
             pendingCommands: number;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
+            filesystemGrant?: components["schemas"]["FilesystemGrant"];
         };
         AgentEnvironmentResponse: {
             environment: components["schemas"]["AgentEnvironment"];
