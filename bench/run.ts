@@ -32,7 +32,7 @@ import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
 import { LIST_ROUTES } from './lists';
-import { clientCpu, cpus, interleaved, peakRss, percentile, ratio, rates, ROUNDS, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { clientCpu, cpus, interleaved, peakRss, percentile, port, ratio, rates, ROUNDS, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
 import { measureLookup } from './validator-lookup';
 import { workersBench } from './workers';
 
@@ -112,11 +112,11 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
   const auth = `Authorization: Bearer ${token}`;
   // No embedding pass during the measurement.
   const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
-  const baseEnv = { PORT: '18183', DATA_DIR: dataDir, DATABASE_URL: url };
+  const baseEnv = { PORT: port(2), DATA_DIR: dataDir, DATABASE_URL: url };
   const contenders = {
     service: { args: ['dist/src/server.js'], env: serviceEnv, base: `http://127.0.0.1:${env.PORT}/api/v1`, ready: `http://127.0.0.1:${env.PORT}/readyz` },
-    limit: { args: ['--import', 'tsx', 'bench/baseline.ts', 'http'], env: baseEnv, base: 'http://127.0.0.1:18183', ready: 'http://127.0.0.1:18183/notes' },
-    peer: { args: ['--import', 'tsx', 'bench/baseline.ts', 'fastify'], env: baseEnv, base: 'http://127.0.0.1:18183', ready: 'http://127.0.0.1:18183/notes' },
+    limit: { args: ['--import', 'tsx', 'bench/baseline.ts', 'http'], env: baseEnv, base: `http://127.0.0.1:${port(2)}`, ready: `http://127.0.0.1:${port(2)}/notes` },
+    peer: { args: ['--import', 'tsx', 'bench/baseline.ts', 'fastify'], env: baseEnv, base: `http://127.0.0.1:${port(2)}`, ready: `http://127.0.0.1:${port(2)}/notes` },
   };
   type Name = keyof typeof contenders;
   const serve = async <T>(name: Name, work: (base: string) => Promise<T>): Promise<T> => {
@@ -124,6 +124,7 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
     const child = spawnPinned(serverCpu, contender.args, contender.env);
     try {
       await waitReady(contender.ready);
+      if (child.exitCode !== null) throw new Error(`B1 ${name} exited: is its port taken (BENCH_PORTS)?`);
       return await work(contender.base);
     } finally {
       await stop(child);
@@ -186,7 +187,7 @@ async function throughput(dataDir: string, env: Record<string, string>, token: s
   {
     const [b2, bare] = await interleaved(
       () => run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/capabilities`, [auth])),
-      () => run(['--import', 'tsx', 'bench/bare-express.ts'], { PORT: '18182' }, 'http://127.0.0.1:18182/notes', () => wrk('http://127.0.0.1:18182/capabilities')),
+      () => run(['--import', 'tsx', 'bench/bare-express.ts'], { PORT: port(1) }, `http://127.0.0.1:${port(1)}/notes`, () => wrk(`http://127.0.0.1:${port(1)}/capabilities`)),
     );
     rows.push(['B2 GET /api/v1/capabilities, authenticated, constant body (req/s)', rates(b2)]);
     rows.push(['B2 bare Express, same body (req/s)', rates(bare)]);
@@ -263,7 +264,7 @@ async function main(): Promise<void> {
   execFileSync('taskset', ['-a', '-p', '-c', clientCpu, String(process.pid)], { stdio: 'ignore' });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
   // The per-user limit stays on (its count is part of each request's cost), far above what wrk sends.
-  const env = { DATA_DIR: dataDir, PORT: '18181', LOG_LEVEL: 'info', NODE_ENV: 'development', RATE_LIMIT_PER_MINUTE: '1000000' };
+  const env = { DATA_DIR: dataDir, PORT: port(0), LOG_LEVEL: 'info', NODE_ENV: 'development', RATE_LIMIT_PER_MINUTE: '1000000' };
   // Each figure is also printed as it is measured, so that a later failure loses none.
   const rows = {
     list: [] as Array<[string, string]>,
@@ -282,9 +283,9 @@ async function main(): Promise<void> {
       const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
       if (selected('lists')) rows.push(...(await lists(dataDir, pgEnv, token)));
       if (selected('throughput')) rows.push(...(await throughput(dataDir, pgEnv, token)));
-      if (selected('files')) rows.push(...(await filesBench({ ...pgEnv, PORT: '18184' })));
+      if (selected('files')) rows.push(...(await filesBench({ ...pgEnv, PORT: port(3) })));
       if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
-      if (selected('workers')) rows.push(...(await workersBench({ ...pgEnv, PORT: '18186' })));
+      if (selected('workers')) rows.push(...(await workersBench({ ...pgEnv, PORT: port(5) })));
       if (selected('export')) rows.push(...(await auditExport(dataDir, pgEnv, token)));
     } else {
       rows.push(['B1-B4, B6 (Postgres)', 'no Postgres server answered: set DATABASE_URL']);
