@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import fastJson from 'fast-json-stringify';
 import { projectRoot } from '../platform/paths';
-import type { OperationId } from './handler';
 
 /** Writes an operation's 200 body (the object its presenters built) as JSON text. */
 export type Serialize = (body: unknown) => string;
@@ -93,7 +92,7 @@ const fallbacks = new Set<string>();
  * JSON.stringify's inspection of every value. An operation whose schema it cannot compile is
  * written by JSON.stringify (`uncompiledOperations` lists them).
  */
-export function serializerFor(operationId: OperationId): Serialize {
+export function serializerFor(operationId: string): Serialize {
   let serialize = serializers.get(operationId);
   if (serialize) return serialize;
   const schema = okSchemas().get(operationId);
@@ -110,6 +109,6 @@ export function serializerFor(operationId: OperationId): Serialize {
 
 /** Compiles every operation's writer; the operations written by JSON.stringify instead. */
 export function uncompiledOperations(): string[] {
-  for (const operationId of okSchemas().keys()) serializerFor(operationId as OperationId);
+  for (const operationId of okSchemas().keys()) serializerFor(operationId);
   return [...fallbacks].sort();
 }
