@@ -98,8 +98,8 @@ const TABLE_ROWS = 100_000;
 /**
  * B1 on Postgres: every list route of bench/lists.ts, `GET ?limit=20` of the bench user's rows
  * from a table of 100,000, through the service, the limit (node:http) and the peer (Fastify) of
- * bench/baseline.ts. Each server is started once per round and measured on every route in turn,
- * BENCH_ROUNDS rounds; first, each route's body from the limit must equal the service's.
+ * bench/baseline.ts, in BENCH_ROUNDS rounds; each route's body from the limit and the peer must
+ * equal the service's.
  */
 async function lists(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
   const url = env.DATABASE_URL as string;
@@ -112,45 +112,52 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
   const auth = `Authorization: Bearer ${token}`;
   // No embedding pass during the measurement.
   const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
-  const baseEnv = { PORT: port(2), DATA_DIR: dataDir, DATABASE_URL: url };
+  const baseline = (kind: string, at: string) => ({
+    args: ['--import', 'tsx', 'bench/baseline.ts', kind],
+    env: { PORT: at, DATA_DIR: dataDir, DATABASE_URL: url },
+    base: `http://127.0.0.1:${at}`,
+    ready: `http://127.0.0.1:${at}/notes`,
+  });
   const contenders = {
     service: { args: ['dist/src/server.js'], env: serviceEnv, base: `http://127.0.0.1:${env.PORT}/api/v1`, ready: `http://127.0.0.1:${env.PORT}/readyz` },
-    limit: { args: ['--import', 'tsx', 'bench/baseline.ts', 'http'], env: baseEnv, base: `http://127.0.0.1:${port(2)}`, ready: `http://127.0.0.1:${port(2)}/notes` },
-    peer: { args: ['--import', 'tsx', 'bench/baseline.ts', 'fastify'], env: baseEnv, base: `http://127.0.0.1:${port(2)}`, ready: `http://127.0.0.1:${port(2)}/notes` },
+    limit: baseline('http', port(2)),
+    peer: baseline('fastify', port(3)),
   };
   type Name = keyof typeof contenders;
-  const serve = async <T>(name: Name, work: (base: string) => Promise<T>): Promise<T> => {
-    const contender = contenders[name];
-    const child = spawnPinned(serverCpu, contender.args, contender.env);
+  const names = Object.keys(contenders) as Name[];
+  /** Starts every contender (idle ones cost nothing), runs `work` with their base URLs, stops them. */
+  const serve = async <T>(work: (bases: Record<Name, string>) => Promise<T>): Promise<T> => {
+    const children = names.map((name) => spawnPinned(serverCpu, contenders[name].args, contenders[name].env));
     try {
-      await waitReady(contender.ready);
-      if (child.exitCode !== null) throw new Error(`B1 ${name} exited: is its port taken (BENCH_PORTS)?`);
-      return await work(contender.base);
+      for (const [i, name] of names.entries()) {
+        await waitReady(contenders[name].ready);
+        if (children[i]?.exitCode !== null) throw new Error(`B1 ${name} exited: is its port taken (BENCH_PORTS)?`);
+      }
+      return await work(Object.fromEntries(names.map((name) => [name, contenders[name].base])) as Record<Name, string>);
     } finally {
-      await stop(child);
+      await Promise.all(children.map((child) => stop(child)));
     }
   };
-  const bodies = async (base: string) => {
-    const texts: string[] = [];
-    for (const route of LIST_ROUTES) texts.push(await (await fetch(`${base}/${route.name}?limit=20`, { headers: { authorization: `Bearer ${token}` } })).text());
-    return texts;
-  };
-  const served = await serve('service', bodies);
-  const limitBodies = await serve('limit', bodies);
-  for (const [i, route] of LIST_ROUTES.entries()) {
-    if (served[i] !== limitBodies[i]) throw new Error(`B1 ${route.name}: the limit's body differs from the service's\n${served[i]}\n${limitBodies[i]}`);
-  }
+  const body = async (base: string, route: string) =>
+    (await fetch(`${base}/${route}?limit=20`, { headers: { authorization: `Bearer ${token}` } })).text();
 
-  const measured = Object.fromEntries(Object.keys(contenders).map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
+  // Each round starts the three servers and measures each route on each of them in turn, so that a
+  // route's three figures are taken within seconds of each other.
+  const measured = Object.fromEntries(names.map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (const name of Object.keys(contenders) as Name[]) {
-      await serve(name, async (base) => {
-        for (const [i, route] of LIST_ROUTES.entries()) {
-          wrk(`${base}/${route.name}?limit=20`, [auth], undefined, '2'); // warm-up pass, discarded
-          measured[name][i]?.push(wrk(`${base}/${route.name}?limit=20`, [auth]));
+    await serve(async (bases) => {
+      for (const [i, route] of LIST_ROUTES.entries()) {
+        const served = await body(bases.service, route.name);
+        for (const name of ['limit', 'peer'] as const) {
+          const other = await body(bases[name], route.name);
+          if (other !== served) throw new Error(`B1 ${route.name}: the ${name}'s body differs from the service's\n${served}\n${other}`);
         }
-      });
-    }
+        for (const name of names) {
+          wrk(`${bases[name]}/${route.name}?limit=20`, [auth], undefined, '2'); // warm-up pass, discarded
+          measured[name][i]?.push(wrk(`${bases[name]}/${route.name}?limit=20`, [auth]));
+        }
+      }
+    });
   }
   const medianRatio = (a: number[], b: number[]) => percentile(a.map((value, i) => value / (b[i] as number)), 50);
   const toLimit = LIST_ROUTES.map((_, i) => medianRatio(measured.service[i] as number[], measured.limit[i] as number[]));
