@@ -146,12 +146,15 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
   const measured = Object.fromEntries(names.map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
   for (let round = 0; round < ROUNDS; round += 1) {
     await serve(async (bases) => {
-      for (const [i, route] of LIST_ROUTES.entries()) {
+      // All at once, before wrk runs: a keep-alive connection left idle for longer may be closed under a later fetch.
+      for (const route of LIST_ROUTES) {
         const served = await body(bases.service, route.name);
         for (const name of ['limit', 'peer'] as const) {
           const other = await body(bases[name], route.name);
           if (other !== served) throw new Error(`B1 ${route.name}: the ${name}'s body differs from the service's\n${served}\n${other}`);
         }
+      }
+      for (const [i, route] of LIST_ROUTES.entries()) {
         for (const name of names) {
           wrk(`${bases[name]}/${route.name}?limit=20`, [auth], undefined, '2'); // warm-up pass, discarded
           measured[name][i]?.push(wrk(`${bases[name]}/${route.name}?limit=20`, [auth]));
