@@ -1,9 +1,9 @@
 /**
- * The baselines of B1 in `make bench`: `GET /notes?limit=20` doing what the service's
- * `GET /api/v1/notes?limit=20` does at its core, and nothing else: verify the bearer JWT (jose,
- * the same key, issuer and audience), read 21 rows of the caller's notes (pg, the same query
- * shape), answer the same JSON. `fastify` is the peer a user would pick instead; `http` (bare
- * node:http) is the limit.
+ * The baselines of B1 in `make bench`: `GET /<route>?limit=20` for each list route of
+ * bench/lists.ts, doing what the service must do for it and nothing else: verify the bearer JWT
+ * once (jose, the same key, issuer and audience) and then remember it, as the service does; read
+ * the `limit + 1` rows with one prepared statement per route (pg); answer the same JSON.
+ * `fastify` is the peer a user would pick instead; `http` (bare node:http) is the limit.
  *   tsx bench/baseline.ts fastify|http   (PORT, DATA_DIR, DATABASE_URL)
  */
 import http from 'node:http';
@@ -11,6 +11,7 @@ import Fastify from 'fastify';
 import { jwtVerify } from 'jose';
 import pg from 'pg';
 import { DEV_AUDIENCE, DEV_ISSUER, loadDevAuthMaterial } from '../src/platform/tokens';
+import { LIST_ROUTES, type ListRoute } from './lists';
 
 pg.types.setTypeParser(20, (value) => Number(value));
 
@@ -18,52 +19,58 @@ async function main(): Promise<void> {
   const kind = process.argv[2];
   const { publicKey } = await loadDevAuthMaterial(process.env.DATA_DIR as string);
   const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
+  const verified = new Map<string, string>();
+  const routes = new Map(LIST_ROUTES.map((route) => [`/${route.name}`, route]));
 
-  /** The JSON body for a bearer header, or null when the token does not verify. */
-  async function notes(authorization: string | undefined, limit: number): Promise<string | null> {
+  /** The caller's user id, verifying a token only the first time it is seen; null when it does not verify. */
+  async function userOf(authorization: string | undefined): Promise<string | null> {
     const token = authorization?.startsWith('Bearer ') ? authorization.slice(7) : '';
-    let userId: string;
+    const known = verified.get(token);
+    if (known !== undefined) return known;
     try {
       const { payload } = await jwtVerify(token, publicKey, { issuer: DEV_ISSUER, audience: DEV_AUDIENCE, algorithms: ['ES256'] });
-      userId = payload.sub as string;
+      verified.set(token, payload.sub as string);
+      return payload.sub as string;
     } catch {
       return null;
     }
-    const { rows } = await pool.query(
-      'select id, title, content, project_id, pinned, created_at, updated_at from notes where owner_user_id = $1 order by id desc limit $2',
-      [userId, limit + 1],
-    );
-    const page = rows.slice(0, limit);
+  }
+
+  /** The JSON body of a page of `route`, or null when the token does not verify. */
+  async function page(route: ListRoute, authorization: string | undefined, limit: number): Promise<string | null> {
+    const userId = await userOf(authorization);
+    if (userId === null) return null;
+    const { rows } = await pool.query({ name: route.name, text: route.select, values: [userId, limit + 1] });
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1] as Record<string, string> | undefined;
     return JSON.stringify({
-      notes: page.map((r) => ({
-        noteId: r.id,
-        title: r.title,
-        content: r.content,
-        projectId: r.project_id,
-        pinned: r.pinned,
-        createdAt: r.created_at.getTime(),
-        updatedAt: r.updated_at.getTime(),
-      })),
-      nextCursor: rows.length > limit ? Buffer.from(page[page.length - 1].id).toString('base64url') : null,
+      [route.items]: route.item ? items.map((row) => route.item?.(row, userId)) : items,
+      nextCursor: rows.length > limit && last ? Buffer.from(Object.values(last)[0] as string).toString('base64url') : null,
     });
   }
 
+  const unauthenticated = '{"error":"Authentication is required.","code":"unauthenticated"}';
   const port = Number(process.env.PORT);
   if (kind === 'fastify') {
     const app = Fastify({ logger: false });
-    app.get<{ Querystring: { limit?: string } }>('/notes', async (req, reply) => {
-      const body = await notes(req.headers.authorization, Number(req.query.limit ?? 50));
-      if (body === null) return reply.code(401).send({ error: 'Authentication is required.', code: 'unauthenticated' });
-      return reply.type('application/json').send(body);
-    });
+    for (const route of LIST_ROUTES) {
+      app.get<{ Querystring: { limit?: string } }>(`/${route.name}`, async (req, reply) => {
+        const body = await page(route, req.headers.authorization, Number(req.query.limit ?? 50));
+        return reply
+          .code(body === null ? 401 : 200)
+          .type('application/json')
+          .send(body ?? unauthenticated);
+      });
+    }
     await app.listen({ port, host: '127.0.0.1' });
   } else {
     http
       .createServer(async (req, res) => {
         const url = new URL(req.url ?? '/', 'http://x');
-        const body = url.pathname === '/notes' ? await notes(req.headers.authorization, Number(url.searchParams.get('limit') ?? 50)) : null;
+        const route = routes.get(url.pathname);
+        const body = route ? await page(route, req.headers.authorization, Number(url.searchParams.get('limit') ?? 50)) : null;
         res.writeHead(body === null ? 401 : 200, { 'content-type': 'application/json' });
-        res.end(body ?? '{"error":"Authentication is required.","code":"unauthenticated"}');
+        res.end(body ?? unauthenticated);
       })
       .listen(port, '127.0.0.1');
   }

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
-import { clientCpu, interleaved, outputOf, peakRss, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitListening, waitReady } from './process';
+import { clientCpu, interleaved, outputOf, peakRss, port, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitListening, waitReady } from './process';
 import { SIZE } from './transfer';
 
 const MiB = 1024 * 1024;
@@ -174,8 +174,7 @@ export async function filesBench(env: Record<string, string>): Promise<Array<[st
 }
 
 if (require.main === module) {
-  const port = '18185';
-  filesBench({ PORT: port, LOG_LEVEL: 'warn', NODE_ENV: 'development', ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}) }).then((rows) => {
+  filesBench({ PORT: port(4), LOG_LEVEL: 'warn', NODE_ENV: 'development', ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}) }).then((rows) => {
     for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
   });
 }

@@ -8,6 +8,12 @@ import { promisify } from 'node:util';
 
 export const root = path.resolve(__dirname, '..');
 export const cpus = os.cpus().length;
+/**
+ * The bench's servers listen on six ports from BENCH_PORTS (default 18181): another bench running
+ * on the same machine must be given other ones.
+ */
+export const port = (offset: number) => String(Number(process.env.BENCH_PORTS ?? '18181') + offset);
+
 /** Servers run on one core, wrk (and the bench's own clients) on the other. */
 export const serverCpu = '0';
 export const clientCpu = cpus > 1 ? '1' : '0';

@@ -3,10 +3,11 @@
  * version. Servers run on one core and wrk (or the bench's own clients) on the other.
  *   - start-up to the first 200 of /readyz (PGlite: first start and restart; Postgres: a fresh
  *     database, then a restart) and idle RSS two seconds after;
- *   - B1-B3 (Postgres): GET /api/v1/notes?limit=20 from 100,000 rows against the Fastify peer and
- *     the node:http limit (bench/baseline.ts), an authenticated constant route against bare
- *     Express (both in BENCH_ROUNDS interleaved rounds, default 3: the median ratio), the
- *     validated create;
+ *   - B1 (Postgres, part `lists`): every list route of bench/lists.ts, GET ?limit=20 from tables
+ *     of 100,000 rows, against the node:http limit and the Fastify peer (bench/baseline.ts), in
+ *     BENCH_ROUNDS alternating rounds (default 3: the median ratio per route);
+ *   - B2-B3 (Postgres, part `throughput`): an authenticated constant route against bare Express
+ *     (in BENCH_ROUNDS interleaved rounds), the validated create;
  *   - B4: a 256 MiB upload and download against the raw stores and bare HTTP, in BENCH_ROUNDS
  *     interleaved rounds (bench/files.ts);
  *   - B5: knowledge search at 100,000 chunks, lexical and hybrid, next to the raw SQL (PGlite,
@@ -17,7 +18,7 @@
  * Postgres: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process write a CPU profile.
- * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, throughput, files,
+ * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, lists, throughput, files,
  * knowledge, workers, export, lookup.
  */
 import { execFileSync } from 'node:child_process';
@@ -30,7 +31,8 @@ import { migrateToLatest } from '../src/platform/db/migrate';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
-import { clientCpu, cpus, interleaved, peakRss, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { LIST_ROUTES } from './lists';
+import { clientCpu, cpus, interleaved, peakRss, percentile, port, ratio, rates, ROUNDS, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
 import { measureLookup } from './validator-lookup';
 import { workersBench } from './workers';
 
@@ -39,8 +41,8 @@ const CONNECTIONS = process.env.BENCH_CONNECTIONS ?? '32';
 const ONLY = process.env.BENCH_ONLY?.split(',').map((part) => part.trim());
 const selected = (part: string) => !ONLY || ONLY.includes(part);
 
-function wrk(url: string, headers: string[] = [], script?: string): number {
-  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
+function wrk(url: string, headers: string[] = [], script?: string, seconds = DURATION): number {
+  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
   const out = execFileSync('taskset', args, { encoding: 'utf8' });
   const match = /Requests\/sec:\s+([\d.]+)/.exec(out);
   const errors = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
@@ -92,14 +94,92 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
 }
 
 const TABLE_ROWS = 100_000;
+
 /**
- * B1–B3 on Postgres: the service against the peer (Fastify + jose + pg) and the limit (node:http +
- * jose + pg) reading 20 of the caller's rows from a notes table of 100,000; the service's
- * middleware on a constant authenticated body against bare Express; the validated create.
+ * B1 on Postgres: every list route of bench/lists.ts, `GET ?limit=20` of the bench user's rows
+ * from a table of 100,000, through the service, the limit (node:http) and the peer (Fastify) of
+ * bench/baseline.ts, in BENCH_ROUNDS rounds; each route's body from the limit and the peer must
+ * equal the service's.
  */
-async function throughput(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
+async function lists(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
   const url = env.DATABASE_URL as string;
   const database = await openPostgres(url, 2);
+  try {
+    for (const route of LIST_ROUTES) await route.seed(database.db, TABLE_ROWS);
+  } finally {
+    await database.close();
+  }
+  const auth = `Authorization: Bearer ${token}`;
+  // No embedding pass during the measurement.
+  const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
+  const baseline = (kind: string, at: string) => ({
+    args: ['--import', 'tsx', 'bench/baseline.ts', kind],
+    env: { PORT: at, DATA_DIR: dataDir, DATABASE_URL: url },
+    base: `http://127.0.0.1:${at}`,
+    ready: `http://127.0.0.1:${at}/notes`,
+  });
+  const contenders = {
+    service: { args: ['dist/src/server.js'], env: serviceEnv, base: `http://127.0.0.1:${env.PORT}/api/v1`, ready: `http://127.0.0.1:${env.PORT}/readyz` },
+    limit: baseline('http', port(2)),
+    peer: baseline('fastify', port(3)),
+  };
+  type Name = keyof typeof contenders;
+  const names = Object.keys(contenders) as Name[];
+  /** Starts every contender (idle ones cost nothing), runs `work` with their base URLs, stops them. */
+  const serve = async <T>(work: (bases: Record<Name, string>) => Promise<T>): Promise<T> => {
+    const children = names.map((name) => spawnPinned(serverCpu, contenders[name].args, contenders[name].env));
+    try {
+      for (const [i, name] of names.entries()) {
+        await waitReady(contenders[name].ready);
+        if (children[i]?.exitCode !== null) throw new Error(`B1 ${name} exited: is its port taken (BENCH_PORTS)?`);
+      }
+      return await work(Object.fromEntries(names.map((name) => [name, contenders[name].base])) as Record<Name, string>);
+    } finally {
+      await Promise.all(children.map((child) => stop(child)));
+    }
+  };
+  const body = async (base: string, route: string) =>
+    (await fetch(`${base}/${route}?limit=20`, { headers: { authorization: `Bearer ${token}` } })).text();
+
+  // Each round starts the three servers and measures each route on each of them in turn, so that a
+  // route's three figures are taken within seconds of each other.
+  const measured = Object.fromEntries(names.map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
+  for (let round = 0; round < ROUNDS; round += 1) {
+    await serve(async (bases) => {
+      // All at once, before wrk runs: a keep-alive connection left idle for longer may be closed under a later fetch.
+      for (const route of LIST_ROUTES) {
+        const served = await body(bases.service, route.name);
+        for (const name of ['limit', 'peer'] as const) {
+          const other = await body(bases[name], route.name);
+          if (other !== served) throw new Error(`B1 ${route.name}: the ${name}'s body differs from the service's\n${served}\n${other}`);
+        }
+      }
+      for (const [i, route] of LIST_ROUTES.entries()) {
+        for (const name of names) {
+          wrk(`${bases[name]}/${route.name}?limit=20`, [auth], undefined, '2'); // warm-up pass, discarded
+          measured[name][i]?.push(wrk(`${bases[name]}/${route.name}?limit=20`, [auth]));
+        }
+      }
+    });
+  }
+  const medianRatio = (a: number[], b: number[]) => percentile(a.map((value, i) => value / (b[i] as number)), 50);
+  const toLimit = LIST_ROUTES.map((_, i) => medianRatio(measured.service[i] as number[], measured.limit[i] as number[]));
+  const best = Math.max(...toLimit);
+  const rows: Array<[string, string]> = [];
+  for (const [i, route] of LIST_ROUTES.entries()) {
+    const label = `B1 GET /api/v1/${route.name}?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table`;
+    rows.push([`${label}: service / limit / peer (req/s, medians)`, [measured.service, measured.limit, measured.peer].map((r) => percentile(r[i] as number[], 50).toFixed(0)).join(' / ')]);
+    rows.push([`${label}: service / limit (goal ≥ 0.7), of the best route's`, `${ratio(measured.service[i] as number[], measured.limit[i] as number[])}, ${((toLimit[i] as number) / best).toFixed(3)}`]);
+    rows.push([`${label}: service / peer`, ratio(measured.service[i] as number[], measured.peer[i] as number[])]);
+  }
+  return rows;
+}
+
+/**
+ * B2 and B3 on Postgres: the service's middleware on a constant authenticated body against bare
+ * Express; the validated create.
+ */
+async function throughput(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
   const rows: Array<[string, string]> = [];
   const auth = `Authorization: Bearer ${token}`;
   const service = `http://127.0.0.1:${env.PORT}`;
@@ -113,31 +193,11 @@ async function throughput(dataDir: string, env: Record<string, string>, token: s
       await stop(child);
     }
   };
-  try {
-    await sql`
-      insert into notes (id, owner_user_id, title, content, created_at, updated_at)
-      select '01936d2e-7b1a-7c3e-' || lpad(g::text, 12, '0'),
-             case when g % 100 = 0 then 'bench-user' else 'bench-other-' || (g % 97) end,
-             'Bench note ' || g, repeat('Content of bench note ' || g || '. ', 4), now(), now()
-      from generate_series(1, ${TABLE_ROWS}) as g`.execute(database.db);
-    await sql`analyze notes`.execute(database.db);
-    // No embedding pass during the measurement.
-    const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
-    const baseEnv = { PORT: '18183', DATA_DIR: dataDir, DATABASE_URL: url };
-    const [b1, peer, limit] = await interleaved(
-      () => run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/notes?limit=20`, [auth])),
-      () => run(['--import', 'tsx', 'bench/baseline.ts', 'fastify'], baseEnv, 'http://127.0.0.1:18183/notes', () => wrk('http://127.0.0.1:18183/notes?limit=20', [auth])),
-      () => run(['--import', 'tsx', 'bench/baseline.ts', 'http'], baseEnv, 'http://127.0.0.1:18183/notes', () => wrk('http://127.0.0.1:18183/notes?limit=20', [auth])),
-    );
-    rows.push([`B1 GET /api/v1/notes?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table (req/s)`, rates(b1)]);
-    rows.push(['B1 peer: Fastify + jose + pg, same query (req/s)', rates(peer)]);
-    rows.push(['B1 limit: node:http + jose + pg, same query (req/s)', rates(limit)]);
-    rows.push(['B1 ratio service / peer (goal ≥ 1.0)', ratio(b1, peer)]);
-    rows.push(['B1 ratio service / limit (goal ≥ 0.7)', ratio(b1, limit)]);
-
+  const serviceEnv = { ...env, KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' };
+  {
     const [b2, bare] = await interleaved(
       () => run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/capabilities`, [auth])),
-      () => run(['--import', 'tsx', 'bench/bare-express.ts'], { PORT: '18182' }, 'http://127.0.0.1:18182/notes', () => wrk('http://127.0.0.1:18182/capabilities')),
+      () => run(['--import', 'tsx', 'bench/bare-express.ts'], { PORT: port(1) }, `http://127.0.0.1:${port(1)}/notes`, () => wrk(`http://127.0.0.1:${port(1)}/capabilities`)),
     );
     rows.push(['B2 GET /api/v1/capabilities, authenticated, constant body (req/s)', rates(b2)]);
     rows.push(['B2 bare Express, same body (req/s)', rates(bare)]);
@@ -150,10 +210,8 @@ async function throughput(dataDir: string, env: Record<string, string>, token: s
     );
     const b3 = await run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/notes`, [auth], script));
     rows.push(['B3 POST /api/v1/notes, validated create (req/s)', b3.toFixed(0)]);
-    return rows;
-  } finally {
-    await database.close();
   }
+  return rows;
 }
 
 /** A fresh database on the Postgres server of `serverUrl` (null when no server answers). */
@@ -216,7 +274,7 @@ async function main(): Promise<void> {
   execFileSync('taskset', ['-a', '-p', '-c', clientCpu, String(process.pid)], { stdio: 'ignore' });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-bench-'));
   // The per-user limit stays on (its count is part of each request's cost), far above what wrk sends.
-  const env = { DATA_DIR: dataDir, PORT: '18181', LOG_LEVEL: 'info', NODE_ENV: 'development', RATE_LIMIT_PER_MINUTE: '1000000' };
+  const env = { DATA_DIR: dataDir, PORT: port(0), LOG_LEVEL: 'info', NODE_ENV: 'development', RATE_LIMIT_PER_MINUTE: '1000000' };
   // Each figure is also printed as it is measured, so that a later failure loses none.
   const rows = {
     list: [] as Array<[string, string]>,
@@ -233,10 +291,11 @@ async function main(): Promise<void> {
       if (selected('startup')) rows.push(...(await startUp('Postgres', pgEnv)));
       else await migrated(postgres.url);
       const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
+      if (selected('lists')) rows.push(...(await lists(dataDir, pgEnv, token)));
       if (selected('throughput')) rows.push(...(await throughput(dataDir, pgEnv, token)));
-      if (selected('files')) rows.push(...(await filesBench({ ...pgEnv, PORT: '18184' })));
+      if (selected('files')) rows.push(...(await filesBench({ ...pgEnv, PORT: port(3) })));
       if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
-      if (selected('workers')) rows.push(...(await workersBench({ ...pgEnv, PORT: '18186' })));
+      if (selected('workers')) rows.push(...(await workersBench({ ...pgEnv, PORT: port(5) })));
       if (selected('export')) rows.push(...(await auditExport(dataDir, pgEnv, token)));
     } else {
       rows.push(['B1-B4, B6 (Postgres)', 'no Postgres server answered: set DATABASE_URL']);

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { openPostgres } from '../src/platform/db';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
-import { serverCpu, spawnPinned, stop, waitReady } from './process';
+import { port, serverCpu, spawnPinned, stop, waitReady } from './process';
 
 const DELIVERIES = 5_000;
 const AUTOMATIONS = 10_000;
@@ -125,7 +125,7 @@ export async function workersBench(env: Record<string, string>, parts = ['delive
 
 if (require.main === module) {
   const dataDir = path.join(process.env.TMPDIR ?? '/tmp', `aiws-bench-workers-${Date.now()}`);
-  const env = { DATA_DIR: dataDir, PORT: '18186', LOG_LEVEL: 'warn', NODE_ENV: 'development', DATABASE_URL: process.env.DATABASE_URL as string };
+  const env = { DATA_DIR: dataDir, PORT: port(5), LOG_LEVEL: 'warn', NODE_ENV: 'development', DATABASE_URL: process.env.DATABASE_URL as string };
   workersBench(env, process.argv.length > 2 ? process.argv.slice(2) : undefined).then((rows) => {
     for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
   });

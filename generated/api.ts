@@ -3516,7 +3516,6 @@ export interface components {
              * @example 1763784000000
              */
             lastHeartbeatAt: number | null;
-            filesystemGrant?: components["schemas"]["FilesystemGrant"];
             /**
              * @description Commands queued or claimed and not yet acknowledged.
              * @example 0
@@ -3524,6 +3523,7 @@ export interface components {
             pendingCommands: number;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
+            filesystemGrant?: components["schemas"]["FilesystemGrant"];
         };
         AgentEnvironmentResponse: {
             environment: components["schemas"]["AgentEnvironment"];

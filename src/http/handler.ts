@@ -1,9 +1,11 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { Request, RequestHandler, Response } from 'express';
 import type { operations } from '../../generated/api';
 import type { IdempotencyStore } from '../platform/idempotency';
 import type { Caller } from './auth';
 import { errors } from '../platform/errors';
 import { runIdempotent } from './idempotency';
+import { type Serialize, serializerFor } from './json-writer';
 
 export type OperationId = keyof operations;
 
@@ -33,23 +35,11 @@ export const STREAMED: unique symbol = Symbol('streamed');
 /** STREAMED when the 200 response may also be a stream of server-sent events. */
 type EventStreamContent<T> = T extends { content: { 'text/event-stream': unknown } } ? typeof STREAMED : never;
 
-/**
- * A JSON body already serialized (by Postgres, for lists), written as it is. `T` is the body it
- * stands for, so that a handler can only return the text of its own operation's body.
- */
-export class JsonText<T> {
-  declare private readonly body?: T;
-  constructor(readonly text: string) {}
-}
-
-/** The serialized form of an operation's 200 body (see JsonText). */
-export const jsonText = <T>(text: string) => new JsonText<T>(text);
-
 /** The 200 body of an operation as the document defines it, or STREAMED for a non-JSON body. */
 export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R }
   ? [JsonContent<R>] extends [never]
     ? typeof STREAMED
-    : JsonContent<R> | JsonText<JsonContent<R>> | EventStreamContent<R>
+    : JsonContent<R> | EventStreamContent<R>
   : never;
 
 /** The caller as audit events record it: user and request id (structurally the audit service's Actor). */
@@ -84,10 +74,7 @@ export interface HandlerOptions {
   userIdIsCaller: boolean;
   /** Set for operations that declare the `Idempotency-Key` header. */
   idempotency?: IdempotencyStore;
-  /**
-   * Whether answers are validated against the document (in tests): a JsonText body is then parsed
-   * and sent through the validator like any other.
-   */
+  /** Whether answers are validated against the document (in tests), before they are written. */
   validateResponses: boolean;
 }
 
@@ -111,9 +98,8 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
       delete body.accessToken;
     }
     const store = options.idempotency;
-    // A stored (idempotent) or validated answer needs the body itself, not its text.
-    const execute = async () => {
-      const result: unknown = await handler({
+    const execute = () =>
+      handler({
         caller,
         actor: { userId: caller.userId, requestId: req.requestId },
         body: req.body as RequestBody<K>,
@@ -122,23 +108,43 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
         req,
         res,
       });
-      return result instanceof JsonText && (store || options.validateResponses) ? (JSON.parse(result.text) as unknown) : result;
-    };
+    const write = serializerFor(options.operationId);
     const key = store ? req.get('idempotency-key') : undefined;
     if (store && key !== undefined) {
       const request = { store, userId: caller.userId, key, operationId: options.operationId, body: req.body };
       const outcome = await runIdempotent(request, execute);
       if (outcome.replayed) res.set('Idempotent-Replayed', 'true');
-      res.status(200).json(outcome.body);
+      // A replayed body comes back from storage with its keys in another order: held to the same fields only.
+      respond(res, outcome.body, write, options.validateResponses, !outcome.replayed);
       return;
     }
     const result = await execute();
     if (result === STREAMED) return;
-    // The validator checks the answers given to res.json (in tests); others are written directly.
-    if (result instanceof JsonText) sendJsonText(res, result.text);
-    else if (options.validateResponses) res.status(200).json(result);
-    else sendJsonText(res, JSON.stringify(result));
+    respond(res, result, write, options.validateResponses);
   };
+}
+
+/**
+ * Writes a 200 body with the operation's serializer. Where answers are validated (tests), the
+ * validator checks the body given to `res.json`, and the text written is then that same object's,
+ * by the same serializer as in production; one that writes other text than JSON.stringify would
+ * (a field dropped or changed, or written in another order than the presenter's) fails there.
+ */
+function respond(res: Response, body: unknown, write: Serialize, validated: boolean, inOrder = true): void {
+  if (!validated) return sendJsonText(res, write(body));
+  const send = res.send;
+  // The validator hands the body it checked to Express's res.json, which calls res.send with its text.
+  res.send = function sendValidated(this: Response, text: unknown) {
+    res.send = send;
+    if (res.statusCode !== 200) return send.call(this, text);
+    const written = write(body);
+    const expected = JSON.stringify(body);
+    const same = inOrder ? written === expected : isDeepStrictEqual(JSON.parse(written), JSON.parse(expected));
+    if (!same) throw new Error(`the serializer of this operation writes ${written} where JSON.stringify writes ${expected}`);
+    sendJsonText(res, written);
+    return res;
+  };
+  res.status(200).json(body);
 }
 
 /**

@@ -26,10 +26,3 @@ export function toPage<T extends { id: string }>(rows: T[], limit: number): { it
   const last = items[items.length - 1];
   return { items, nextCursor: last ? encodeCursor(last.id) : null };
 }
-
-/** A page whose items Postgres has already rendered as a JSON array. */
-export interface JsonPage {
-  /** The items, as JSON array text. */
-  itemsJson: string;
-  nextCursor: string | null;
-}

@@ -225,7 +225,7 @@ describe('runs', () => {
     const automationId = await automation(ctx.alice);
     const a = await ctx.h.http().post('/api/v1/automations/run').set(ctx.alice.auth).set('Idempotency-Key', `run-${automationId}`).send({ automationId });
     const b = await ctx.h.http().post('/api/v1/automations/run').set(ctx.alice.auth).set('Idempotency-Key', `run-${automationId}`).send({ automationId });
-    expect(b.body.run.runId).toBe(a.body.run.runId);
+    expect({ status: b.status, body: b.body }).toMatchObject({ status: 200, body: { run: { runId: a.body.run.runId } } });
     expect(b.headers['idempotent-replayed']).toBe('true');
     expect((await ctx.h.http().post('/api/v1/automations/run').set(ctx.bob.auth).send({ automationId })).status).toBe(404);
     for (const body of [{}, { automationId: '' }, { automationId, now: true }]) {

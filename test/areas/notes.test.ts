@@ -1,6 +1,5 @@
 import supertest from 'supertest';
-import { pageOfNotes } from '../../src/areas/notes/repository';
-import { JsonPageQuery } from '../../src/platform/db/json-page';
+import { listQuery } from '../../src/platform/db/list-query';
 import { describeCrudContract } from '../helpers/crud-contract';
 import { anotherInstance, useHarness } from '../helpers/harness';
 
@@ -72,16 +71,22 @@ describe('notes', () => {
       await ctx.alice.api.POST('/api/v1/notes', { body: { title: `Shape ${i}`, pinned: i % 2 === 0, ...(i < 4 ? { projectId: project.projectId } : {}) } });
     }
     const db = ctx.h.runtime.database.db;
-    const all = await pageOfNotes(db, { ownerUserId: ctx.alice.userId, filter: {}, page: { limit: 1000, beforeId: null } }).select('n.id').execute();
+    // What each page should hold, read by a query of its own.
+    const expectedPage = (projectId: string | undefined, pinned: boolean | undefined, beforeId: string | null, limit: number) => {
+      let query = db.selectFrom('notes').select('id').where('owner_user_id', '=', ctx.alice.userId);
+      if (projectId !== undefined) query = query.where('project_id', '=', projectId);
+      if (pinned !== undefined) query = query.where('pinned', '=', pinned);
+      if (beforeId !== null) query = query.where('id', '<', beforeId);
+      return query.orderBy('id', 'desc').limit(limit + 1).execute();
+    };
+    const all = await expectedPage(undefined, undefined, null, 1000);
     const cursorId = all[1]!.id;
     for (const projectId of [undefined, project.projectId]) {
       for (const pinned of [undefined, true, false]) {
         for (const beforeId of [null, cursorId]) {
           // Twice: the first call compiles the combination, the second reuses it with other values.
           for (const limit of [2, 3]) {
-            const expected = await pageOfNotes(db, { ownerUserId: ctx.alice.userId, filter: { projectId, pinned }, page: { limit, beforeId } })
-              .select('n.id')
-              .execute();
+            const expected = await expectedPage(projectId, pinned, beforeId, limit);
             const query: Record<string, string> = { limit: String(limit) };
             if (projectId !== undefined) query.projectId = projectId;
             if (pinned !== undefined) query.pinned = String(pinned);
@@ -96,16 +101,16 @@ describe('notes', () => {
     }
   });
 
-  test('a page query whose parameters disagree with its builder fails at its first use', async () => {
+  test('a list argument used as anything but a value fails at the first use of its shape', async () => {
     const db = ctx.h.runtime.database.db;
-    const wrongOrder = new JsonPageQuery(db, {
-      rows: (args: { ownerUserId: string; page: { limit: number; beforeId: null } }) =>
-        db.selectFrom('notes as n').select('n.id').where('n.owner_user_id', '=', args.ownerUserId).orderBy('n.id', 'desc').limit(args.page.limit + 1),
-      item: (row) => JSON.stringify({ noteId: row.id }),
-      shape: () => '',
-      parameters: (args) => [args.page.limit + 1, args.ownerUserId],
+    const misused = listQuery({
+      id: 'id',
+      rows: (d, { ownerUserId, limit }: { ownerUserId: string; limit: number }) =>
+        d.selectFrom('notes').select('id').where('owner_user_id', '=', ownerUserId).where('id', '>', String(limit + 1)),
     });
-    await expect(wrongOrder.run({ ownerUserId: ctx.alice.userId, page: { limit: 2, beforeId: null } })).rejects.toThrow(/compiles with parameters other than its spec gives/);
+    await expect(misused.page(db, { ownerUserId: ctx.alice.userId, limit: 2 }, { limit: 2, beforeId: null })).rejects.toThrow(
+      /the list argument "limit" may only be passed to Kysely as a value/,
+    );
   });
 
   test('a title over 200 characters is refused', async () => {

@@ -100,14 +100,15 @@ export function queryString(query: Record<string, unknown>): string {
 
 /**
  * Values that mostly satisfy a schema (a `pattern` is approximated, so some are refused: the
- * service must still answer 4xx for those). Depth-limited.
+ * service must still answer 4xx for those). Depth-limited. The properties `omitted` are never
+ * generated (by default the identity fields a request body may carry).
  */
-export function valueFor(schema: Schema, resolve: Resolve, depth = 0): fc.Arbitrary<unknown> {
+export function valueFor(schema: Schema, resolve: Resolve, depth = 0, omitted: readonly string[] = ['userId', 'accessToken']): fc.Arbitrary<unknown> {
   const s = flatten(schema, resolve);
   const plain = ((): fc.Arbitrary<unknown> => {
     if (s.enum) return fc.constantFrom(...s.enum.filter((v) => v !== null));
     const variants = s.oneOf ?? s.anyOf;
-    if (variants) return fc.oneof(...variants.map((v) => valueFor(v, resolve, depth + 1)));
+    if (variants) return fc.oneof(...variants.map((v) => valueFor(v, resolve, depth + 1, omitted)));
     switch (s.type) {
       case 'string': {
         const min = s.minLength ?? 0;
@@ -123,15 +124,15 @@ export function valueFor(schema: Schema, resolve: Resolve, depth = 0): fc.Arbitr
         return fc.boolean();
       case 'array': {
         if (depth > 4 || !s.items) return fc.constant([]);
-        const items = valueFor(s.items, resolve, depth + 1);
+        const items = valueFor(s.items, resolve, depth + 1, omitted);
         const constraints = { minLength: s.minItems ?? 0, maxLength: Math.min(s.maxItems ?? 5, (s.minItems ?? 0) + 5) };
         return s.uniqueItems ? fc.uniqueArray(items, { ...constraints, selector: (v) => JSON.stringify(v) }) : fc.array(items, constraints);
       }
       case 'object':
       default: {
         if (depth > 4 || !s.properties) return fc.constant({});
-        const keys = Object.keys(s.properties).filter((k) => k !== 'userId' && k !== 'accessToken');
-        const model = Object.fromEntries(keys.map((k) => [k, valueFor((s.properties as Record<string, Schema>)[k] as Schema, resolve, depth + 1)]));
+        const keys = Object.keys(s.properties).filter((k) => !omitted.includes(k));
+        const model = Object.fromEntries(keys.map((k) => [k, valueFor((s.properties as Record<string, Schema>)[k] as Schema, resolve, depth + 1, omitted)]));
         return fc.record(model, { requiredKeys: keys.filter((k) => s.required?.includes(k)) });
       }
     }

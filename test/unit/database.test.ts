@@ -61,11 +61,11 @@ describe('prepared statements (Postgres)', () => {
     return { harness, statements: rows.map((r) => `${r.name}: ${r.statement}`) };
   }
 
-  onPostgres('a page of notes is prepared once per connection and planned again after a migration changes the table', async () => {
+  onPostgres('a page of notes is prepared once per connection, and prepared again after a migration changes the table', async () => {
     const { harness, statements } = await preparedAfterListing({});
     try {
       expect(statements).toHaveLength(1);
-      expect(statements[0]).toMatch(/^aiws_\d+: select "n"\."id", "n"\."title", "n"\."content", /);
+      expect(statements[0]).toMatch(/^aiws_\d+: select \* from "notes" where "owner_user_id" = \$1 order by "id" desc limit \$2$/);
       const user = await harness.newUser();
       await harness.http().post('/api/v1/notes').set(user.auth).send({ title: 'Before' }).expect(200);
       await harness.http().get('/api/v1/notes').set(user.auth).expect(200);

@@ -15,10 +15,11 @@ export function presentEnvironment(row: EnvironmentRow, offlineAfterMs: number, 
     agentVersion: row.agent_version,
     reportedStatus: row.reported_status as Schemas['AgentEnvironment']['reportedStatus'],
     lastHeartbeatAt: row.last_heartbeat_at?.getTime() ?? null,
-    ...(row.filesystem_grant ? { filesystemGrant: row.filesystem_grant as Schemas['FilesystemGrant'] } : {}),
     pendingCommands: row.pending_commands,
     createdAt: row.created_at.getTime(),
     updatedAt: row.updated_at.getTime(),
+    // Last, where the writer puts a property whose schema is a oneOf.
+    ...(row.filesystem_grant ? { filesystemGrant: row.filesystem_grant as Schemas['FilesystemGrant'] } : {}),
   };
 }
 

@@ -1,8 +1,8 @@
 import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { AgentCommands, AgentEnvironments } from '../../../generated/db';
 import type { Schemas } from '../../platform/api-types';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 
 export type EnvironmentRow = Selectable<AgentEnvironments> & { pending_commands: number };
 export type CommandRow = Selectable<AgentCommands>;
@@ -29,12 +29,11 @@ export async function findEnvironment(db: Database, userId: string, id: string, 
   return row && { ...row, pending_commands: Number(row.pending_commands ?? 0) };
 }
 
-export async function listEnvironments(db: Database, userId: string, page: PageRequest, now: Date): Promise<EnvironmentRow[]> {
-  let query = environments(db, now).where('e.owner_user_id', '=', userId);
-  if (page.beforeId !== null) query = query.where('e.id', '<', page.beforeId);
-  const rows = await query.orderBy('e.id', 'desc').limit(page.limit + 1).execute();
-  return rows.map((row) => ({ ...row, pending_commands: Number(row.pending_commands ?? 0) }));
-}
+/** The owner's environments, with their waiting commands as of `now`; read a page at a time. */
+export const environmentList = listQuery({
+  id: 'e.id',
+  rows: (db, { ownerUserId, now }: { ownerUserId: string; now: Date }) => environments(db, now).where('e.owner_user_id', '=', ownerUserId),
+});
 
 export async function countEnvironments(db: Database, userId: string): Promise<number> {
   const row = await db.selectFrom('agent_environments').select(sql<number>`count(*)::int`.as('n')).where('owner_user_id', '=', userId).executeTakeFirst();
@@ -109,12 +108,15 @@ export function findCommand(db: Database, environmentId: string, id: string, opt
   return query.executeTakeFirst();
 }
 
-export function listCommands(db: Database, environmentId: string, filter: { status?: CommandStatus }, page: PageRequest): Promise<CommandRow[]> {
-  let query = db.selectFrom('agent_commands').selectAll().where('environment_id', '=', environmentId);
-  if (filter.status !== undefined) query = query.where('status', '=', filter.status);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** An environment's commands, filtered; read a page at a time. */
+export const commandList = listQuery({
+  id: 'id',
+  rows: (db, { environmentId, status }: { environmentId: string; status?: CommandStatus }) => {
+    let query = db.selectFrom('agent_commands').selectAll().where('environment_id', '=', environmentId);
+    if (status !== undefined) query = query.where('status', '=', status);
+    return query;
+  },
+});
 
 export function updateCommand(db: Database, id: string, patch: Updateable<AgentCommands>): Promise<CommandRow> {
   return db.updateTable('agent_commands').set(patch).where('id', '=', id).returningAll().executeTakeFirstOrThrow();

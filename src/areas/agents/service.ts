@@ -5,7 +5,6 @@ import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import { isWithin, normalizePath, pathsNamed, pathStyle } from './paths';
 import * as repo from './repository';
 
@@ -51,7 +50,8 @@ export class AgentEnvironmentService {
   }
 
   async list(userId: string, page: PageRequest) {
-    return toPage(await repo.listEnvironments(this.db, userId, page, this.now()), page.limit);
+    const { items, nextCursor } = await repo.environmentList.page(this.db, { ownerUserId: userId, now: this.now() }, page);
+    return { items: items.map((row) => ({ ...row, pending_commands: Number(row.pending_commands ?? 0) })), nextCursor };
   }
 
   async register(userId: string, input: { name: string; platform: string; protocolVersion: number }) {
@@ -146,7 +146,7 @@ export class AgentEnvironmentService {
   async commands(userId: string, environmentId: string, filter: { status?: repo.CommandStatus }, page: PageRequest) {
     await this.get(userId, environmentId);
     await repo.settleCommands(this.db, environmentId, this.now());
-    return toPage(await repo.listCommands(this.db, environmentId, filter, page), page.limit);
+    return repo.commandList.page(this.db, { environmentId, ...filter }, page);
   }
 
   /**

@@ -1,8 +1,8 @@
 import { type Insertable, type Selectable, sql, type Transaction, type Updateable } from 'kysely';
 import type { AutomationRuns, Automations } from '../../../generated/db';
 import type { Schemas } from '../../platform/api-types';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database, DB } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 
 export type AutomationRow = Selectable<Automations>;
 export type RunRow = Selectable<AutomationRuns>;
@@ -21,12 +21,15 @@ export function findAutomationById(db: Database, id: string) {
   return db.selectFrom('automations').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-export function listAutomations(db: Database, ownerUserId: string, filter: { enabled?: boolean }, page: PageRequest) {
-  let query = db.selectFrom('automations').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (filter.enabled !== undefined) query = query.where('enabled', '=', filter.enabled);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's automations, filtered; read a page at a time. */
+export const automationList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId, enabled }: { ownerUserId: string; enabled?: boolean }) => {
+    let query = db.selectFrom('automations').selectAll().where('owner_user_id', '=', ownerUserId);
+    if (enabled !== undefined) query = query.where('enabled', '=', enabled);
+    return query;
+  },
+});
 
 export function insertAutomation(db: Database, row: Insertable<Automations>) {
   return db.insertInto('automations').values(row).returningAll().executeTakeFirstOrThrow();
@@ -95,13 +98,16 @@ export function findRun(db: Database, ownerUserId: string, id: string) {
   return db.selectFrom('automation_runs').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
 }
 
-export function listRuns(db: Database, ownerUserId: string, filter: { automationId?: string; status?: RunStatus }, page: PageRequest) {
-  let query = db.selectFrom('automation_runs').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (filter.automationId !== undefined) query = query.where('automation_id', '=', filter.automationId);
-  if (filter.status !== undefined) query = query.where('status', '=', filter.status);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's automation runs, filtered; read a page at a time. */
+export const runList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId, automationId, status }: { ownerUserId: string; automationId?: string; status?: RunStatus }) => {
+    let query = db.selectFrom('automation_runs').selectAll().where('owner_user_id', '=', ownerUserId);
+    if (automationId !== undefined) query = query.where('automation_id', '=', automationId);
+    if (status !== undefined) query = query.where('status', '=', status);
+    return query;
+  },
+});
 
 export function outputsOf(db: Database, outputIds: string[]) {
   if (outputIds.length === 0) return Promise.resolve([]);

@@ -4,7 +4,6 @@ import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatUsage, describeProviderError, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import type { BudgetGate, EntitlementGuard } from '../billing/service';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
@@ -104,7 +103,7 @@ export class AutomationService {
   }
 
   async list(userId: string, filter: { enabled?: boolean }, page: PageRequest) {
-    return toPage(await repo.listAutomations(this.db, userId, filter, page), page.limit);
+    return repo.automationList.page(this.db, { ownerUserId: userId, ...filter }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<repo.AutomationRow> {
@@ -278,7 +277,7 @@ export class AutomationService {
 
   async listRuns(userId: string, filter: { automationId?: string; status?: repo.RunStatus }, page: PageRequest) {
     if (filter.automationId !== undefined) await this.get(userId, filter.automationId);
-    const { items, nextCursor } = toPage(await repo.listRuns(this.db, userId, filter, page), page.limit);
+    const { items, nextCursor } = await repo.runList.page(this.db, { ownerUserId: userId, ...filter }, page);
     const outputs = await repo.outputsOf(this.db, items.flatMap((run) => run.output_ids));
     return { items: items.map((run) => ({ run, outputs })), nextCursor };
   }

@@ -1,7 +1,7 @@
 import type { Selectable, Updateable } from 'kysely';
 import type { Budgets } from '../../../generated/db';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 import { uuidv7 } from '../../platform/ids';
 
 export function findBudget(db: Database, userId: string) {
@@ -67,8 +67,8 @@ export function findLedgerEntryByReference(db: Database, reference: string) {
   return db.selectFrom('ledger_entries').select('id').where('reference', '=', reference).executeTakeFirst();
 }
 
-export function listLedgerEntries(db: Database, userId: string, page: PageRequest) {
-  let query = db.selectFrom('ledger_entries').selectAll().where('user_id', '=', userId);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** A user's ledger entries; read a page at a time. */
+export const ledgerEntryList = listQuery({
+  id: 'id',
+  rows: (db, { userId }: { userId: string }) => db.selectFrom('ledger_entries').selectAll().where('user_id', '=', userId),
+});

@@ -3,7 +3,6 @@ import type { PageRequest } from '../../platform/pagination';
 import type { Selectable, Updateable } from 'kysely';
 import type { Budgets } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { toPage } from '../../platform/pagination';
 import type { Actor, AuditService } from '../audit/service';
 import * as repo from './repository';
 
@@ -61,9 +60,9 @@ export class BudgetService {
   async usage(userId: string, page: PageRequest) {
     const [budget, entries] = await Promise.all([
       repo.findBudget(this.db, userId),
-      repo.listLedgerEntries(this.db, userId, page),
+      repo.ledgerEntryList.page(this.db, { userId }, page),
     ]);
-    return { budget, entries: toPage(entries, page.limit) };
+    return { budget, entries };
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
 import type { Conversations, Messages } from '../../../generated/db';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database, DB } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 
 export type ConversationRow = Selectable<Conversations>;
 export type MessageRow = Selectable<Messages>;
@@ -15,18 +15,16 @@ export function findConversation(db: Database, ownerUserId: string, id: string) 
     .executeTakeFirst();
 }
 
-export function listConversations(
-  db: Database,
-  ownerUserId: string,
-  filter: { projectId?: string; archived?: boolean },
-  page: PageRequest,
-) {
-  let query = db.selectFrom('conversations').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
-  if (filter.archived !== undefined) query = query.where('archived', '=', filter.archived);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's conversations, filtered; read a page at a time. */
+export const conversationList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId, projectId, archived }: { ownerUserId: string; projectId?: string; archived?: boolean }) => {
+    let query = db.selectFrom('conversations').selectAll().where('owner_user_id', '=', ownerUserId);
+    if (projectId !== undefined) query = query.where('project_id', '=', projectId);
+    if (archived !== undefined) query = query.where('archived', '=', archived);
+    return query;
+  },
+});
 
 export function insertConversation(db: Database, row: Insertable<Conversations>) {
   return db.insertInto('conversations').values(row).returningAll().executeTakeFirstOrThrow();
@@ -47,11 +45,11 @@ export async function deleteConversation(db: Database, ownerUserId: string, id: 
   return result.numDeletedRows > 0n;
 }
 
-export function listMessages(db: Database, conversationId: string, page: PageRequest) {
-  let query = db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** A conversation's messages; read a page at a time. */
+export const messageList = listQuery({
+  id: 'id',
+  rows: (db, { conversationId }: { conversationId: string }) => db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId),
+});
 
 /** The last `limit` complete messages before `beforeId`, oldest first: the prompt's history. */
 export async function history(db: Database, conversationId: string, beforeId: string, limit: number) {

@@ -5,7 +5,6 @@ import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import type { MemoryService } from '../memory/service';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
@@ -110,7 +109,7 @@ export class ChatService {
   }
 
   async list(userId: string, filter: { projectId?: string; archived?: boolean }, page: PageRequest) {
-    return toPage(await repo.listConversations(this.db, userId, filter, page), page.limit);
+    return repo.conversationList.page(this.db, { ownerUserId: userId, ...filter }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<repo.ConversationRow> {
@@ -148,7 +147,7 @@ export class ChatService {
 
   async messages(userId: string, conversationId: string, page: PageRequest) {
     await this.get(userId, conversationId);
-    return toPage(await repo.listMessages(this.db, conversationId, page), page.limit);
+    return repo.messageList.page(this.db, { conversationId }, page);
   }
 
   /** The agent's (skill's) greeting in the conversation, posted once. */

@@ -1,7 +1,7 @@
 import { type ExpressionBuilder, type Insertable, sql, type Updateable } from 'kysely';
 import type { DB, Files } from '../../../generated/db';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 
 export interface FileFilter {
   scope: 'all' | 'owned' | 'shared';
@@ -33,20 +33,24 @@ export function findOwnedFile(db: Database, ownerUserId: string, id: string) {
   return db.selectFrom('files').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
 }
 
-export function listReadableFiles(db: Database, userId: string, filter: FileFilter, page: PageRequest) {
-  let query = db.selectFrom('files').selectAll();
-  const shared = (eb: ExpressionBuilder<DB, 'files'>) => sharedWith(eb, userId);
-  if (filter.scope === 'owned') query = query.where('owner_user_id', '=', userId);
-  else if (filter.scope === 'shared') query = query.where('owner_user_id', '<>', userId).where(shared);
-  else query = query.where((eb) => eb.or([eb('owner_user_id', '=', userId), shared(eb)]));
-  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
-  if (filter.parentId !== undefined) query = query.where('parent_id', '=', filter.parentId);
-  if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
-  if (filter.status !== undefined) query = query.where('status', '=', filter.status);
-  if (filter.conversationId !== undefined) query = query.where('conversation_id', '=', filter.conversationId);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The files a user owns or was shared (per `scope`), filtered; read a page at a time. */
+export const readableFileList = listQuery({
+  id: 'id',
+  shapeBy: ['scope'],
+  rows: (db, { userId, scope, projectId, parentId, kind, status, conversationId }: FileFilter & { userId: string }) => {
+    let query = db.selectFrom('files').selectAll();
+    const shared = (eb: ExpressionBuilder<DB, 'files'>) => sharedWith(eb, userId);
+    if (scope === 'owned') query = query.where('owner_user_id', '=', userId);
+    else if (scope === 'shared') query = query.where('owner_user_id', '<>', userId).where(shared);
+    else query = query.where((eb) => eb.or([eb('owner_user_id', '=', userId), shared(eb)]));
+    if (projectId !== undefined) query = query.where('project_id', '=', projectId);
+    if (parentId !== undefined) query = query.where('parent_id', '=', parentId);
+    if (kind !== undefined) query = query.where('kind', '=', kind);
+    if (status !== undefined) query = query.where('status', '=', status);
+    if (conversationId !== undefined) query = query.where('conversation_id', '=', conversationId);
+    return query;
+  },
+});
 
 export function insertFile(db: Database, row: Insertable<Files>) {
   return db.insertInto('files').values(row).returningAll().executeTakeFirstOrThrow();

@@ -5,7 +5,6 @@ import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { isSelfOrAncestor, lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import type { SignedGrant, SignedUrls } from '../../platform/signed-urls';
 import { ObjectIncompleteError, type ObjectStore, ObjectTooLargeError } from '../../platform/storage';
 import type { EntitlementGuard } from '../billing/service';
@@ -84,7 +83,7 @@ export class FileService {
   }
 
   async list(userId: string, filter: repo.FileFilter, page: PageRequest) {
-    return toPage(await repo.listReadableFiles(this.db, userId, filter, page), page.limit);
+    return repo.readableFileList.page(this.db, { userId, ...filter }, page);
   }
 
   /** The users each of the given files (of the caller's) is shared with. */

@@ -1,7 +1,7 @@
 import { type Insertable, sql, type Updateable } from 'kysely';
 import type { MemoryItems } from '../../../generated/db';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 import { anyWord } from '../../platform/db/text-search';
 
 export function findMemoryItem(db: Database, ownerUserId: string, id: string) {
@@ -22,18 +22,16 @@ export function findMemoryItemByContentKey(db: Database, ownerUserId: string, co
     .executeTakeFirst();
 }
 
-export function listMemoryItems(
-  db: Database,
-  ownerUserId: string,
-  filter: { kind?: string; projectId?: string },
-  page: PageRequest,
-) {
-  let query = db.selectFrom('memory_items').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
-  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's memory items, filtered; read a page at a time. */
+export const memoryItemList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId, kind, projectId }: { ownerUserId: string; kind?: string; projectId?: string }) => {
+    let query = db.selectFrom('memory_items').selectAll().where('owner_user_id', '=', ownerUserId);
+    if (kind !== undefined) query = query.where('kind', '=', kind);
+    if (projectId !== undefined) query = query.where('project_id', '=', projectId);
+    return query;
+  },
+});
 
 /** Inserts the item; when the user already has one with the same content key, inserts nothing. */
 export function insertMemoryItem(db: Database, row: Insertable<MemoryItems>) {

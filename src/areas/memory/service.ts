@@ -6,7 +6,6 @@ import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type Database, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
@@ -42,7 +41,7 @@ export class MemoryService {
   }
 
   async list(userId: string, filter: { kind?: string; projectId?: string }, page: PageRequest) {
-    return toPage(await repo.listMemoryItems(this.db, userId, filter, page), page.limit);
+    return repo.memoryItemList.page(this.db, { ownerUserId: userId, ...filter }, page);
   }
 
   /** Stores the item, or returns the caller's existing item with the same normalized content. */

@@ -1,4 +1,4 @@
-import { type HandlerMap, idFromQueryOrBody, jsonText } from '../../http/handler';
+import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
 import { readPage } from '../../http/pagination';
 import { presentNote } from './presenter';
 import type { NoteService } from './service';
@@ -7,9 +7,8 @@ export function noteHandlers(notes: NoteService): Pick<HandlerMap, 'getNotes' | 
   return {
     getNotes: async ({ caller, query }) => {
       if (query.noteId !== undefined) return { note: presentNote(await notes.get(caller.userId, query.noteId)) };
-      const filter = { projectId: query.projectId, pinned: query.pinned };
-      const page = await notes.list(caller.userId, filter, readPage(query));
-      return jsonText(`{"notes":${page.itemsJson},"nextCursor":${JSON.stringify(page.nextCursor)}}`);
+      const page = await notes.list(caller.userId, { projectId: query.projectId, pinned: query.pinned }, readPage(query));
+      return { notes: page.items.map(presentNote), nextCursor: page.nextCursor };
     },
     createNote: async ({ caller, body }) => ({ note: presentNote(await notes.create(caller.userId, body)) }),
     updateNote: async ({ caller, body }) => ({ note: presentNote(await notes.update(caller.userId, body)) }),

@@ -1,7 +1,7 @@
 import type { Insertable, Updateable } from 'kysely';
 import type { Notes } from '../../../generated/db';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 
 export function findNote(db: Database, ownerUserId: string, id: string) {
   return db
@@ -12,40 +12,16 @@ export function findNote(db: Database, ownerUserId: string, id: string) {
     .executeTakeFirst();
 }
 
-export interface NoteFilter {
-  projectId?: string;
-  pinned?: boolean;
-}
-
-/** What a page of the owner's notes is read by. */
-export interface NotesPage {
-  ownerUserId: string;
-  filter: NoteFilter;
-  page: PageRequest;
-}
-
-/** The query of the `limit + 1` rows of a page of the owner's notes (aliased `n`), newest first; nothing selected yet. */
-export function pageOfNotes(db: Database, { ownerUserId, filter, page }: NotesPage) {
-  let query = db.selectFrom('notes as n').where('n.owner_user_id', '=', ownerUserId);
-  if (filter.projectId !== undefined) query = query.where('n.project_id', '=', filter.projectId);
-  if (filter.pinned !== undefined) query = query.where('n.pinned', '=', filter.pinned);
-  if (page.beforeId !== null) query = query.where('n.id', '<', page.beforeId);
-  return query.orderBy('n.id', 'desc').limit(page.limit + 1);
-}
-
-/** Which of `pageOfNotes`'s optional conditions are present. */
-export const notesPageShape = ({ filter, page }: NotesPage) =>
-  `${filter.projectId !== undefined ? 'p' : ''}${filter.pinned !== undefined ? 'f' : ''}${page.beforeId !== null ? 'c' : ''}`;
-
-/** The parameters of `pageOfNotes`, in the order it adds them. */
-export function notesPageParameters({ ownerUserId, filter, page }: NotesPage): unknown[] {
-  const values: unknown[] = [ownerUserId];
-  if (filter.projectId !== undefined) values.push(filter.projectId);
-  if (filter.pinned !== undefined) values.push(filter.pinned);
-  if (page.beforeId !== null) values.push(page.beforeId);
-  values.push(page.limit + 1);
-  return values;
-}
+/** The owner's notes, filtered; read a page at a time. */
+export const noteList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId, projectId, pinned }: { ownerUserId: string; projectId?: string; pinned?: boolean }) => {
+    let query = db.selectFrom('notes').selectAll().where('owner_user_id', '=', ownerUserId);
+    if (projectId !== undefined) query = query.where('project_id', '=', projectId);
+    if (pinned !== undefined) query = query.where('pinned', '=', pinned);
+    return query;
+  },
+});
 
 export function insertNote(db: Database, row: Insertable<Notes>) {
   return db.insertInto('notes').values(row).returningAll().executeTakeFirstOrThrow();

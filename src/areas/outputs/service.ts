@@ -6,7 +6,6 @@ import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import type { ObjectStore } from '../../platform/storage';
 import * as repo from './repository';
 
@@ -83,7 +82,7 @@ export class OutputService {
   }
 
   async list(userId: string, filter: { type?: string; conversationId?: string; automationId?: string }, page: PageRequest) {
-    return toPage(await repo.listOutputs(this.db, userId, filter, page), page.limit);
+    return repo.outputList.page(this.db, { ownerUserId: userId, ...filter }, page);
   }
 
   openObject(key: string, range?: { start: number; end: number }): Promise<Readable> {

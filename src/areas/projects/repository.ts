@@ -1,7 +1,7 @@
 import type { Insertable, Updateable } from 'kysely';
 import type { Projects } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import type { PageRequest } from '../../platform/pagination';
+import { listQuery } from '../../platform/db/list-query';
 
 export function findProject(db: Database, ownerUserId: string, id: string) {
   return db
@@ -21,12 +21,15 @@ export function findProjectByClientId(db: Database, ownerUserId: string, clientI
     .executeTakeFirst();
 }
 
-export function listProjects(db: Database, ownerUserId: string, filter: { parentId?: string }, page: PageRequest) {
-  let query = db.selectFrom('projects').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (filter.parentId !== undefined) query = query.where('parent_id', '=', filter.parentId);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's projects, filtered by parent; read a page at a time. */
+export const projectList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId, parentId }: { ownerUserId: string; parentId?: string }) => {
+    let query = db.selectFrom('projects').selectAll().where('owner_user_id', '=', ownerUserId);
+    if (parentId !== undefined) query = query.where('parent_id', '=', parentId);
+    return query;
+  },
+});
 
 /** Inserts the project; with a clientId the caller already used, inserts nothing and returns undefined. */
 export function insertProject(db: Database, row: Insertable<Projects>) {

@@ -6,7 +6,6 @@ import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 import { isSelfOrAncestor, lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import * as repo from './repository';
 
 type CreateInput = RequestInput<'ProjectCreateRequest'>;
@@ -36,7 +35,7 @@ export class ProjectService {
   }
 
   async list(userId: string, filter: { parentId?: string }, page: PageRequest) {
-    return toPage(await repo.listProjects(this.db, userId, filter, page), page.limit);
+    return repo.projectList.page(this.db, { ownerUserId: userId, ...filter }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<ProjectRow> {

@@ -1,7 +1,7 @@
 import type { Insertable, Updateable } from 'kysely';
 import type { Skills } from '../../../generated/db';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 
 export function findSkill(db: Database, ownerUserId: string, id: string) {
   return db
@@ -12,18 +12,16 @@ export function findSkill(db: Database, ownerUserId: string, id: string) {
     .executeTakeFirst();
 }
 
-export function listSkills(
-  db: Database,
-  ownerUserId: string,
-  filter: { projectId?: string; enabled?: boolean },
-  page: PageRequest,
-) {
-  let query = db.selectFrom('skills').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
-  if (filter.enabled !== undefined) query = query.where('enabled', '=', filter.enabled);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's skills, filtered; read a page at a time. */
+export const skillList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId, projectId, enabled }: { ownerUserId: string; projectId?: string; enabled?: boolean }) => {
+    let query = db.selectFrom('skills').selectAll().where('owner_user_id', '=', ownerUserId);
+    if (projectId !== undefined) query = query.where('project_id', '=', projectId);
+    if (enabled !== undefined) query = query.where('enabled', '=', enabled);
+    return query;
+  },
+});
 
 export function insertSkill(db: Database, row: Insertable<Skills>) {
   return db.insertInto('skills').values(row).returningAll().executeTakeFirstOrThrow();

@@ -5,7 +5,6 @@ import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type Database, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
@@ -38,7 +37,7 @@ export class SkillService {
   }
 
   async list(userId: string, filter: { projectId?: string; enabled?: boolean }, page: PageRequest) {
-    return toPage(await repo.listSkills(this.db, userId, filter, page), page.limit);
+    return repo.skillList.page(this.db, { ownerUserId: userId, ...filter }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<SkillRow> {

@@ -6,8 +6,8 @@ import type {
   WebhookSubscriptions,
 } from '../../../generated/db';
 import type { QueryOf } from '../../platform/api-types';
-import type { PageRequest } from '../../platform/pagination';
 import type { Database, DB } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptions>;
 export type AttemptRow = Selectable<WebhookDeliveryAttempts>;
@@ -25,11 +25,11 @@ export function findSubscription(db: Database, ownerUserId: string, id: string) 
     .executeTakeFirst();
 }
 
-export function listSubscriptions(db: Database, ownerUserId: string, page: PageRequest) {
-  let query = db.selectFrom('webhook_subscriptions').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's webhook subscriptions; read a page at a time. */
+export const subscriptionList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('webhook_subscriptions').selectAll().where('owner_user_id', '=', ownerUserId),
+});
 
 export async function countSubscriptions(db: Database, ownerUserId: string): Promise<number> {
   const row = await db
@@ -96,18 +96,16 @@ export function findDelivery(db: Database, ownerUserId: string, id: string): Pro
   return deliveriesWithEvents(db).where('d.owner_user_id', '=', ownerUserId).where('d.id', '=', id).executeTakeFirst();
 }
 
-export function listDeliveries(
-  db: Database,
-  ownerUserId: string,
-  filter: { subscriptionId?: string; status?: DeliveryStatus },
-  page: PageRequest,
-): Promise<DeliveryRow[]> {
-  let query = deliveriesWithEvents(db).where('d.owner_user_id', '=', ownerUserId);
-  if (filter.subscriptionId !== undefined) query = query.where('d.subscription_id', '=', filter.subscriptionId);
-  if (filter.status !== undefined) query = query.where('d.status', '=', filter.status);
-  if (page.beforeId !== null) query = query.where('d.id', '<', page.beforeId);
-  return query.orderBy('d.id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's deliveries with their events, filtered; read a page at a time. */
+export const deliveryList = listQuery({
+  id: 'd.id',
+  rows: (db, { ownerUserId, subscriptionId, status }: { ownerUserId: string; subscriptionId?: string; status?: DeliveryStatus }) => {
+    let query = deliveriesWithEvents(db).where('d.owner_user_id', '=', ownerUserId);
+    if (subscriptionId !== undefined) query = query.where('d.subscription_id', '=', subscriptionId);
+    if (status !== undefined) query = query.where('d.status', '=', status);
+    return query;
+  },
+});
 
 export function attemptsOf(db: Database, deliveryIds: string[]): Promise<AttemptRow[]> {
   if (deliveryIds.length === 0) return Promise.resolve([]);

@@ -6,7 +6,6 @@ import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import { toPage } from '../../platform/pagination';
 import type { WebhookDispatcher } from './dispatcher';
 import * as repo from './repository';
 import type { Secrets } from '../../platform/secrets';
@@ -44,7 +43,7 @@ export class WebhookService {
   }
 
   async list(userId: string, page: PageRequest) {
-    return toPage(await repo.listSubscriptions(this.db, userId, page), page.limit);
+    return repo.subscriptionList.page(this.db, { ownerUserId: userId }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<{ subscription: repo.SubscriptionRow; secret: string }> {
@@ -200,7 +199,7 @@ export class WebhookService {
   async listDeliveries(userId: string, filter: { subscriptionId?: string; status?: repo.DeliveryStatus }, page: PageRequest) {
     if (filter.subscriptionId !== undefined) await this.get(userId, filter.subscriptionId);
     return this.snapshot(async (trx) => {
-      const { items, nextCursor } = toPage(await repo.listDeliveries(trx, userId, filter, page), page.limit);
+      const { items, nextCursor } = await repo.deliveryList.page(trx, { ownerUserId: userId, ...filter }, page);
       const attempts = await repo.attemptsOf(trx, items.map((d) => d.id));
       const byDelivery = new Map<string, repo.AttemptRow[]>();
       for (const attempt of attempts) byDelivery.set(attempt.delivery_id, [...(byDelivery.get(attempt.delivery_id) ?? []), attempt]);

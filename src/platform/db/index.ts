@@ -22,19 +22,24 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 /** Statement texts run as named statements, with their names (see `preparedStatement`). */
 const preparedNames = new Map<string, string>();
 /** A bound on the server memory prepared statements hold: each connection keeps each one it has run. */
-const MAX_PREPARED_STATEMENTS = 64;
+const MAX_PREPARED_STATEMENTS = 256;
+let preparedCount = 0;
 
 /**
  * Marks a statement text as one to run as a named (server-side prepared) statement on Postgres:
  * parsed and planned once per connection rather than on every execution, which is most of
- * Postgres's work for a short query that runs on every request. Only for texts whose result
- * columns are spelled out: a prepared `select *` fails once a migration changes the table's columns
- * ("cached plan must not change result type"), where a spelled-out list is simply planned again.
+ * Postgres's work for a short query that runs on every request (the list queries: `ListQuery`).
  * Beyond MAX_PREPARED_STATEMENTS texts, statements run unnamed.
  */
 export function preparedStatement(text: string): void {
-  if (!preparedNames.has(text) && preparedNames.size < MAX_PREPARED_STATEMENTS) preparedNames.set(text, `aiws_${preparedNames.size + 1}`);
+  if (!preparedNames.has(text) && preparedNames.size < MAX_PREPARED_STATEMENTS) preparedNames.set(text, `aiws_${(preparedCount += 1)}`);
 }
+
+/**
+ * Postgres refuses to run a prepared `select *` whose table a migration has changed since ("cached
+ * plan must not change result type"); the text is then prepared again under a new name.
+ */
+const isStalePlan = (error: Error | null) => (error as { code?: string } | null)?.code === '0A000' && /cached plan must not change result type/.test(error?.message ?? '');
 
 /**
  * The pool's client: Kysely's queries (text and values, answered by a promise) run through pg's
@@ -59,7 +64,12 @@ function clientClass(prepared: boolean): typeof pg.Client {
       const name = prepared ? preparedNames.get(config) : undefined;
       const query = name === undefined ? { text: config, values } : { name, text: config, values };
       return new Promise((resolve, reject) => {
-        super.query(query, (error: Error | null, result: pg.QueryResult) => (error ? reject(error) : resolve(result)));
+        super.query(query, (error: Error | null, result: pg.QueryResult) => {
+          if (!error) return resolve(result);
+          if (name === undefined || !isStalePlan(error)) return reject(error);
+          if (preparedNames.get(config) === name) preparedNames.set(config, `aiws_${(preparedCount += 1)}`);
+          resolve(this.query(config, values));
+        });
       });
     }
   };
