@@ -39,6 +39,7 @@ import { conversationHandlers } from './areas/conversations/handlers';
 import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
 import { modelHandlers } from './areas/models/handlers';
+import { ModelService, NO_DEFAULTS, sealedColumns as modelSealedColumns } from './areas/models/service';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { countPendingDeliveries } from './areas/webhooks/repository';
 import { webhookHandlers } from './areas/webhooks/handlers';
@@ -94,8 +95,8 @@ export interface Services {
   chat: ChatService;
   automations: AutomationService;
   agents: AgentEnvironmentService;
-  /** The model provider chat and automations call. */
-  models: ModelProvider;
+  /** The models of the deployment and of users' own connections, the model policy, and the connections. */
+  models: ModelService;
 }
 
 export interface Runtime {
@@ -165,7 +166,7 @@ export function openObjectStore(config: Config): ObjectStore {
 }
 
 /** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
-export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns];
+export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns];
 
 /**
  * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
@@ -199,6 +200,7 @@ function createServices(
   dispatcher: WebhookDispatcher,
   secrets: Secrets,
   modelList: readonly ModelPrice[],
+  outbound: Outbound,
 ): Services {
   const { db } = database;
   const audit = new AuditService(db);
@@ -221,9 +223,26 @@ function createServices(
     const settings = { webhookSecret, toleranceSeconds, currency: config.billing.currency, plans: config.billing.plans };
     stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
   }
-  const models: ModelProvider = config.models.baseUrl
+  const deploymentModels: ModelProvider = config.models.baseUrl
     ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
     : new DevelopmentProvider();
+  const models = new ModelService(
+    db,
+    deploymentModels,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    {
+      callTimeoutMs: config.models.timeoutMs,
+      testTimeoutMs: Math.min(config.models.timeoutMs, 15_000),
+      connectionsPerUser: config.models.connectionsPerUser,
+      policyCacheMs: config.capabilities.cacheMs,
+    },
+    // Replaced by the settings area's source of the callers' chosen defaults.
+    NO_DEFAULTS,
+    warn,
+  );
   const memory = new MemoryService(db, projects);
   const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs }, memory);
   return {
@@ -297,7 +316,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...outputHandlers(services.outputs),
     ...knowledgeHandlers(services.knowledge),
     ...webhookHandlers(services.webhooks),
-    ...modelHandlers(services.models),
+    ...modelHandlers(services.models, services.capabilities),
     ...conversationHandlers(services.chat, config.models.timeoutMs),
     ...automationHandlers(services.automations, runner),
   };
@@ -323,7 +342,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const metrics = createMetrics(db);
     const dispatcher = createDispatcher(config, db, secrets, outbound, logger, metrics);
     const modelList = await resolveModels(config, logger);
-    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList);
+    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound);
     const indexer = new KnowledgeIndexer(
       services.knowledge,
       config.embeddings.indexIntervalMs,

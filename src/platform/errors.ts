@@ -28,12 +28,13 @@ export class ApiError extends Error {
 export const AUTHENTICATION_REQUIRED =
   'Authentication is required: send an access token (Authorization: Bearer <token>) or the session cookie (service_session, from POST /auth/session).';
 
-export type CapabilityName = 'automations' | 'billing' | 'vectorSearch';
+export type CapabilityName = 'automations' | 'billing' | 'vectorSearch' | 'byok';
 
 const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
   automations: 'Automation scheduling is disabled for this deployment.',
   billing: 'Billing is disabled for this deployment.',
   vectorSearch: 'Vector search is disabled for this deployment.',
+  byok: 'Model provider connections (bring your own key) are disabled for this deployment.',
 };
 
 /** The realm of the service's RFC 6750 challenges. */
