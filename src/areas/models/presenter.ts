@@ -1,9 +1,7 @@
-import type { components } from '../../../generated/api';
+import type { Schemas } from '../../platform/api-types';
 import type { ModelProvider } from '../../platform/ai/models';
 import type { ConnectionRow } from './repository';
 import { type AvailableModel, discoveredOf, enabledOf, type ModelPolicy } from './service';
-
-type Schemas = components['schemas'];
 
 export function presentModel(model: AvailableModel): Schemas['Model'] {
   return {

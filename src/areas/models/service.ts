@@ -1,4 +1,4 @@
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import {
   CONNECTION_KINDS,
   ConnectionChat,
@@ -21,10 +21,9 @@ import type { Actor, AuditService } from '../audit/service';
 import type { CapabilityService } from '../capabilities/service';
 import * as repo from './repository';
 
-type Schemas = components['schemas'];
-type CreateInput = Omit<Schemas['ModelConnectionCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<Schemas['ModelConnectionUpdateRequest'], 'userId' | 'accessToken'>;
-type TestInput = Omit<Schemas['ModelConnectionTestRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'ModelConnectionCreateRequest'>;
+type UpdateInput = RequestInput<'ModelConnectionUpdateRequest'>;
+type TestInput = RequestInput<'ModelConnectionTestRequest'>;
 
 export type { ConnectionKind, ModelKind };
 
@@ -109,6 +108,23 @@ const isBlocked = (policy: ModelPolicy, modelId: string, providerModelId: string
 export const discoveredOf = (row: repo.ConnectionRow): DiscoveredModel[] => (row.models as unknown as DiscoveredModel[] | null) ?? [];
 export const enabledOf = (row: repo.ConnectionRow): string[] => (row.enabled_models as unknown as string[] | null) ?? [];
 
+export interface ModelServiceDeps {
+  db: Database;
+  /** The deployment's provider (configured by the operator). */
+  deployment: ModelProvider;
+  capabilities: Pick<CapabilityService, 'isEnabled'>;
+  secrets: Secrets;
+  /** The guard every call through a user's connection goes through. */
+  outbound: Outbound;
+  audit: AuditService;
+  settings: ModelSettings;
+  /** The callers' chosen defaults (the settings area's); none by default. */
+  defaults?: DefaultModelsSource;
+  /** Where failures of calls and tests are logged (never with the key). */
+  log?: FailureLog;
+  now?: () => number;
+}
+
 /**
  * The models a user can call: the deployment's and their own connections' (while `byok` is on),
  * less what the deployment's model policy blocks; their defaults; and, for chat and automations,
@@ -117,18 +133,29 @@ export const enabledOf = (row: repo.ConnectionRow): string[] => (row.enabled_mod
 export class ModelService {
   private cachedPolicy: { policy: ModelPolicy; until: number } | null = null;
 
-  constructor(
-    private readonly db: Database,
-    private readonly deployment: ModelProvider,
-    private readonly capabilities: Pick<CapabilityService, 'isEnabled'>,
-    private readonly secrets: Secrets,
-    private readonly outbound: Outbound,
-    private readonly audit: AuditService,
-    private readonly settings: ModelSettings,
-    private defaults: DefaultModelsSource = NO_DEFAULTS,
-    private readonly log: FailureLog = () => undefined,
-    private readonly now: () => number = Date.now,
-  ) {}
+  private readonly db: Database;
+  private readonly deployment: ModelProvider;
+  private readonly capabilities: Pick<CapabilityService, 'isEnabled'>;
+  private readonly secrets: Secrets;
+  private readonly outbound: Outbound;
+  private readonly audit: AuditService;
+  private readonly settings: ModelSettings;
+  private defaults: DefaultModelsSource;
+  private readonly log: FailureLog;
+  private readonly now: () => number;
+
+  constructor({ db, deployment, capabilities, secrets, outbound, audit, settings, defaults = NO_DEFAULTS, log = () => undefined, now = Date.now }: ModelServiceDeps) {
+    this.db = db;
+    this.deployment = deployment;
+    this.capabilities = capabilities;
+    this.secrets = secrets;
+    this.outbound = outbound;
+    this.audit = audit;
+    this.settings = settings;
+    this.defaults = defaults;
+    this.log = log;
+    this.now = now;
+  }
 
   /** The deployment's provider, as `GET /api/v1/model-providers` lists it. */
   get deploymentProvider(): ModelProvider {
