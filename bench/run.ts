@@ -243,9 +243,7 @@ async function main(): Promise<void> {
       if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
     }
     for (const row of selected('lookup') ? await measureLookup() : []) {
-      rows.push([`operation lookup, ${row.document}: library mount (µs)`, row.library.toFixed(2)]);
-      rows.push([`operation lookup, ${row.document}: service mount (µs)`, row.service.toFixed(2)]);
-      rows.push([`operation lookup, ${row.document}: ratio library / service`, (row.library / row.service).toFixed(1)]);
+      rows.push([`validator, ${row.mounting}: start-up (ms) / per request, last GET path (µs)`, `${row.startupMs.toFixed(0)} / ${row.perRequestUs.toFixed(1)}`]);
     }
   } finally {
     await postgres?.drop();

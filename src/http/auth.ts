@@ -3,6 +3,7 @@ import { type SignedGrant, SignedUrlExpiredError, SignedUrlInvalidError, type Si
 import type { RateLimiter } from '../platform/rate-limiter';
 import { InvalidTokenError, type TokenVerifier } from '../platform/tokens';
 import { type ApiError, AUTHENTICATION_REQUIRED, errors } from '../platform/errors';
+import type { ApiOperation } from './operation';
 
 export const SESSION_COOKIE = 'service_session';
 
@@ -24,7 +25,7 @@ export interface SessionResolver {
 }
 
 /**
- * The handlers express-openapi-validator calls for the document's two security schemes. Each only
+ * The handlers of the document's security schemes (run by `authenticate`). Each only
  * records what it verified; `resolveCaller` then picks one (bearer first), so the outcome does not
  * depend on which handler finishes first.
  */
@@ -39,7 +40,7 @@ export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionRe
         return true;
       } catch (error) {
         if (error instanceof SignedUrlExpiredError) {
-          // Genuine but expired: let resolveCaller answer 410 (the library only knows 401 and 403).
+          // Genuine but expired: let resolveCaller answer 410 (a handler only says yes or no).
           req.credentials = { ...req.credentials, signedExpired: true };
           return true;
         }
@@ -127,28 +128,22 @@ export function resolveCaller(allowedOrigins: string[]) {
 }
 
 type SecurityHandler = (req: Request) => Promise<boolean>;
-type SecurityRequirement = Record<string, unknown>;
 
 /**
- * Authentication by the operation's declared security (its own `security`, else the document's),
- * in place of the validator's security step: the requirements are alternatives and the schemes
- * within one are all needed. Every scheme the operation names is tried (each handler only records
- * what it verified; `resolveCaller` chooses), a request meeting no requirement is `401` with the
- * first failure a handler recorded, and an unexpected error of a handler (a database that cannot
- * answer) propagates as itself. Unlike the library's step, nothing is thrown (or given a stack
- * trace) for a scheme a request simply does not use, and the schemes are worked out once per
- * operation.
+ * Authentication by the operation's declared security (`req.operation`: its own `security`, else
+ * the document's): the requirements are alternatives and the schemes within one are all needed.
+ * Every scheme the operation names is tried (each handler only records what it verified;
+ * `resolveCaller` chooses), a request meeting no requirement is `401` with the first failure a
+ * handler recorded, and an unexpected error of a handler (a database that cannot answer)
+ * propagates as itself. Nothing is thrown (or given a stack trace) for a scheme a request simply
+ * does not use, and the schemes are worked out once per operation.
  */
-export function authenticate(
-  documentSecurity: SecurityRequirement[] | undefined,
-  handlers: Record<string, SecurityHandler>,
-  onFailure: (req: Request) => Promise<ApiError | null> = async () => null,
-) {
-  const plans = new WeakMap<object, { schemes: string[]; requirements: string[][] }>();
-  const planOf = (operation: { security?: SecurityRequirement[] }) => {
+export function authenticate(handlers: Record<string, SecurityHandler>, onFailure: (req: Request) => Promise<ApiError | null> = async () => null) {
+  const plans = new WeakMap<ApiOperation, { schemes: string[]; requirements: string[][] }>();
+  const planOf = (operation: ApiOperation) => {
     let plan = plans.get(operation);
     if (!plan) {
-      const requirements = (operation.security ?? documentSecurity ?? []).map((requirement) => Object.keys(requirement));
+      const requirements = operation.security.map((requirement) => Object.keys(requirement));
       const schemes = [...new Set(requirements.flat())];
       for (const scheme of schemes) if (!handlers[scheme]) throw new Error(`no security handler for "${scheme}"`);
       plan = { schemes, requirements };
@@ -157,8 +152,8 @@ export function authenticate(
     return plan;
   };
   return async function authenticateMiddleware(req: Request, _res: Response, next: NextFunction): Promise<void> {
-    const operation = (req as unknown as { openapi: { schema: { security?: SecurityRequirement[] } } }).openapi.schema;
-    const { schemes, requirements } = planOf(operation);
+    if (!req.operation) throw new Error(`authentication runs on the document's routes only (${req.method} ${req.path})`);
+    const { schemes, requirements } = planOf(req.operation);
     if (requirements.length === 0) return next();
     const verified = new Set<string>();
     await Promise.all(

@@ -13,7 +13,7 @@ export interface CapabilitySource {
  */
 export function requireDeclaredCapability(capabilities: CapabilitySource): RequestHandler {
   return async function declaredCapabilityGate(req, _res, next) {
-    const declared = (req as unknown as { openapi?: { schema?: { 'x-capability'?: CapabilityName } } }).openapi?.schema?.['x-capability'];
+    const declared = req.operation?.['x-capability'];
     if (declared === undefined || (await capabilities.isEnabled(declared))) next();
     else next(errors.capabilityDisabled(declared));
   };

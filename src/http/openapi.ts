@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
+import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import type { IdempotencyStore } from '../platform/idempotency';
@@ -9,36 +9,11 @@ import { authenticate } from './auth';
 import type { ApiError } from '../platform/errors';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 import { refuseUnstorableText } from './text-guard';
+import type { ApiOperation } from './operation';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
-interface SchemaCheckOptions {
-  version: string;
-  validateApiSpec: boolean;
-}
-type SchemaValidatorClass = new (options: SchemaCheckOptions) => { validate(doc: unknown): { errors: unknown[] } };
-
-/**
- * The library compiles a validator of the OpenAPI schema itself on every start, and uses it only
- * to check the document (`validateApiSpec`, on where answers are validated: tests): 130-220 ms of
- * each start-up otherwise spent for nothing. With the check off it now gets one that compiles
- * nothing and is never called. (A module of the pinned version, as `findStep` names its steps.)
- */
-function compileSchemaValidatorOnlyToCheck(): void {
-  const schemaValidator = require('express-openapi-validator/dist/framework/openapi.schema.validator') as { OpenAPISchemaValidator: SchemaValidatorClass };
-  const Compiling = schemaValidator.OpenAPISchemaValidator;
-  if (typeof Compiling !== 'function') throw new Error('express-openapi-validator has no OpenAPISchemaValidator: check the pinned version');
-  const unused = {
-    validate(): never {
-      throw new Error('the document check is off');
-    },
-  };
-  // Called with `new`: the object a constructor function returns is the instance.
-  schemaValidator.OpenAPISchemaValidator = function OnlyToCheck(options: SchemaCheckOptions) {
-    return options.validateApiSpec ? new Compiling(options) : unused;
-  } as unknown as SchemaValidatorClass;
-}
-compileSchemaValidatorOnlyToCheck();
+type PathItem = Partial<Record<(typeof METHODS)[number], OpenAPIV3.OperationObject>>;
 
 /** The bundled document (generated/openapi.json), which the service validates against and serves. */
 export function loadApiDocument(): OpenAPIV3.DocumentV3 {
@@ -48,13 +23,17 @@ export function loadApiDocument(): OpenAPIV3.DocumentV3 {
   return doc;
 }
 
-export interface ValidationOptions {
+/** How the validator checks requests and answers (options of its public `middleware`). */
+export interface ValidatorSettings {
   validateResponses: boolean;
   /**
-   * Whether the library checks the document against the OpenAPI schema at start-up (a tenth of
-   * the start-up time). The document is generated, linted and contract-tested before it ships.
+   * Whether the library checks each document it is given against the OpenAPI schema at start-up.
+   * The document is generated, linted and contract-tested before it ships.
    */
   validateApiSpec: boolean;
+}
+
+export interface ValidationOptions extends ValidatorSettings {
   /** The largest JSON body (413 above). */
   bodyLimitBytes: number;
   /** Remembers the responses of operations that declare the `Idempotency-Key` header. */
@@ -62,127 +41,108 @@ export interface ValidationOptions {
   securityHandlers: Record<string, (req: Request) => Promise<boolean>>;
   /** Called when a request fails authentication: an error to answer instead of the 401 (a rate limit), or null. */
   onAuthFailure?: (req: Request) => Promise<ApiError | null>;
-  /** Run after authentication and before request validation (choose the caller, check roles). */
+  /** Run after authentication and before the body is read (choose the caller, rate limit, capability, roles). */
   afterSecurity: RequestHandler[];
 }
 
-type Middleware = (req: Request, res: Response, next: NextFunction) => unknown;
-
-function findStep(chain: Middleware[], name: string): number {
-  const index = chain.findIndex((step) => step.name === name);
-  if (index < 0) throw new Error(`express-openapi-validator has no "${name}" step: check the pinned version`);
-  return index;
-}
+/** The most paths given to one validator (see `validatorGroups`). */
+const MAX_PATHS_PER_VALIDATOR = 8;
 
 /**
- * The validator's middleware chain, rearranged so that:
- * - the operation lookup is done once per Express route and method, not once per request (the
- *   library otherwise compiles a path regex for every path of the document until one matches);
- *   Express has already matched the route, so its result is reused for later requests;
- * - response validation wraps every answer of the operation, including the errors of the steps
- *   after it;
- * - authentication is ours (`authenticate`, the document's security schemes and handlers), and
- *   `afterSecurity` runs between it and request validation;
- * - a JSON body is read only after both, so an anonymous or refused client cannot make the service
- *   wait for (or buffer) its body.
- * - text the database cannot store (NUL, lone surrogates) is refused right before validation.
+ * The document's paths in groups, one validator each: an area's paths (`/api/v1/<area>/…`) stay
+ * together, and areas are packed in document order into groups of at most
+ * MAX_PATHS_PER_VALIDATOR paths. A validator matches each request against its paths one by one,
+ * compiling each path's pattern as it goes (a few µs a path: about 270 µs per request for one
+ * validator of the whole document), while each validator costs a load of its document and a
+ * compilation of the OpenAPI schema at start-up: a few small groups keep both low.
  */
-async function validatorChain(doc: OpenAPIV3.DocumentV3, options: ValidationOptions): Promise<Middleware[]> {
-  // The document's server is `{base_url}` and its paths are absolute: validate paths as they are.
-  const { servers: _servers, ...apiSpec } = structuredClone(doc);
-  // Ajv checks a oneOf by its discriminator (one precise error instead of every branch's), but
-  // refuses `mapping`, which the document keeps for generators; the branches' `mode` enums carry
-  // the same values, so the validator's copy goes without it.
-  for (const schema of Object.values(apiSpec.components?.schemas ?? {})) {
-    if ('discriminator' in schema && schema.discriminator) delete schema.discriminator.mapping;
+export function validatorGroups(paths: string[]): string[][] {
+  const areas = new Map<string, string[]>();
+  for (const openApiPath of paths) {
+    const area = openApiPath.split('/').slice(0, 4).join('/');
+    areas.set(area, [...(areas.get(area) ?? []), openApiPath]);
   }
-  inlineOperationRefs(apiSpec as OpenAPIV3.DocumentV3);
-  const chain = OpenApiValidator.middleware({
-    apiSpec: apiSpec as OpenAPIV3.DocumentV3,
-    validateApiSpec: options.validateApiSpec,
-    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false, allErrors: true, discriminator: true },
-    validateResponses: options.validateResponses ? { removeAdditional: false, coerceTypes: false } : false,
-    validateSecurity: false, // `authenticate` (./auth) does it
-    ignoreUndocumented: false,
-  }) as Middleware[];
-
-  // Load and check the document now: a document that fails to load must stop the start-up, not
-  // answer 500 to every request. (The first step awaits the loaded document.)
-  const pathParams = chain[findStep(chain, 'pathParamsMiddleware')] as Middleware;
-  await new Promise<void>((resolve, reject) =>
-    pathParams({ app: express() } as unknown as Request, {} as Response, (error?: unknown) =>
-      error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(),
-    ),
-  );
-
-  const metadataIndex = findStep(chain, 'metadataMiddleware');
-  const lookup = chain[metadataIndex] as Middleware;
-  const cache = new Map<string, Record<string, unknown>>();
-  const cachedMetadata: Middleware = (req, res, next) => {
-    // HEAD is GET without the body (Express answers it from the GET handler): same operation.
-    const head = req.method === 'HEAD';
-    const key = `${head ? 'GET' : req.method} ${(req.route as { path: string }).path}`;
-    const hit = cache.get(key);
-    if (hit) {
-      (req as unknown as { openapi: unknown }).openapi = { ...hit, pathParams: req.params };
-      return next();
-    }
-    if (head) req.method = 'GET';
-    return lookup(req, res, (error?: unknown) => {
-      if (head) req.method = 'HEAD';
-      const found = (req as unknown as { openapi?: Record<string, unknown> }).openapi;
-      if (!error && found) {
-        const { pathParams: _params, ...reusable } = found;
-        cache.set(key, reusable);
-      }
-      next(error);
-    });
-  };
-
-  // The steps before the lookup (the path-params step) have done their only work above, loading
-  // the document: per request they would only wait for it again.
-  const steps: Middleware[] = [cachedMetadata];
-  if (options.validateResponses) steps.push(chain[findStep(chain, 'responseMiddleware')] as Middleware);
-  steps.push(authenticate(apiSpec.security, options.securityHandlers, options.onAuthFailure) as Middleware);
-  steps.push(...(options.afterSecurity as Middleware[]));
-  steps.push(jsonBodies(express.json({ limit: options.bodyLimitBytes, strict: false })) as Middleware);
-  steps.push(refuseUnstorableText);
-  steps.push(chain[findStep(chain, 'requestMiddleware')] as Middleware);
-  return steps;
+  const groups: string[][] = [];
+  for (const area of areas.values()) {
+    const room = groups.find((group) => group.length + area.length <= MAX_PATHS_PER_VALIDATOR);
+    if (room) room.push(...area);
+    else groups.push([...area]);
+  }
+  return groups;
 }
 
 type Components = Record<string, Record<string, unknown> | undefined>;
+
+/** The components (`#/components/<section>/<name>`) that `value` refers to, directly or through others. */
+function componentsReachedFrom(value: unknown, all: Components): Components {
+  const reached: Components = {};
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      for (const item of node) visit(item);
+      return;
+    }
+    if (typeof node !== 'object' || node === null) return;
+    for (const [key, child] of Object.entries(node)) {
+      if (key !== '$ref' || typeof child !== 'string') {
+        visit(child);
+        continue;
+      }
+      const [, , section, name] = child.split('/');
+      const target = section && name ? all[section]?.[name] : undefined;
+      if (!section || !name || target === undefined) throw new Error(`cannot resolve ${child}`);
+      const into = (reached[section] ??= {});
+      if (name in into) continue;
+      into[name] = target;
+      visit(target);
+    }
+  };
+  visit(value);
+  return reached;
+}
+
+/**
+ * The document a validator of `paths` is given: those paths, the components they use and the
+ * security schemes. The document's server is `{base_url}` and its paths are absolute: without
+ * `servers`, the validator matches a request's path against the paths as they are.
+ */
+function validatorDocument(doc: OpenAPIV3.DocumentV3, paths: string[]): OpenAPIV3.DocumentV3 {
+  const { servers: _servers, components: all = {}, ...rest } = doc;
+  const own = Object.fromEntries(paths.map((openApiPath) => [openApiPath, doc.paths[openApiPath]]));
+  const components = { ...componentsReachedFrom(own, all as Components), securitySchemes: all.securitySchemes };
+  const spec = structuredClone({ ...rest, paths: own, components }) as OpenAPIV3.DocumentV3;
+  // Ajv checks a oneOf by its discriminator (one precise error instead of every branch's), but
+  // refuses `mapping`, which the document keeps for generators; the branches' `mode` enums carry
+  // the same values, so the validator's copy goes without it.
+  for (const schema of Object.values(spec.components?.schemas ?? {})) {
+    if ('discriminator' in schema && schema.discriminator) delete schema.discriminator.mapping;
+  }
+  inlineOperationRefs(spec);
+  return spec;
+}
 
 /**
  * Replaces the `$ref`s of the operations' request bodies and responses, and of their media types'
  * schemas, with copies of the components they name (nested `$ref`s stay). The validator resolves
  * each such `$ref` at start-up by compiling the component into a validator of a throwaway Ajv
- * instance (about a tenth of the service's start-up); an inline object it takes as it is.
+ * instance; an inline object it takes as it is.
  */
 function inlineOperationRefs(spec: OpenAPIV3.DocumentV3): void {
   const components = (spec.components ?? {}) as Components;
-  const resolve = <T>(value: T | OpenAPIV3.ReferenceObject): T => {
-    if (typeof value !== 'object' || value === null || !('$ref' in value)) return value as T;
-    const [hash, root, section, name, ...rest] = value.$ref.split('/').map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
-    const target = section && name ? components[section]?.[name] : undefined;
-    if (hash !== '#' || root !== 'components' || rest.length > 0 || target === undefined) throw new Error(`cannot resolve ${value.$ref}`);
-    return resolve(structuredClone(target) as T | OpenAPIV3.ReferenceObject);
-  };
   const inlineContent = (content: Record<string, OpenAPIV3.MediaTypeObject> | undefined) => {
-    for (const media of Object.values(content ?? {})) if (media.schema) media.schema = resolve(media.schema);
+    for (const media of Object.values(content ?? {})) if (media.schema) media.schema = resolveRef(components, media.schema);
   };
-  for (const item of Object.values(spec.paths) as OpenAPIV3.PathItemObject[]) {
+  for (const item of Object.values(spec.paths) as PathItem[]) {
     for (const method of METHODS) {
       const operation = item[method];
       if (!operation) continue;
       if (operation.requestBody) {
-        const body = resolve(operation.requestBody);
+        const body = resolveRef(components, operation.requestBody);
         inlineContent(body.content);
         operation.requestBody = body;
       }
       const responses = operation.responses ?? {};
       for (const [status, response] of Object.entries(responses)) {
-        const resolved = resolve(response);
+        const resolved = resolveRef(components, response);
         inlineContent(resolved.content);
         responses[status] = resolved;
       }
@@ -190,32 +150,138 @@ function inlineOperationRefs(spec: OpenAPIV3.DocumentV3): void {
   }
 }
 
-export const toExpressPath = (openApiPath: string) => openApiPath.replace(/\{([^}]+)\}/g, ':$1');
+/** A copy of the component a `$ref` names (`#/components/<section>/<name>`), or the value itself. */
+function resolveRef<T>(components: Components, value: T | OpenAPIV3.ReferenceObject): T {
+  if (typeof value !== 'object' || value === null || !('$ref' in value)) return value as T;
+  const [hash, root, section, name, ...rest] = value.$ref.split('/').map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const target = section && name ? components[section]?.[name] : undefined;
+  if (hash !== '#' || root !== 'components' || rest.length > 0 || target === undefined) throw new Error(`cannot resolve ${value.$ref}`);
+  return resolveRef(components, structuredClone(target) as T | OpenAPIV3.ReferenceObject);
+}
 
 /**
- * One Express route per path of the document, each running the validator chain and then the
- * handler of the operation; a method the path does not have is answered 405 by the validator.
+ * The library's middleware for a document, through its public options only. Security is the
+ * service's (`authenticate`, which runs before the body is read); uploads are streamed to their
+ * handlers (no multipart parsing); handlers are the service's routes.
  */
-export async function apiRouter(
-  doc: OpenAPIV3.DocumentV3,
-  handlers: HandlerMap,
-  options: ValidationOptions,
-): Promise<Router> {
-  const steps = await validatorChain(doc, options);
+function validatorMiddleware(apiSpec: OpenAPIV3.DocumentV3, settings: ValidatorSettings): RequestHandler[] {
+  return OpenApiValidator.middleware({
+    apiSpec,
+    validateApiSpec: settings.validateApiSpec,
+    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false, allErrors: true, discriminator: true },
+    validateResponses: settings.validateResponses ? { removeAdditional: false, coerceTypes: false } : false,
+    validateSecurity: false,
+    fileUploader: false,
+    operationHandlers: false,
+    ignoreUndocumented: false,
+    $refParser: { mode: 'bundle' },
+  }) as unknown as RequestHandler[];
+}
+
+/**
+ * Sends a new validator a request for a method its first path does not have, and expects the 405
+ * the service relies on: the validator has loaded its document (one it cannot load would
+ * otherwise answer 500 to every request) and refuses methods the document does not declare.
+ */
+async function checkLoaded(validator: RequestHandler[], openApiPath: string, item: PathItem): Promise<void> {
+  const method = METHODS.find((name) => !item[name])?.toUpperCase() ?? 'UNDECLARED';
+  const url = openApiPath.replace(/\{[^}]+\}/g, 'x');
+  // A request of its own app: the service's app only ever sees real requests.
+  const req = { method, url, originalUrl: url, path: url, baseUrl: '', headers: {}, query: {}, params: {}, app: express() } as unknown as Request;
+  for (const step of validator) {
+    const error = await new Promise<unknown>((resolve) => void step(req, {} as Response, resolve));
+    if (error === undefined) continue;
+    if ((error as { status?: unknown }).status === 405) return;
+    throw error instanceof Error ? error : new Error(String(error));
+  }
+  throw new Error(`express-openapi-validator did not answer ${method} ${openApiPath} with 405: check its version`);
+}
+
+/** A loaded validator of some of the document's paths. */
+export async function validatorOf(doc: OpenAPIV3.DocumentV3, paths: string[], settings: ValidatorSettings): Promise<RequestHandler[]> {
+  const validator = validatorMiddleware(validatorDocument(doc, paths), settings);
+  const first = paths[0] as string;
+  await checkLoaded(validator, first, doc.paths[first] as PathItem);
+  return validator;
+}
+
+/** For each path of the document, the validator that knows it: one per group (`validatorGroups`). */
+export async function pathValidators(doc: OpenAPIV3.DocumentV3, settings: ValidatorSettings): Promise<Map<string, RequestHandler[]>> {
+  const byPath = new Map<string, RequestHandler[]>();
+  for (const group of validatorGroups(Object.keys(doc.paths))) {
+    const validator = await validatorOf(doc, group, settings);
+    for (const openApiPath of group) byPath.set(openApiPath, validator);
+  }
+  return byPath;
+}
+
+/** HEAD is GET without the body (Express answers it with the GET route): the validator is shown GET. */
+function headAsGet(step: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    if (req.method !== 'HEAD') return step(req, res, next);
+    req.method = 'GET';
+    return step(req, res, (error?: unknown) => {
+      req.method = 'HEAD';
+      next(error);
+    });
+  };
+}
+
+export const toExpressPath = (openApiPath: string) => openApiPath.replace(/\{([^}]+)\}/g, ':$1');
+
+/** What the service reads of an operation of the document (its security falls back to the document's). */
+function apiOperation(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject, operationId: OperationId): ApiOperation {
+  const extensions = operation as Pick<ApiOperation, 'x-capability' | 'x-required-roles' | 'x-audit'>;
+  return {
+    operationId,
+    security: operation.security ?? doc.security ?? [],
+    'x-capability': extensions['x-capability'],
+    'x-required-roles': extensions['x-required-roles'],
+    'x-audit': extensions['x-audit'],
+  };
+}
+
+/**
+ * One Express route per path of the document. A documented method runs, in order:
+ * - `req.operation`, the document's operation of the route;
+ * - authentication (the document's security schemes and handlers) and `afterSecurity`, before
+ *   anything reads the body, so that an anonymous or refused client cannot make the service wait
+ *   for (or buffer) its body;
+ * - the JSON body, read only for operations whose document says they take one (a streamed upload
+ *   reaches its handler untouched whatever its Content-Type), then the refusal of text the
+ *   database cannot store (NUL, lone surrogates);
+ * - the validator of the path (`pathValidators`): request validation, and where configured
+ *   (tests) the validation of the handler's answers;
+ * - the handler.
+ * Any other method reaches only the validator, which answers 405 with Allow.
+ */
+export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap, options: ValidationOptions): Promise<Router> {
+  const validators = await pathValidators(doc, options);
+  const beforeBody = [authenticate(options.securityHandlers, options.onAuthFailure), ...options.afterSecurity];
+  const json = express.json({ limit: options.bodyLimitBytes, strict: false });
   const router = express.Router();
-  for (const [openApiPath, item] of Object.entries(doc.paths)) {
+  for (const [openApiPath, item] of Object.entries(doc.paths) as Array<[string, PathItem]>) {
+    const validator = validators.get(openApiPath) as RequestHandler[];
     const route = router.route(toExpressPath(openApiPath));
-    route.all(...(steps as RequestHandler[]));
     for (const method of METHODS) {
-      const operation = (item as Record<string, OpenAPIV3.OperationObject | undefined>)[method];
+      const operation = item[method];
       if (!operation) continue;
       const operationId = operation.operationId as OperationId | undefined;
       const handler = operationId ? handlers[operationId] : undefined;
       if (!operationId || !handler) throw new Error(`no handler for ${method.toUpperCase()} ${openApiPath}`);
+      const described = apiOperation(doc, operation, operationId);
       const idempotent = declaresIdempotencyKey(doc, operation);
       // On role-guarded (administration) operations a body userId names the target user.
-      const userIdIsCaller = !(operation as { 'x-required-roles'?: unknown })['x-required-roles'];
+      const userIdIsCaller = !described['x-required-roles'];
       route[method](
+        (req, _res, next) => {
+          req.operation = described;
+          next();
+        },
+        ...beforeBody,
+        ...(takesJson(doc, operation) ? [json] : []),
+        refuseUnstorableText,
+        ...(method === 'get' ? validator.map(headAsGet) : validator),
         toExpressHandler(handler, {
           operationId,
           userIdIsCaller,
@@ -224,37 +290,27 @@ export async function apiRouter(
         }),
       );
     }
+    route.all(...validator);
   }
   return router;
 }
 
-/**
- * Parses a JSON body only for the operations whose document says they take one (the validator's
- * operation, its request body inlined by `inlineOperationRefs`), so that a streamed upload
- * reaches its handler untouched whatever its Content-Type.
- */
-function jsonBodies(json: RequestHandler): Middleware {
-  return function jsonBodyMiddleware(req, res, next) {
-    const operation = (req as unknown as { openapi: { schema: OpenAPIV3.OperationObject } }).openapi.schema;
-    // The validator's copy has `requestBody: null` on operations without one.
-    const body = operation.requestBody as OpenAPIV3.RequestBodyObject | null | undefined;
-    const takesJson = body?.content?.['application/json'] !== undefined;
-    return takesJson ? json(req, res, next) : next();
-  };
+/** Whether the operation's request body may be JSON. */
+function takesJson(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject): boolean {
+  if (!operation.requestBody) return false;
+  const body = resolveRef((doc.components ?? {}) as Components, operation.requestBody);
+  return body.content?.['application/json'] !== undefined;
 }
 
 /** Whether the operation declares the `Idempotency-Key` request header. */
 function declaresIdempotencyKey(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject): boolean {
   return (operation.parameters ?? []).some((parameter) => {
-    const resolved =
-      '$ref' in parameter
-        ? doc.components?.parameters?.[parameter.$ref.split('/').pop() as string]
-        : parameter;
-    return resolved !== undefined && 'in' in resolved && resolved.in === 'header' && resolved.name.toLowerCase() === 'idempotency-key';
+    const resolved = resolveRef((doc.components ?? {}) as Components, parameter);
+    return resolved.in === 'header' && resolved.name.toLowerCase() === 'idempotency-key';
   });
 }
 
-/** The operationId of the request's operation, once the validator has identified it. */
-export function operationIdOf(req: Request): string | undefined {
-  return (req as unknown as { openapi?: { schema?: { operationId?: string } } }).openapi?.schema?.operationId;
+/** The operationId of the request's operation (unset for paths and methods the document does not have). */
+export function operationIdOf(req: Request): OperationId | undefined {
+  return req.operation?.operationId;
 }

@@ -12,12 +12,6 @@ export interface RoleAuthority {
   ): Promise<void>;
 }
 
-interface RoleGuardedOperation {
-  operationId?: string;
-  'x-required-roles'?: Role[];
-  'x-audit'?: { action: string; resourceType: string };
-}
-
 /**
  * Enforces the roles an operation declares in the document (`x-required-roles`), after
  * authentication and before the request is validated: a caller without one of them gets 403 and
@@ -25,7 +19,7 @@ interface RoleGuardedOperation {
  */
 export function requireRoles(principals: RoleAuthority) {
   return async function requireRolesMiddleware(req: Request, _res: Response, next: NextFunction): Promise<void> {
-    const operation = (req as unknown as { openapi?: { schema?: RoleGuardedOperation } }).openapi?.schema;
+    const operation = req.operation;
     const roles = operation?.['x-required-roles'];
     if (!roles || !req.caller) return next();
     const audit = operation['x-audit'];
@@ -33,7 +27,7 @@ export function requireRoles(principals: RoleAuthority) {
     await principals.authorize({ userId: req.caller.userId, requestId: req.requestId }, roles, {
       action: audit.action,
       resourceType: audit.resourceType,
-      operationId: operation.operationId ?? '',
+      operationId: operation.operationId,
       method: req.method,
       path: req.path,
     });

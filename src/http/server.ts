@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Express } from 'express';
+import type { Express, Request } from 'express';
 import { type ApiError, errors } from '../platform/errors';
 
 /** Node's request and response constructors, called on an object whose prototype is chosen here. */
@@ -16,52 +16,35 @@ function callable<A extends unknown[]>(constructor: unknown, name: string): Node
 }
 
 /**
- * Requests and responses are constructed with Express's prototypes for `app` (`app.request`,
- * `app.response`) and with every field that Express, the router, cookie-parser, the validator
- * and the service's own middleware set on them on the way to a handler.
- *
- * Prototypes: Express gives every request and response the app's prototypes with
- * `Object.setPrototypeOf` as it starts handling them. On Node 20's V8 an object whose prototype is
- * changed that way keeps what it references alive through young-generation collections, to be
- * copied by each and promoted to the old generation: a bare node:http server that sets the
- * prototypes per request promotes 1.3 MB per collection instead of 0.3 KB and answers half as
- * many requests (38,000 → 20,000 req/s here). Constructed with the same prototypes, the call
- * changes nothing (V8 returns at once when the prototype is already the one given) and the
- * objects die young (README "Performance").
- *
- * Fields: V8 gives an object room in itself for the properties its constructor sets; the ones
- * added later (a plain IncomingMessage is given about sixteen) each change its shape and go to a
- * separate property array that is copied into a larger one as it fills. Declared here, the fields
- * are written in place and every request keeps one shape.
- * `query` is not among them: Express reads it through a getter, which the validator replaces with
- * the validated values; an own field would hide both.
+ * Whether requests and responses are constructed with the app's prototypes (`appConstructors`):
+ * a workaround for Node 20's V8 only. Delete it, and `appConstructors`, when the runtime's
+ * minimum is Node 22 (package.json `engines`).
  */
-function constructors(app: Express): Pick<http.ServerOptions, 'IncomingMessage' | 'ServerResponse'> {
+export const CONSTRUCT_WITH_APP_PROTOTYPES = Number(process.versions.node.split('.')[0]) < 22;
+
+/**
+ * Node 20 only (see CONSTRUCT_WITH_APP_PROTOTYPES): requests and responses constructed with
+ * Express's prototypes for `app` (`app.request`, `app.response`) and with the service's own
+ * request fields (src/http/types.ts).
+ *
+ * Express gives every request and response the app's prototypes with `Object.setPrototypeOf` as
+ * it starts handling them. On Node 20's V8 an object whose prototype is changed that way keeps
+ * what it references alive through young-generation collections, to be copied by each and
+ * promoted to the old generation, and a bare node:http server that sets the prototypes per
+ * request answers about half as many requests (docs/performance.md). Constructed with the same
+ * prototypes, the call changes nothing (V8 returns at once when the prototype is already the one
+ * given) and the objects die young. Declared at construction, the service's fields are written
+ * in place rather than each changing the request's shape.
+ */
+function appConstructors(app: Express): Pick<http.ServerOptions, 'IncomingMessage' | 'ServerResponse'> {
   const incomingMessage = callable<[Socket]>(http.IncomingMessage, 'IncomingMessage');
   const serverResponse = callable<[http.IncomingMessage, unknown]>(http.ServerResponse, 'ServerResponse');
 
-  function ServiceRequest(this: Record<string, unknown>, socket: Socket): void {
+  function ServiceRequest(this: Record<keyof ServiceRequestFields, unknown>, socket: Socket): void {
     incomingMessage.call(this, socket);
-    // Express and the router
-    this.res = undefined;
-    this.next = undefined;
-    this.baseUrl = undefined;
-    this.originalUrl = undefined;
-    this.params = undefined;
-    this.route = undefined;
-    this.body = undefined;
-    // parseurl's caches
-    this._parsedUrl = undefined;
-    this._parsedOriginalUrl = undefined;
-    // cookie-parser
-    this.secret = undefined;
-    this.cookies = undefined;
-    this.signedCookies = undefined;
-    // express-openapi-validator
-    this.openapi = undefined;
-    // the service (src/http/types.ts)
     this.requestId = undefined;
     this.receivedAt = undefined;
+    this.operation = undefined;
     this.credentials = undefined;
     this.authFailure = undefined;
     this.invalidToken = undefined;
@@ -69,10 +52,8 @@ function constructors(app: Express): Pick<http.ServerOptions, 'IncomingMessage' 
   }
   ServiceRequest.prototype = app.request;
 
-  function ServiceResponse(this: Record<string, unknown>, req: http.IncomingMessage, options: unknown): void {
+  function ServiceResponse(this: object, req: http.IncomingMessage, options: unknown): void {
     serverResponse.call(this, req, options);
-    // Express
-    this.locals = undefined;
   }
   ServiceResponse.prototype = app.response;
 
@@ -81,6 +62,9 @@ function constructors(app: Express): Pick<http.ServerOptions, 'IncomingMessage' 
     ServerResponse: ServiceResponse as unknown as typeof http.ServerResponse,
   };
 }
+
+/** The request fields the service itself sets (src/http/types.ts). */
+type ServiceRequestFields = Pick<Request, 'requestId' | 'receivedAt' | 'operation' | 'credentials' | 'authFailure' | 'invalidToken' | 'caller'>;
 
 /**
  * Whether the request has a body (RFC 9112: Content-Length or Transfer-Encoding) not yet fully
@@ -201,7 +185,7 @@ export function createHttpServer(app: Express, limits?: HttpLimits): http.Server
         connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
       }
     : {};
-  const server = http.createServer({ ...constructors(app), ...timeouts }, app);
+  const server = http.createServer({ ...(CONSTRUCT_WITH_APP_PROTOTYPES ? appConstructors(app) : {}), ...timeouts }, app);
   server.on('clientError', answerClientError);
   if (limits) {
     server.keepAliveTimeout = limits.keepAliveTimeoutMs;

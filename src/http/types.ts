@@ -1,5 +1,10 @@
+import type { middleware } from 'express-openapi-validator';
 import type { SignedGrant } from '../platform/signed-urls';
 import type { Caller } from './auth';
+import type { ApiOperation } from './operation';
+
+/** What express-openapi-validator sets as `req.openapi`, taken from the type of its public middleware. */
+export type OpenApiMetadata = NonNullable<Parameters<ReturnType<typeof middleware>[number]>[0]['openapi']>;
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -7,6 +12,10 @@ declare module 'express-serve-static-core' {
     requestId: string;
     /** When the request-id middleware saw the request (`performance.now()`), for its latency. */
     receivedAt: number;
+    /** The document's operation of the Express route, set first on every documented route (src/http/openapi.ts). */
+    operation?: ApiOperation;
+    /** Set by express-openapi-validator once its middleware has matched the request (after authentication). */
+    openapi?: OpenApiMetadata;
     /** The authenticated caller, set once the operation's security passed. */
     caller?: Caller;
     /** What each security scheme found, before one is chosen as the caller. */

@@ -4,6 +4,7 @@ import { AuditService } from '../../src/areas/audit/service';
 import { CapabilityService } from '../../src/areas/capabilities/service';
 import { errorMiddleware } from '../../src/http/error-middleware';
 import { requireDeclaredCapability } from '../../src/http/capability-gate';
+import type { CapabilityName } from '../../src/platform/errors';
 import { createLogger } from '../../src/platform/logger';
 import { type Harness, startHarness } from '../helpers/harness';
 
@@ -11,9 +12,9 @@ describe('the capability gate', () => {
   function gatedApp(enabled: boolean, declared: string | null = 'automations') {
     const app = express();
     let handled = 0;
-    // What the validator attaches once it has found the operation in the document.
+    // What the service's routes attach: the document's operation (src/http/openapi.ts).
     app.use((req, _res, next) => {
-      Object.assign(req, { openapi: { schema: declared === null ? {} : { 'x-capability': declared } } });
+      req.operation = { operationId: 'createAutomation', security: [], ...(declared === null ? {} : { 'x-capability': declared as CapabilityName }) };
       next();
     });
     app.post('/api/v1/automations', requireDeclaredCapability({ isEnabled: async () => enabled }), (_req, res) => {

@@ -44,7 +44,11 @@ export function preparedStatement(text: string): void {
  * the request around them outlived two young-generation collections and were promoted to the old
  * generation (1.6-1.8 MB per collection in a loop of pool checkouts and queries on Node 20, against
  * 1.5 KB for the same loop through the callback form, which also ran 16% faster), so that each
- * collection copied them and full collections came every few seconds (README "Performance").
+ * collection copied them and full collections came every few seconds (docs/performance.md).
+ * Kept on every Node for now, unlike the request constructors (src/http/server.ts): on Node 24.21
+ * the killed-instance case of test/e2e/chat-recovery-instances.test.ts let a reply's lease lapse
+ * while its instance was alive (3 of 3 runs with pg's promise form, 1 of 2 with this one); find out
+ * why before gating this on Node 20.
  */
 function clientClass(prepared: boolean): typeof pg.Client {
   return class ServiceClient extends pg.Client {

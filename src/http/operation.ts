@@ -1,0 +1,15 @@
+import type { components, operations } from '../../generated/api';
+import type { CapabilityName } from '../platform/errors';
+
+/**
+ * An operation of the document as the service reads it before the validator runs (`req.operation`,
+ * set by the route, src/http/openapi.ts): the OpenAPI fields it uses and its own extensions.
+ */
+export interface ApiOperation {
+  operationId: keyof operations;
+  /** The operation's security requirements, or the document's when it declares none. */
+  security: Array<Record<string, unknown>>;
+  'x-capability'?: CapabilityName;
+  'x-required-roles'?: Array<components['schemas']['Role']>;
+  'x-audit'?: { action: string; resourceType: string };
+}
