@@ -44,7 +44,7 @@ export interface paths {
         /**
          * Read the deployment's capabilities
          * @description The capability flags a client reads at start-up to hide what is switched off: `automations`,
-         *     `billing`, `vectorSearch`, and the billing provider (`none` whenever billing is off). Flags are
+         *     `billing`, `vectorSearch`, `byok`, and the billing provider (`none` whenever billing is off). Flags are
          *     stored by the service with defaults from its configuration and may change at run time; every
          *     instance sees a change within a few seconds. Routes of a disabled capability answer
          *     `403 capability_disabled`.
@@ -621,13 +621,43 @@ export interface paths {
         head?: never;
         /**
          * Switch capabilities at run time
-         * @description Switches `automations`, `billing` and `vectorSearch` for the whole deployment. The flags are
+         * @description Switches `automations`, `billing`, `vectorSearch` and `byok` (users' own model providers) for the whole deployment. The flags are
          *     stored by the service: every instance sees the change within a few seconds (its capability
          *     cache). Turning billing on uses the payment provider of the configuration. Role: `admin`.
          *     Writes the audit event `administration.capability.update` with the changes, in the same
          *     transaction.
          */
         patch: operations["updateCapabilities"];
+        trace?: never;
+    };
+    "/api/v1/admin/model-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the deployment's model policy
+         * @description The allow and block lists that decide which models users may call (see `ModelPolicy`).
+         *     Roles: `admin`, `auditor`.
+         */
+        get: operations["getModelPolicy"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the deployment's model policy
+         * @description Replaces the allow list, the block list or both (an absent one keeps its value). Takes effect
+         *     at once on this instance and within a few seconds on the others: blocked models disappear from
+         *     `GET /api/v1/models`, and chat, automations and their dry runs refuse them (`400`). Entries are
+         *     model ids as `GET /api/v1/models` names them, or a provider's model id, which matches that
+         *     model in the deployment and in every connection. Role: `admin`. Writes the audit event
+         *     `administration.model_policy.update` with the new lists, in the same transaction.
+         */
+        patch: operations["updateModelPolicy"];
         trace?: never;
     };
     "/api/v1/agent-environments": {
@@ -981,9 +1011,13 @@ export interface paths {
         };
         /**
          * The models available to the caller
-         * @description The models of the deployment's provider, the default first. Without a configured provider this
-         *     is the built-in development model (`builtin-development`), which answers deterministically and
-         *     is not an AI.
+         * @description The models the caller can use: the deployment provider's, the default first (without a
+         *     configured provider, the built-in development model `builtin-development`, which answers
+         *     deterministically and is not an AI), then the models of the caller's own connections (bring
+         *     your own key; while the `byok` capability is on), named `<connectionId>/<the provider's model
+         *     id>` and priced 0 (they are not charged to the deployment's budget). Models the deployment's
+         *     model policy blocks are left out. `default` marks the model a conversation without a model
+         *     uses; `defaultFor` the kinds for which a model is the caller's default.
          */
         get: operations["getModels"];
         put?: never;
@@ -1002,14 +1036,77 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The model providers of the deployment
-         * @description The provider connections chat and automations use, as the deployment configured them (never
-         *     their keys). In 1.0.0 there is one: an OpenAI-compatible API, or the built-in development
-         *     provider when none is configured.
+         * The deployment's model providers and the caller's own connections
+         * @description `providers`: the provider connections the deployment configured (never their keys). In 1.0.0
+         *     there is one: an OpenAI-compatible API, or the built-in development provider when none is
+         *     configured.
+         *
+         *     `connections`: a page of the caller's own provider connections (bring your own key), newest
+         *     first, with `nextCursor`; with `connectionId` in the query the answer carries that one
+         *     connection as `connection` instead (`404` if it is not one of the caller's). API keys are never
+         *     returned (`hasApiKey`). While the `byok` capability is off, `connections` is empty and asking
+         *     for one connection is `403 capability_disabled`.
          */
         get: operations["getModelProviders"];
         put?: never;
-        post?: never;
+        /**
+         * Connect a model provider with the caller's own key
+         * @description Saves a provider connection owned by the caller: `kind`, a display `name`, `baseUrl`
+         *     (required for `openai_compatible`; checked by the outbound guard, `400` naming `/body/baseUrl`
+         *     when refused), the `apiKey` (write-only, stored encrypted) and `enabledModels`. The connection
+         *     starts `untested`: test it (`POST /api/v1/model-providers/test`) to read the provider's model
+         *     list, after which its models appear in `GET /api/v1/models` as `<connectionId>/<model id>`.
+         *     A user has at most 20 connections by default (`409 conflict`; the deployment's
+         *     `MODEL_CONNECTIONS_PER_USER`). Usage through a connection is recorded with it and is not
+         *     charged to the deployment's budget.
+         *
+         *     Accepts `Idempotency-Key`: a retry with the same key and body returns the first response and
+         *     creates nothing; the same key with another body is `422 idempotency_key_reused`. Audited as
+         *     `model_provider.connection.create` (never with the key). Capability `byok`.
+         */
+        post: operations["createModelConnection"];
+        /**
+         * Delete one of the caller's model provider connections
+         * @description Deletes the caller's connection named by `connectionId` (query, or JSON body; if both are given
+         *     they must agree; `404` if it is not one of the caller's) and its stored key. Its models
+         *     disappear from `GET /api/v1/models`; conversations and automations that name one of them fall
+         *     back to the default model. Usage records keep naming it. Audited as
+         *     `model_provider.connection.delete`. Capability `byok`.
+         */
+        delete: operations["deleteModelConnection"];
+        options?: never;
+        head?: never;
+        /**
+         * Update one of the caller's model provider connections
+         * @description Changes the fields present in the body of the caller's connection `connectionId` (`404` if it
+         *     is not one of the caller's): `name`, `baseUrl` (checked as on create; `null` returns to the
+         *     provider's own URL, refused for `openai_compatible`), `apiKey` (a new key, or `null` to remove
+         *     it) and `enabledModels`. A new `baseUrl` or `apiKey` sets the status back to `untested`.
+         *     Audited as `model_provider.connection.update` (never with the key). Capability `byok`.
+         */
+        patch: operations["updateModelConnection"];
+        trace?: never;
+    };
+    "/api/v1/model-providers/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test a model provider connection and discover its models
+         * @description Reads the provider's model list with the connection's key: a saved connection of the caller's
+         *     (`connectionId`; `404` if it is not one of the caller's), or a draft (`kind`, `baseUrl`,
+         *     `apiKey`, checked as a create checks them) that is not saved. For a saved connection the
+         *     outcome is stored: `status` becomes `active` with the models found, or `error` with
+         *     `lastError`. A provider that cannot be reached or refuses the key is a test that failed
+         *     (`result.ok: false`, `200`), not an error of this call. Neither the key nor the provider's
+         *     address appears in the answer. Capability `byok`.
+         */
+        post: operations["testModelConnection"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1331,6 +1428,11 @@ export interface components {
              * @example true
              */
             vectorSearch: boolean;
+            /**
+             * @description Users may connect their own model providers (bring your own key). When `false` the connection routes answer `403 capability_disabled`, and connections' models are neither listed nor callable.
+             * @example true
+             */
+            byok: boolean;
             /**
              * @description The payment provider, `none` when billing is off. Clients must tolerate new values.
              * @example none
@@ -1996,6 +2098,7 @@ export interface components {
             automations?: boolean;
             billing?: boolean;
             vectorSearch?: boolean;
+            byok?: boolean;
         };
         /**
          * @description `file` holds content; `folder` only groups files (through `parentId`).
@@ -2908,6 +3011,30 @@ export interface components {
             inputCentsPerMillionTokens: number;
             /** @example 60 */
             outputCentsPerMillionTokens: number;
+            /**
+             * @description The caller's connection (bring your own key) the model is called through, or `null` for a model of the deployment. A connection's model is named `<connectionId>/<the provider's model id>` in every `model` field.
+             * @example null
+             */
+            connectionId: string | null;
+            /**
+             * @description What the model does: `chat`, `tools` (calls tools), `vision` (reads images), `embeddings`, `image`, `transcription`, `speech`. Clients must tolerate new values.
+             * @example [
+             *       "chat"
+             *     ]
+             */
+            kinds: ("chat" | "tools" | "vision" | "embeddings" | "image" | "transcription" | "speech")[];
+            /**
+             * @description The model's context window in tokens, where the provider says it; otherwise `null`.
+             * @example null
+             */
+            contextWindow: number | null;
+            /**
+             * @description The kinds for which this is the caller's default model (their setting, else the deployment's default chat model). Clients must tolerate new values.
+             * @example [
+             *       "chat"
+             *     ]
+             */
+            defaultFor: ("chat" | "image" | "transcription" | "speech")[];
         };
         ModelListResponse: {
             models: components["schemas"]["Model"][];
@@ -2937,6 +3064,10 @@ export interface components {
         };
         ModelProviderListResponse: {
             providers: components["schemas"]["ModelProvider"][];
+            /** @description A page of the caller's own connections (without `connectionId` in the query), newest first; empty while the `byok` capability is off. */
+            connections?: components["schemas"]["ModelConnection"][];
+            connection?: components["schemas"]["ModelConnection"];
+            nextCursor?: components["schemas"]["NextCursor"];
         };
         /**
          * @description One of the models `GET /api/v1/models` lists (`400` otherwise).
@@ -3329,7 +3460,7 @@ export interface components {
              */
             field: string;
             /**
-             * @description `invalid_cron`, `unknown_timezone`, `not_found` (a project, skill or model that is not the caller's or not available), `invalid_output` (a dry run whose reply is not the requested format) or `model_provider_error`. Clients must tolerate new values.
+             * @description `invalid_cron`, `unknown_timezone`, `not_found` (a project, skill or model that is not the caller's or not available), `model_not_allowed` (a model the deployment's model policy blocks, or a connection's model while the `byok` capability is off), `invalid_output` (a dry run whose reply is not the requested format) or `model_provider_error`. Clients must tolerate new values.
              * @example invalid_cron
              */
             code: string;
@@ -3447,6 +3578,56 @@ export interface components {
              * @example automations
              */
             capability: string;
+        };
+        /** @description Which models the deployment lets its users call. A model is blocked when its `modelId` or the provider's model id (the part after `<connectionId>/` for a connection's model) is in `block`, or when `allow` is a list that names neither. Blocked models disappear from `GET /api/v1/models` and every route that takes a `model` refuses them (`400`). */
+        ModelPolicy: {
+            /**
+             * @description The only models allowed, or `null` for every model not blocked.
+             * @example null
+             */
+            allow: string[] | null;
+            /**
+             * @example [
+             *       "gpt-4o"
+             *     ]
+             */
+            block: string[];
+            /**
+             * Format: int64
+             * @description When an admin last changed the policy, or `null` if never.
+             * @example 1763784000000
+             */
+            updatedAt: number | null;
+            /**
+             * @description Who last changed it, or `null`.
+             * @example alice
+             */
+            updatedBy: string | null;
+        };
+        ModelPolicyResponse: {
+            policy: components["schemas"]["ModelPolicy"];
+        };
+        /**
+         * @example [
+         *       "gpt-4o-mini"
+         *     ]
+         */
+        ModelPolicyList: string[];
+        /**
+         * @description The lists to replace; an absent one keeps its value.
+         * @example {
+         *       "block": [
+         *         "gpt-4o"
+         *       ]
+         *     }
+         */
+        ModelPolicyUpdateRequest: {
+            /**
+             * @description The only models allowed, or `null` for every model not blocked.
+             * @example null
+             */
+            allow?: string[] | null;
+            block?: components["schemas"]["ModelPolicyList"];
         };
         /**
          * @example macos
@@ -3852,6 +4033,180 @@ export interface components {
              * @example 5000
              */
             monthlySpendingLimitCents: number | null;
+        };
+        /**
+         * @description The wire format of the provider: `openai` (OpenAI's API), `anthropic` (Anthropic's Messages API), `google` (the Gemini API), `openai_compatible` (any OpenAI-compatible API: Ollama, vLLM, LiteLLM, LM Studio…; `baseUrl` required). Clients must tolerate new values.
+         * @example anthropic
+         * @enum {string}
+         */
+        ConnectionKind: "openai" | "anthropic" | "google" | "openai_compatible";
+        /**
+         * @description A display name of the caller's choosing.
+         * @example My Anthropic key
+         */
+        ConnectionName: string;
+        /**
+         * @description The provider's model ids the caller offers through this connection (as the provider names them, without the connection prefix); empty: every model the provider lists.
+         * @example [
+         *       "claude-sonnet-4-5"
+         *     ]
+         */
+        EnabledModels: string[];
+        ModelConnection: {
+            connectionId: components["schemas"]["Id"];
+            kind: components["schemas"]["ConnectionKind"];
+            name: components["schemas"]["ConnectionName"];
+            /**
+             * @description The base URL the caller set, or `null` for the provider's own.
+             * @example null
+             */
+            baseUrl: string | null;
+            /**
+             * @description Whether an API key is stored (its value is never returned).
+             * @example true
+             */
+            hasApiKey: boolean;
+            enabledModels: components["schemas"]["EnabledModels"];
+            /**
+             * @description The provider's model ids as its model list last named them (by a test); `GET /api/v1/models` offers them as `<connectionId>/<model id>`.
+             * @example [
+             *       "claude-sonnet-4-5",
+             *       "claude-haiku-4-5"
+             *     ]
+             */
+            models: string[];
+            /**
+             * @description `untested` until the first test, then `active` (the model list was read) or `error` (`lastError` says why). A call that fails does not change it. Clients must tolerate new values.
+             * @example active
+             * @enum {string}
+             */
+            status: "untested" | "active" | "error";
+            /**
+             * @description Why the last test failed (never the key, host or address), or `null`.
+             * @example null
+             */
+            lastError: string | null;
+            /**
+             * Format: int64
+             * @description When the connection was last tested (milliseconds since the epoch), or `null`.
+             * @example 1763784000000
+             */
+            lastTestedAt: number | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description The provider's API base URL (with its version path, as `https://api.openai.com/v1`). Required for `openai_compatible`; for the other kinds it overrides the provider's own URL (a proxy or gateway). Checked by the outbound guard when saved and on every call: http or https, no credentials, the scheme's default port, and no private, loopback, link-local or metadata address (`400`); loopback only where the deployment allows it (development).
+         * @example https://api.anthropic.com/v1
+         */
+        ConnectionBaseUrl: string;
+        /**
+         * @description The API key the provider issued to the caller. Write-only: stored encrypted, never returned (responses say `hasApiKey`), never logged.
+         * @example sk-ant-api03-example
+         */
+        ConnectionApiKey: string;
+        /**
+         * @example {
+         *       "kind": "anthropic",
+         *       "name": "My Anthropic key",
+         *       "apiKey": "sk-ant-api03-example"
+         *     }
+         */
+        ModelConnectionCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            kind: components["schemas"]["ConnectionKind"];
+            name: components["schemas"]["ConnectionName"];
+            baseUrl?: components["schemas"]["ConnectionBaseUrl"];
+            apiKey?: components["schemas"]["ConnectionApiKey"];
+            enabledModels?: components["schemas"]["EnabledModels"];
+        };
+        ModelConnectionResponse: {
+            connection: components["schemas"]["ModelConnection"];
+        };
+        /**
+         * @example {
+         *       "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0"
+         *     }
+         */
+        ModelConnectionIdRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            connectionId?: components["schemas"]["Id"];
+        };
+        ModelConnectionDeleteResponse: {
+            connectionId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        /**
+         * @description Only the fields present change.
+         * @example {
+         *       "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+         *       "enabledModels": [
+         *         "claude-sonnet-4-5"
+         *       ]
+         *     }
+         */
+        ModelConnectionUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            connectionId: components["schemas"]["Id"];
+            name?: components["schemas"]["ConnectionName"];
+            /**
+             * @description A new base URL (checked as on create), or `null` for the provider's own (not for `openai_compatible`).
+             * @example https://api.anthropic.com/v1
+             */
+            baseUrl?: string | null;
+            /**
+             * @description A new API key (write-only, never returned), or `null` to remove the stored one.
+             * @example sk-ant-api03-example
+             */
+            apiKey?: string | null;
+            enabledModels?: components["schemas"]["EnabledModels"];
+        };
+        /**
+         * @description Either `connectionId` (a saved connection of the caller's) or a draft: `kind` with `baseUrl` and `apiKey` as a create would take them. Giving both, or neither, is `400`.
+         * @example {
+         *       "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0"
+         *     }
+         */
+        ModelConnectionTestRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            connectionId?: components["schemas"]["Id"];
+            kind?: components["schemas"]["ConnectionKind"];
+            baseUrl?: components["schemas"]["ConnectionBaseUrl"];
+            apiKey?: components["schemas"]["ConnectionApiKey"];
+        };
+        ModelConnectionTestResult: {
+            /**
+             * @description Whether the provider's model list was read.
+             * @example true
+             */
+            ok: boolean;
+            /**
+             * @description The provider's model ids its list named (empty when the test failed).
+             * @example [
+             *       "claude-sonnet-4-5",
+             *       "claude-haiku-4-5"
+             *     ]
+             */
+            models: string[];
+            /**
+             * @description Why the test failed (the provider's status and message; never the key, host or address), or `null`.
+             * @example null
+             */
+            error: string | null;
+            testedAt: components["schemas"]["Timestamp"];
+        };
+        /** @description `connection`: the saved connection after the test (its status, error and models updated); absent for a draft. */
+        ModelConnectionTestResponse: {
+            result: components["schemas"]["ModelConnectionTestResult"];
+            connection?: components["schemas"]["ModelConnection"];
         };
     };
     responses: {
@@ -4525,6 +4880,7 @@ export interface operations {
                      *         "automations": true,
                      *         "billing": false,
                      *         "vectorSearch": true,
+                     *         "byok": true,
                      *         "billingProvider": "none"
                      *       }
                      *     }
@@ -6652,11 +7008,101 @@ export interface operations {
                      *         "automations": false,
                      *         "billing": false,
                      *         "vectorSearch": true,
+                     *         "byok": true,
                      *         "billingProvider": "none"
                      *       }
                      *     }
                      */
                     "application/json": components["schemas"]["CapabilitiesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getModelPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model policy. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "policy": {
+                     *         "allow": null,
+                     *         "block": [
+                     *           "gpt-4o"
+                     *         ],
+                     *         "updatedAt": 1763784000000,
+                     *         "updatedBy": "alice"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateModelPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelPolicyUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The policy after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "policy": {
+                     *         "allow": null,
+                     *         "block": [
+                     *           "gpt-4o"
+                     *         ],
+                     *         "updatedAt": 1763784000000,
+                     *         "updatedBy": "alice"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelPolicyResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -7806,7 +8252,29 @@ export interface operations {
                      *           "name": "gpt-4o-mini",
                      *           "default": true,
                      *           "inputCentsPerMillionTokens": 15,
-                     *           "outputCentsPerMillionTokens": 60
+                     *           "outputCentsPerMillionTokens": 60,
+                     *           "connectionId": null,
+                     *           "kinds": [
+                     *             "chat"
+                     *           ],
+                     *           "contextWindow": null,
+                     *           "defaultFor": [
+                     *             "chat"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "modelId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0/llama3.1:8b",
+                     *           "providerId": "openai_compatible",
+                     *           "name": "llama3.1:8b",
+                     *           "default": false,
+                     *           "inputCentsPerMillionTokens": 0,
+                     *           "outputCentsPerMillionTokens": 0,
+                     *           "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *           "kinds": [
+                     *             "chat"
+                     *           ],
+                     *           "contextWindow": 131072,
+                     *           "defaultFor": []
                      *         }
                      *       ]
                      *     }
@@ -7823,14 +8291,68 @@ export interface operations {
     };
     getModelProviders: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Read this connection of the caller's. */
+                connectionId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The providers. */
+            /** @description The deployment's providers and the caller's connections (or one of them). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelProviderListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createModelConnection: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelConnectionCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The saved connection. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -7842,24 +8364,168 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "providers": [
-                     *         {
-                     *           "providerId": "openai-compatible",
-                     *           "kind": "openai-compatible",
-                     *           "name": "OpenAI-compatible provider",
-                     *           "baseUrl": "https://api.example.com/v1",
-                     *           "models": [
-                     *             "gpt-4o-mini"
-                     *           ]
-                     *         }
-                     *       ]
+                     *       "connection": {
+                     *         "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *         "kind": "anthropic",
+                     *         "name": "My Anthropic key",
+                     *         "baseUrl": null,
+                     *         "hasApiKey": true,
+                     *         "enabledModels": [],
+                     *         "models": [],
+                     *         "status": "untested",
+                     *         "lastError": null,
+                     *         "lastTestedAt": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
                      *     }
                      */
-                    "application/json": components["schemas"]["ModelProviderListResponse"];
+                    "application/json": components["schemas"]["ModelConnectionResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteModelConnection: {
+        parameters: {
+            query?: {
+                /** @description The connection to delete (or give it in the body). */
+                connectionId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ModelConnectionIdRequest"];
+            };
+        };
+        responses: {
+            /** @description The connection was deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelConnectionDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateModelConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelConnectionUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated connection. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "connection": {
+                     *         "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *         "kind": "anthropic",
+                     *         "name": "My Anthropic key",
+                     *         "baseUrl": null,
+                     *         "hasApiKey": true,
+                     *         "enabledModels": [],
+                     *         "models": [
+                     *           "claude-sonnet-4-5",
+                     *           "claude-haiku-4-5"
+                     *         ],
+                     *         "status": "active",
+                     *         "lastError": null,
+                     *         "lastTestedAt": 1763784000000,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelConnectionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    testModelConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelConnectionTestRequest"];
+            };
+        };
+        responses: {
+            /** @description The test's outcome, and the saved connection after it. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelConnectionTestResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -280,6 +280,30 @@ export interface Messages {
   updated_at: Generated<Timestamp>;
 }
 
+export interface ModelConnections {
+  api_key: string | null;
+  base_url: string | null;
+  created_at: Generated<Timestamp>;
+  enabled_models: Generated<Json>;
+  id: string;
+  kind: string;
+  last_error: string | null;
+  last_tested_at: Timestamp | null;
+  models: Generated<Json>;
+  name: string;
+  owner_user_id: string;
+  status: Generated<string>;
+  updated_at: Generated<Timestamp>;
+}
+
+export interface ModelPolicy {
+  allow: Json | null;
+  block: Generated<Json>;
+  id: string;
+  updated_at: Generated<Timestamp>;
+  updated_by: string | null;
+}
+
 export interface Notes {
   content: Generated<string>;
   created_at: Generated<Timestamp>;
@@ -358,6 +382,7 @@ export interface UploadTokens {
 }
 
 export interface UsageRecords {
+  connection_id: string | null;
   cost_micro_cents: number;
   created_at: Generated<Timestamp>;
   id: string;
@@ -443,6 +468,8 @@ export interface DB {
   ledger_entries: LedgerEntries;
   memory_items: MemoryItems;
   messages: Messages;
+  model_connections: ModelConnections;
+  model_policy: ModelPolicy;
   notes: Notes;
   outputs: Outputs;
   projects: Projects;

@@ -73,7 +73,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...outputHandlers(services.outputs),
     ...knowledgeHandlers(services.knowledge),
     ...webhookHandlers(services.webhooks),
-    ...modelHandlers(services.models),
+    ...modelHandlers(services.models, services.capabilities),
     ...conversationHandlers(services.chat, config.models.timeoutMs),
     ...automationHandlers(services.automations, runner),
   };

@@ -19,6 +19,7 @@ import { AutomationRunner, AutomationScheduler } from './areas/automations/runne
 import { AutomationService } from './areas/automations/service';
 import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
+import { ModelService, NO_DEFAULTS, sealedColumns as modelSealedColumns } from './areas/models/service';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { countPendingDeliveries } from './areas/webhooks/repository';
 import { WebhookService } from './areas/webhooks/service';
@@ -60,7 +61,8 @@ export interface Services {
   automations: AutomationService;
   agents: AgentEnvironmentService;
   /** The model provider chat and automations call. */
-  models: ModelProvider;
+  /** The models of the deployment and of users' own connections, the model policy, and the connections. */
+  models: ModelService;
 }
 
 /** The background workers, started by `compose` and stopped by `Composition.close`. */
@@ -136,7 +138,7 @@ export function openObjectStore(config: Config): ObjectStore {
 }
 
 /** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
-export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns];
+export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns];
 
 /**
  * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
@@ -171,9 +173,10 @@ export interface ServicesDeps {
   dispatcher: WebhookDispatcher;
   secrets: Secrets;
   modelList: readonly ModelPrice[];
+  outbound: Outbound;
 }
 
-export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList }: ServicesDeps): Services {
+export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound }: ServicesDeps): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
@@ -195,13 +198,30 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     const settings = { webhookSecret, toleranceSeconds, currency: config.billing.currency, plans: config.billing.plans };
     stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
   }
-  const models: ModelProvider = config.models.baseUrl
+  const deployment: ModelProvider = config.models.baseUrl
     ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
     : new DevelopmentProvider();
+  const models = new ModelService({
+    db,
+    deployment,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    settings: {
+      callTimeoutMs: config.models.timeoutMs,
+      testTimeoutMs: Math.min(config.models.timeoutMs, 15_000),
+      connectionsPerUser: config.models.connectionsPerUser,
+      policyCacheMs: config.capabilities.cacheMs,
+    },
+    // Replaced by the settings area's source of the callers' chosen defaults.
+    defaults: NO_DEFAULTS,
+    log: warn,
+  });
   const memory = new MemoryService(db, projects);
   const chat = new ChatService({
     db,
-    provider: models,
+    models,
     projects,
     skills,
     webhooks,
@@ -236,7 +256,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     skills,
     webhooks,
     chat,
-    automations: new AutomationService({ db, provider: models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing }),
+    automations: new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing }),
     agents: new AgentEnvironmentService(db, config.agents),
     models,
   };
@@ -335,7 +355,7 @@ export async function compose(config: Config, logger: Logger, database?: Databas
       onAttempt: (outcome) => metrics.deliveryAttempts.inc({ outcome }),
     });
     const modelList = await resolveModels(config, logger);
-    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList });
+    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound });
     const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },

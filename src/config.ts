@@ -40,6 +40,8 @@ export interface Config {
     automations: boolean;
     billing: boolean;
     vectorSearch: boolean;
+    /** Users may connect their own model providers (bring your own key). */
+    byok: boolean;
     /** The payment provider while billing is on (the capability reports `none` while it is off). */
     billingProvider: 'stripe';
     cacheMs: number;
@@ -113,6 +115,8 @@ export interface Config {
     replyLeaseMs: number;
     /** How often each instance fails the replies whose instance stopped (and once at start). */
     replyRecoveryIntervalMs: number;
+    /** The most model provider connections (bring your own key) one user may have. */
+    connectionsPerUser: number;
   };
   automations: {
     /** How often each instance looks for due schedule slots (a six-field node-cron expression). */
@@ -434,6 +438,7 @@ export function loadConfig(env: Env = process.env): Config {
       automations: r.bool('CAPABILITY_AUTOMATIONS', true),
       billing: r.bool('CAPABILITY_BILLING', false),
       vectorSearch: r.bool('CAPABILITY_VECTOR_SEARCH', true),
+      byok: r.bool('CAPABILITY_BYOK', true),
       billingProvider: r.oneOf('BILLING_PROVIDER', ['stripe'] as const, 'stripe'),
       cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
     },
@@ -489,6 +494,7 @@ export function loadConfig(env: Env = process.env): Config {
       timeoutMs: r.int('CHAT_TIMEOUT_MS', 60_000, 100, 600_000),
       replyLeaseMs: r.int('CHAT_REPLY_LEASE_MS', 30_000, 300, 600_000),
       replyRecoveryIntervalMs: r.int('CHAT_REPLY_RECOVERY_INTERVAL_MS', 10_000, 10, 600_000),
+      connectionsPerUser: r.int('MODEL_CONNECTIONS_PER_USER', 20, 0, 1000),
     },
     automations: {
       tickCron: r.string('AUTOMATION_TICK_CRON', '*/10 * * * * *'),

@@ -43,7 +43,7 @@ async function main(): Promise<void> {
   logger.info('listening', {
     port: config.port,
     database: runtime.database.kind,
-    modelProvider: runtime.services.models.info.kind,
+    modelProvider: runtime.services.models.deploymentProvider.info.kind,
     startupMs: Math.round(performance.now() - started),
   });
 

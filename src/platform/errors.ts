@@ -37,6 +37,7 @@ const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
   automations: 'Automation scheduling is disabled for this deployment.',
   billing: 'Billing is disabled for this deployment.',
   vectorSearch: 'Vector search is disabled for this deployment.',
+  byok: 'Model provider connections (bring your own key) are disabled for this deployment.',
 };
 
 /** The realm of the service's RFC 6750 challenges. */

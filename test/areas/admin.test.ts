@@ -76,6 +76,8 @@ const calls: Call[] = [
     send: (u) => h.http().post('/api/v1/admin/usage').set(u.auth).send({ userId: `budget-${randomUUID()}`, amountCents: 100 }),
   },
   { operationId: 'updateCapabilities', allowed: ['admin'], send: (u) => h.http().patch('/api/v1/admin/capabilities').set(u.auth).send({ automations: true }) },
+  { operationId: 'getModelPolicy', allowed: ['admin', 'auditor'], send: (u) => h.http().get('/api/v1/admin/model-policy').set(u.auth) },
+  { operationId: 'updateModelPolicy', allowed: ['admin'], send: (u) => h.http().patch('/api/v1/admin/model-policy').set(u.auth).send({ block: [] }) },
 ];
 
 describe('the role × route matrix', () => {

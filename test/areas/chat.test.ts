@@ -37,8 +37,8 @@ describe('models', () => {
   test('lists the configured models, the default first, with prices; providers never show their key', async () => {
     const res = await ctx.h.http().get('/api/v1/models').set(ctx.alice.auth);
     expect(res.body.models).toEqual([
-      { modelId: 'test-model', providerId: 'openai-compatible', name: 'test-model', default: true, inputCentsPerMillionTokens: 100, outputCentsPerMillionTokens: 200 },
-      { modelId: 'other-model', providerId: 'openai-compatible', name: 'other-model', default: false, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
+      { modelId: 'test-model', providerId: 'openai-compatible', name: 'test-model', default: true, inputCentsPerMillionTokens: 100, outputCentsPerMillionTokens: 200, connectionId: null, kinds: ['chat'], contextWindow: null, defaultFor: ['chat'] },
+      { modelId: 'other-model', providerId: 'openai-compatible', name: 'other-model', default: false, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0, connectionId: null, kinds: ['chat'], contextWindow: null, defaultFor: [] },
     ]);
     const providers = await ctx.h.http().get('/api/v1/model-providers').set(ctx.alice.auth);
     expect(providers.body.providers).toEqual([

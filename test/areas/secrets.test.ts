@@ -1,4 +1,5 @@
 import { SEALED_COLUMNS } from '../../src/composition';
+import { apiKeyContext } from '../../src/areas/models/service';
 import { signingSecretContext } from '../../src/areas/webhooks/signing';
 import { uuidv7 } from '../../src/platform/ids';
 import { resealAll, Secrets } from '../../src/platform/secrets';
@@ -91,5 +92,21 @@ describe('secrets at rest', () => {
     expect(sent.body.delivery).toMatchObject({ status: 'succeeded' });
     expect(verify(plain, receiver.received.at(-1)!).type).toBe('webhook.test');
     expect((await resealAll(ctx.h.runtime.database.db, ctx.h.runtime.secrets, SEALED_COLUMNS)).resealed).toBe(0);
+  });
+
+  test('rotation re-seals the API keys of model provider connections too', async () => {
+    const created = await ctx.h.http().post('/api/v1/model-providers').set(ctx.alice.auth).send({ kind: 'openai', name: 'Rotated', apiKey: 'sk-rotate-me' });
+    expect(created.status).toBe(200);
+    const id = created.body.connection.connectionId as string;
+    const { db } = ctx.h.runtime.database;
+    const stored = () => db.selectFrom('model_connections').select('api_key').where('id', '=', id).executeTakeFirstOrThrow();
+    expect((await stored()).api_key).toMatch(/^s1:k2:/);
+    const k1Only = new Secrets([{ id: 'k1', key: Buffer.alloc(32, 1) }]);
+    await db.updateTable('model_connections').set({ api_key: k1Only.seal('sk-rotate-me', apiKeyContext(id)) }).where('id', '=', id).execute();
+    const report = await resealAll(db, ctx.h.runtime.secrets, SEALED_COLUMNS);
+    expect(report.resealed).toBe(1);
+    const { api_key } = await stored();
+    expect(api_key).toMatch(/^s1:k2:/);
+    expect(ctx.h.runtime.secrets.open(api_key as string, apiKeyContext(id))).toBe('sk-rotate-me');
   });
 });

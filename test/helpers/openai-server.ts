@@ -22,6 +22,11 @@ export interface FakeCatalogue {
    * connection is dropped (a server that is down); `hang`: it never answers.
    */
   embeddingDimensions: number | null | 'hang';
+  /**
+   * The key every request must carry (`Authorization: Bearer <key>`); another is answered 401 with
+   * the presented key echoed in the message, as some providers do. Unset: any request passes.
+   */
+  requiredKey?: string;
 }
 
 export interface FakeModelServer {
@@ -59,6 +64,12 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
+      const { requiredKey } = fake.catalogue;
+      if (requiredKey !== undefined && req.headers.authorization !== `Bearer ${requiredKey}`) {
+        const presented = (req.headers.authorization ?? '').replace(/^Bearer /, '');
+        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `Incorrect API key provided: ${presented}`, type: 'invalid_request_error' } }));
+        return;
+      }
       if (req.url === '/v1/models' && req.method === 'GET') {
         const { models } = fake.catalogue;
         if (models === null) res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"no model list here"}}');

@@ -11,7 +11,7 @@ import { costMicroCents, presentUsage } from '../../platform/usage';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
 import { latestSlot, nextSlots } from './schedule';
-import { type AutomationService, RunFailure } from './service';
+import { type AutomationService, modelRefused, RunFailure } from './service';
 
 export interface RunnerSettings {
   tickCron: string;
@@ -234,9 +234,9 @@ export class AutomationRunner {
     const automation = await repo.findAutomationById(this.db, run.automation_id);
     if (!automation) return; // deleted meanwhile, with its runs
     try {
-      await this.billing.requireBudget(automation.owner_user_id).catch((error: unknown) => {
+      await this.automations.requireBudgetFor(automation.owner_user_id, automation.model).catch((error: unknown) => {
         if (error instanceof ApiError && error.code === 'budget_exhausted') throw new RunFailure('budget_exhausted', 'Nothing was left to spend in this period when the run started.');
-        throw error;
+        throw modelRefused(error);
       });
       const generated = await this.automations.generate(
         automation.owner_user_id,
@@ -253,7 +253,7 @@ export class AutomationRunner {
         body: Buffer.from(generated.content, 'utf8'),
         automationId: automation.id,
       });
-      const cost = costMicroCents(generated.model, generated.usage);
+      const cost = generated.connectionId === null ? costMicroCents(generated.model, generated.usage) : 0;
       const ended = await this.db.transaction().execute(async (trx) => {
         const now = new Date();
         const stored = await repo.finishRun(trx, run.id, token, {
@@ -265,7 +265,7 @@ export class AutomationRunner {
           output_ids: [output.id],
         });
         if (!stored) return false;
-        await this.billing.charge(trx, { userId: automation.owner_user_id, kind: 'automation.run', resourceId: run.id, model: generated.model, usage: generated.usage, at: now });
+        await this.billing.charge(trx, { userId: automation.owner_user_id, kind: 'automation.run', resourceId: run.id, model: generated.model, connectionId: generated.connectionId, usage: generated.usage, at: now });
         await this.webhooks.emitEvent(trx, 'automation.finished', automation.owner_user_id, {
           automationId: automation.id,
           runId: run.id,

@@ -1,10 +1,11 @@
 import type { RequestInput, Schemas } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
-import { type ChatMessage, type ChatUsage, describeProviderError, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
+import { type ChatMessage, type ChatUsage, describeProviderError, type ModelInfo, ModelProviderFailure } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import type { BudgetGate, EntitlementGuard } from '../billing/service';
+import type { ModelService } from '../models/service';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import * as repo from './repository';
@@ -40,6 +41,8 @@ export interface Generated {
   mimeType: string;
   usage: ChatUsage;
   model: ModelInfo;
+  /** The user's own connection the model was called through (recorded, not charged), or null. */
+  connectionId: string | null;
 }
 
 export interface RunWithOutputs {
@@ -67,7 +70,7 @@ export class RunFailure extends Error {
 /** What an AutomationService is built from. */
 export interface AutomationServiceDeps {
   db: Database;
-  provider: ModelProvider;
+  models: Pick<ModelService, 'resolve' | 'problem'>;
   projects: ProjectService;
   skills: SkillService;
   /** How long a run (and a dry run) may take. */
@@ -81,15 +84,15 @@ export interface AutomationServiceDeps {
  */
 export class AutomationService {
   private readonly db: Database;
-  private readonly provider: ModelProvider;
+  private readonly models: Pick<ModelService, 'resolve' | 'problem'>;
   private readonly projects: ProjectService;
   private readonly skills: SkillService;
   private readonly runTimeoutMs: number;
   private readonly billing: BudgetGate & Pick<EntitlementGuard, 'requireAutomationSlot'>;
 
-  constructor({ db, provider, projects, skills, runTimeoutMs, billing }: AutomationServiceDeps) {
+  constructor({ db, models, projects, skills, runTimeoutMs, billing }: AutomationServiceDeps) {
     this.db = db;
-    this.provider = provider;
+    this.models = models;
     this.projects = projects;
     this.skills = skills;
     this.runTimeoutMs = runTimeoutMs;
@@ -167,13 +170,13 @@ export class AutomationService {
     const nextRuns = scheduleValid && input.schedule ? nextSlots(input.schedule.cron, input.schedule.timezone, new Date(), NEXT_RUNS) : [];
     let preview: Generated | null = null;
     if (input.execute && problems.length === 0) {
-      await this.billing.requireBudget(userId);
+      await this.requireBudgetFor(userId, draft.model ?? null);
       try {
         preview = await this.generate(userId, draft, AbortSignal.timeout(this.runTimeoutMs));
-        const { model, usage } = preview;
+        const { model, usage, connectionId } = preview;
         const at = new Date();
         await this.db.transaction().execute((trx) =>
-          this.billing.charge(trx, { userId, kind: 'automation.test', resourceId: uuidv7(at.getTime()), model, usage, at }),
+          this.billing.charge(trx, { userId, kind: 'automation.test', resourceId: uuidv7(at.getTime()), model, connectionId, usage, at }),
         );
       } catch (error) {
         if (!(error instanceof RunFailure)) throw error;
@@ -200,9 +203,8 @@ export class AutomationService {
       const found = await this.skills.get(userId, skillId).catch(notFoundAsNull);
       if (!found) problems.push({ field: `/skillIds/${i}`, code: 'not_found', message: 'No such skill of yours.' });
     }
-    if (draft.model && !findModel(this.provider, draft.model)) {
-      problems.push({ field: '/model', code: 'not_found', message: `Available models: ${this.provider.models.map((m) => m.id).join(', ')}.` });
-    }
+    const model = draft.model ? await this.models.problem(userId, draft.model, 'chat') : null;
+    if (model) problems.push({ field: '/model', code: model.gone ? 'not_found' : 'model_not_allowed', message: `The model ${model.message}.` });
     return problems;
   }
 
@@ -224,9 +226,10 @@ export class AutomationService {
    * format go to the system prompt. Throws RunFailure for the model's failures.
    */
   async generate(userId: string, draft: Draft, signal: AbortSignal): Promise<Generated> {
-    // A model the deployment no longer offers falls back to the default.
-    const model = findModel(this.provider, draft.model) ?? findModel(this.provider);
-    if (!model) throw new RunFailure('model_provider_error', 'No model is available.');
+    // A model that is gone falls back to the default; a blocked one fails the run.
+    const model = await this.models.resolve(userId, draft.model ?? null, 'chat', { fallback: true, field: '/model' }).catch((error: unknown) => {
+      throw modelRefused(error);
+    });
     const project = draft.projectId ? await this.projects.get(userId, draft.projectId).catch(notFoundAsNull) : null;
     const skills = await Promise.all((draft.skillIds ?? []).map((id) => this.skills.get(userId, id).catch(notFoundAsNull)));
     let system = `You carry out a scheduled task of an AI workspace. ${FORMAT_INSTRUCTIONS[draft.outputFormat]}`;
@@ -238,7 +241,7 @@ export class AutomationService {
     ];
     let reply;
     try {
-      reply = await this.provider.generate({ model: model.id, messages, signal });
+      reply = await model.caller.generate({ model: model.providerModelId, messages, signal });
     } catch (error) {
       if (signal.aborted) throw new RunFailure('model_provider_timeout', 'The model did not answer in time.');
       throw new RunFailure('model_provider_error', error instanceof ModelProviderFailure ? error.message : describeProviderError(error));
@@ -250,13 +253,13 @@ export class AutomationService {
         throw new RunFailure('invalid_output', 'The reply is not a JSON document.');
       }
     }
-    return { content: reply.text, mimeType: MIME_TYPES[draft.outputFormat], usage: reply.usage, model };
+    return { content: reply.text, mimeType: MIME_TYPES[draft.outputFormat], usage: reply.usage, model: model.info, connectionId: model.connectionId };
   }
 
   /** Queues an explicit run of the caller's automation (enabled or not). */
   async queueRun(userId: string, automationId: string): Promise<RunWithOutputs> {
     const automation = await this.get(userId, automationId);
-    await this.billing.requireBudget(userId);
+    await this.requireBudgetFor(userId, automation.model, '/body/automationId');
     const now = new Date();
     const run = await repo.insertRun(this.db, {
       id: uuidv7(now.getTime()),
@@ -283,6 +286,16 @@ export class AutomationService {
   }
 
   /** The draft an automation row describes. */
+  /**
+   * `402` when nothing is left to spend and the model (`modelId`, or the default for a model that
+   * is gone) is the deployment's: usage on the user's own key is not charged. `400` for a model
+   * that is refused (blocked, or a connection's while `byok` is off).
+   */
+  async requireBudgetFor(userId: string, modelId: string | null, field = '/body/model'): Promise<void> {
+    const model = await this.models.resolve(userId, modelId, 'chat', { fallback: true, field });
+    if (model.connectionId === null) await this.billing.requireBudget(userId);
+  }
+
   draftOf(row: repo.AutomationRow): Draft {
     return {
       prompt: row.prompt,
@@ -307,4 +320,11 @@ function firstSlot(schedule: Draft['schedule'], now: Date): Date | null {
 function notFoundAsNull(error: unknown): null {
   if (error instanceof ApiError && error.status === 404) return null;
   throw error;
+}
+
+/** A model refused when a run starts (blocked, or its connection switched off) as the run's failure. */
+export function modelRefused(error: unknown): unknown {
+  if (!(error instanceof ApiError) || error.code !== 'invalid_request') return error;
+  const detail = (error.extras.details as Array<{ message?: string }> | undefined)?.[0]?.message;
+  return new RunFailure('model_provider_error', `${error.message}${detail ? ` (${detail})` : ''}`);
 }

@@ -102,7 +102,7 @@ export type UsageKind = 'chat.reply' | 'automation.run' | 'automation.test';
 /** Writes what a charged action consumed, and its cost in millionths of a cent, to the usage ledger. */
 export async function recordUsage(
   db: Database,
-  entry: { userId: string; kind: UsageKind; resourceId: string; model: ModelInfo; usage: ChatUsage; at: Date },
+  entry: { userId: string; kind: UsageKind; resourceId: string; model: ModelInfo; connectionId?: string | null; usage: ChatUsage; at: Date },
   costMicroCents: number,
 ): Promise<void> {
   await db
@@ -113,6 +113,7 @@ export async function recordUsage(
       kind: entry.kind,
       resource_id: entry.resourceId,
       model: entry.model.id,
+      connection_id: entry.connectionId ?? null,
       input_tokens: entry.usage.inputTokens,
       output_tokens: entry.usage.outputTokens,
       cost_micro_cents: costMicroCents,

@@ -76,6 +76,8 @@ export interface ChargeEntry {
   kind: UsageKind;
   resourceId: string;
   model: ModelInfo;
+  /** The user's own connection the call went through: recorded with it, never charged. */
+  connectionId?: string | null;
   usage: ChatUsage;
   at: Date;
 }
@@ -200,7 +202,7 @@ export class BillingService implements BudgetGate, EntitlementGuard {
    * Returns the cost in millionths of a cent.
    */
   async charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number> {
-    const cost = costMicroCents(entry.model, entry.usage);
+    const cost = entry.connectionId ? 0 : costMicroCents(entry.model, entry.usage);
     await repo.recordUsage(trx, entry, cost);
     if (cost === 0) return cost;
     const standing = await this.standing(entry.userId, trx);

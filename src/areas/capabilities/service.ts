@@ -16,7 +16,7 @@ export interface CapabilityDefaults extends Flags {
   cacheMs: number;
 }
 
-export const CAPABILITY_NAMES: readonly CapabilityName[] = ['automations', 'billing', 'vectorSearch'];
+export const CAPABILITY_NAMES: readonly CapabilityName[] = ['automations', 'billing', 'vectorSearch', 'byok'];
 
 /** What a CapabilityService is built from. */
 export interface CapabilityServiceDeps {
@@ -100,6 +100,7 @@ export class CapabilityService {
       automations: this.defaults.automations,
       billing: this.defaults.billing,
       vectorSearch: this.defaults.vectorSearch,
+      byok: this.defaults.byok,
     };
     for (const row of await repo.listCapabilityRows(db)) {
       if ((CAPABILITY_NAMES as readonly string[]).includes(row.name)) flags[row.name as CapabilityName] = row.enabled;

@@ -2,10 +2,11 @@ import type { Transaction } from 'kysely';
 import type { RequestInput } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
-import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
+import { type ChatMessage, type ChatUsage, ModelProviderFailure } from '../../platform/ai/models';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import type { MemoryService } from '../memory/service';
+import type { ModelService, ResolvedModel } from '../models/service';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import type { BudgetGate } from '../billing/service';
@@ -56,7 +57,7 @@ const titleFrom = (content: string) => {
 /** What a ChatService is built from. */
 export interface ChatServiceDeps {
   db: Database;
-  provider: ModelProvider;
+  models: Pick<ModelService, 'resolve' | 'check'>;
   projects: ProjectService;
   skills: SkillService;
   webhooks: WebhookService;
@@ -73,7 +74,7 @@ export interface ChatServiceDeps {
  */
 export class ChatService {
   private readonly db: Database;
-  private readonly provider: ModelProvider;
+  private readonly models: Pick<ModelService, 'resolve' | 'check'>;
   private readonly projects: ProjectService;
   private readonly skills: SkillService;
   private readonly webhooks: WebhookService;
@@ -82,9 +83,9 @@ export class ChatService {
   private readonly lease: ReplyLeaseSettings;
   private readonly memory: Pick<MemoryService, 'relevant'>;
 
-  constructor({ db, provider, projects, skills, webhooks, timeoutMs, billing, lease, memory }: ChatServiceDeps) {
+  constructor({ db, models, projects, skills, webhooks, timeoutMs, billing, lease, memory }: ChatServiceDeps) {
     this.db = db;
-    this.provider = provider;
+    this.models = models;
     this.projects = projects;
     this.skills = skills;
     this.webhooks = webhooks;
@@ -114,7 +115,7 @@ export class ChatService {
 
   async create(userId: string, input: CreateInput): Promise<repo.ConversationRow> {
     await this.projects.requireOwnedIfNamed(userId, input.projectId);
-    if (input.model !== undefined) this.model(input.model);
+    if (input.model !== undefined) await this.models.check(userId, input.model, 'chat');
     const now = new Date();
     return repo.insertConversation(this.db, {
       id: uuidv7(now.getTime()),
@@ -129,7 +130,7 @@ export class ChatService {
 
   async update(userId: string, input: UpdateInput): Promise<repo.ConversationRow> {
     await this.projects.requireOwnedIfNamed(userId, input.projectId);
-    if (input.model !== undefined && input.model !== null) this.model(input.model);
+    if (input.model !== undefined && input.model !== null) await this.models.check(userId, input.model, 'chat');
     const updated = await repo.updateConversation(this.db, userId, input.conversationId, {
       title: input.title,
       project_id: input.projectId,
@@ -192,9 +193,11 @@ export class ChatService {
   async send(userId: string, input: SendInput, hooks: SendHooks): Promise<SendOutcome> {
     const conversation = await this.get(userId, input.conversationId);
     if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
-    await this.billing.requireBudget(userId);
-    // The conversation's model, or the default when it has none or the deployment no longer offers it.
-    const model = input.model !== undefined ? this.model(input.model) : (findModel(this.provider, conversation.model) ?? this.model(undefined));
+    // The message's model; else the conversation's, or the default when it has none or it is gone
+    // (a blocked one is refused).
+    const model = await this.models.resolve(userId, input.model ?? conversation.model, 'chat', { fallback: input.model === undefined });
+    // Usage on the user's own key is not charged to the deployment's budget.
+    if (model.connectionId === null) await this.billing.requireBudget(userId);
     const now = new Date();
     const [message, reply] = await this.db.transaction().execute(async (trx) => {
       const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
@@ -205,7 +208,7 @@ export class ChatService {
         role: 'assistant',
         kind: 'reply',
         status: 'generating',
-        model: model.id,
+        model: model.info.id,
         locked_until: new Date(now.getTime() + this.lease.leaseMs),
       });
       await repo.updateConversation(trx, userId, conversation.id, {
@@ -226,7 +229,7 @@ export class ChatService {
   private async generate(
     userId: string,
     conversation: repo.ConversationRow,
-    model: ModelInfo,
+    model: ResolvedModel,
     message: repo.MessageRow,
     reply: repo.MessageRow,
     hooks: SendHooks,
@@ -239,14 +242,14 @@ export class ChatService {
     try {
       let usage: ChatUsage = { inputTokens: 0, outputTokens: 0 };
       if (hooks.onDelta) {
-        for await (const part of this.provider.stream({ model: model.id, messages: prompt, signal })) {
+        for await (const part of model.caller.stream({ model: model.providerModelId, messages: prompt, signal })) {
           if (part.type === 'delta') {
             text += part.text;
             hooks.onDelta(part.text);
           } else usage = part.usage;
         }
       } else {
-        ({ text, usage } = await this.provider.generate({ model: model.id, messages: prompt, signal }));
+        ({ text, usage } = await model.caller.generate({ model: model.providerModelId, messages: prompt, signal }));
       }
       return { message, reply: await this.complete(userId, reply, model, text, usage), failure: null };
     } catch (error) {
@@ -258,7 +261,7 @@ export class ChatService {
             ? { code: 'model_provider_error' as const, error: error.message }
             : null;
       if (!failure) throw error;
-      return { message, reply: await this.fail(userId, reply, model, text, failure), failure };
+      return { message, reply: await this.fail(userId, reply, model.info.id, text, failure), failure };
     }
   }
 
@@ -305,14 +308,6 @@ export class ChatService {
     return ended.length;
   }
 
-  /** The available model `id` (the default without one); `400` naming `/body/model` when unknown. */
-  private model(id: string | undefined): ModelInfo {
-    const found = findModel(this.provider, id);
-    if (found) return found;
-    const message = `must be one of the available models: ${this.provider.models.map((m) => m.id).join(', ')}`;
-    throw errors.invalidRequest(`The model "${id ?? ''}" is not available.`, [{ path: '/body/model', message }]);
-  }
-
   /** System prompt (project instructions, relevant memory), recent history and the new message. */
   private async prompt(userId: string, conversation: repo.ConversationRow, message: repo.MessageRow): Promise<ChatMessage[]> {
     const project = conversation.project_id ? await this.projects.get(userId, conversation.project_id).catch(() => null) : null;
@@ -330,10 +325,10 @@ export class ChatService {
     ];
   }
 
-  private complete(userId: string, reply: repo.MessageRow, model: ModelInfo, text: string, usage: ChatUsage) {
+  private complete(userId: string, reply: repo.MessageRow, model: ResolvedModel, text: string, usage: ChatUsage) {
     return this.db.transaction().execute(async (trx) => {
       const now = new Date();
-      const cost = costMicroCents(model, usage);
+      const cost = model.connectionId === null ? costMicroCents(model.info, usage) : 0;
       const stored = await repo.endReply(trx, reply.id, {
         content: text,
         status: 'complete',
@@ -344,11 +339,11 @@ export class ChatService {
       });
       // Already failed as interrupted (this instance outlived its lease), or the conversation was deleted meanwhile.
       if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'complete' };
-      await this.billing.charge(trx, { userId, kind: 'chat.reply', resourceId: reply.id, model, usage, at: now });
+      await this.billing.charge(trx, { userId, kind: 'chat.reply', resourceId: reply.id, model: model.info, connectionId: model.connectionId, usage, at: now });
       await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,
-        model: model.id,
+        model: model.info.id,
         content: text,
         usage: presentUsage(usage, cost),
       });
@@ -356,7 +351,7 @@ export class ChatService {
     });
   }
 
-  private fail(userId: string, reply: repo.MessageRow, model: ModelInfo, text: string, failure: { code: FailureCode; error: string }) {
+  private fail(userId: string, reply: repo.MessageRow, model: string, text: string, failure: { code: FailureCode; error: string }) {
     return this.db.transaction().execute(async (trx) => {
       const stored = await repo.endReply(trx, reply.id, {
         content: text,
@@ -369,7 +364,7 @@ export class ChatService {
       await this.webhooks.emitEvent(trx, 'chat.failed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,
-        model: model.id,
+        model,
         errorCode: failure.code,
         error: failure.error,
       });

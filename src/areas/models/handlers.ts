@@ -1,10 +1,55 @@
-import type { HandlerMap } from '../../http/handler';
-import type { ModelProvider } from '../../platform/ai/models';
-import { presentModel, presentProvider } from './presenter';
+import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
+import { readPage } from '../../http/pagination';
+import { errors } from '../../platform/errors';
+import type { CapabilityService } from '../capabilities/service';
+import { presentConnection, presentModel, presentPolicy, presentProvider } from './presenter';
+import type { ModelService } from './service';
 
-export function modelHandlers(provider: ModelProvider): Pick<HandlerMap, 'getModels' | 'getModelProviders'> {
+export function modelHandlers(
+  models: ModelService,
+  capabilities: Pick<CapabilityService, 'isEnabled'>,
+): Pick<
+  HandlerMap,
+  | 'getModels'
+  | 'getModelProviders'
+  | 'createModelConnection'
+  | 'updateModelConnection'
+  | 'deleteModelConnection'
+  | 'testModelConnection'
+  | 'getModelPolicy'
+  | 'updateModelPolicy'
+> {
   return {
-    getModels: async () => ({ models: provider.models.map(presentModel) }),
-    getModelProviders: async () => ({ providers: [presentProvider(provider)] }),
+    getModels: async ({ caller }) => ({ models: (await models.available(caller.userId)).map(presentModel) }),
+    // The published route answers the deployment's providers whatever `byok` says; the caller's
+    // connections only while it is on.
+    getModelProviders: async ({ caller, query }) => {
+      const providers = [presentProvider(models.deploymentProvider)];
+      const byok = await capabilities.isEnabled('byok');
+      if (query.connectionId !== undefined) {
+        if (!byok) throw errors.capabilityDisabled('byok');
+        return { providers, connection: presentConnection(await models.connection(caller.userId, query.connectionId)) };
+      }
+      const page = readPage(query);
+      if (!byok) return { providers, connections: [], nextCursor: null };
+      const { items, nextCursor } = await models.connections(caller.userId, page);
+      return { providers, connections: items.map(presentConnection), nextCursor };
+    },
+    createModelConnection: async ({ actor, body }) => ({ connection: presentConnection(await models.createConnection(actor, body)) }),
+    updateModelConnection: async ({ actor, body }) => ({ connection: presentConnection(await models.updateConnection(actor, body)) }),
+    deleteModelConnection: async ({ actor, query, body }) => {
+      const connectionId = idFromQueryOrBody('connectionId', query, body);
+      await models.deleteConnection(actor, connectionId);
+      return { connectionId, deleted: true };
+    },
+    testModelConnection: async ({ caller, body }) => {
+      const { result, connection } = await models.testConnection(caller.userId, body);
+      return {
+        result: { ok: result.ok, models: result.models, error: result.error, testedAt: result.testedAt.getTime() },
+        ...(connection ? { connection: presentConnection(connection) } : {}),
+      };
+    },
+    getModelPolicy: async () => ({ policy: presentPolicy(await models.policy()) }),
+    updateModelPolicy: async ({ actor, body }) => ({ policy: presentPolicy(await models.updatePolicy(actor, body)) }),
   };
 }

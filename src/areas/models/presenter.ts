@@ -1,20 +1,46 @@
-import type { components } from '../../../generated/api';
-import type { ModelInfo, ModelProvider } from '../../platform/ai/models';
+import type { Schemas } from '../../platform/api-types';
+import type { ModelProvider } from '../../platform/ai/models';
+import type { ConnectionRow } from './repository';
+import { type AvailableModel, discoveredOf, enabledOf, type ModelPolicy } from './service';
 
-type Schemas = components['schemas'];
-
-export function presentModel(model: ModelInfo): Schemas['Model'] {
+export function presentModel(model: AvailableModel): Schemas['Model'] {
   return {
-    modelId: model.id,
+    modelId: model.modelId,
     providerId: model.providerId,
     name: model.name,
-    default: model.default,
+    default: model.defaultFor.includes('chat'),
     inputCentsPerMillionTokens: model.inputCentsPerMillionTokens,
     outputCentsPerMillionTokens: model.outputCentsPerMillionTokens,
+    connectionId: model.connectionId,
+    kinds: model.kinds,
+    contextWindow: model.contextWindow,
+    defaultFor: model.defaultFor,
   };
 }
 
 /** A provider as clients see it: never its key. */
 export function presentProvider(provider: ModelProvider): Schemas['ModelProvider'] {
   return { ...provider.info, models: provider.models.map((m) => m.id) };
+}
+
+/** A user's connection as clients see it: never its key (`hasApiKey`). */
+export function presentConnection(row: ConnectionRow): Schemas['ModelConnection'] {
+  return {
+    connectionId: row.id,
+    kind: row.kind as Schemas['ConnectionKind'],
+    name: row.name,
+    baseUrl: row.base_url,
+    hasApiKey: row.api_key !== null,
+    enabledModels: enabledOf(row),
+    models: discoveredOf(row).map((m) => m.id),
+    status: row.status as Schemas['ModelConnection']['status'],
+    lastError: row.last_error,
+    lastTestedAt: row.last_tested_at?.getTime() ?? null,
+    createdAt: row.created_at.getTime(),
+    updatedAt: row.updated_at.getTime(),
+  };
+}
+
+export function presentPolicy(policy: ModelPolicy): Schemas['ModelPolicy'] {
+  return { allow: policy.allow, block: policy.block, updatedAt: policy.updatedAt?.getTime() ?? null, updatedBy: policy.updatedBy };
 }

@@ -165,43 +165,32 @@ export async function listProviderModels(options: { baseUrl: string; apiKey: str
   return ids as string[];
 }
 
+/** Loads the AI SDK and a provider's chat models (loaded on the first call: they are large). */
+export type ChatModelLoader = () => Promise<{ ai: typeof import('ai'); model: (id: string) => LanguageModel }>;
+
 /**
- * An OpenAI-compatible chat completions API (OpenAI, Azure OpenAI, vLLM, Ollama, LiteLLM…),
- * through the AI SDK's provider. No retries here: a failed reply is reported, and stored as failed.
+ * Chat through one of the AI SDK's providers: the whole reply, or the reply as it is written. No
+ * retries here: a failed reply is reported, and stored as failed. `describe` says what a caller is
+ * told about a failure (never an address).
  */
-export class OpenAICompatibleProvider implements ModelProvider {
-  readonly info: ProviderInfo;
-  readonly models: readonly ModelInfo[];
-  private readonly options: { baseUrl: string; apiKey: string | null };
-  /** The AI SDK and the provider, loaded on the first call (they are large, and unused until then). */
-  private sdk?: Promise<{ ai: typeof import('ai'); model: (id: string) => LanguageModel }>;
+export class SdkChat {
+  private sdk?: ReturnType<ChatModelLoader>;
 
   constructor(
-    options: { baseUrl: string; apiKey: string | null; models: readonly ModelPrice[] },
+    private readonly loader: ChatModelLoader,
     private readonly log: FailureLog = () => undefined,
-  ) {
-    this.info = { providerId: 'openai-compatible', kind: 'openai-compatible', name: 'OpenAI-compatible provider', baseUrl: options.baseUrl };
-    this.models = options.models.map((m, i) => ({ ...m, providerId: this.info.providerId, name: m.id, default: i === 0 }));
-    this.options = { baseUrl: options.baseUrl, apiKey: options.apiKey };
-  }
+    private readonly describe: (error: unknown) => string = (error) => describeProviderError(error),
+  ) {}
 
   private load() {
-    this.sdk ??= Promise.all([import('ai'), import('@ai-sdk/openai-compatible')]).then(([ai, { createOpenAICompatible }]) => {
-      const provider = createOpenAICompatible({
-        name: 'openai-compatible',
-        baseURL: this.options.baseUrl,
-        apiKey: this.options.apiKey ?? undefined,
-        includeUsage: true,
-      });
-      return { ai, model: (id: string) => provider.chatModel(id) };
-    });
+    this.sdk ??= this.loader();
     return this.sdk;
   }
 
   /** Errors of an aborted call are the abort's; anything else is the provider's failure, logged here. */
   private failure(error: unknown, request: ChatRequest): unknown {
     if (request.signal.aborted) return request.signal.reason ?? error;
-    const failure = new ModelProviderFailure(describeProviderError(error), errorDetail(error));
+    const failure = new ModelProviderFailure(this.describe(error), errorDetail(error));
     this.log('model provider failed', { model: request.model, error: failure.message, detail: failure.detail });
     return failure;
   }
@@ -240,6 +229,39 @@ export class OpenAICompatibleProvider implements ModelProvider {
     } catch (error) {
       throw this.failure(error, request);
     }
+  }
+}
+
+/**
+ * An OpenAI-compatible chat completions API (OpenAI, Azure OpenAI, vLLM, Ollama, LiteLLM…),
+ * through the AI SDK's provider.
+ */
+export class OpenAICompatibleProvider implements ModelProvider {
+  readonly info: ProviderInfo;
+  readonly models: readonly ModelInfo[];
+  private readonly chat: SdkChat;
+
+  constructor(options: { baseUrl: string; apiKey: string | null; models: readonly ModelPrice[] }, log: FailureLog = () => undefined) {
+    this.info = { providerId: 'openai-compatible', kind: 'openai-compatible', name: 'OpenAI-compatible provider', baseUrl: options.baseUrl };
+    this.models = options.models.map((m, i) => ({ ...m, providerId: this.info.providerId, name: m.id, default: i === 0 }));
+    this.chat = new SdkChat(async () => {
+      const [ai, { createOpenAICompatible }] = await Promise.all([import('ai'), import('@ai-sdk/openai-compatible')]);
+      const provider = createOpenAICompatible({
+        name: 'openai-compatible',
+        baseURL: options.baseUrl,
+        apiKey: options.apiKey ?? undefined,
+        includeUsage: true,
+      });
+      return { ai, model: (id: string) => provider.chatModel(id) };
+    }, log);
+  }
+
+  generate(request: ChatRequest) {
+    return this.chat.generate(request);
+  }
+
+  stream(request: ChatRequest) {
+    return this.chat.stream(request);
   }
 }
 

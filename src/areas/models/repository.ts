@@ -1,0 +1,66 @@
+import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { ModelConnections, ModelPolicy } from '../../../generated/db';
+import type { Database } from '../../platform/db';
+import type { PageRequest } from '../../platform/pagination';
+
+export type ConnectionRow = Selectable<ModelConnections>;
+export type PolicyRow = Selectable<ModelPolicy>;
+
+/** The one row of the model policy. */
+const POLICY_ID = 'default';
+
+export function findConnection(db: Database, ownerUserId: string, id: string) {
+  return db.selectFrom('model_connections').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+}
+
+export function listConnections(db: Database, ownerUserId: string, page: PageRequest) {
+  let query = db.selectFrom('model_connections').selectAll().where('owner_user_id', '=', ownerUserId);
+  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
+  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
+}
+
+/** Every connection of a user, oldest first (the order their models are listed in). */
+export function allConnections(db: Database, ownerUserId: string) {
+  return db.selectFrom('model_connections').selectAll().where('owner_user_id', '=', ownerUserId).orderBy('id', 'asc').execute();
+}
+
+export async function countConnections(db: Database, ownerUserId: string): Promise<number> {
+  const row = await db
+    .selectFrom('model_connections')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('owner_user_id', '=', ownerUserId)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+export function insertConnection(db: Database, row: Insertable<ModelConnections>) {
+  return db.insertInto('model_connections').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function updateConnection(db: Database, ownerUserId: string, id: string, changes: Updateable<ModelConnections>) {
+  return db.updateTable('model_connections').set(changes).where('owner_user_id', '=', ownerUserId).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+export async function deleteConnection(db: Database, ownerUserId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('model_connections').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+  return Number(result.numDeletedRows) > 0;
+}
+
+export function findPolicy(db: Database) {
+  return db.selectFrom('model_policy').selectAll().where('id', '=', POLICY_ID).executeTakeFirst();
+}
+
+export function upsertPolicy(db: Database, changes: { allow?: string[] | null; block?: string[]; updatedBy: string; at: Date }) {
+  const values = {
+    ...(changes.allow !== undefined ? { allow: changes.allow === null ? null : JSON.stringify(changes.allow) } : {}),
+    ...(changes.block !== undefined ? { block: JSON.stringify(changes.block) } : {}),
+    updated_by: changes.updatedBy,
+    updated_at: changes.at,
+  };
+  return db
+    .insertInto('model_policy')
+    .values({ id: POLICY_ID, ...values })
+    .onConflict((oc) => oc.column('id').doUpdateSet(values))
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}

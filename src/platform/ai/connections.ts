@@ -1,0 +1,186 @@
+import type { LanguageModel } from 'ai';
+import { AddressNotAllowed, RedirectRefused, UrlNotAllowed } from '../net/outbound';
+import { type ChatRequest, describeProviderError, errorDetail, type FailureLog, type ModelProvider, ModelProviderFailure, SdkChat, withoutAddresses } from './models';
+
+/**
+ * Model provider connections that users bring with their own API key: the provider's wire format,
+ * its model list, and its chat through the AI SDK's provider package. Every request goes through
+ * the `fetch` given (the outbound guard), since the base URL is the user's choice.
+ */
+export type ConnectionKind = 'openai' | 'anthropic' | 'google' | 'openai_compatible';
+
+export const CONNECTION_KINDS: readonly ConnectionKind[] = ['openai', 'anthropic', 'google', 'openai_compatible'];
+
+/** The providers' own API base URLs (operator-trusted defaults; a user may override them). */
+export const DEFAULT_BASE_URLS: Record<Exclude<ConnectionKind, 'openai_compatible'>, string> = {
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com/v1',
+  google: 'https://generativelanguage.googleapis.com/v1beta',
+};
+
+const ANTHROPIC_VERSION = '2023-06-01';
+
+/** Where and how to reach one connection's provider. */
+export interface ConnectionTarget {
+  kind: ConnectionKind;
+  /** The user's base URL, or null for the provider's own (never null for `openai_compatible`). */
+  baseUrl: string | null;
+  apiKey: string | null;
+}
+
+/** A model the provider's list named. */
+export interface DiscoveredModel {
+  id: string;
+  contextWindow: number | null;
+}
+
+export type ModelKind = 'chat' | 'tools' | 'vision' | 'embeddings' | 'image' | 'transcription' | 'speech';
+
+export function baseUrlOf(target: ConnectionTarget): string {
+  const url = target.baseUrl ?? (target.kind === 'openai_compatible' ? null : DEFAULT_BASE_URLS[target.kind]);
+  if (!url) throw new Error('an openai_compatible connection needs a base URL');
+  return url.replace(/\/+$/, '');
+}
+
+/**
+ * What a model does, from its id: providers' lists do not say, so the well-known families are
+ * recognised (embedding, image, transcription and speech models by name; the chat models of the
+ * hosted providers call tools, and their current families read images).
+ */
+export function modelKinds(kind: ConnectionKind, id: string): ModelKind[] {
+  const name = id.toLowerCase();
+  if (/embed/.test(name)) return ['embeddings'];
+  if (/whisper|transcribe/.test(name)) return ['transcription'];
+  if (/(^|[-_/])tts|speech/.test(name)) return ['speech'];
+  if (/dall-e|gpt-image|imagen/.test(name)) return ['image'];
+  if (kind === 'openai_compatible') return ['chat'];
+  const vision = /gpt-4o|gpt-4\.1|gpt-5|^o\d|claude|gemini/.test(name);
+  return vision ? ['chat', 'tools', 'vision'] : ['chat', 'tools'];
+}
+
+/** A positive integer, or null. */
+const tokens = (value: unknown): number | null => (typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : null);
+
+/** The request that reads a provider's model list, in its own format. */
+function listRequest(target: ConnectionTarget): { url: string; headers: Record<string, string> } {
+  const base = baseUrlOf(target);
+  const key = target.apiKey;
+  switch (target.kind) {
+    case 'anthropic':
+      return { url: `${base}/models?limit=1000`, headers: { 'anthropic-version': ANTHROPIC_VERSION, ...(key ? { 'x-api-key': key } : {}) } };
+    case 'google':
+      return { url: `${base}/models?pageSize=1000`, headers: key ? { 'x-goog-api-key': key } : {} };
+    default:
+      return { url: `${base}/models`, headers: key ? { authorization: `Bearer ${key}` } : {} };
+  }
+}
+
+/** The models a list answer names, or null when it is not in the provider's format. */
+function parseList(kind: ConnectionKind, body: unknown): DiscoveredModel[] | null {
+  const list = body as { data?: unknown; models?: unknown } | null;
+  if (kind === 'google') {
+    if (!Array.isArray(list?.models)) return null;
+    const models = list.models as Array<{ name?: unknown; inputTokenLimit?: unknown }>;
+    if (models.some((m) => typeof m.name !== 'string')) return null;
+    return models.map((m) => ({ id: (m.name as string).replace(/^models\//, ''), contextWindow: tokens(m.inputTokenLimit) }));
+  }
+  if (!Array.isArray(list?.data)) return null;
+  const models = list.data as Array<Record<string, unknown>>;
+  if (models.some((m) => typeof m.id !== 'string' || m.id === '')) return null;
+  // OpenRouter says `context_length`, vLLM `max_model_len`, Anthropic `max_input_tokens`.
+  return models.map((m) => ({ id: m.id as string, contextWindow: tokens(m.context_length) ?? tokens(m.max_model_len) ?? tokens(m.context_window) ?? tokens(m.max_input_tokens) }));
+}
+
+/** Removes the key (should a provider echo it) and any address from a text shown to users. */
+export function scrub(text: string, apiKey: string | null): string {
+  const withoutKey = apiKey ? text.split(apiKey).join('[api key]') : text;
+  return withoutAddresses(withoutKey);
+}
+
+/**
+ * What a user is told about a failed call through their connection: the guard's refusal, or the
+ * provider's status and message (see describeProviderError), never the key or an address.
+ */
+export function describeConnectionError(error: unknown, apiKey: string | null): string {
+  for (let e = error as { cause?: unknown } | null, depth = 0; e && depth < 4; e = e.cause as { cause?: unknown } | null, depth += 1) {
+    if (e instanceof AddressNotAllowed) return `The connection's address is not allowed: it is a ${e.range} address.`;
+    if (e instanceof UrlNotAllowed) return `The connection's URL is not allowed: it ${e.message}.`;
+    if (e instanceof RedirectRefused) return `The model provider answered with a redirect (${e.status}), which is not followed.`;
+  }
+  return scrub(describeProviderError(error), apiKey);
+}
+
+/** Reads the provider's model list; throws ModelProviderFailure (a message fit for the user). */
+export async function discoverModels(target: ConnectionTarget, guardedFetch: typeof fetch, signal?: AbortSignal): Promise<DiscoveredModel[]> {
+  const { url, headers } = listRequest(target);
+  let response: Response;
+  let text: string;
+  try {
+    response = await guardedFetch(url, { headers, signal });
+    text = await response.text();
+  } catch (error) {
+    throw new ModelProviderFailure(describeConnectionError(error, target.apiKey), scrub(errorDetail(error), target.apiKey));
+  }
+  if (!response.ok) {
+    throw new ModelProviderFailure(scrub(describeProviderError({ statusCode: response.status, responseBody: text }), target.apiKey), scrub(text.slice(0, 500), target.apiKey));
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = null;
+  }
+  const models = parseList(target.kind, parsed);
+  if (!models) throw new ModelProviderFailure("The model provider's model list is not in its API's format.", scrub(text.slice(0, 500), target.apiKey));
+  return models;
+}
+
+/** The AI SDK's chat model of a connection's provider, called through `guardedFetch`. */
+async function languageModelFactory(target: ConnectionTarget, guardedFetch: typeof fetch): Promise<(id: string) => LanguageModel> {
+  const baseURL = baseUrlOf(target);
+  const apiKey = target.apiKey ?? '';
+  switch (target.kind) {
+    case 'anthropic': {
+      const { createAnthropic } = await import('@ai-sdk/anthropic');
+      const provider = createAnthropic({ baseURL, apiKey, fetch: guardedFetch });
+      return (id) => provider.languageModel(id);
+    }
+    case 'google': {
+      const { createGoogleGenerativeAI } = await import('@ai-sdk/google');
+      const provider = createGoogleGenerativeAI({ baseURL, apiKey, fetch: guardedFetch });
+      return (id) => provider.languageModel(id);
+    }
+    case 'openai': {
+      // Chat completions, which proxies and gateways in front of OpenAI speak too.
+      const { createOpenAI } = await import('@ai-sdk/openai');
+      const provider = createOpenAI({ baseURL, apiKey, fetch: guardedFetch });
+      return (id) => provider.chat(id);
+    }
+    case 'openai_compatible': {
+      const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible');
+      const provider = createOpenAICompatible({ name: 'connection', baseURL, apiKey: target.apiKey ?? undefined, fetch: guardedFetch, includeUsage: true });
+      return (id) => provider.chatModel(id);
+    }
+  }
+}
+
+/** The chat of one connection, as chat and automations call a model (generate and stream). */
+export class ConnectionChat implements Pick<ModelProvider, 'generate' | 'stream'> {
+  private readonly chat: SdkChat;
+
+  constructor(target: ConnectionTarget, guardedFetch: typeof fetch, log: FailureLog) {
+    this.chat = new SdkChat(
+      async () => ({ ai: await import('ai'), model: await languageModelFactory(target, guardedFetch) }),
+      (message, meta) => log(message, { ...meta, error: scrub(String(meta.error), target.apiKey), detail: scrub(String(meta.detail), target.apiKey) }),
+      (error) => describeConnectionError(error, target.apiKey),
+    );
+  }
+
+  generate(request: ChatRequest) {
+    return this.chat.generate(request);
+  }
+
+  stream(request: ChatRequest) {
+    return this.chat.stream(request);
+  }
+}
