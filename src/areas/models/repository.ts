@@ -1,7 +1,7 @@
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { ModelConnections, ModelPolicy } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import type { PageRequest } from '../../platform/pagination';
+import { listQuery } from '../../platform/db/list-query';
 
 export type ConnectionRow = Selectable<ModelConnections>;
 export type PolicyRow = Selectable<ModelPolicy>;
@@ -13,11 +13,11 @@ export function findConnection(db: Database, ownerUserId: string, id: string) {
   return db.selectFrom('model_connections').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
 }
 
-export function listConnections(db: Database, ownerUserId: string, page: PageRequest) {
-  let query = db.selectFrom('model_connections').selectAll().where('owner_user_id', '=', ownerUserId);
-  if (page.beforeId !== null) query = query.where('id', '<', page.beforeId);
-  return query.orderBy('id', 'desc').limit(page.limit + 1).execute();
-}
+/** The owner's connections; read a page at a time. */
+export const connectionList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('model_connections').selectAll().where('owner_user_id', '=', ownerUserId),
+});
 
 /** Every connection of a user, oldest first (the order their models are listed in). */
 export function allConnections(db: Database, ownerUserId: string) {

@@ -15,7 +15,7 @@ import { lockForTransaction } from '../../platform/db/locks';
 import { errors } from '../../platform/errors';
 import { uuidv7 } from '../../platform/ids';
 import type { Outbound } from '../../platform/net/outbound';
-import { type PageRequest, toPage } from '../../platform/pagination';
+import type { PageRequest } from '../../platform/pagination';
 import type { SealedColumn, Secrets } from '../../platform/secrets';
 import type { Actor, AuditService } from '../audit/service';
 import type { CapabilityService } from '../capabilities/service';
@@ -325,8 +325,8 @@ export class ModelService {
     return row;
   }
 
-  async connections(userId: string, page: PageRequest) {
-    return toPage(await repo.listConnections(this.db, userId, page), page.limit);
+  connections(userId: string, page: PageRequest) {
+    return repo.connectionList.page(this.db, { ownerUserId: userId }, page);
   }
 
   async createConnection(actor: Actor, input: CreateInput): Promise<repo.ConnectionRow> {
