@@ -1,6 +1,7 @@
 import path from 'node:path';
 import cookieParser from 'cookie-parser';
 import express, { type Express } from 'express';
+import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import { agentHandlers } from './areas/agents/handlers';
 import { AgentEnvironmentService } from './areas/agents/service';
 import { auditHandlers } from './areas/audit/handlers';
@@ -11,7 +12,15 @@ import type { StripeEvents } from './areas/billing/stripe';
 import { stripeWebhookRouter } from './areas/billing/webhook-route';
 import { budgetHandlers } from './areas/budgets/handlers';
 import { BudgetService } from './areas/budgets/service';
+import { bootstrapHandlers } from './areas/bootstrap/handlers';
+import { BootstrapService } from './areas/bootstrap/service';
 import { capabilityHandlers } from './areas/capabilities/handlers';
+import { discoveryHandlers } from './areas/discovery/handlers';
+import { DiscoveryService } from './areas/discovery/service';
+import { onboardingHandlers } from './areas/onboarding/handlers';
+import { OnboardingService } from './areas/onboarding/service';
+import { settingsHandlers } from './areas/settings/handlers';
+import { BUILT_IN_DEFAULTS, type ModelCatalog, SettingsService } from './areas/settings/service';
 import { knowledgeHandlers } from './areas/knowledge/handlers';
 import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
 import { fileHandlers } from './areas/files/handlers';
@@ -61,7 +70,7 @@ import { type DatabaseHandle, isReachable, openPglite, openPostgres } from './pl
 import { migrateToLatest } from './platform/db/migrate';
 import { IdempotencyStore } from './platform/idempotency';
 import { EmbeddingsFailure, HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
-import { DevelopmentProvider, listProviderModels, type ModelPrice, type ModelProvider, ModelProviderFailure, OpenAICompatibleProvider } from './platform/ai/models';
+import { DevelopmentProvider, findModel, listProviderModels, type ModelPrice, type ModelProvider, ModelProviderFailure, OpenAICompatibleProvider } from './platform/ai/models';
 import { hasVectorExtension } from './platform/db/vector';
 import { accessLog, type Logger } from './platform/logger';
 import { Metrics } from './platform/metrics';
@@ -96,6 +105,10 @@ export interface Services {
   agents: AgentEnvironmentService;
   /** The model provider chat and automations call. */
   models: ModelProvider;
+  settings: SettingsService;
+  onboarding: OnboardingService;
+  bootstrap: BootstrapService;
+  discovery: DiscoveryService;
 }
 
 export interface Runtime {
@@ -199,6 +212,7 @@ function createServices(
   dispatcher: WebhookDispatcher,
   secrets: Secrets,
   modelList: readonly ModelPrice[],
+  doc: OpenAPIV3.DocumentV3,
 ): Services {
   const { db } = database;
   const audit = new AuditService(db);
@@ -226,12 +240,17 @@ function createServices(
     : new DevelopmentProvider();
   const memory = new MemoryService(db, projects);
   const chat = new ChatService(db, models, projects, skills, webhooks, config.models.timeoutMs, billing, { leaseMs: config.models.replyLeaseMs }, memory);
+  const files = new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing, chat);
+  const principals = new PrincipalService(db, audit);
+  const catalog = deploymentCatalog(models);
+  const settings = new SettingsService({ db, catalog, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(models)?.id } } });
+  const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
   return {
     knowledge: new KnowledgeService(db, capabilities, projects, embedder, vectorAvailable, (level, message, meta) => logger.log(level, message, meta)),
-    files: new FileService(db, store, signedUrls, projects, { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes }, warn, billing, chat),
+    files,
     outputs: new OutputService(db, store, config.storage.maxOutputBytes, warn),
     audit,
-    principals: new PrincipalService(db, audit),
+    principals,
     budgets: new BudgetService(db, audit),
     billing,
     stripeEvents,
@@ -246,7 +265,52 @@ function createServices(
     automations: new AutomationService(db, models, projects, skills, config.automations.runTimeoutMs, billing),
     agents: new AgentEnvironmentService(db, config.agents),
     models,
+    settings,
+    onboarding,
+    bootstrap: new BootstrapService({
+      principals,
+      capabilities,
+      settings,
+      catalog,
+      billing,
+      onboarding,
+      limits: {
+        maxUploadBytes: config.storage.maxUploadBytes,
+        maxMessageChars: messageMaxLength(doc),
+        rateLimitPerMinute: config.rateLimitPerMinute > 0 ? config.rateLimitPerMinute : null,
+      },
+    }),
+    discovery: new DiscoveryService({
+      capabilities,
+      settings: { apiVersion: doc.info.version, minClientVersion: config.shell.minClientVersion, oidcIssuer: oidcIssuer(config) },
+    }),
   };
+}
+
+/** The models users can use: the deployment provider's, all of kind `chat`. */
+function deploymentCatalog(provider: ModelProvider): ModelCatalog {
+  const models = provider.models.map((m) => ({ modelId: m.id, kinds: ['chat'] }));
+  return { available: async () => models };
+}
+
+/** The longest chat message, as the document's message schema allows it. */
+function messageMaxLength(doc: OpenAPIV3.DocumentV3): number {
+  const schema = doc.components?.schemas?.MessageCreateRequest as OpenAPIV3.SchemaObject | undefined;
+  const content = schema?.properties?.content as OpenAPIV3.SchemaObject | undefined;
+  if (content?.maxLength === undefined) throw new Error('the document gives no maxLength for a message\'s content');
+  return content.maxLength;
+}
+
+/** The identity provider's issuer when it is an OpenID Connect issuer (an https URL; http in development). */
+function oidcIssuer(config: Config): string | null {
+  const issuer = config.auth.issuer;
+  if (!hasIdentityProvider(config) || issuer === null) return null;
+  try {
+    const { protocol } = new URL(issuer);
+    return protocol === 'https:' || (protocol === 'http:' && config.env !== 'production') ? issuer : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The logging function the background workers take. */
@@ -283,6 +347,10 @@ function rateLimiter(database: DatabaseHandle, perMinute: number): RateLimiter {
 function handlerMap(services: Services, config: Config, runner: AutomationRunner): HandlerMap {
   return {
     ...sessionHandlers(services.sessions, { secure: config.env !== 'development' }),
+    ...discoveryHandlers(services.discovery),
+    ...bootstrapHandlers(services.bootstrap),
+    ...settingsHandlers(services.settings),
+    ...onboardingHandlers(services.onboarding),
     ...capabilityHandlers(services.capabilities),
     ...projectHandlers(services.projects),
     ...noteHandlers(services.notes),
@@ -323,7 +391,8 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     const metrics = createMetrics(db);
     const dispatcher = createDispatcher(config, db, secrets, outbound, logger, metrics);
     const modelList = await resolveModels(config, logger);
-    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList);
+    const doc = loadApiDocument();
+    const services = createServices(config, db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, doc);
     const indexer = new KnowledgeIndexer(
       services.knowledge,
       config.embeddings.indexIntervalMs,
@@ -361,7 +430,6 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
       'BOOTSTRAP_ADMIN_USER_IDS',
     );
     if (bootstrapped.length > 0) logger.info('granted admin from BOOTSTRAP_ADMIN_USER_IDS', { userIds: bootstrapped });
-    const doc = loadApiDocument();
     let draining = false;
 
     const app = express();

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import type { operations } from '../../generated/api';
 import type { IdempotencyStore } from '../platform/idempotency';
@@ -45,11 +46,22 @@ export class JsonText<T> {
 /** The serialized form of an operation's 200 body (see JsonText). */
 export const jsonText = <T>(text: string) => new JsonText<T>(text);
 
+/**
+ * A JSON body sent with a strong `ETag` (the SHA-256 of its JSON), or answered `304` without a
+ * body when the request's `If-None-Match` names that tag.
+ */
+export class Tagged<T> {
+  constructor(readonly body: T) {}
+}
+
+/** `body` answered with its ETag (see Tagged). */
+export const tagged = <T>(body: T) => new Tagged<T>(body);
+
 /** The 200 body of an operation as the document defines it, or STREAMED for a non-JSON body. */
 export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R }
   ? [JsonContent<R>] extends [never]
     ? typeof STREAMED
-    : JsonContent<R> | JsonText<JsonContent<R>> | EventStreamContent<R>
+    : JsonContent<R> | JsonText<JsonContent<R>> | Tagged<JsonContent<R>> | EventStreamContent<R>
   : never;
 
 /** The caller as audit events record it: user and request id (structurally the audit service's Actor). */
@@ -72,6 +84,12 @@ export interface HandlerInput<K extends OperationId> {
 /** A handler of one operation, typed from the generated document: its input and its 200 body. */
 export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise<OkBody<K>>;
 
+/**
+ * A handler of an operation that needs no authentication (`security: []`): it has no caller. Any
+ * credentials sent along are not even read.
+ */
+export type PublicHandler<K extends OperationId> = (input: Omit<HandlerInput<K>, 'caller' | 'actor'>) => Promise<OkBody<K>>;
+
 /** One handler for every operation of the document; a missing one is a compile error. */
 export type HandlerMap = { [K in OperationId]: Handler<K> };
 
@@ -82,6 +100,8 @@ export interface HandlerOptions {
    * when it is someone else) rather than the user an administrative operation acts on.
    */
   userIdIsCaller: boolean;
+  /** Whether the operation needs no authentication (`security: []`): its handler is a PublicHandler. */
+  anonymous?: boolean;
   /** Set for operations that declare the `Idempotency-Key` header. */
   idempotency?: IdempotencyStore;
   /**
@@ -98,6 +118,11 @@ export interface HandlerOptions {
  */
 export function toExpressHandler<K extends OperationId>(handler: Handler<K>, options: HandlerOptions): RequestHandler {
   return async (req, res) => {
+    if (options.anonymous) {
+      const input = { body: req.body as RequestBody<K>, query: req.query as QueryParams<K>, params: req.params as PathParams<K>, req, res };
+      send(req, res, await (handler as PublicHandler<K>)(input), options);
+      return;
+    }
     const caller = req.caller;
     if (!caller) throw errors.unauthenticated();
     const body = req.body as Record<string, unknown> | undefined;
@@ -132,13 +157,34 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
       res.status(200).json(outcome.body);
       return;
     }
-    const result = await execute();
-    if (result === STREAMED) return;
-    // The validator checks the answers given to res.json (in tests); others are written directly.
-    if (result instanceof JsonText) sendJsonText(res, result.text);
-    else if (options.validateResponses) res.status(200).json(result);
-    else sendJsonText(res, JSON.stringify(result));
+    send(req, res, await execute(), options);
   };
+}
+
+/** Writes a handler's result: nothing for STREAMED, a 200 JSON body, or a tagged body (ETag, 304). */
+function send(req: Request, res: Response, result: unknown, options: HandlerOptions): void {
+  if (result === STREAMED) return;
+  let text: string | undefined;
+  if (result instanceof Tagged) {
+    text = JSON.stringify(result.body);
+    const etag = `"${createHash('sha256').update(text).digest('base64url')}"`;
+    res.setHeader('ETag', etag);
+    res.setHeader('Cache-Control', 'private, no-cache');
+    if (noneMatch(req.get('if-none-match'), etag)) {
+      res.status(304).end();
+      return;
+    }
+    result = result.body;
+  }
+  // The validator checks the answers given to res.json (in tests); others are written directly.
+  if (result instanceof JsonText) sendJsonText(res, result.text);
+  else if (options.validateResponses) res.status(200).json(result);
+  else sendJsonText(res, text ?? JSON.stringify(result));
+}
+
+/** Whether an If-None-Match header names `etag` (compared weakly: `W/"…"` names it too) or is `*`. */
+export function noneMatch(header: string | undefined, etag: string): boolean {
+  return header !== undefined && header.split(',').some((tag) => [etag, `W/${etag}`, '*'].includes(tag.trim()));
 }
 
 /**

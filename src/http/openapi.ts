@@ -215,9 +215,12 @@ export async function apiRouter(
       const idempotent = declaresIdempotencyKey(doc, operation);
       // On role-guarded (administration) operations a body userId names the target user.
       const userIdIsCaller = !(operation as { 'x-required-roles'?: unknown })['x-required-roles'];
+      // `security: []`: no credentials needed, and the handler has no caller.
+      const anonymous = Array.isArray(operation.security) && operation.security.length === 0;
       route[method](
         toExpressHandler(handler, {
           operationId,
+          anonymous,
           userIdIsCaller,
           idempotency: idempotent ? options.idempotency : undefined,
           validateResponses: options.validateResponses,

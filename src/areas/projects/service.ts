@@ -30,6 +30,11 @@ export class ProjectService {
     if (!(await repo.findProject(db, userId, projectId))) throw errors.referenceNotFound(field, field === 'parentId' ? 'Parent project not found.' : 'Project not found.');
   }
 
+  /** Whether the user has any project (onboarding's `first_project`). */
+  hasAny(userId: string): Promise<boolean> {
+    return repo.ownsAny(this.db, userId);
+  }
+
   async list(userId: string, filter: { parentId?: string }, page: PageRequest) {
     return toPage(await repo.listProjects(this.db, userId, filter, page), page.limit);
   }
