@@ -13,12 +13,13 @@
  *     which has pgvector: bench/knowledge.ts);
  *   - B6 (Postgres): webhook deliveries per second, automation slot claims on three instances
  *     (bench/workers.ts);
+ *   - B7 (Postgres): bootstrap's latency next to the capabilities' (bench/bootstrap.ts);
  *   - the audit export of 100,000 events, and the validator's operation lookup in-process.
  * Postgres: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process write a CPU profile.
  * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, throughput, files,
- * knowledge, workers, export, lookup.
+ * knowledge, workers, bootstrap, export, lookup.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -28,6 +29,7 @@ import { sql } from 'kysely';
 import { openPostgres } from '../src/platform/db';
 import { migrateToLatest } from '../src/platform/db/migrate';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
+import { bootstrapBench } from './bootstrap';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
 import { clientCpu, cpus, interleaved, peakRss, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitReady } from './process';
@@ -237,6 +239,7 @@ async function main(): Promise<void> {
       if (selected('files')) rows.push(...(await filesBench({ ...pgEnv, PORT: '18184' })));
       if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
       if (selected('workers')) rows.push(...(await workersBench({ ...pgEnv, PORT: '18186' })));
+      if (selected('bootstrap')) rows.push(...(await bootstrapBench({ ...pgEnv, PORT: '18187' }, token)));
       if (selected('export')) rows.push(...(await auditExport(dataDir, pgEnv, token)));
     } else {
       rows.push(['B1-B4, B6 (Postgres)', 'no Postgres server answered: set DATABASE_URL']);
