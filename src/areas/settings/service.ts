@@ -23,17 +23,14 @@ export interface ModelCatalog {
   available(userId: string): Promise<Array<{ modelId: string; kinds: string[] }>>;
 }
 
+/** A user's settings, every typed field resolved (the user's value or the default; `inherited` lists the defaults). */
+export type UserSettings = Omit<Schemas['Settings'], 'ui' | 'updatedAt'> & { ui: Record<string, unknown>; updatedAt: Date | null };
+
 /** What a setting the user never chose (or reset) is: the deployment's defaults. */
-export interface SettingsDefaults {
+export type SettingsDefaults = Pick<UserSettings, 'memoryInChat' | 'knowledgeInChat' | 'toolApproval' | 'locale' | 'timeZone' | 'theme'> & {
   /** The deployment's default model of each kind it has one for. */
   models: DefaultModels;
-  memoryInChat: boolean;
-  knowledgeInChat: boolean;
-  toolApproval: ToolApproval;
-  locale: string;
-  timeZone: string;
-  theme: Theme;
-}
+};
 
 export const BUILT_IN_DEFAULTS: Omit<SettingsDefaults, 'models'> = {
   memoryInChat: true,
@@ -46,24 +43,6 @@ export const BUILT_IN_DEFAULTS: Omit<SettingsDefaults, 'models'> = {
 
 /** The largest `ui` object, as JSON. */
 export const MAX_UI_BYTES = 16 * 1024;
-
-/** A user's settings, every typed field resolved (the user's value or the default). */
-export interface UserSettings {
-  defaultChatModel: string | null;
-  defaultImageModel: string | null;
-  defaultTranscriptionModel: string | null;
-  defaultSpeechModel: string | null;
-  memoryInChat: boolean;
-  knowledgeInChat: boolean;
-  toolApproval: ToolApproval;
-  locale: string;
-  timeZone: string;
-  theme: Theme;
-  ui: Record<string, unknown>;
-  /** The typed fields that follow the deployment's default. */
-  inherited: SettingsField[];
-  updatedAt: Date | null;
-}
 
 /** Each default-model field with its column and its kind. */
 const MODEL_FIELDS = [
