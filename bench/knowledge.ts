@@ -94,8 +94,8 @@ export async function knowledgeBench(log: (line: string) => void = () => undefin
 
     const audit = new AuditService(db);
     const defaults = { automations: true, billing: false, vectorSearch: true, billingProvider: 'stripe' as const, cacheMs: 0 };
-    const capabilities = new CapabilityService(db, audit, defaults, Date.now, true);
-    const knowledge = new KnowledgeService(db, capabilities, new ProjectService(db), embedder, true);
+    const capabilities = new CapabilityService({ db, audit, defaults, vectorAvailable: true });
+    const knowledge = new KnowledgeService({ db, capabilities, projects: new ProjectService(db), embedder, vectorAvailable: true });
     const queries = ['quarterly revenue forecast', 'coral reef research', 'hotel in lisbon', 'security audit export', 'vector index search', 'garden tomato basil'];
     const query = (i: number) => queries[i % queries.length] as string;
     const actor = { userId: 'bench-admin', requestId: null };

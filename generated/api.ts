@@ -1461,6 +1461,18 @@ export interface components {
          * @example null
          */
         NextCursor: string | null;
+        /** @description Tokens and cost of a finished model call (a chat reply, an automation run), or `null` while it runs and when it failed. */
+        Usage: {
+            /** @example 412 */
+            inputTokens: number;
+            /** @example 96 */
+            outputTokens: number;
+            /**
+             * @description What the call cost at the model's configured prices, in cents (fractional).
+             * @example 0.01194
+             */
+            costCents: number;
+        } | null;
         /** @description Clients must tolerate new properties (new capabilities are added over time). */
         Capabilities: {
             /**
@@ -3217,18 +3229,7 @@ export interface components {
             errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | null;
             /** @example null */
             errorMessage: string | null;
-            /** @description Tokens and cost of a completed reply, or `null`. */
-            usage: {
-                /** @example 412 */
-                inputTokens: number;
-                /** @example 96 */
-                outputTokens: number;
-                /**
-                 * @description What the reply cost at the model's configured prices, in cents (fractional).
-                 * @example 0.01194
-                 */
-                costCents: number;
-            } | null;
+            usage: components["schemas"]["Usage"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -3574,14 +3575,7 @@ export interface components {
             errorCode: string | null;
             /** @example null */
             errorMessage: string | null;
-            usage: {
-                /** @example 120 */
-                inputTokens: number;
-                /** @example 40 */
-                outputTokens: number;
-                /** @example 0.0042 */
-                costCents: number;
-            } | null;
+            usage: components["schemas"]["Usage"];
             /** @description The outputs the run stored (read them with `/api/v1/outputs`). */
             outputs: {
                 /** @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1eb1 */

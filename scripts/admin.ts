@@ -5,7 +5,7 @@
  */
 import { AuditService } from '../src/areas/audit/service';
 import { PrincipalService, type Role } from '../src/areas/principals/service';
-import { openDatabase } from '../src/app';
+import { openDatabase } from '../src/composition';
 import { loadConfig } from '../src/config';
 import { migrateToLatest } from '../src/platform/db/migrate';
 

@@ -1,5 +1,5 @@
 /** `make migrate`: brings the configured database (DATABASE_URL, or the embedded one) up to date. */
-import { openDatabase } from '../src/app';
+import { openDatabase } from '../src/composition';
 import { loadConfig } from '../src/config';
 import { migrateToLatest } from '../src/platform/db/migrate';
 

@@ -5,7 +5,7 @@
  * while the service runs; with the embedded database, stop the service first (one process).
  * Exits 1 when some secret could not be opened (those are listed and left as they were).
  */
-import { openDatabase, openSecrets, SEALED_COLUMNS } from '../src/app';
+import { openDatabase, openSecrets, SEALED_COLUMNS } from '../src/composition';
 import { hasIdentityProvider, loadConfig } from '../src/config';
 import { migrateToLatest } from '../src/platform/db/migrate';
 import { resealAll } from '../src/platform/secrets';

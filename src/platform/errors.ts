@@ -2,6 +2,8 @@
  * The one catalogue of error answers. Services throw these; the error middleware renders every
  * error, ours or a library's, as the ErrorResponse body `{ error, code, ...extras }`.
  */
+import type { Schemas } from './api-types';
+
 export interface ErrorDetail {
   path: string;
   message: string;
@@ -28,7 +30,8 @@ export class ApiError extends Error {
 export const AUTHENTICATION_REQUIRED =
   'Authentication is required: send an access token (Authorization: Bearer <token>) or the session cookie (service_session, from POST /auth/session).';
 
-export type CapabilityName = 'automations' | 'billing' | 'vectorSearch';
+/** The capabilities an operator can switch (the fields of the capabilities update). */
+export type CapabilityName = keyof Schemas['CapabilitiesUpdateRequest'];
 
 const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
   automations: 'Automation scheduling is disabled for this deployment.',

@@ -9,6 +9,18 @@ export interface QueueProbe {
   pool(): { total: number; idle: number; waiting: number } | null;
 }
 
+/** A gauge whose value is read at each scrape. */
+function scrapedGauge(registry: Registry, name: string, help: string, read: () => Promise<number>): void {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    async collect() {
+      this.set(await read());
+    },
+  });
+}
+
 /**
  * The service's Prometheus metrics: requests by operation and status with latency, the webhook
  * and automation queues, delivery and run outcomes, the database pool, and the process.
@@ -43,22 +55,8 @@ export class Metrics {
 
   constructor(probe: QueueProbe) {
     collectDefaultMetrics({ register: this.registry });
-    new Gauge({
-      name: 'webhook_deliveries_pending',
-      help: 'Webhook deliveries waiting for an attempt (all instances).',
-      registers: [this.registry],
-      async collect() {
-        this.set(await probe.pendingDeliveries());
-      },
-    });
-    new Gauge({
-      name: 'automation_runs_queued',
-      help: 'Automation runs waiting to start (all instances).',
-      registers: [this.registry],
-      async collect() {
-        this.set(await probe.queuedRuns());
-      },
-    });
+    scrapedGauge(this.registry, 'webhook_deliveries_pending', 'Webhook deliveries waiting for an attempt (all instances).', () => probe.pendingDeliveries());
+    scrapedGauge(this.registry, 'automation_runs_queued', 'Automation runs waiting to start (all instances).', () => probe.queuedRuns());
     new Gauge({
       name: 'db_pool_connections',
       help: 'Database pool connections of this instance, by state (Postgres only).',

@@ -1,17 +1,14 @@
 /** What a model call used: its price and its JSON form, shared by chat replies, automation runs and billing. */
 import type { ChatUsage, ModelInfo } from './ai/models';
+import type { Schemas } from './api-types';
 
 /** Cost in millionths of a cent: tokens × the model's cents per million tokens, exactly. */
 export function costMicroCents(model: ModelInfo, usage: ChatUsage): number {
   return usage.inputTokens * model.inputCentsPerMillionTokens + usage.outputTokens * model.outputCentsPerMillionTokens;
 }
 
-/** Tokens and cost as the API and webhook events show them (cost in cents, fractional). */
-export interface UsageJson {
-  inputTokens: number;
-  outputTokens: number;
-  costCents: number;
-}
+/** Tokens and cost as the API and webhook events show them (the spec's `Usage`; cost in cents, fractional). */
+export type UsageJson = NonNullable<Schemas['Usage']>;
 
 export function presentUsage(usage: ChatUsage, costMicroCents: number): UsageJson {
   return { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, costCents: costMicroCents / 1e6 };

@@ -76,7 +76,13 @@ describe('knowledge search when the embeddings fail', () => {
       clearTimeout: () => undefined,
     };
     const errors: string[] = [];
-    const indexer = new KnowledgeIndexer(ctx.h.runtime.services.knowledge, 1000, (error) => errors.push((error as Error).message), 8000, timers);
+    const indexer = new KnowledgeIndexer({
+      knowledge: ctx.h.runtime.services.knowledge,
+      intervalMs: 1000,
+      onError: (error) => errors.push((error as Error).message),
+      maxBackoffMs: 8000,
+      timers,
+    });
     /** Fires the one scheduled pass and waits until it has scheduled the next; returns the wait it had been given. */
     const fire = async () => {
       expect(pending).toHaveLength(1);

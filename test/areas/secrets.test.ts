@@ -1,4 +1,4 @@
-import { SEALED_COLUMNS } from '../../src/app';
+import { SEALED_COLUMNS } from '../../src/composition';
 import { signingSecretContext } from '../../src/areas/webhooks/signing';
 import { uuidv7 } from '../../src/platform/ids';
 import { resealAll, Secrets } from '../../src/platform/secrets';

@@ -74,8 +74,8 @@ describe('capability flags', () => {
     const defaults = { automations: true, billing: false, vectorSearch: true, billingProvider: 'stripe' as const, cacheMs: 2000 };
     const audit = new AuditService(db);
     const admin = { userId: 'admin-1', requestId: null };
-    const instanceA = new CapabilityService(db, audit, defaults, () => now);
-    const instanceB = new CapabilityService(db, audit, defaults, () => now);
+    const instanceA = new CapabilityService({ db, audit, defaults, now: () => now });
+    const instanceB = new CapabilityService({ db, audit, defaults, now: () => now });
     expect(await instanceB.isEnabled('automations')).toBe(true);
     await instanceA.update(admin, { automations: false });
     expect(await instanceA.isEnabled('automations')).toBe(false);

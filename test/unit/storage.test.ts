@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { loadConfig } from '../../src/config';
-import { openObjectStore } from '../../src/app';
+import { openObjectStore } from '../../src/composition';
 import { ObjectIncompleteError, ObjectNotFoundError, type ObjectStore, ObjectTooLargeError } from '../../src/platform/storage';
 import { startS3 } from '../helpers/s3';
 

@@ -1,11 +1,12 @@
 import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { AgentCommands, AgentEnvironments } from '../../../generated/db';
+import type { Schemas } from '../../platform/api-types';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
 
 export type EnvironmentRow = Selectable<AgentEnvironments> & { pending_commands: number };
 export type CommandRow = Selectable<AgentCommands>;
-export type CommandStatus = 'queued' | 'claimed' | 'accepted' | 'rejected' | 'expired';
+export type CommandStatus = Schemas['CommandStatus'];
 
 /** Environments with how many of their commands wait (queued or claimed, not expired). */
 function environments(db: Database, now: Date) {

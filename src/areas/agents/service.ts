@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { components } from '../../../generated/api';
+import type { Schemas } from '../../platform/api-types';
 import { type ErrorDetail, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
@@ -9,7 +9,6 @@ import { toPage } from '../../platform/pagination';
 import { isWithin, normalizePath, pathsNamed, pathStyle } from './paths';
 import * as repo from './repository';
 
-type Schemas = components['schemas'];
 
 /** The agent protocol versions this deployment speaks. */
 export const SUPPORTED_PROTOCOL_VERSIONS: readonly number[] = [1];

@@ -1,5 +1,6 @@
 import type { Selectable } from 'kysely';
 import type { AuditEvents } from '../../../generated/db';
+import type { Schemas } from '../../platform/api-types';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import * as repo from './repository';
@@ -16,7 +17,7 @@ export interface AuditRecord {
   action: string;
   resourceType: string;
   resourceId?: string | null;
-  outcome: 'success' | 'denied';
+  outcome: Schemas['AuditOutcome'];
   metadata?: Record<string, unknown>;
 }
 

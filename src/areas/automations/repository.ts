@@ -1,11 +1,12 @@
 import { type Insertable, type Selectable, sql, type Transaction, type Updateable } from 'kysely';
 import type { AutomationRuns, Automations } from '../../../generated/db';
+import type { Schemas } from '../../platform/api-types';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database, DB } from '../../platform/db';
 
 export type AutomationRow = Selectable<Automations>;
 export type RunRow = Selectable<AutomationRuns>;
-export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+export type RunStatus = Schemas['AutomationRunStatus'];
 
 export function findAutomation(db: Database, ownerUserId: string, id: string) {
   return db

@@ -20,6 +20,9 @@ export interface RunnerSettings {
   maxConcurrentRunsPerUser: number;
 }
 
+/** How a run this instance executed ended. */
+type FinishedStatus = Exclude<repo.RunStatus, 'queued' | 'running'>;
+
 type Log = (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
 
 /** Starts of a run after which an instance stopping during it fails the run instead. */
@@ -27,6 +30,15 @@ const MAX_ATTEMPTS = 3;
 const DUE_BATCH = 500;
 /** Runs in progress at once in one instance (each user's limit applies across instances). */
 const RUNS_PER_INSTANCE = 8;
+
+/** What an AutomationScheduler is built from. */
+export interface AutomationSchedulerDeps {
+  db: Database;
+  capabilities: CapabilityService;
+  tickCron: string;
+  log: Log;
+  onQueued?: () => void;
+}
 
 /**
  * The scheduler of one instance: node-cron ticks, and each tick claims the due slots of enabled
@@ -37,13 +49,19 @@ const RUNS_PER_INSTANCE = 8;
 export class AutomationScheduler {
   private task: ScheduledTask | null = null;
 
-  constructor(
-    private readonly db: Database,
-    private readonly capabilities: CapabilityService,
-    private readonly tickCron: string,
-    private readonly log: Log,
-    private readonly onQueued: () => void = () => undefined,
-  ) {}
+  private readonly db: Database;
+  private readonly capabilities: CapabilityService;
+  private readonly tickCron: string;
+  private readonly log: Log;
+  private readonly onQueued: () => void;
+
+  constructor({ db, capabilities, tickCron, log, onQueued = () => undefined }: AutomationSchedulerDeps) {
+    this.db = db;
+    this.capabilities = capabilities;
+    this.tickCron = tickCron;
+    this.log = log;
+    this.onQueued = onQueued;
+  }
 
   start(): void {
     if (this.task) return;
@@ -108,6 +126,20 @@ export class AutomationScheduler {
   }
 }
 
+/** What an AutomationRunner is built from. */
+export interface AutomationRunnerDeps {
+  db: Database;
+  automations: AutomationService;
+  outputs: OutputService;
+  webhooks: WebhookService;
+  capabilities: CapabilityService;
+  billing: BudgetGate;
+  settings: RunnerSettings;
+  log: Log;
+  /** Told of every run this instance ends (for the metrics). */
+  onFinished?: (status: FinishedStatus) => void;
+}
+
 /**
  * The run workers of one instance: claim queued runs (and runs whose instance stopped, after
  * their lease), execute them under the run timeout, store the output, record usage and emit
@@ -116,18 +148,26 @@ export class AutomationScheduler {
 export class AutomationRunner {
   private readonly pool: WorkerPool<{ run: repo.RunRow; token: string }>;
 
-  constructor(
-    private readonly db: Database,
-    private readonly automations: AutomationService,
-    private readonly outputs: OutputService,
-    private readonly webhooks: WebhookService,
-    private readonly capabilities: CapabilityService,
-    private readonly billing: BudgetGate,
-    private readonly settings: RunnerSettings,
-    private readonly log: Log,
-    /** Told of every run this instance ends (for the metrics). */
-    private readonly onFinished: (status: 'succeeded' | 'failed' | 'cancelled') => void = () => undefined,
-  ) {
+  private readonly db: Database;
+  private readonly automations: AutomationService;
+  private readonly outputs: OutputService;
+  private readonly webhooks: WebhookService;
+  private readonly capabilities: CapabilityService;
+  private readonly billing: BudgetGate;
+  private readonly settings: RunnerSettings;
+  private readonly log: Log;
+  private readonly onFinished: (status: FinishedStatus) => void;
+
+  constructor({ db, automations, outputs, webhooks, capabilities, billing, settings, log, onFinished = () => undefined }: AutomationRunnerDeps) {
+    this.db = db;
+    this.automations = automations;
+    this.outputs = outputs;
+    this.webhooks = webhooks;
+    this.capabilities = capabilities;
+    this.billing = billing;
+    this.settings = settings;
+    this.log = log;
+    this.onFinished = onFinished;
     this.pool = new WorkerPool({
       capacity: RUNS_PER_INSTANCE,
       intervalMs: settings.pollIntervalMs,

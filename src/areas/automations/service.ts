@@ -1,4 +1,4 @@
-import type { components } from '../../../generated/api';
+import type { RequestInput, Schemas } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatUsage, describeProviderError, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
@@ -11,10 +11,9 @@ import type { SkillService } from '../skills/service';
 import * as repo from './repository';
 import { cronProblem, nextSlots, timezoneProblem } from './schedule';
 
-type Schemas = components['schemas'];
-type CreateInput = Omit<Schemas['AutomationCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<Schemas['AutomationUpdateRequest'], 'userId' | 'accessToken'>;
-type TestInput = Omit<Schemas['AutomationTestRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'AutomationCreateRequest'>;
+type UpdateInput = RequestInput<'AutomationUpdateRequest'>;
+type TestInput = RequestInput<'AutomationTestRequest'>;
 export type TestError = Schemas['AutomationTestError'];
 export type OutputFormat = Schemas['AutomationOutputFormat'];
 
@@ -66,20 +65,37 @@ export class RunFailure extends Error {
   }
 }
 
+/** What an AutomationService is built from. */
+export interface AutomationServiceDeps {
+  db: Database;
+  provider: ModelProvider;
+  projects: ProjectService;
+  skills: SkillService;
+  /** How long a run (and a dry run) may take. */
+  runTimeoutMs: number;
+  billing: BudgetGate & Pick<EntitlementGuard, 'requireAutomationSlot'>;
+}
+
 /**
  * Automations: drafts validated before they are saved, their schedule (the next slot is kept on
  * the row for the scheduler), and the execution of their prompt shared by runs and dry runs.
  */
 export class AutomationService {
-  constructor(
-    private readonly db: Database,
-    private readonly provider: ModelProvider,
-    private readonly projects: ProjectService,
-    private readonly skills: SkillService,
-    /** How long a run (and a dry run) may take. */
-    private readonly runTimeoutMs: number,
-    private readonly billing: BudgetGate & Pick<EntitlementGuard, 'requireAutomationSlot'>,
-  ) {}
+  private readonly db: Database;
+  private readonly provider: ModelProvider;
+  private readonly projects: ProjectService;
+  private readonly skills: SkillService;
+  private readonly runTimeoutMs: number;
+  private readonly billing: BudgetGate & Pick<EntitlementGuard, 'requireAutomationSlot'>;
+
+  constructor({ db, provider, projects, skills, runTimeoutMs, billing }: AutomationServiceDeps) {
+    this.db = db;
+    this.provider = provider;
+    this.projects = projects;
+    this.skills = skills;
+    this.runTimeoutMs = runTimeoutMs;
+    this.billing = billing;
+  }
 
   async get(userId: string, automationId: string): Promise<repo.AutomationRow> {
     const row = await repo.findAutomation(this.db, userId, automationId);

@@ -1,5 +1,6 @@
 import type { Selectable, Transaction } from 'kysely';
 import type { Budgets } from '../../../generated/db';
+import type { Schemas } from '../../platform/api-types';
 import { errors } from '../../platform/errors';
 import type { ChatUsage, ModelInfo } from '../../platform/ai/models';
 import type { Database, DB } from '../../platform/db';
@@ -43,7 +44,7 @@ export interface Period {
 /** Which plan applies to a user now, with what entitlements, over which spending period. */
 export interface Standing {
   plan: string;
-  provider: 'none' | 'stripe';
+  provider: Schemas['BillingProvider'];
   subscription: repo.SubscriptionRow | null;
   entitlements: Entitlements;
   period: Period;
@@ -122,18 +123,31 @@ export function spendingOf(budget: Selectable<Budgets> | undefined, entitlements
   return { spentMicro, allowanceRemainingMicro, balanceCents, limitCents, availableMicro };
 }
 
+/** What a BillingService is built from. */
+export interface BillingServiceDeps {
+  db: Database;
+  capabilities: CapabilityService;
+  settings: BillingSettings;
+  now?: () => Date;
+}
+
 /**
  * Billing state as the rest of the service sees it: the plan and entitlements that apply to a
  * user (the self-hosted ones while billing is off), budgets checked before charged actions and
  * charged after them, and the entitlement checks of uploads and automations.
  */
 export class BillingService implements BudgetGate, EntitlementGuard {
-  constructor(
-    private readonly db: Database,
-    private readonly capabilities: CapabilityService,
-    private readonly settings: BillingSettings,
-    private readonly now: () => Date = () => new Date(),
-  ) {}
+  private readonly db: Database;
+  private readonly capabilities: CapabilityService;
+  private readonly settings: BillingSettings;
+  private readonly now: () => Date;
+
+  constructor({ db, capabilities, settings, now = () => new Date() }: BillingServiceDeps) {
+    this.db = db;
+    this.capabilities = capabilities;
+    this.settings = settings;
+    this.now = now;
+  }
 
   async standing(userId: string, db: Database = this.db): Promise<Standing> {
     const now = this.now();

@@ -18,6 +18,16 @@ export interface CapabilityDefaults extends Flags {
 
 export const CAPABILITY_NAMES: readonly CapabilityName[] = ['automations', 'billing', 'vectorSearch'];
 
+/** What a CapabilityService is built from. */
+export interface CapabilityServiceDeps {
+  db: Database;
+  audit: AuditService;
+  defaults: CapabilityDefaults;
+  now?: () => number;
+  /** Whether the database can do vector search at all (pgvector); the flag alone is not enough. */
+  vectorAvailable?: boolean;
+}
+
 /**
  * Runtime capability flags: stored in the database (so every instance agrees), defaulting to the
  * configuration, read through a short cache.
@@ -26,14 +36,19 @@ export class CapabilityService {
   private cached: { flags: Flags; until: number } | null = null;
   private pending: Promise<Flags> | null = null;
 
-  constructor(
-    private readonly db: Database,
-    private readonly audit: AuditService,
-    private readonly defaults: CapabilityDefaults,
-    private readonly now: () => number = Date.now,
-    /** Whether the database can do vector search at all (pgvector); the flag alone is not enough. */
-    private readonly vectorAvailable = true,
-  ) {}
+  private readonly db: Database;
+  private readonly audit: AuditService;
+  private readonly defaults: CapabilityDefaults;
+  private readonly now: () => number;
+  private readonly vectorAvailable: boolean;
+
+  constructor({ db, audit, defaults, now = Date.now, vectorAvailable = true }: CapabilityServiceDeps) {
+    this.db = db;
+    this.audit = audit;
+    this.defaults = defaults;
+    this.now = now;
+    this.vectorAvailable = vectorAvailable;
+  }
 
   /**
    * The capabilities as clients see them: `vectorSearch` only where the database has pgvector.

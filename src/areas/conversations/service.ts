@@ -1,5 +1,5 @@
 import type { Transaction } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatUsage, findModel, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
@@ -14,9 +14,9 @@ import { costMicroCents, presentUsage } from '../../platform/usage';
 import type { WebhookService } from '../webhooks/service';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['ConversationCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['ConversationUpdateRequest'], 'userId' | 'accessToken'>;
-type SendInput = Omit<components['schemas']['MessageCreateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'ConversationCreateRequest'>;
+type UpdateInput = RequestInput<'ConversationUpdateRequest'>;
+type SendInput = RequestInput<'MessageCreateRequest'>;
 
 export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled';
 
@@ -54,23 +54,46 @@ const titleFrom = (content: string) => {
   return line.length <= TITLE_LENGTH ? line : `${line.slice(0, TITLE_LENGTH - 1)}…`;
 };
 
+/** What a ChatService is built from. */
+export interface ChatServiceDeps {
+  db: Database;
+  provider: ModelProvider;
+  projects: ProjectService;
+  skills: SkillService;
+  webhooks: WebhookService;
+  timeoutMs: number;
+  billing: BudgetGate;
+  lease: ReplyLeaseSettings;
+  memory: Pick<MemoryService, 'relevant'>;
+}
+
 /**
  * Conversations and chat: a user message, the model's reply (whole or streamed) through the
  * provider interface, its usage in the usage ledger, and `chat.completed` / `chat.failed` in the
  * webhook outbox, written in the same transaction as the reply's final state.
  */
 export class ChatService {
-  constructor(
-    private readonly db: Database,
-    private readonly provider: ModelProvider,
-    private readonly projects: ProjectService,
-    private readonly skills: SkillService,
-    private readonly webhooks: WebhookService,
-    private readonly timeoutMs: number,
-    private readonly billing: BudgetGate,
-    private readonly lease: ReplyLeaseSettings,
-    private readonly memory: Pick<MemoryService, 'relevant'>,
-  ) {}
+  private readonly db: Database;
+  private readonly provider: ModelProvider;
+  private readonly projects: ProjectService;
+  private readonly skills: SkillService;
+  private readonly webhooks: WebhookService;
+  private readonly timeoutMs: number;
+  private readonly billing: BudgetGate;
+  private readonly lease: ReplyLeaseSettings;
+  private readonly memory: Pick<MemoryService, 'relevant'>;
+
+  constructor({ db, provider, projects, skills, webhooks, timeoutMs, billing, lease, memory }: ChatServiceDeps) {
+    this.db = db;
+    this.provider = provider;
+    this.projects = projects;
+    this.skills = skills;
+    this.webhooks = webhooks;
+    this.timeoutMs = timeoutMs;
+    this.billing = billing;
+    this.lease = lease;
+    this.memory = memory;
+  }
 
   /** The replies this instance is generating: their leases are renewed while they are. */
   private readonly generating = new Set<string>();
@@ -91,7 +114,7 @@ export class ChatService {
   }
 
   async create(userId: string, input: CreateInput): Promise<repo.ConversationRow> {
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     if (input.model !== undefined) this.model(input.model);
     const now = new Date();
     return repo.insertConversation(this.db, {
@@ -106,7 +129,7 @@ export class ChatService {
   }
 
   async update(userId: string, input: UpdateInput): Promise<repo.ConversationRow> {
-    if (input.projectId !== undefined && input.projectId !== null) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     if (input.model !== undefined && input.model !== null) this.model(input.model);
     const updated = await repo.updateConversation(this.db, userId, input.conversationId, {
       title: input.title,

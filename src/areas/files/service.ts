@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
@@ -15,9 +15,8 @@ import { baseType, canExtract, chunkText, extractText } from './extract';
 import type { FileRow } from './presenter';
 import * as repo from './repository';
 
-type Schemas = components['schemas'];
-type CreateInput = Omit<Schemas['FileCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<Schemas['FileUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'FileCreateRequest'>;
+type UpdateInput = RequestInput<'FileUpdateRequest'>;
 
 export interface FileLimits {
   maxUploadBytes: number;
@@ -27,21 +26,42 @@ export interface FileLimits {
 const INSERT_BATCH = 200;
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** What a FileService is built from. */
+export interface FileServiceDeps {
+  db: Database;
+  store: ObjectStore;
+  signedUrls: SignedUrls;
+  projects: ProjectService;
+  limits: FileLimits;
+  warn: (message: string, meta: Record<string, unknown>) => void;
+  entitlements: Pick<EntitlementGuard, 'requireStorage'>;
+  conversations: Pick<ChatService, 'requireOwned'>;
+}
+
 /**
  * Files: metadata, owner-scoped access (the owner, or users it is shared with, read; only the
  * owner changes), server-mediated upload and content, ingestion and text search.
  */
 export class FileService {
-  constructor(
-    private readonly db: Database,
-    private readonly store: ObjectStore,
-    private readonly signedUrls: SignedUrls,
-    private readonly projects: ProjectService,
-    private readonly limits: FileLimits,
-    private readonly warn: (message: string, meta: Record<string, unknown>) => void,
-    private readonly entitlements: Pick<EntitlementGuard, 'requireStorage'>,
-    private readonly conversations: Pick<ChatService, 'requireOwned'>,
-  ) {}
+  private readonly db: Database;
+  private readonly store: ObjectStore;
+  private readonly signedUrls: SignedUrls;
+  private readonly projects: ProjectService;
+  private readonly limits: FileLimits;
+  private readonly warn: (message: string, meta: Record<string, unknown>) => void;
+  private readonly entitlements: Pick<EntitlementGuard, 'requireStorage'>;
+  private readonly conversations: Pick<ChatService, 'requireOwned'>;
+
+  constructor({ db, store, signedUrls, projects, limits, warn, entitlements, conversations }: FileServiceDeps) {
+    this.db = db;
+    this.store = store;
+    this.signedUrls = signedUrls;
+    this.projects = projects;
+    this.limits = limits;
+    this.warn = warn;
+    this.entitlements = entitlements;
+    this.conversations = conversations;
+  }
 
   /** A file the caller may read (owner or grantee); 404 otherwise. */
   async get(userId: string, fileId: string): Promise<FileRow> {
@@ -101,7 +121,7 @@ export class FileService {
     } else if (input.mimeType !== undefined || input.sizeBytes !== undefined) {
       throw errors.invalidRequest('A folder takes neither mimeType nor sizeBytes.', [{ path: '/body/kind', message: 'folder has no content' }]);
     }
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     if (input.parentId !== undefined) await this.requireFolder(userId, input.parentId);
     if (input.conversationId !== undefined) await this.conversations.requireOwned(userId, input.conversationId);
     const now = new Date();
@@ -131,7 +151,7 @@ export class FileService {
     return this.db.transaction().execute(async (trx) => {
       await lockForTransaction(trx, `files:${userId}`);
       const file = await this.owned(userId, input.fileId, trx);
-      if (input.projectId !== undefined && input.projectId !== null) await this.projects.requireOwned(userId, input.projectId, trx);
+      await this.projects.requireOwnedIfNamed(userId, input.projectId, trx);
       if (input.parentId !== undefined && input.parentId !== null) {
         await this.requireFolder(userId, input.parentId, trx);
         if (file.kind === 'folder' && (await isSelfOrAncestor(trx, 'files', input.parentId, file.id))) {

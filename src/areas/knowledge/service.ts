@@ -1,11 +1,11 @@
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { Database } from '../../platform/db';
 import { type Embedder, EmbeddingsFailure, toVectorLiteral } from '../../platform/ai/embeddings';
 import type { CapabilityService } from '../capabilities/service';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
-type Request = components['schemas']['KnowledgeSearchRequest'];
+type Request = RequestInput<'KnowledgeSearchRequest'>;
 const SOURCE_KINDS: Record<NonNullable<Request['sources']>[number], repo.SourceKind> = {
   files: 'file',
   memory: 'memory',
@@ -38,21 +38,38 @@ export interface EmbeddingsHealth {
 
 type HealthLog = (level: 'info' | 'warn', message: string, meta: Record<string, unknown>) => void;
 
+/** What a KnowledgeService is built from. */
+export interface KnowledgeServiceDeps {
+  db: Database;
+  capabilities: CapabilityService;
+  projects: ProjectService;
+  embedder: Embedder;
+  /** Whether the database has pgvector (detected at start). */
+  vectorAvailable: boolean;
+  log?: HealthLog;
+}
+
 /**
  * Knowledge search: full-text retrieval over every source the caller may read, fused with vector
  * retrieval (reciprocal rank fusion) when the capability is on and the database has pgvector.
  * Embeddings are kept up to date in the background by `indexPending`.
  */
 export class KnowledgeService {
-  constructor(
-    private readonly db: Database,
-    private readonly capabilities: CapabilityService,
-    private readonly projects: ProjectService,
-    private readonly embedder: Embedder,
-    /** Whether the database has pgvector (detected at start). */
-    readonly vectorAvailable: boolean,
-    private readonly log: HealthLog = () => undefined,
-  ) {}
+  private readonly db: Database;
+  private readonly capabilities: CapabilityService;
+  private readonly projects: ProjectService;
+  private readonly embedder: Embedder;
+  readonly vectorAvailable: boolean;
+  private readonly log: HealthLog;
+
+  constructor({ db, capabilities, projects, embedder, vectorAvailable, log = () => undefined }: KnowledgeServiceDeps) {
+    this.db = db;
+    this.capabilities = capabilities;
+    this.projects = projects;
+    this.embedder = embedder;
+    this.vectorAvailable = vectorAvailable;
+    this.log = log;
+  }
 
   private readonly healthState: EmbeddingsHealth = { state: 'unknown', lastError: null, consecutiveFailures: 0 };
 
@@ -83,8 +100,8 @@ export class KnowledgeService {
     return this.vectorAvailable && (await this.capabilities.isEnabled('vectorSearch'));
   }
 
-  async search(userId: string, request: Omit<Request, 'userId' | 'accessToken'>) {
-    if (request.projectId !== undefined) await this.projects.requireOwned(userId, request.projectId);
+  async search(userId: string, request: Request) {
+    await this.projects.requireOwnedIfNamed(userId, request.projectId);
     const scope: repo.Scope = {
       userId,
       projectId: request.projectId,
@@ -157,6 +174,15 @@ const realTimers: IndexerTimers = {
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
+/** What a KnowledgeIndexer is built from. */
+export interface KnowledgeIndexerDeps {
+  knowledge: KnowledgeService;
+  intervalMs: number;
+  onError: (error: unknown, retryInMs: number, failures: number) => void;
+  maxBackoffMs?: number;
+  timers?: IndexerTimers;
+}
+
 /**
  * Runs `indexPending` every `intervalMs` (and orphan clean-up now and then) until stopped. Work not
  * done before a restart is found again by the next run: nothing is queued in memory. While passes
@@ -169,13 +195,19 @@ export class KnowledgeIndexer {
   private lastCleanup = 0;
   private failures = 0;
 
-  constructor(
-    private readonly knowledge: KnowledgeService,
-    private readonly intervalMs: number,
-    private readonly onError: (error: unknown, retryInMs: number, failures: number) => void,
-    private readonly maxBackoffMs: number = Math.max(intervalMs, 300_000),
-    private readonly timers: IndexerTimers = realTimers,
-  ) {}
+  private readonly knowledge: KnowledgeService;
+  private readonly intervalMs: number;
+  private readonly onError: (error: unknown, retryInMs: number, failures: number) => void;
+  private readonly maxBackoffMs: number;
+  private readonly timers: IndexerTimers;
+
+  constructor({ knowledge, intervalMs, onError, maxBackoffMs = Math.max(intervalMs, 300_000), timers = realTimers }: KnowledgeIndexerDeps) {
+    this.knowledge = knowledge;
+    this.intervalMs = intervalMs;
+    this.onError = onError;
+    this.maxBackoffMs = maxBackoffMs;
+    this.timers = timers;
+  }
 
   /** Consecutive failed passes, and the wait before the next pass. */
   get status(): { consecutiveFailures: number; nextDelayMs: number } {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Selectable } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { MemoryItems } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -10,8 +10,8 @@ import { toPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['MemoryCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['MemoryUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'MemoryCreateRequest'>;
+type UpdateInput = RequestInput<'MemoryUpdateRequest'>;
 export type MemoryRow = Selectable<MemoryItems>;
 
 /** Two items are the same memory when their content is equal after NFKC, case folding and white-space collapsing. */
@@ -50,7 +50,7 @@ export class MemoryService {
     const key = contentKey(input.content);
     const existing = await repo.findMemoryItemByContentKey(this.db, userId, key);
     if (existing) return { item: existing, created: false };
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const now = new Date();
     const inserted = await repo.insertMemoryItem(this.db, {
       id: uuidv7(now.getTime()),
@@ -72,9 +72,7 @@ export class MemoryService {
   }
 
   async update(userId: string, input: UpdateInput): Promise<MemoryRow> {
-    if (input.projectId !== undefined && input.projectId !== null) {
-      await this.projects.requireOwned(userId, input.projectId);
-    }
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     try {
       const updated = await repo.updateMemoryItem(this.db, userId, input.memoryId, {
         kind: input.kind,

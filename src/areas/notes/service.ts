@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { Notes } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -11,8 +11,8 @@ import type { ProjectService } from '../projects/service';
 import { noteItemColumns, noteItemJson } from './presenter';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['NoteCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['NoteUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'NoteCreateRequest'>;
+type UpdateInput = RequestInput<'NoteUpdateRequest'>;
 export type NoteRow = Selectable<Notes>;
 
 /** Pages of notes written as JSON straight from their rows, their query compiled once per combination of filters. */
@@ -46,7 +46,7 @@ export class NoteService {
   }
 
   async create(userId: string, input: CreateInput): Promise<NoteRow> {
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const now = new Date();
     return repo.insertNote(this.db, {
       id: uuidv7(now.getTime()),
@@ -61,9 +61,7 @@ export class NoteService {
   }
 
   async update(userId: string, input: UpdateInput): Promise<NoteRow> {
-    if (input.projectId !== undefined && input.projectId !== null) {
-      await this.projects.requireOwned(userId, input.projectId);
-    }
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const updated = await repo.updateNote(this.db, userId, input.noteId, {
       title: input.title,
       content: input.content,

@@ -24,14 +24,27 @@ export interface NewOutput {
   automationId?: string | null;
 }
 
+/** What an OutputService is built from. */
+export interface OutputServiceDeps {
+  db: Database;
+  store: ObjectStore;
+  maxBytes: number;
+  warn: (message: string, meta: Record<string, unknown>) => void;
+}
+
 /** Generated artifacts, stored like files; `create` is for the areas that generate them. */
 export class OutputService {
-  constructor(
-    private readonly db: Database,
-    private readonly store: ObjectStore,
-    private readonly maxBytes: number,
-    private readonly warn: (message: string, meta: Record<string, unknown>) => void,
-  ) {}
+  private readonly db: Database;
+  private readonly store: ObjectStore;
+  private readonly maxBytes: number;
+  private readonly warn: (message: string, meta: Record<string, unknown>) => void;
+
+  constructor({ db, store, maxBytes, warn }: OutputServiceDeps) {
+    this.db = db;
+    this.store = store;
+    this.maxBytes = maxBytes;
+    this.warn = warn;
+  }
 
   /** Stores the bytes, then records the output; a failed record leaves no object behind. */
   async create(output: NewOutput): Promise<OutputRow> {

@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { Projects } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -9,8 +9,8 @@ import { uuidv7 } from '../../platform/ids';
 import { toPage } from '../../platform/pagination';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['ProjectCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['ProjectUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'ProjectCreateRequest'>;
+type UpdateInput = RequestInput<'ProjectUpdateRequest'>;
 export type ProjectRow = Selectable<Projects>;
 
 export class ProjectService {
@@ -33,6 +33,11 @@ export class ProjectService {
   /** Whether the user has any project (onboarding's `first_project`). */
   hasAny(userId: string): Promise<boolean> {
     return repo.ownsAny(this.db, userId);
+  }
+
+  /** Checks the project a create or update names, if it names one (absent or null: no project to check). */
+  async requireOwnedIfNamed(userId: string, projectId: string | null | undefined, db: Database = this.db): Promise<void> {
+    if (projectId !== undefined && projectId !== null) await this.requireOwned(userId, projectId, db);
   }
 
   async list(userId: string, filter: { parentId?: string }, page: PageRequest) {

@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import type { Skills } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -9,8 +9,8 @@ import { toPage } from '../../platform/pagination';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
 
-type CreateInput = Omit<components['schemas']['SkillCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['SkillUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'SkillCreateRequest'>;
+type UpdateInput = RequestInput<'SkillUpdateRequest'>;
 export type SkillRow = Selectable<Skills>;
 
 /** Runs a write whose only expected failure is the per-user unique skill name. */
@@ -42,7 +42,7 @@ export class SkillService {
   }
 
   async create(userId: string, input: CreateInput): Promise<SkillRow> {
-    if (input.projectId !== undefined) await this.projects.requireOwned(userId, input.projectId);
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const now = new Date();
     return withUniqueName(input.name, () =>
       repo.insertSkill(this.db, {
@@ -61,9 +61,7 @@ export class SkillService {
   }
 
   async update(userId: string, input: UpdateInput): Promise<SkillRow> {
-    if (input.projectId !== undefined && input.projectId !== null) {
-      await this.projects.requireOwned(userId, input.projectId);
-    }
+    await this.projects.requireOwnedIfNamed(userId, input.projectId);
     const updated = await withUniqueName(input.name, () =>
       repo.updateSkill(this.db, userId, input.skillId, {
         name: input.name,

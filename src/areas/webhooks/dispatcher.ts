@@ -16,7 +16,13 @@ export interface DeliverySettings {
   retentionMs: number;
 }
 
-export interface DispatcherHooks {
+/** What a WebhookDispatcher is built from. */
+export interface WebhookDispatcherDeps {
+  db: Database;
+  secrets: Secrets;
+  /** The outbound guard every attempt goes through (and subscriptions' URLs are checked with). */
+  outbound: Outbound;
+  settings: DeliverySettings;
   log?: (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
   /** Told of every attempt recorded (for the metrics). */
   onAttempt?: (outcome: 'succeeded' | 'failed') => void;
@@ -67,19 +73,20 @@ function keepText(text: string): string {
 export class WebhookDispatcher {
   private readonly pool: WorkerPool<Claim>;
   private lastPrune = 0;
-  private readonly log: NonNullable<DispatcherHooks['log']>;
-  private readonly onAttempt: NonNullable<DispatcherHooks['onAttempt']>;
+  private readonly db: Database;
+  private readonly secrets: Secrets;
+  readonly outbound: Outbound;
+  readonly settings: DeliverySettings;
+  private readonly log: NonNullable<WebhookDispatcherDeps['log']>;
+  private readonly onAttempt: NonNullable<WebhookDispatcherDeps['onAttempt']>;
 
-  constructor(
-    private readonly db: Database,
-    private readonly secrets: Secrets,
-    /** The outbound guard every attempt goes through (and subscriptions' URLs are checked with). */
-    readonly outbound: Outbound,
-    readonly settings: DeliverySettings,
-    hooks: DispatcherHooks = {},
-  ) {
-    this.log = hooks.log ?? (() => undefined);
-    this.onAttempt = hooks.onAttempt ?? (() => undefined);
+  constructor({ db, secrets, outbound, settings, log = () => undefined, onAttempt = () => undefined }: WebhookDispatcherDeps) {
+    this.db = db;
+    this.secrets = secrets;
+    this.outbound = outbound;
+    this.settings = settings;
+    this.log = log;
+    this.onAttempt = onAttempt;
     this.pool = new WorkerPool({
       capacity: settings.concurrency,
       intervalMs: settings.pollIntervalMs,

@@ -5,12 +5,13 @@ import type {
   WebhookEvents,
   WebhookSubscriptions,
 } from '../../../generated/db';
+import type { QueryOf } from '../../platform/api-types';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database, DB } from '../../platform/db';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptions>;
 export type AttemptRow = Selectable<WebhookDeliveryAttempts>;
-export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+export type DeliveryStatus = NonNullable<QueryOf<'getWebhookDeliveries'>['status']>;
 export type DeliveryRow = Selectable<WebhookDeliveries> & { event_type: string; event_body: string };
 
 // ---- subscriptions ----

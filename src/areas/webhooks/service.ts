@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { components } from '../../../generated/api';
+import type { RequestInput } from '../../platform/api-types';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
@@ -11,8 +12,8 @@ import * as repo from './repository';
 import type { Secrets } from '../../platform/secrets';
 import { newSigningSecret, signingSecretContext } from './signing';
 
-type CreateInput = Omit<components['schemas']['WebhookCreateRequest'], 'userId' | 'accessToken'>;
-type UpdateInput = Omit<components['schemas']['WebhookUpdateRequest'], 'userId' | 'accessToken'>;
+type CreateInput = RequestInput<'WebhookCreateRequest'>;
+type UpdateInput = RequestInput<'WebhookUpdateRequest'>;
 export type WebhookEventType = components['schemas']['WebhookEventType'];
 
 /** Subscriptions per user. */

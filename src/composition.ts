@@ -1,0 +1,439 @@
+import path from 'node:path';
+import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
+import { AgentEnvironmentService } from './areas/agents/service';
+import { AuditService } from './areas/audit/service';
+import { BillingService } from './areas/billing/service';
+import type { StripeEvents } from './areas/billing/stripe';
+import { BootstrapService } from './areas/bootstrap/service';
+import { BudgetService } from './areas/budgets/service';
+import { DiscoveryService } from './areas/discovery/service';
+import { OnboardingService } from './areas/onboarding/service';
+import { BUILT_IN_DEFAULTS, type ModelCatalog, SettingsService } from './areas/settings/service';
+import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
+import { FileService } from './areas/files/service';
+import { OutputService } from './areas/outputs/service';
+import { CapabilityService } from './areas/capabilities/service';
+import { MemoryService } from './areas/memory/service';
+import { NoteService } from './areas/notes/service';
+import { PrincipalService } from './areas/principals/service';
+import { ProjectService } from './areas/projects/service';
+import { SessionService } from './areas/sessions/service';
+import { SkillService } from './areas/skills/service';
+import { countQueuedRuns } from './areas/automations/repository';
+import { AutomationRunner, AutomationScheduler } from './areas/automations/runner';
+import { AutomationService } from './areas/automations/service';
+import { ReplyRecovery } from './areas/conversations/recovery';
+import { ChatService } from './areas/conversations/service';
+import { WebhookDispatcher } from './areas/webhooks/dispatcher';
+import { countPendingDeliveries } from './areas/webhooks/repository';
+import { WebhookService } from './areas/webhooks/service';
+import { sealedColumns as webhookSealedColumns } from './areas/webhooks/signing';
+import { ConfigError, type Config, hasIdentityProvider } from './config';
+import { loadApiDocument } from './http/openapi';
+import { type DatabaseHandle, openPglite, openPostgres } from './platform/db';
+import { migrateToLatest } from './platform/db/migrate';
+import { EmbeddingsFailure, HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
+import { DevelopmentProvider, findModel, listProviderModels, type ModelPrice, type ModelProvider, ModelProviderFailure, OpenAICompatibleProvider } from './platform/ai/models';
+import { hasVectorExtension } from './platform/db/vector';
+import type { Logger } from './platform/logger';
+import { Metrics } from './platform/metrics';
+import { SignedUrls } from './platform/signed-urls';
+import type { ObjectStore } from './platform/storage';
+import { LocalObjectStore } from './platform/storage/local';
+import { Outbound } from './platform/net/outbound';
+import { keyFromMaterial, LEGACY_KEY_ID, loadDevSecretKey, type SealedColumn, type SecretKey, Secrets } from './platform/secrets';
+import { PeriodicTask } from './platform/workers';
+import { createTokenVerifier, type DevAuthMaterial, loadDevAuthMaterial, type TokenVerifier } from './platform/tokens';
+
+export interface Services {
+  knowledge: KnowledgeService;
+  files: FileService;
+  outputs: OutputService;
+  audit: AuditService;
+  principals: PrincipalService;
+  budgets: BudgetService;
+  billing: BillingService;
+  /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
+  stripeEvents: StripeEvents | null;
+  sessions: SessionService;
+  capabilities: CapabilityService;
+  projects: ProjectService;
+  notes: NoteService;
+  memory: MemoryService;
+  skills: SkillService;
+  webhooks: WebhookService;
+  chat: ChatService;
+  automations: AutomationService;
+  agents: AgentEnvironmentService;
+  /** The model provider chat and automations call. */
+  models: ModelProvider;
+  settings: SettingsService;
+  onboarding: OnboardingService;
+  bootstrap: BootstrapService;
+  discovery: DiscoveryService;
+}
+
+/** The background workers, started by `compose` and stopped by `Composition.close`. */
+export interface Workers {
+  /** Embeds new and changed records in the background. */
+  indexer: KnowledgeIndexer;
+  /** Delivers outgoing webhooks in the background. */
+  dispatcher: WebhookDispatcher;
+  /** Queues the runs of due schedule slots (node-cron ticks). */
+  scheduler: AutomationScheduler;
+  /** Executes queued automation runs. */
+  runner: AutomationRunner;
+  /** Renews the leases of the chat replies being generated here; fails those whose instance stopped. */
+  replies: ReplyRecovery;
+  /** Removes the partial objects of uploads that never ended. */
+  incomingSweep: PeriodicTask;
+}
+
+/** Everything the service is made of, before any HTTP: what `app.ts` wires into routes. */
+export interface Composition {
+  config: Config;
+  /** The bundled OpenAPI document the routes are built and validated from. */
+  doc: OpenAPIV3.DocumentV3;
+  database: DatabaseHandle;
+  services: Services;
+  workers: Workers;
+  /** Development signing material (null with an identity provider). */
+  devAuth: DevAuthMaterial | null;
+  cookieSecret: string;
+  verifyToken: TokenVerifier;
+  signedUrls: SignedUrls;
+  store: ObjectStore;
+  /** Seals and opens every stored secret. */
+  secrets: Secrets;
+  /** The guard of every request to a URL a user chose. */
+  outbound: Outbound;
+  metrics: Metrics;
+  /** Stops the workers and closes the object store and the database. */
+  close(): Promise<void>;
+}
+
+/**
+ * The models to offer: MODEL_PROVIDER_MODELS, or the provider's own list (`GET {base}/models`,
+ * free of charge) when only a base URL is set. A list that cannot be read stops the start.
+ */
+async function resolveModels(config: Config, logger: Logger): Promise<ModelPrice[]> {
+  const { baseUrl, apiKey, models } = config.models;
+  if (!baseUrl) {
+    if (config.env === 'production') {
+      logger.warn('MODEL_PROVIDER=development: serving the built-in development model, which is NOT an AI (it quotes the user). Set MODEL_PROVIDER_BASE_URL for a real model.');
+    }
+    return [];
+  }
+  if (models.length > 0) return [...models];
+  try {
+    const ids = await listProviderModels({ baseUrl, apiKey });
+    logger.info('read the model provider\'s model list (MODEL_PROVIDER_MODELS is not set); the first is the default, all priced 0', { models: ids });
+    return ids.map((id) => ({ id, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 }));
+  } catch (error) {
+    const failure = error instanceof ModelProviderFailure ? error : new ModelProviderFailure(String(error));
+    throw new ConfigError([
+      `MODEL_PROVIDER_MODELS is not set and the model list of MODEL_PROVIDER_BASE_URL (GET ${baseUrl.replace(/\/$/, '')}/models) could not be read: ${failure.message} (${failure.detail}). ` +
+        'Set MODEL_PROVIDER_MODELS to the model ids it offers, the default first.',
+    ]);
+  }
+}
+
+/** S3 when a bucket is configured, otherwise a directory under DATA_DIR. */
+export function openObjectStore(config: Config): ObjectStore {
+  if (!config.storage.s3) return new LocalObjectStore(path.join(config.dataDir, 'objects'));
+  // Loaded only when used, like the payment provider's library and the embedded database: the AWS
+  // SDK is a fifth of an idle instance's memory.
+  const { S3ObjectStore } = require('./platform/storage/s3') as typeof import('./platform/storage/s3');
+  return new S3ObjectStore(config.storage.s3);
+}
+
+/** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
+export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns];
+
+/**
+ * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
+ * WEBHOOK_SECRETS_KEY, which seals when SECRETS_KEY is unset and opens otherwise; else, outside
+ * production, the development key under DATA_DIR. The `v1:` webhook secrets of earlier versions
+ * open with WEBHOOK_SECRETS_KEY, else the cookie secret they were sealed with.
+ */
+export function openSecrets(config: Config, cookieSecret: string | null): Secrets {
+  const { keys, webhookSecretsKey } = config.secrets;
+  const all: SecretKey[] = [...keys, ...(webhookSecretsKey ? [keyFromMaterial(LEGACY_KEY_ID, webhookSecretsKey)] : [])];
+  if (all.length === 0) {
+    if (config.env === 'production') throw new Error('production needs SECRETS_KEY');
+    all.push(loadDevSecretKey(config.dataDir));
+  }
+  return new Secrets(all, webhookSecretsKey ?? cookieSecret);
+}
+
+export async function openDatabase(config: Config): Promise<DatabaseHandle> {
+  return config.databaseUrl
+    ? openPostgres(config.databaseUrl, config.databasePoolSize, { preparedStatements: config.databasePreparedStatements })
+    : openPglite(path.join(config.dataDir, 'pglite'));
+}
+
+/** What the services are built from besides the configuration and the database. */
+export interface ServicesDeps {
+  config: Config;
+  database: DatabaseHandle;
+  store: ObjectStore;
+  signedUrls: SignedUrls;
+  logger: Logger;
+  vectorAvailable: boolean;
+  dispatcher: WebhookDispatcher;
+  secrets: Secrets;
+  modelList: readonly ModelPrice[];
+  /** The API document (the app shell reports its version and limits). */
+  doc: OpenAPIV3.DocumentV3;
+}
+
+export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, doc }: ServicesDeps): Services {
+  const { db } = database;
+  const audit = new AuditService(db);
+  const projects = new ProjectService(db);
+  const capabilities = new CapabilityService({ db, audit, defaults: config.capabilities, vectorAvailable });
+  const warn = (message: string, meta: Record<string, unknown>) => logger.warn(message, meta);
+  const { dimensions, queryTimeoutMs } = config.embeddings;
+  const embedder =
+    config.embeddings.provider === 'http'
+      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model, dimensions, queryTimeoutMs })
+      : new HashingEmbedder(dimensions ?? undefined);
+  const skills = new SkillService(db, projects);
+  const webhooks = new WebhookService(db, secrets, dispatcher);
+  const billing = new BillingService({ db, capabilities, settings: config.billing });
+  const { webhookSecret, toleranceSeconds } = config.billing.stripe;
+  let stripeEvents: StripeEvents | null = null;
+  if (webhookSecret) {
+    // The payment provider's library is loaded only when its events are received.
+    const stripe = require('./areas/billing/stripe') as typeof import('./areas/billing/stripe');
+    const settings = { webhookSecret, toleranceSeconds, currency: config.billing.currency, plans: config.billing.plans };
+    stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
+  }
+  const models: ModelProvider = config.models.baseUrl
+    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
+    : new DevelopmentProvider();
+  const memory = new MemoryService(db, projects);
+  const chat = new ChatService({
+    db,
+    provider: models,
+    projects,
+    skills,
+    webhooks,
+    timeoutMs: config.models.timeoutMs,
+    billing,
+    lease: { leaseMs: config.models.replyLeaseMs },
+    memory,
+  });
+  const files = new FileService({
+    db,
+    store,
+    signedUrls,
+    projects,
+    limits: { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes },
+    warn,
+    entitlements: billing,
+    conversations: chat,
+  });
+  const principals = new PrincipalService(db, audit);
+  const catalog = deploymentCatalog(models);
+  const settings = new SettingsService({ db, catalog, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(models)?.id } } });
+  const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
+  return {
+    knowledge: new KnowledgeService({ db, capabilities, projects, embedder, vectorAvailable, log: (level, message, meta) => logger.log(level, message, meta) }),
+    files,
+    outputs: new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn }),
+    audit,
+    principals,
+    budgets: new BudgetService(db, audit),
+    billing,
+    stripeEvents,
+    sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
+    capabilities,
+    projects,
+    notes: new NoteService(db, projects),
+    memory,
+    skills,
+    webhooks,
+    chat,
+    automations: new AutomationService({ db, provider: models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing }),
+    agents: new AgentEnvironmentService(db, config.agents),
+    models,
+    settings,
+    onboarding,
+    bootstrap: new BootstrapService({
+      principals,
+      capabilities,
+      settings,
+      catalog,
+      billing,
+      onboarding,
+      limits: {
+        maxUploadBytes: config.storage.maxUploadBytes,
+        maxMessageChars: messageMaxLength(doc),
+        rateLimitPerMinute: config.rateLimitPerMinute > 0 ? config.rateLimitPerMinute : null,
+      },
+    }),
+    discovery: new DiscoveryService({
+      capabilities,
+      settings: { apiVersion: doc.info.version, minClientVersion: config.shell.minClientVersion, oidcIssuer: oidcIssuer(config) },
+    }),
+  };
+}
+
+/** The models users can use until the models area lists their own connections: the deployment provider's, all of kind `chat`. */
+function deploymentCatalog(provider: ModelProvider): ModelCatalog {
+  const models = provider.models.map((m) => ({ modelId: m.id, kinds: ['chat'] }));
+  return { available: async () => models };
+}
+
+/** The longest chat message, as the document's message schema allows it. */
+function messageMaxLength(doc: OpenAPIV3.DocumentV3): number {
+  const schema = doc.components?.schemas?.MessageCreateRequest as OpenAPIV3.SchemaObject | undefined;
+  const content = schema?.properties?.content as OpenAPIV3.SchemaObject | undefined;
+  if (content?.maxLength === undefined) throw new Error("the document gives no maxLength for a message's content");
+  return content.maxLength;
+}
+
+/** The identity provider's issuer when it is an OpenID Connect issuer URL (https; http outside production), else null. */
+function oidcIssuer(config: Config): string | null {
+  const issuer = config.auth.issuer;
+  if (!hasIdentityProvider(config) || issuer === null) return null;
+  try {
+    const { protocol } = new URL(issuer);
+    return protocol === 'https:' || (protocol === 'http:' && config.env !== 'production') ? issuer : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The logging function the background workers take. */
+const workerLog =
+  (logger: Logger) =>
+  (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>): void => {
+    logger.log(level, message, meta);
+  };
+
+/** The metrics, with the queue depths read from the database at each scrape. */
+function createMetrics(database: DatabaseHandle): Metrics {
+  return new Metrics({
+    pendingDeliveries: () => countPendingDeliveries(database.db),
+    queuedRuns: () => countQueuedRuns(database.db),
+    pool: () => database.poolStats(),
+  });
+}
+
+/** The workers other than the dispatcher (which the webhook service needs first), not started. */
+interface WorkersDeps {
+  config: Config;
+  logger: Logger;
+  database: DatabaseHandle;
+  services: Services;
+  store: ObjectStore;
+  metrics: Metrics;
+  dispatcher: WebhookDispatcher;
+}
+
+function createWorkers({ config, logger, database, services, store, metrics, dispatcher }: WorkersDeps): Workers {
+  const indexer = new KnowledgeIndexer({
+    knowledge: services.knowledge,
+    intervalMs: config.embeddings.indexIntervalMs,
+    onError: (error, retryInMs, failures) =>
+      // Embeddings failures are logged by the service when they start or change; other errors here.
+      error instanceof EmbeddingsFailure
+        ? logger.debug('knowledge indexing waits for the embeddings', { failures, retryInMs })
+        : logger.warn('knowledge indexing failed', { error: (error as Error).message, failures, retryInMs }),
+    maxBackoffMs: config.embeddings.indexMaxBackoffMs,
+  });
+  const log = workerLog(logger);
+  const { automations, outputs, webhooks, capabilities, billing } = services;
+  const runner = new AutomationRunner({
+    db: database.db,
+    automations,
+    outputs,
+    webhooks,
+    capabilities,
+    billing,
+    settings: config.automations,
+    log,
+    onFinished: (status) => metrics.runsFinished.inc({ status }),
+  });
+  const scheduler = new AutomationScheduler({ db: database.db, capabilities, tickCron: config.automations.tickCron, log, onQueued: () => runner.wake() });
+  const replies = new ReplyRecovery(services.chat, { leaseMs: config.models.replyLeaseMs, sweepIntervalMs: config.models.replyRecoveryIntervalMs }, log);
+  const incomingSweep = new PeriodicTask(
+    config.storage.incomingSweepIntervalMs,
+    async () => {
+      const removed = await store.sweepIncoming(config.storage.incomingMaxAgeMs);
+      if (removed > 0) logger.warn('removed partial objects of uploads that never ended', { objects: removed });
+    },
+    (error) => logger.error('sweeping partial uploads failed', { error: (error as Error).message }),
+  );
+  return { indexer, dispatcher, scheduler, runner, replies, incomingSweep };
+}
+
+/**
+ * Builds the service on a database (opened from the configuration unless given): migrations,
+ * secrets, authentication material, the services, and the workers, started. Administrators named in
+ * BOOTSTRAP_ADMIN_USER_IDS are granted the role before the workers start. A database opened here is
+ * closed if the start fails.
+ */
+export async function compose(config: Config, logger: Logger, database?: DatabaseHandle): Promise<Composition> {
+  const db = database ?? (await openDatabase(config));
+  try {
+    await migrateToLatest(db.db);
+    const devAuth = hasIdentityProvider(config) ? null : await loadDevAuthMaterial(config.dataDir);
+    const cookieSecret = config.auth.cookieSecret ?? devAuth?.cookieSecret;
+    if (!cookieSecret) throw new Error('no cookie secret');
+    const verifyToken = await createTokenVerifier(config.auth, devAuth);
+    const store = openObjectStore(config);
+    const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
+    const vectorAvailable = await hasVectorExtension(db.db);
+    const secrets = openSecrets(config, cookieSecret);
+    const outbound = new Outbound(config.outbound);
+    const metrics = createMetrics(db);
+    const dispatcher = new WebhookDispatcher({
+      db: db.db,
+      secrets,
+      outbound,
+      settings: config.webhooks,
+      log: workerLog(logger),
+      onAttempt: (outcome) => metrics.deliveryAttempts.inc({ outcome }),
+    });
+    const modelList = await resolveModels(config, logger);
+    const doc = loadApiDocument();
+    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, doc });
+    const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
+    const bootstrapped = await services.principals.ensureRole(
+      { userId: 'system:bootstrap', requestId: null },
+      config.bootstrapAdminUserIds,
+      'admin',
+      'BOOTSTRAP_ADMIN_USER_IDS',
+    );
+    if (bootstrapped.length > 0) logger.info('granted admin from BOOTSTRAP_ADMIN_USER_IDS', { userIds: bootstrapped });
+    for (const worker of Object.values(workers)) worker.start();
+    return {
+      config,
+      doc,
+      database: db,
+      services,
+      workers,
+      devAuth,
+      cookieSecret,
+      verifyToken,
+      signedUrls,
+      store,
+      secrets,
+      outbound,
+      metrics,
+      close: async () => {
+        await workers.scheduler.stop();
+        const { indexer, runner, replies, incomingSweep } = workers;
+        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), replies.stop(), incomingSweep.stop()]);
+        store.close();
+        await db.close();
+      },
+    };
+  } catch (error) {
+    if (!database) await db.close();
+    throw error;
+  }
+}
