@@ -34,6 +34,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/discovery": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the deployment offers, before signing in
+         * @description Needs no authentication (credentials sent along are ignored) and is the same for every
+         *     caller: the API version and the versions served, how to authenticate (the bearer scheme, the
+         *     browser session cookie and, when the deployment names an OpenID Connect issuer, its issuer and
+         *     metadata URL), the capability flags, the oldest client version the deployment supports, and
+         *     where the document and its reference are. It names nothing a stranger should not see: no
+         *     allowed origins, no model provider addresses or keys, no users or administrators.
+         *     Cacheable by shared caches for a minute (`Cache-Control: public, max-age=60`): a capability
+         *     switched at run time may show a minute late.
+         */
+        get: operations["getDiscovery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/capabilities": {
         parameters: {
             query?: never;
@@ -52,6 +79,138 @@ export interface paths {
         get: operations["getCapabilities"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/bootstrap": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everything a client needs to draw its shell
+         * @description One call at start-up: the caller (user id and administrative roles), the capability flags,
+         *     the caller's settings, the models the caller can use with the caller's default for each kind,
+         *     a summary of the subscription and entitlements, the onboarding state, and the limits a client
+         *     should respect (largest upload, longest chat message, largest `ui` settings, requests per
+         *     minute). Only the caller's own data.
+         *
+         *     The answer carries a strong `ETag` (a hash of the body) that changes whenever any part
+         *     changes (a setting, a role, a capability, spending…). Send it back in `If-None-Match` to get
+         *     `304 Not Modified` without a body while nothing changed. `Cache-Control: private, no-cache`:
+         *     a client may keep it, and revalidates it each time.
+         */
+        get: operations["getBootstrap"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the caller's settings
+         * @description The caller's own preferences (a user reads only their own): the default chat, image,
+         *     transcription and speech models; whether chat uses memory and knowledge grounding; when tool
+         *     calls wait for approval; locale, time zone and theme; and `ui`, a free-form object that only
+         *     clients read. A typed field the caller never set holds the deployment's default and is listed
+         *     in `inherited`.
+         */
+        get: operations["getSettings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change some of the caller's settings
+         * @description Changes only the fields present (a user changes only their own settings); `null` makes a
+         *     typed field follow the deployment's default again and empties `ui`. `400 invalid_request`,
+         *     with nothing changed, for a field that is not a setting, a default model the caller cannot use
+         *     for that kind (not listed by `GET /api/v1/models` with that kind), a locale that is not a
+         *     well-formed BCP 47 tag, a time zone that is not an IANA name the service knows, or a `ui`
+         *     object larger than 16 KiB as JSON. Repeating an update is harmless.
+         */
+        patch: operations["updateSettings"];
+        trace?: never;
+    };
+    "/api/v1/onboarding": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's onboarding steps
+         * @description The deployment's onboarding steps (`ONBOARDING_STEPS`, by default `profile`, `model`,
+         *     `first_project`, `first_file`), in order, each done or not for the caller, and whether all
+         *     are done. A step is done when the caller marked it complete, or, for the data steps, when the
+         *     caller's own data shows it: `first_project` once they have a project, `first_file` once
+         *     they have a stored file, `model` once they chose a default model in their settings. Only the
+         *     caller's own state.
+         */
+        get: operations["getOnboarding"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/onboarding/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark an onboarding step, or every step, complete
+         * @description Marks one of the deployment's steps (`step`) or all of them (`all: true`) complete for the
+         *     caller. Idempotent: a step already marked keeps its first time. A step the deployment does not
+         *     list, or a body with neither or both fields, is `400` and changes nothing.
+         */
+        post: operations["completeOnboarding"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/onboarding/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark onboarding steps not complete again
+         * @description Clears the caller's completion marks: of one step (`step`), or, with an empty body (or none),
+         *     of every step, so that a client can walk the caller through onboarding again. A data step
+         *     stays done while the caller's data shows it (a project for `first_project`…). A step the
+         *     deployment does not list is `400` and changes nothing. Idempotent.
+         */
+        post: operations["resetOnboarding"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3579,6 +3738,407 @@ export interface components {
              */
             capability: string;
         };
+        /** @description The caller's preferences. Every typed field holds its current value: the caller's own choice, or the deployment's default for the fields listed in `inherited`. Clients must tolerate new properties. */
+        Settings: {
+            /** @description The model new chats use; the deployment's default model unless the caller chose one (`null` when there is none). */
+            defaultChatModel: components["schemas"]["SettingsModelId"];
+            /** @description The model image generation uses; `null` when neither the caller nor the deployment chose one. */
+            defaultImageModel: components["schemas"]["SettingsModelId"];
+            /** @description The model transcription uses; `null` when neither the caller nor the deployment chose one. */
+            defaultTranscriptionModel: components["schemas"]["SettingsModelId"];
+            /** @description The model speech synthesis uses; `null` when neither the caller nor the deployment chose one. */
+            defaultSpeechModel: components["schemas"]["SettingsModelId"];
+            /**
+             * @description Whether chat replies may use the caller's memory (default `true`).
+             * @example true
+             */
+            memoryInChat: boolean;
+            /**
+             * @description Whether chat turns are grounded in the caller's knowledge (files, notes…) by default (default `false`).
+             * @example false
+             */
+            knowledgeInChat: boolean;
+            toolApproval: components["schemas"]["ToolApproval"];
+            locale: components["schemas"]["Locale"];
+            timeZone: components["schemas"]["TimeZone"];
+            theme: components["schemas"]["Theme"];
+            ui: components["schemas"]["UiSettings"];
+            /**
+             * @description The typed fields that follow the deployment's default (never set, or reset with `null`).
+             * @example [
+             *       "defaultImageModel",
+             *       "defaultTranscriptionModel",
+             *       "defaultSpeechModel",
+             *       "knowledgeInChat",
+             *       "toolApproval"
+             *     ]
+             */
+            inherited: components["schemas"]["SettingsField"][];
+            /**
+             * Format: int64
+             * @description When the caller last changed them (milliseconds since the epoch); `null` when never.
+             * @example 1763784000000
+             */
+            updatedAt: number | null;
+        };
+        SettingsResponse: {
+            settings: components["schemas"]["Settings"];
+        };
+        /** @description The fields to change; the others keep their value. `null` makes a typed field follow the deployment's default again, and empties `ui`. A field that is not listed here is `400`. */
+        SettingsUpdateRequest: {
+            /** @description A model of kind `chat` the caller can use. */
+            defaultChatModel?: components["schemas"]["SettingsModelId"];
+            /** @description A model of kind `image` the caller can use. */
+            defaultImageModel?: components["schemas"]["SettingsModelId"];
+            /** @description A model of kind `transcription` the caller can use. */
+            defaultTranscriptionModel?: components["schemas"]["SettingsModelId"];
+            /** @description A model of kind `speech` the caller can use. */
+            defaultSpeechModel?: components["schemas"]["SettingsModelId"];
+            /** @example false */
+            memoryInChat?: boolean | null;
+            /** @example true */
+            knowledgeInChat?: boolean | null;
+            /**
+             * @description See `ToolApproval`.
+             * @example always_ask
+             * @enum {string|null}
+             */
+            toolApproval?: "ask_for_changes" | "always_ask" | "auto_approve" | null;
+            /**
+             * @description See `Locale`.
+             * @example en-GB
+             */
+            locale?: string | null;
+            /**
+             * @description See `TimeZone`.
+             * @example Europe/Berlin
+             */
+            timeZone?: string | null;
+            /**
+             * @description See `Theme`.
+             * @example dark
+             * @enum {string|null}
+             */
+            theme?: "system" | "light" | "dark" | null;
+            /**
+             * @description See `UiSettings`; replaces the stored object whole.
+             * @example {
+             *       "sidebar": "collapsed"
+             *     }
+             */
+            ui?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
+         * @description The name of a typed setting. Clients must tolerate new values.
+         * @example theme
+         * @enum {string}
+         */
+        SettingsField: "defaultChatModel" | "defaultImageModel" | "defaultTranscriptionModel" | "defaultSpeechModel" | "memoryInChat" | "knowledgeInChat" | "toolApproval" | "locale" | "timeZone" | "theme";
+        /**
+         * @description When a chat turn's tool calls wait for the caller's approval. `ask_for_changes` (the default): as each tool's policy says, so tools that change data ask and read tools run. `always_ask`: every call asks, reads included. `auto_approve`: calls whose policy is `approval_required` run without asking in the caller's own chats (a `deny` policy still refuses, and unattended automation runs keep their own rule). Clients must tolerate new values.
+         * @example ask_for_changes
+         * @enum {string}
+         */
+        ToolApproval: "ask_for_changes" | "always_ask" | "auto_approve";
+        /**
+         * @description The client's colour scheme; `system` follows the device.
+         * @example dark
+         * @enum {string}
+         */
+        Theme: "system" | "light" | "dark";
+        /**
+         * @description A BCP 47 language tag (`en-GB`, `pt-BR`, `zh-Hant-TW`); one that is not well-formed is `400`.
+         * @example en-GB
+         */
+        Locale: string;
+        /**
+         * @description An IANA time zone name (`Europe/Berlin`, `America/New_York`, `UTC`); one the service does not know is `400`.
+         * @example Europe/Berlin
+         */
+        TimeZone: string;
+        /**
+         * @description Free-form preferences that only clients read (panel widths, the last opened view…), at most 16 KiB as JSON. The service stores and returns it as sent; an update replaces it whole.
+         * @example {
+         *       "sidebar": "collapsed",
+         *       "editor": {
+         *         "fontSize": 14
+         *       }
+         *     }
+         */
+        UiSettings: {
+            [key: string]: unknown;
+        };
+        /**
+         * @description What a model can do: `chat`, `tools`, `vision`, `embeddings`, `image`, `transcription`, `speech`. Clients must tolerate new values.
+         * @example chat
+         */
+        ModelKind: string;
+        /**
+         * @description A model id the caller can use for this kind (one `GET /api/v1/models` lists with that kind; otherwise `400`). Ids are opaque and may hold `:` and `/`. `null` in an update follows the deployment's default again.
+         * @example llama3.1:8b
+         */
+        SettingsModelId: string | null;
+        /**
+         * @description A step of the deployment's onboarding (`ONBOARDING_STEPS`; by default `profile`, `model`, `first_project`, `first_file`). A step the deployment does not list is `400`.
+         * @example first_project
+         */
+        OnboardingStepId: string;
+        OnboardingStep: {
+            step: components["schemas"]["OnboardingStepId"];
+            /** @example true */
+            done: boolean;
+            /**
+             * @description Why the step is done: `completed` (marked complete) or `data` (the caller's data shows it: a project for `first_project`, a stored file for `first_file`, a default model chosen in the settings for `model`); `null` while it is not. Clients must tolerate new values.
+             * @example data
+             * @enum {string|null}
+             */
+            doneBy: "completed" | "data" | null;
+            /**
+             * Format: int64
+             * @description When the step was marked complete (milliseconds since the epoch); `null` when it was not.
+             * @example null
+             */
+            completedAt: number | null;
+        };
+        Onboarding: {
+            /** @description The deployment's steps, in its order. */
+            steps: components["schemas"]["OnboardingStep"][];
+            /**
+             * @description Every step is done.
+             * @example false
+             */
+            completed: boolean;
+        };
+        OnboardingResponse: {
+            onboarding: components["schemas"]["Onboarding"];
+        };
+        /** @description Exactly one of `step` (that step) and `all` (every step); neither or both is `400`. */
+        OnboardingCompleteRequest: {
+            step?: components["schemas"]["OnboardingStepId"];
+            /**
+             * @description Marks every step complete.
+             * @example true
+             * @enum {boolean}
+             */
+            all?: true;
+        };
+        /** @description Without `step`, every step. */
+        OnboardingResetRequest: {
+            step?: components["schemas"]["OnboardingStepId"];
+        };
+        ApiVersion: {
+            /**
+             * @description The version's path segment.
+             * @example v1
+             */
+            version: string;
+            /** @example /api/v1 */
+            basePath: string;
+            /**
+             * @description The version of the OpenAPI document that describes it.
+             * @example 1.0.0
+             */
+            documentVersion: string;
+            /**
+             * @description `deprecated` versions answer with `Deprecation` and `Sunset` headers. Clients must tolerate new values.
+             * @example current
+             * @enum {string}
+             */
+            status: "current" | "deprecated";
+        };
+        AuthenticationScheme: {
+            /**
+             * @description The scheme's name in the OpenAPI document.
+             * @example bearerAuth
+             */
+            name: string;
+            /**
+             * @description Clients must tolerate new values.
+             * @example bearer
+             * @enum {string}
+             */
+            type: "bearer" | "cookie";
+            /** @example An access token of the identity provider in `Authorization: Bearer <token>`. */
+            description: string;
+            /**
+             * @description The cookie, for `cookie`.
+             * @example service_session
+             */
+            cookieName?: string;
+            /**
+             * @description For `cookie`: where a browser exchanges a bearer token for the cookie (`POST`) and ends it (`DELETE`).
+             * @example /auth/session
+             */
+            sessionPath?: string;
+        };
+        /** @description The OpenID Connect provider that issues access tokens; `null` when the deployment names none (development mode). */
+        OidcIssuer: {
+            /** @example https://login.example.com/realms/workspace */
+            issuer: string;
+            /**
+             * @description Its discovery document (`/.well-known/openid-configuration` under the issuer).
+             * @example https://login.example.com/realms/workspace/.well-known/openid-configuration
+             */
+            metadataUrl: string;
+        } | null;
+        /** @description What any client may learn about the deployment before signing in. It names nothing private: no allowed origins, provider addresses or keys, users or administrators. Clients must tolerate new properties. */
+        Discovery: {
+            /**
+             * @description The version of the API document this deployment serves.
+             * @example 1.0.0
+             */
+            apiVersion: string;
+            supportedVersions: components["schemas"]["ApiVersion"][];
+            /**
+             * @description The oldest client version the deployment supports (`MIN_CLIENT_VERSION`, semantic versioning); an older client should ask its user to update. `null` when the deployment sets none.
+             * @example 2.3.0
+             */
+            minClientVersion: string | null;
+            authentication: {
+                schemes: components["schemas"]["AuthenticationScheme"][];
+                oidc: components["schemas"]["OidcIssuer"];
+            };
+            capabilities: components["schemas"]["Capabilities"];
+            /** @description Paths relative to the deployment's base URL. */
+            links: {
+                /** @example /openapi.json */
+                openapi: string;
+                /** @example /openapi.yaml */
+                openapiYaml: string;
+                /** @example /docs */
+                docs: string;
+            };
+        };
+        DiscoveryResponse: {
+            discovery: components["schemas"]["Discovery"];
+        };
+        BootstrapModel: {
+            /** @example llama3.1:8b */
+            modelId: string;
+            /**
+             * @example [
+             *       "chat"
+             *     ]
+             */
+            kinds: components["schemas"]["ModelKind"][];
+        };
+        /** @description The model the caller's requests use for each kind when they name none; `null` when there is none. */
+        DefaultModels: {
+            /** @example llama3.1:8b */
+            chat: string | null;
+            /** @example null */
+            image: string | null;
+            /** @example null */
+            transcription: string | null;
+            /** @example null */
+            speech: string | null;
+        };
+        /** @description The caller's plan and what is left to spend (`GET /api/v1/subscription` has the whole state). */
+        SubscriptionSummary: {
+            /**
+             * @description `self_hosted` while billing is off, `free` without a paid subscription, otherwise the plan.
+             * @example self_hosted
+             */
+            plan: string;
+            /**
+             * @description The provider's subscription status, `none` without one (see `Subscription`). Clients must tolerate new values.
+             * @example none
+             */
+            status: string;
+            provider: components["schemas"]["BillingProvider"];
+            /** @description When the current spending period ends. */
+            periodEnd: components["schemas"]["Timestamp"];
+            entitlements: components["schemas"]["Entitlements"];
+            /**
+             * Format: int64
+             * @description Model usage charged in this period.
+             * @example 0
+             */
+            spentCents: number;
+            /**
+             * Format: int64
+             * @description What may still be spent in this period; `null` when unlimited.
+             * @example null
+             */
+            availableCents: number | null;
+        };
+        /** @description The deployment's limits that a client should respect before it sends. Clients must tolerate new properties. */
+        Limits: {
+            /**
+             * Format: int64
+             * @description The largest file an upload may declare.
+             * @example 5368709120
+             */
+            maxUploadBytes: number;
+            /**
+             * @description The longest chat message.
+             * @example 100000
+             */
+            maxMessageChars: number;
+            /**
+             * @description The largest `ui` settings object, as JSON.
+             * @example 16384
+             */
+            maxUiSettingsBytes: number;
+            /**
+             * @description Requests allowed per user and minute; `null` when the deployment does not limit them.
+             * @example 600
+             */
+            rateLimitPerMinute: number | null;
+        };
+        /** @description Everything a client needs to draw its shell, in one answer. Clients must tolerate new properties. */
+        Bootstrap: {
+            user: {
+                /** @example alice */
+                userId: string;
+                /**
+                 * @description The caller's administrative roles (empty for most users).
+                 * @example []
+                 */
+                roles: components["schemas"]["Role"][];
+            };
+            capabilities: components["schemas"]["Capabilities"];
+            settings: components["schemas"]["Settings"];
+            models: {
+                /** @description The models the caller can use (as `GET /api/v1/models` lists them), with their kinds. */
+                available: components["schemas"]["BootstrapModel"][];
+                defaults: components["schemas"]["DefaultModels"];
+            };
+            subscription: components["schemas"]["SubscriptionSummary"];
+            onboarding: components["schemas"]["Onboarding"];
+            limits: components["schemas"]["Limits"];
+        };
+        BootstrapResponse: {
+            bootstrap: components["schemas"]["Bootstrap"];
+        };
+        /**
+         * @description The payment provider; `none` while billing is off. Clients must tolerate new values.
+         * @example stripe
+         * @enum {string}
+         */
+        BillingProvider: "none" | "stripe";
+        /** @description What the plan allows. `null` means unlimited. Clients must tolerate new properties (plans may limit more over time). */
+        Entitlements: {
+            /**
+             * Format: int64
+             * @description Model usage included in each period, in cents; spending beyond it comes from the prepaid balance (top-ups and administrative adjustments).
+             * @example 2000
+             */
+            monthlyBudgetCents: number | null;
+            /**
+             * Format: int64
+             * @description Total declared size of the user's files (pending and stored).
+             * @example 10737418240
+             */
+            storageBytes: number | null;
+            /**
+             * @description How many automations the user may have.
+             * @example 50
+             */
+            automations: number | null;
+        };
         /** @description Which models the deployment lets its users call. A model is blocked when its `modelId` or the provider's model id (the part after `<connectionId>/` for a connection's model) is in `block`, or when `allow` is a list that names neither. Blocked models disappear from `GET /api/v1/models` and every route that takes a `model` refuses them (`400`). */
         ModelPolicy: {
             /**
@@ -3874,12 +4434,6 @@ export interface components {
         RootsUpdateRequest: {
             filesystemGrant: components["schemas"]["FilesystemGrant"];
         };
-        /**
-         * @description The payment provider; `none` while billing is off. Clients must tolerate new values.
-         * @example stripe
-         * @enum {string}
-         */
-        BillingProvider: "none" | "stripe";
         /** @description The newest invoice event of the subscription; `null` before the first. */
         LatestInvoice: {
             /**
@@ -3895,26 +4449,6 @@ export interface components {
             amountCents: number;
             at: components["schemas"]["Timestamp"];
         } | null;
-        /** @description What the plan allows. `null` means unlimited. Clients must tolerate new properties (plans may limit more over time). */
-        Entitlements: {
-            /**
-             * Format: int64
-             * @description Model usage included in each period, in cents; spending beyond it comes from the prepaid balance (top-ups and administrative adjustments).
-             * @example 2000
-             */
-            monthlyBudgetCents: number | null;
-            /**
-             * Format: int64
-             * @description Total declared size of the user's files (pending and stored).
-             * @example 10737418240
-             */
-            storageBytes: number | null;
-            /**
-             * @description How many automations the user may have.
-             * @example 50
-             */
-            automations: number | null;
-        };
         /** @description Where the user stands in the current period. Amounts in cents, rounded down. */
         SpendingState: {
             periodStart: components["schemas"]["Timestamp"];
@@ -4855,6 +5389,86 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getDiscovery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deployment's public description. */
+            200: {
+                headers: {
+                    /**
+                     * @description Always `public, max-age=60`.
+                     * @example public, max-age=60
+                     */
+                    "Cache-Control"?: string;
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "discovery": {
+                     *         "apiVersion": "1.0.0",
+                     *         "supportedVersions": [
+                     *           {
+                     *             "version": "v1",
+                     *             "basePath": "/api/v1",
+                     *             "documentVersion": "1.0.0",
+                     *             "status": "current"
+                     *           }
+                     *         ],
+                     *         "minClientVersion": "2.3.0",
+                     *         "authentication": {
+                     *           "schemes": [
+                     *             {
+                     *               "name": "bearerAuth",
+                     *               "type": "bearer",
+                     *               "description": "An access token of the identity provider in `Authorization: Bearer <token>`."
+                     *             },
+                     *             {
+                     *               "name": "browserSession",
+                     *               "type": "cookie",
+                     *               "description": "The signed session cookie of the web app, created from a bearer token.",
+                     *               "cookieName": "service_session",
+                     *               "sessionPath": "/auth/session"
+                     *             }
+                     *           ],
+                     *           "oidc": {
+                     *             "issuer": "https://login.example.com/realms/workspace",
+                     *             "metadataUrl": "https://login.example.com/realms/workspace/.well-known/openid-configuration"
+                     *           }
+                     *         },
+                     *         "capabilities": {
+                     *           "automations": true,
+                     *           "billing": false,
+                     *           "vectorSearch": true,
+                     *           "byok": true,
+                     *           "billingProvider": "none"
+                     *         },
+                     *         "links": {
+                     *           "openapi": "/openapi.json",
+                     *           "openapiYaml": "/openapi.yaml",
+                     *           "docs": "/docs"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DiscoveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getCapabilities: {
         parameters: {
             query?: never;
@@ -4890,6 +5504,499 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getBootstrap: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The `ETag` of a copy the client has; `304` when it is still current.
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                 */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The shell's state. */
+            200: {
+                headers: {
+                    /**
+                     * @description The quoted SHA-256 (base64url) of the body.
+                     * @example "n4bQgYhMfWWaL-qgxVrQFaO_TxsrC4Is0V1sFbDwCgg"
+                     */
+                    ETag?: string;
+                    /**
+                     * @description Always `private, no-cache`.
+                     * @example private, no-cache
+                     */
+                    "Cache-Control"?: string;
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "bootstrap": {
+                     *         "user": {
+                     *           "userId": "alice",
+                     *           "roles": []
+                     *         },
+                     *         "capabilities": {
+                     *           "automations": true,
+                     *           "billing": false,
+                     *           "vectorSearch": true,
+                     *           "byok": true,
+                     *           "billingProvider": "none"
+                     *         },
+                     *         "settings": {
+                     *           "defaultChatModel": "llama3.1:8b",
+                     *           "defaultImageModel": null,
+                     *           "defaultTranscriptionModel": null,
+                     *           "defaultSpeechModel": null,
+                     *           "memoryInChat": true,
+                     *           "knowledgeInChat": false,
+                     *           "toolApproval": "ask_for_changes",
+                     *           "locale": "en-GB",
+                     *           "timeZone": "Europe/Berlin",
+                     *           "theme": "dark",
+                     *           "ui": {
+                     *             "sidebar": "collapsed"
+                     *           },
+                     *           "inherited": [
+                     *             "defaultImageModel",
+                     *             "defaultTranscriptionModel",
+                     *             "defaultSpeechModel",
+                     *             "memoryInChat",
+                     *             "knowledgeInChat",
+                     *             "toolApproval"
+                     *           ],
+                     *           "updatedAt": 1763784000000
+                     *         },
+                     *         "models": {
+                     *           "available": [
+                     *             {
+                     *               "modelId": "llama3.1:8b",
+                     *               "kinds": [
+                     *                 "chat"
+                     *               ]
+                     *             }
+                     *           ],
+                     *           "defaults": {
+                     *             "chat": "llama3.1:8b",
+                     *             "image": null,
+                     *             "transcription": null,
+                     *             "speech": null
+                     *           }
+                     *         },
+                     *         "subscription": {
+                     *           "plan": "self_hosted",
+                     *           "status": "none",
+                     *           "provider": "none",
+                     *           "periodEnd": 1764547200000,
+                     *           "entitlements": {
+                     *             "monthlyBudgetCents": null,
+                     *             "storageBytes": null,
+                     *             "automations": null
+                     *           },
+                     *           "spentCents": 0,
+                     *           "availableCents": null
+                     *         },
+                     *         "onboarding": {
+                     *           "steps": [
+                     *             {
+                     *               "step": "profile",
+                     *               "done": true,
+                     *               "doneBy": "completed",
+                     *               "completedAt": 1763784000000
+                     *             },
+                     *             {
+                     *               "step": "model",
+                     *               "done": true,
+                     *               "doneBy": "data",
+                     *               "completedAt": null
+                     *             },
+                     *             {
+                     *               "step": "first_project",
+                     *               "done": false,
+                     *               "doneBy": null,
+                     *               "completedAt": null
+                     *             },
+                     *             {
+                     *               "step": "first_file",
+                     *               "done": false,
+                     *               "doneBy": null,
+                     *               "completedAt": null
+                     *             }
+                     *           ],
+                     *           "completed": false
+                     *         },
+                     *         "limits": {
+                     *           "maxUploadBytes": 5368709120,
+                     *           "maxMessageChars": 100000,
+                     *           "maxUiSettingsBytes": 16384,
+                     *           "rateLimitPerMinute": 600
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BootstrapResponse"];
+                };
+            };
+            /** @description Not modified (`If-None-Match` named the current `ETag`). */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's settings. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "settings": {
+                     *         "defaultChatModel": "llama3.1:8b",
+                     *         "defaultImageModel": null,
+                     *         "defaultTranscriptionModel": null,
+                     *         "defaultSpeechModel": null,
+                     *         "memoryInChat": true,
+                     *         "knowledgeInChat": false,
+                     *         "toolApproval": "ask_for_changes",
+                     *         "locale": "en-GB",
+                     *         "timeZone": "Europe/Berlin",
+                     *         "theme": "dark",
+                     *         "ui": {
+                     *           "sidebar": "collapsed"
+                     *         },
+                     *         "inherited": [
+                     *           "defaultImageModel",
+                     *           "defaultTranscriptionModel",
+                     *           "defaultSpeechModel",
+                     *           "memoryInChat",
+                     *           "knowledgeInChat",
+                     *           "toolApproval"
+                     *         ],
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SettingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "theme": "dark",
+                 *       "timeZone": "Europe/Berlin",
+                 *       "defaultChatModel": "llama3.1:8b",
+                 *       "toolApproval": null
+                 *     }
+                 */
+                "application/json": components["schemas"]["SettingsUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The settings after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "settings": {
+                     *         "defaultChatModel": "llama3.1:8b",
+                     *         "defaultImageModel": null,
+                     *         "defaultTranscriptionModel": null,
+                     *         "defaultSpeechModel": null,
+                     *         "memoryInChat": true,
+                     *         "knowledgeInChat": false,
+                     *         "toolApproval": "ask_for_changes",
+                     *         "locale": "en-GB",
+                     *         "timeZone": "Europe/Berlin",
+                     *         "theme": "dark",
+                     *         "ui": {
+                     *           "sidebar": "collapsed"
+                     *         },
+                     *         "inherited": [
+                     *           "defaultImageModel",
+                     *           "defaultTranscriptionModel",
+                     *           "defaultSpeechModel",
+                     *           "memoryInChat",
+                     *           "knowledgeInChat",
+                     *           "toolApproval"
+                     *         ],
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SettingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getOnboarding: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The steps. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "onboarding": {
+                     *         "steps": [
+                     *           {
+                     *             "step": "profile",
+                     *             "done": true,
+                     *             "doneBy": "completed",
+                     *             "completedAt": 1763784000000
+                     *           },
+                     *           {
+                     *             "step": "model",
+                     *             "done": true,
+                     *             "doneBy": "data",
+                     *             "completedAt": null
+                     *           },
+                     *           {
+                     *             "step": "first_project",
+                     *             "done": false,
+                     *             "doneBy": null,
+                     *             "completedAt": null
+                     *           },
+                     *           {
+                     *             "step": "first_file",
+                     *             "done": false,
+                     *             "doneBy": null,
+                     *             "completedAt": null
+                     *           }
+                     *         ],
+                     *         "completed": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OnboardingResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    completeOnboarding: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OnboardingCompleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The steps after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "onboarding": {
+                     *         "steps": [
+                     *           {
+                     *             "step": "profile",
+                     *             "done": true,
+                     *             "doneBy": "completed",
+                     *             "completedAt": 1763784000000
+                     *           },
+                     *           {
+                     *             "step": "model",
+                     *             "done": true,
+                     *             "doneBy": "data",
+                     *             "completedAt": null
+                     *           },
+                     *           {
+                     *             "step": "first_project",
+                     *             "done": false,
+                     *             "doneBy": null,
+                     *             "completedAt": null
+                     *           },
+                     *           {
+                     *             "step": "first_file",
+                     *             "done": false,
+                     *             "doneBy": null,
+                     *             "completedAt": null
+                     *           }
+                     *         ],
+                     *         "completed": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OnboardingResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resetOnboarding: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "step": "profile"
+                 *     }
+                 */
+                "application/json": components["schemas"]["OnboardingResetRequest"];
+            };
+        };
+        responses: {
+            /** @description The steps after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "onboarding": {
+                     *         "steps": [
+                     *           {
+                     *             "step": "profile",
+                     *             "done": true,
+                     *             "doneBy": "completed",
+                     *             "completedAt": 1763784000000
+                     *           },
+                     *           {
+                     *             "step": "model",
+                     *             "done": true,
+                     *             "doneBy": "data",
+                     *             "completedAt": null
+                     *           },
+                     *           {
+                     *             "step": "first_project",
+                     *             "done": false,
+                     *             "doneBy": null,
+                     *             "completedAt": null
+                     *           },
+                     *           {
+                     *             "step": "first_file",
+                     *             "done": false,
+                     *             "doneBy": null,
+                     *             "completedAt": null
+                     *           }
+                     *         ],
+                     *         "completed": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OnboardingResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

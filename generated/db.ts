@@ -316,6 +316,12 @@ export interface Notes {
   updated_at: Generated<Timestamp>;
 }
 
+export interface OnboardingSteps {
+  completed_at: Timestamp;
+  step: string;
+  user_id: string;
+}
+
 export interface Outputs {
   automation_id: string | null;
   conversation_id: string | null;
@@ -391,6 +397,22 @@ export interface UsageRecords {
   model: string;
   output_tokens: number;
   resource_id: string;
+  user_id: string;
+}
+
+export interface UserSettings {
+  default_chat_model: string | null;
+  default_image_model: string | null;
+  default_speech_model: string | null;
+  default_transcription_model: string | null;
+  knowledge_in_chat: boolean | null;
+  locale: string | null;
+  memory_in_chat: boolean | null;
+  theme: string | null;
+  time_zone: string | null;
+  tool_approval: string | null;
+  ui: Generated<Json>;
+  updated_at: Timestamp;
   user_id: string;
 }
 
@@ -471,6 +493,7 @@ export interface DB {
   model_connections: ModelConnections;
   model_policy: ModelPolicy;
   notes: Notes;
+  onboarding_steps: OnboardingSteps;
   outputs: Outputs;
   projects: Projects;
   rate_limits: RateLimits;
@@ -478,6 +501,7 @@ export interface DB {
   skills: Skills;
   upload_tokens: UploadTokens;
   usage_records: UsageRecords;
+  user_settings: UserSettings;
   webhook_deliveries: WebhookDeliveries;
   webhook_delivery_attempts: WebhookDeliveryAttempts;
   webhook_events: WebhookEvents;

@@ -4,8 +4,12 @@ import { agentHandlers } from './areas/agents/handlers';
 import { auditHandlers } from './areas/audit/handlers';
 import { billingHandlers } from './areas/billing/handlers';
 import { stripeWebhookRouter } from './areas/billing/webhook-route';
+import { bootstrapHandlers } from './areas/bootstrap/handlers';
 import { budgetHandlers } from './areas/budgets/handlers';
 import { capabilityHandlers } from './areas/capabilities/handlers';
+import { discoveryHandlers } from './areas/discovery/handlers';
+import { onboardingHandlers } from './areas/onboarding/handlers';
+import { settingsHandlers } from './areas/settings/handlers';
 import { knowledgeHandlers } from './areas/knowledge/handlers';
 import { fileHandlers } from './areas/files/handlers';
 import { outputHandlers } from './areas/outputs/handlers';
@@ -28,7 +32,7 @@ import { cors } from './http/cors';
 import { serveDocs } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
-import { apiRouter, loadApiDocument } from './http/openapi';
+import { apiRouter } from './http/openapi';
 import { perUserRateLimit } from './http/rate-limit';
 import { requestLog } from './http/request-log';
 import { requireRoles } from './http/roles';
@@ -59,6 +63,10 @@ function rateLimiter(database: DatabaseHandle, perMinute: number): RateLimiter {
 function handlerMap(services: Services, config: Config, runner: AutomationRunner): HandlerMap {
   return {
     ...sessionHandlers(services.sessions, { secure: config.env !== 'development' }),
+    ...discoveryHandlers(services.discovery),
+    ...bootstrapHandlers(services.bootstrap),
+    ...settingsHandlers(services.settings),
+    ...onboardingHandlers(services.onboarding),
     ...capabilityHandlers(services.capabilities),
     ...projectHandlers(services.projects),
     ...noteHandlers(services.notes),
@@ -85,8 +93,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
  * caller, rate limit, capability gate, role guard, handlers), and the error rendering.
  */
 export async function createApp(composition: Composition, logger: Logger, isDraining: () => boolean): Promise<Express> {
-  const { config, database, services, metrics, store } = composition;
-  const doc = loadApiDocument();
+  const { config, doc, database, services, metrics, store } = composition;
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustProxy);

@@ -1,9 +1,14 @@
 import path from 'node:path';
+import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import { AgentEnvironmentService } from './areas/agents/service';
 import { AuditService } from './areas/audit/service';
 import { BillingService } from './areas/billing/service';
 import type { StripeEvents } from './areas/billing/stripe';
+import { BootstrapService } from './areas/bootstrap/service';
 import { BudgetService } from './areas/budgets/service';
+import { DiscoveryService } from './areas/discovery/service';
+import { OnboardingService } from './areas/onboarding/service';
+import { BUILT_IN_DEFAULTS, SettingsService } from './areas/settings/service';
 import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
 import { FileService } from './areas/files/service';
 import { OutputService } from './areas/outputs/service';
@@ -25,10 +30,11 @@ import { countPendingDeliveries } from './areas/webhooks/repository';
 import { WebhookService } from './areas/webhooks/service';
 import { sealedColumns as webhookSealedColumns } from './areas/webhooks/signing';
 import { ConfigError, type Config, hasIdentityProvider } from './config';
+import { loadApiDocument } from './http/openapi';
 import { type DatabaseHandle, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
 import { EmbeddingsFailure, HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
-import { DevelopmentProvider, listProviderModels, type ModelPrice, type ModelProvider, ModelProviderFailure, OpenAICompatibleProvider } from './platform/ai/models';
+import { DevelopmentProvider, findModel, listProviderModels, type ModelPrice, type ModelProvider, ModelProviderFailure, OpenAICompatibleProvider } from './platform/ai/models';
 import { hasVectorExtension } from './platform/db/vector';
 import type { Logger } from './platform/logger';
 import { Metrics } from './platform/metrics';
@@ -63,6 +69,10 @@ export interface Services {
   /** The model provider chat and automations call. */
   /** The models of the deployment and of users' own connections, the model policy, and the connections. */
   models: ModelService;
+  settings: SettingsService;
+  onboarding: OnboardingService;
+  bootstrap: BootstrapService;
+  discovery: DiscoveryService;
 }
 
 /** The background workers, started by `compose` and stopped by `Composition.close`. */
@@ -84,6 +94,8 @@ export interface Workers {
 /** Everything the service is made of, before any HTTP: what `app.ts` wires into routes. */
 export interface Composition {
   config: Config;
+  /** The bundled OpenAPI document the routes are built and validated from. */
+  doc: OpenAPIV3.DocumentV3;
   database: DatabaseHandle;
   services: Services;
   workers: Workers;
@@ -174,9 +186,11 @@ export interface ServicesDeps {
   secrets: Secrets;
   modelList: readonly ModelPrice[];
   outbound: Outbound;
+  /** The API document (the app shell reports its version and limits). */
+  doc: OpenAPIV3.DocumentV3;
 }
 
-export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound }: ServicesDeps): Services {
+export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc }: ServicesDeps): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
@@ -214,7 +228,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
       connectionsPerUser: config.models.connectionsPerUser,
       policyCacheMs: config.capabilities.cacheMs,
     },
-    // Replaced by the settings area's source of the callers' chosen defaults.
+    // The callers' chosen defaults come from their settings, which are built on these models (below).
     defaults: NO_DEFAULTS,
     log: warn,
   });
@@ -230,21 +244,26 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     lease: { leaseMs: config.models.replyLeaseMs },
     memory,
   });
+  const files = new FileService({
+    db,
+    store,
+    signedUrls,
+    projects,
+    limits: { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes },
+    warn,
+    entitlements: billing,
+    conversations: chat,
+  });
+  const principals = new PrincipalService(db, audit);
+  const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(deployment)?.id } } });
+  models.useDefaults(settings);
+  const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
   return {
     knowledge: new KnowledgeService({ db, capabilities, projects, embedder, vectorAvailable, log: (level, message, meta) => logger.log(level, message, meta) }),
-    files: new FileService({
-      db,
-      store,
-      signedUrls,
-      projects,
-      limits: { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes },
-      warn,
-      entitlements: billing,
-      conversations: chat,
-    }),
+    files,
     outputs: new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn }),
     audit,
-    principals: new PrincipalService(db, audit),
+    principals,
     budgets: new BudgetService(db, audit),
     billing,
     stripeEvents,
@@ -259,7 +278,46 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     automations: new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing }),
     agents: new AgentEnvironmentService(db, config.agents),
     models,
+    settings,
+    onboarding,
+    bootstrap: new BootstrapService({
+      principals,
+      capabilities,
+      settings,
+      catalog: models,
+      billing,
+      onboarding,
+      limits: {
+        maxUploadBytes: config.storage.maxUploadBytes,
+        maxMessageChars: messageMaxLength(doc),
+        rateLimitPerMinute: config.rateLimitPerMinute > 0 ? config.rateLimitPerMinute : null,
+      },
+    }),
+    discovery: new DiscoveryService({
+      capabilities,
+      settings: { apiVersion: doc.info.version, minClientVersion: config.shell.minClientVersion, oidcIssuer: oidcIssuer(config) },
+    }),
   };
+}
+
+/** The longest chat message, as the document's message schema allows it. */
+function messageMaxLength(doc: OpenAPIV3.DocumentV3): number {
+  const schema = doc.components?.schemas?.MessageCreateRequest as OpenAPIV3.SchemaObject | undefined;
+  const content = schema?.properties?.content as OpenAPIV3.SchemaObject | undefined;
+  if (content?.maxLength === undefined) throw new Error("the document gives no maxLength for a message's content");
+  return content.maxLength;
+}
+
+/** The identity provider's issuer when it is an OpenID Connect issuer URL (https; http outside production), else null. */
+function oidcIssuer(config: Config): string | null {
+  const issuer = config.auth.issuer;
+  if (!hasIdentityProvider(config) || issuer === null) return null;
+  try {
+    const { protocol } = new URL(issuer);
+    return protocol === 'https:' || (protocol === 'http:' && config.env !== 'production') ? issuer : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The logging function the background workers take. */
@@ -355,7 +413,8 @@ export async function compose(config: Config, logger: Logger, database?: Databas
       onAttempt: (outcome) => metrics.deliveryAttempts.inc({ outcome }),
     });
     const modelList = await resolveModels(config, logger);
-    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound });
+    const doc = loadApiDocument();
+    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc });
     const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
@@ -367,6 +426,7 @@ export async function compose(config: Config, logger: Logger, database?: Databas
     for (const worker of Object.values(workers)) worker.start();
     return {
       config,
+      doc,
       database: db,
       services,
       workers,

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import cron from 'node-cron';
 import type { Entitlements, Plan } from './areas/billing/service';
+import { DEFAULT_ONBOARDING_STEPS } from './areas/onboarding/service';
 import type { HttpLimits } from './http/server';
 import { parseSecretKeys, type SecretKey } from './platform/secrets';
 
@@ -150,6 +151,13 @@ export interface Config {
     keys: SecretKey[];
     /** WEBHOOK_SECRETS_KEY, deprecated: its derived key (id `legacy`) stands in for SECRETS_KEY, and it opens the `v1:` webhook secrets. */
     webhookSecretsKey: string | null;
+  };
+  /** The app shell: discovery and onboarding. */
+  shell: {
+    /** MIN_CLIENT_VERSION: the oldest client version supported (semantic versioning), announced by discovery; null when unset. */
+    minClientVersion: string | null;
+    /** ONBOARDING_STEPS: the steps a new user walks through, in order. */
+    onboardingSteps: string[];
   };
   /** The guard of every call to a URL a user chose (src/platform/net/outbound.ts). */
   outbound: {
@@ -388,6 +396,22 @@ function secretsAndOutbound(r: Reader, env: Config['env']): Pick<Config, 'secret
   return { secrets: { keys: parsed.keys, webhookSecretsKey }, outbound: { allowLoopback, allowedPorts } };
 }
 
+const SEMVER = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/;
+const STEP_ID = /^[a-z][a-z0-9_]{0,39}$/;
+
+function shellSettings(r: Reader): Config['shell'] {
+  const minClientVersion = r.optional('MIN_CLIENT_VERSION');
+  if (minClientVersion !== null && (!SEMVER.test(minClientVersion) || minClientVersion.length > 64)) {
+    r.problems.push(`MIN_CLIENT_VERSION must be a semantic version such as 2.3.0 (got "${minClientVersion}")`);
+  }
+  const listed = r.list('ONBOARDING_STEPS');
+  for (const step of listed) {
+    if (!STEP_ID.test(step)) r.problems.push(`ONBOARDING_STEPS entries are lower-case words of letters, digits and _ (got "${step}")`);
+  }
+  if (new Set(listed).size !== listed.length) r.problems.push('ONBOARDING_STEPS lists a step twice');
+  return { minClientVersion, onboardingSteps: listed.length > 0 ? listed : [...DEFAULT_ONBOARDING_STEPS] };
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const r = new Reader(env);
   const nodeEnv = r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development');
@@ -514,6 +538,7 @@ export function loadConfig(env: Env = process.env): Config {
       concurrency: r.int('WEBHOOK_CONCURRENCY', 32, 1, 256),
       retentionMs: r.int('WEBHOOK_LOG_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
     },
+    shell: shellSettings(r),
     ...secretsAndOutbound(r, nodeEnv),
   };
 

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import { errors } from '../platform/errors';
-import { STREAMED } from './handler';
+import { noneMatch, STREAMED } from './handler';
 
 /** Types a browser would run (script, markup): always downloaded, never rendered in our origin. */
 const ACTIVE_TYPE = /^(text\/html|application\/xhtml\+xml|image\/svg\+xml|application\/xml|text\/xml|text\/javascript|application\/javascript|application\/[\w.-]+\+xml)$/i;
@@ -89,9 +89,7 @@ export async function sendContent(req: Request, res: Response, content: StoredCo
   res.setHeader('Content-Security-Policy', "default-src 'none'; sandbox");
   res.setHeader('Cache-Control', 'private, no-cache');
   res.setHeader('Content-Disposition', contentDisposition(ACTIVE_TYPE.test(base) ? 'attachment' : 'inline', content.name));
-  // If-None-Match compares weakly: `W/"…"` names the same content.
-  const ifNoneMatch = req.get('if-none-match');
-  if (ifNoneMatch && ifNoneMatch.split(',').some((tag) => [etag, `W/${etag}`, '*'].includes(tag.trim()))) {
+  if (noneMatch(req.get('if-none-match'), etag)) {
     res.status(304).end();
     return STREAMED;
   }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { Request, RequestHandler, Response } from 'express';
 import type { operations } from '../../generated/api';
@@ -35,11 +36,21 @@ export const STREAMED: unique symbol = Symbol('streamed');
 /** STREAMED when the 200 response may also be a stream of server-sent events. */
 type EventStreamContent<T> = T extends { content: { 'text/event-stream': unknown } } ? typeof STREAMED : never;
 
+/**
+ * A JSON body sent with a strong `ETag` (the SHA-256 of its JSON), or answered `304` without a
+ * body when the request's `If-None-Match` names that tag.
+ */
+export class Tagged<T> {
+  constructor(readonly body: T) {}
+}
+
+/** `body` answered with its ETag (see Tagged). */
+export const tagged = <T>(body: T) => new Tagged<T>(body);
 /** The 200 body of an operation as the document defines it, or STREAMED for a non-JSON body. */
 export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R }
   ? [JsonContent<R>] extends [never]
     ? typeof STREAMED
-    : JsonContent<R> | EventStreamContent<R>
+    : JsonContent<R> | Tagged<JsonContent<R>> | EventStreamContent<R>
   : never;
 
 /** The caller as audit events record it: user and request id (structurally the audit service's Actor). */
@@ -62,6 +73,12 @@ export interface HandlerInput<K extends OperationId> {
 /** A handler of one operation, typed from the generated document: its input and its 200 body. */
 export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise<OkBody<K>>;
 
+/**
+ * A handler of an operation that needs no authentication (`security: []`): it has no caller. Any
+ * credentials sent along are not even read.
+ */
+export type PublicHandler<K extends OperationId> = (input: Omit<HandlerInput<K>, 'caller' | 'actor'>) => Promise<OkBody<K>>;
+
 /** One handler for every operation of the document; a missing one is a compile error. */
 export type HandlerMap = { [K in OperationId]: Handler<K> };
 
@@ -72,6 +89,8 @@ export interface HandlerOptions {
    * when it is someone else) rather than the user an administrative operation acts on.
    */
   userIdIsCaller: boolean;
+  /** Whether the operation needs no authentication (`security: []`): its handler is a PublicHandler. */
+  anonymous?: boolean;
   /** Set for operations that declare the `Idempotency-Key` header. */
   idempotency?: IdempotencyStore;
   /** Whether answers are validated against the document (in tests), before they are written. */
@@ -84,7 +103,23 @@ export interface HandlerOptions {
  * `Idempotency-Key`, the handler runs at most once per key.
  */
 export function toExpressHandler<K extends OperationId>(handler: Handler<K>, options: HandlerOptions): RequestHandler {
+  // Compiled on the first answer, not at start-up.
+  const write: Serialize = (body) => serializerFor(options.operationId)(body);
+  /** Writes a handler's result: nothing for STREAMED, a tagged body with its ETag (or 304), or a 200 JSON body. */
+  const answer = (req: Request, res: Response, result: unknown): void => {
+    if (result === STREAMED) return;
+    if (result instanceof Tagged) {
+      if (!notModified(req, res, write(result.body))) respond(res, result.body, write, options.validateResponses);
+      return;
+    }
+    respond(res, result, write, options.validateResponses);
+  };
   return async (req, res) => {
+    if (options.anonymous) {
+      const input = { body: req.body as RequestBody<K>, query: req.query as QueryParams<K>, params: req.params as PathParams<K>, req, res };
+      answer(req, res, await (handler as PublicHandler<K>)(input));
+      return;
+    }
     const caller = req.caller;
     if (!caller) throw errors.unauthenticated();
     const body = req.body as Record<string, unknown> | undefined;
@@ -108,7 +143,6 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
         req,
         res,
       });
-    const write = serializerFor(options.operationId);
     const key = store ? req.get('idempotency-key') : undefined;
     if (store && key !== undefined) {
       const request = { store, userId: caller.userId, key, operationId: options.operationId, body: req.body };
@@ -118,10 +152,26 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
       respond(res, outcome.body, write, options.validateResponses, !outcome.replayed);
       return;
     }
-    const result = await execute();
-    if (result === STREAMED) return;
-    respond(res, result, write, options.validateResponses);
+    answer(req, res, await execute());
   };
+}
+
+/**
+ * Sets a tagged body's strong `ETag` (the SHA-256 of its JSON text) and answers `304` without a
+ * body when the request's `If-None-Match` names it; true when it did.
+ */
+function notModified(req: Request, res: Response, text: string): boolean {
+  const etag = `"${createHash('sha256').update(text).digest('base64url')}"`;
+  res.setHeader('ETag', etag);
+  res.setHeader('Cache-Control', 'private, no-cache');
+  if (!noneMatch(req.get('if-none-match'), etag)) return false;
+  res.status(304).end();
+  return true;
+}
+
+/** Whether an If-None-Match header names `etag` (compared weakly: `W/"…"` names it too) or is `*`. */
+export function noneMatch(header: string | undefined, etag: string): boolean {
+  return header !== undefined && header.split(',').some((tag) => [etag, `W/${etag}`, '*'].includes(tag.trim()));
 }
 
 /**

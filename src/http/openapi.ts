@@ -274,6 +274,8 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
       const idempotent = declaresIdempotencyKey(doc, operation);
       // On role-guarded (administration) operations a body userId names the target user.
       const userIdIsCaller = !described['x-required-roles'];
+      // `security: []`: no credentials needed, and the handler has no caller.
+      const anonymous = described.security.length === 0;
       route[method](
         (req, _res, next) => {
           req.operation = described;
@@ -285,6 +287,7 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
         ...(method === 'get' ? validator.map(headAsGet) : validator),
         toExpressHandler(handler, {
           operationId,
+          anonymous,
           userIdIsCaller,
           idempotency: idempotent ? options.idempotency : undefined,
           validateResponses: options.validateResponses,

@@ -30,6 +30,17 @@ describe('configuration', () => {
     expect(problems({ BILLING_PROVIDER: 'paypal' })).toEqual([expect.stringContaining('BILLING_PROVIDER')]);
   });
 
+  test('the app shell: MIN_CLIENT_VERSION is a semantic version, ONBOARDING_STEPS lists distinct step ids', () => {
+    expect(loadConfig({}).shell).toEqual({ minClientVersion: null, onboardingSteps: ['profile', 'model', 'first_project', 'first_file'] });
+    expect(loadConfig({ MIN_CLIENT_VERSION: '2.3.0-beta.1', ONBOARDING_STEPS: 'profile, tour,first_project' }).shell).toEqual({
+      minClientVersion: '2.3.0-beta.1',
+      onboardingSteps: ['profile', 'tour', 'first_project'],
+    });
+    expect(problems({ MIN_CLIENT_VERSION: '2.3' })).toEqual([expect.stringContaining('MIN_CLIENT_VERSION')]);
+    expect(problems({ ONBOARDING_STEPS: 'profile,Tour!' })).toEqual([expect.stringContaining('ONBOARDING_STEPS')]);
+    expect(problems({ ONBOARDING_STEPS: 'profile,profile' })).toEqual([expect.stringContaining('twice')]);
+  });
+
   test('the HTTP edge: deliberate defaults, and a request timeout shorter than the headers timeout is refused', () => {
     const config = loadConfig({});
     expect(config.http).toEqual({

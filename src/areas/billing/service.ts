@@ -59,6 +59,17 @@ export interface Spending {
   availableMicro: number | null;
 }
 
+/** A user's plan and what is left to spend in the period, in whole cents rounded down (null: unlimited). */
+export interface BillingSummary {
+  plan: string;
+  status: string;
+  provider: Standing['provider'];
+  periodEnd: Date;
+  entitlements: Entitlements;
+  spentCents: number;
+  availableCents: number | null;
+}
+
 /** What is checked before an action consumes an entitlement, inside the action's transaction. */
 export interface EntitlementGuard {
   requireStorage(trx: Transaction<DB>, userId: string, addBytes: number): Promise<void>;
@@ -176,6 +187,20 @@ export class BillingService implements BudgetGate, EntitlementGuard {
       repo.automationCount(this.db, userId),
     ]);
     return { ...state, storageUsedBytes, automationCount };
+  }
+
+  /** The plan and what is left to spend, for a client's shell (without the entitlements' use). */
+  async summary(userId: string): Promise<BillingSummary> {
+    const { standing, spending } = await this.spending(userId);
+    return {
+      plan: standing.plan,
+      status: standing.subscription?.status ?? 'none',
+      provider: standing.provider,
+      periodEnd: standing.period.end,
+      entitlements: standing.entitlements,
+      spentCents: Math.floor(spending.spentMicro / MICRO),
+      availableCents: spending.availableMicro === null ? null : Math.floor(spending.availableMicro / MICRO),
+    };
   }
 
   async preferences(userId: string) {

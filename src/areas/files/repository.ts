@@ -70,6 +70,19 @@ export async function deleteFile(db: Database, ownerUserId: string, id: string):
   await db.deleteFrom('files').where('owner_user_id', '=', ownerUserId).where('id', '=', id).execute();
 }
 
+/** Whether the user owns a file (not a folder) whose content is stored. */
+export async function ownsStoredFile(db: Database, ownerUserId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('files')
+    .select('id')
+    .where('owner_user_id', '=', ownerUserId)
+    .where('kind', '=', 'file')
+    .where('status', '=', 'ready')
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 export async function hasChildren(db: Database, id: string): Promise<boolean> {
   return (await db.selectFrom('files').select('id').where('parent_id', '=', id).limit(1).executeTakeFirst()) !== undefined;
 }

@@ -82,6 +82,11 @@ export class FileService {
     if (!folder || folder.kind !== 'folder') throw errors.referenceNotFound('parentId', 'Folder not found.');
   }
 
+  /** Whether the user has a file whose content is stored (onboarding's `first_file`). */
+  hasStoredFile(userId: string): Promise<boolean> {
+    return repo.ownsStoredFile(this.db, userId);
+  }
+
   async list(userId: string, filter: repo.FileFilter, page: PageRequest) {
     return repo.readableFileList.page(this.db, { userId, ...filter }, page);
   }

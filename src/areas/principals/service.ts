@@ -46,6 +46,11 @@ export class PrincipalService {
     throw errors.forbidden(`This operation requires one of the roles ${roles.join(', ')}.`);
   }
 
+  /** The administrative roles `userId` holds, in a fixed order. */
+  async roles(userId: string): Promise<Role[]> {
+    return (await repo.rolesOf(this.db, userId)).map((r) => r.role as Role).sort();
+  }
+
   list(): Promise<PrincipalRow[]> {
     return repo.listPrincipals(this.db);
   }

@@ -62,6 +62,12 @@ export async function deleteProject(db: Database, ownerUserId: string, id: strin
   return result.numDeletedRows > 0n;
 }
 
+/** Whether the user owns any project. */
+export async function ownsAny(db: Database, ownerUserId: string): Promise<boolean> {
+  const row = await db.selectFrom('projects').select('id').where('owner_user_id', '=', ownerUserId).limit(1).executeTakeFirst();
+  return row !== undefined;
+}
+
 export async function hasChildren(db: Database, id: string): Promise<boolean> {
   const row = await db.selectFrom('projects').select('id').where('parent_id', '=', id).limit(1).executeTakeFirst();
   return row !== undefined;

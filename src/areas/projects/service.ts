@@ -29,6 +29,11 @@ export class ProjectService {
     if (!(await repo.findProject(db, userId, projectId))) throw errors.referenceNotFound(field, field === 'parentId' ? 'Parent project not found.' : 'Project not found.');
   }
 
+  /** Whether the user has any project (onboarding's `first_project`). */
+  hasAny(userId: string): Promise<boolean> {
+    return repo.ownsAny(this.db, userId);
+  }
+
   /** Checks the project a create or update names, if it names one (absent or null: no project to check). */
   async requireOwnedIfNamed(userId: string, projectId: string | null | undefined, db: Database = this.db): Promise<void> {
     if (projectId !== undefined && projectId !== null) await this.requireOwned(userId, projectId, db);

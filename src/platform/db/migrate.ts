@@ -14,6 +14,7 @@ import * as m0012 from './migrations/0012_rate_limit_grants';
 import * as m0013 from './migrations/0013_reply_leases';
 import * as m0014 from './migrations/0014_embedding_models';
 import * as m0015 from './migrations/0015_model_connections';
+import * as m0016 from './migrations/0016_settings_onboarding';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -32,6 +33,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0013_reply_leases': m0013,
   '0014_embedding_models': m0014,
   '0015_model_connections': m0015,
+  '0016_settings_onboarding': m0016,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
