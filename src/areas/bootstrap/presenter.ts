@@ -30,6 +30,11 @@ export function presentBootstrap(state: ShellState): components['schemas']['Boot
       steps: state.onboarding.steps.map((s) => ({ ...s, completedAt: s.completedAt?.getTime() ?? null })),
       completed: state.onboarding.completed,
     },
-    limits: state.limits,
+    limits: {
+      maxUploadBytes: state.limits.maxUploadBytes,
+      maxMessageChars: state.limits.maxMessageChars,
+      maxUiSettingsBytes: state.limits.maxUiSettingsBytes,
+      rateLimitPerMinute: state.limits.rateLimitPerMinute,
+    },
   };
 }
