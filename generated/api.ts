@@ -595,8 +595,12 @@ export interface paths {
          *     extension, vector retrieval over embeddings runs too and the two are fused
          *     (`retrieval: hybrid`); otherwise the answer has the same shape with `retrieval: lexical`,
          *     never an error. Embeddings are computed in the background after writes, so a record written a
-         *     moment ago may first be found by its words only. `projectId` must be one of the caller's
-         *     projects (`404` otherwise).
+         *     moment ago may first be found by its words only. A caller whose setting
+         *     `defaultEmbeddingsModel` names a model of their own connection has their records and their
+         *     queries embedded by it (with their key; usage recorded with the connection, not charged);
+         *     vectors of different embedders are never compared. When that connection fails, the search
+         *     answers `retrieval: lexical` with the reason in `retrievalNote`. `projectId` must be one of
+         *     the caller's projects (`404` otherwise).
          */
         post: operations["searchKnowledge"];
         delete?: never;
