@@ -124,7 +124,8 @@ export interface paths {
         /**
          * Read the caller's settings
          * @description The caller's own preferences (a user reads only their own): the default chat, image,
-         *     transcription and speech models; whether chat uses memory and knowledge grounding; when tool
+         *     transcription and speech models; the embeddings model of the caller's knowledge (one of their
+         *     own connections', or `null` for the deployment's embedder); whether chat uses memory and knowledge grounding; when tool
          *     calls wait for approval; locale, time zone and theme; and `ui`, a free-form object that only
          *     clients read. A typed field the caller never set holds the deployment's default and is listed
          *     in `inherited`.
@@ -140,9 +141,11 @@ export interface paths {
          * @description Changes only the fields present (a user changes only their own settings); `null` makes a
          *     typed field follow the deployment's default again and empties `ui`. `400 invalid_request`,
          *     with nothing changed, for a field that is not a setting, a default model the caller cannot use
-         *     for that kind (not listed by `GET /api/v1/models` with that kind), a locale that is not a
+         *     for that kind (not listed by `GET /api/v1/models` with that kind; for `defaultEmbeddingsModel`,
+         *     also a model of the deployment's rather than of the caller's own connection), a locale that is not a
          *     well-formed BCP 47 tag, a time zone that is not an IANA name the service knows, or a `ui`
-         *     object larger than 16 KiB as JSON. Repeating an update is harmless.
+         *     object larger than 16 KiB as JSON. Repeating an update is harmless. A change of
+         *     `defaultEmbeddingsModel` re-embeds the caller's knowledge in the background (only theirs).
          */
         patch: operations["updateSettings"];
         trace?: never;
@@ -592,8 +595,12 @@ export interface paths {
          *     extension, vector retrieval over embeddings runs too and the two are fused
          *     (`retrieval: hybrid`); otherwise the answer has the same shape with `retrieval: lexical`,
          *     never an error. Embeddings are computed in the background after writes, so a record written a
-         *     moment ago may first be found by its words only. `projectId` must be one of the caller's
-         *     projects (`404` otherwise).
+         *     moment ago may first be found by its words only. A caller whose setting
+         *     `defaultEmbeddingsModel` names a model of their own connection has their records and their
+         *     queries embedded by it (with their key; usage recorded with the connection, not charged);
+         *     vectors of different embedders are never compared. When that connection fails, the search
+         *     answers `retrieval: lexical` with the reason in `retrievalNote`. `projectId` must be one of
+         *     the caller's projects (`404` otherwise).
          */
         post: operations["searchKnowledge"];
         delete?: never;
@@ -2743,7 +2750,7 @@ export interface components {
              */
             retrieval: "hybrid" | "lexical";
             /**
-             * @description Present when vector retrieval was on but skipped for this search: why (the embeddings provider could not be reached, answered an error, or returned vectors of another size than expected). The results are full-text only (`retrieval: lexical`).
+             * @description Present when vector retrieval was on but skipped for this search: why (the embeddings provider could not be reached, answered an error, or returned vectors of another size than expected; for a caller whose `defaultEmbeddingsModel` is one of their connections', also that the connection's key was refused, `byok` is off or the model policy blocks the model). The results are full-text only (`retrieval: lexical`).
              * @example Vector retrieval was skipped: The embeddings provider could not be reached.
              */
             retrievalNote?: string;
@@ -3188,12 +3195,12 @@ export interface components {
              */
             contextWindow: number | null;
             /**
-             * @description The kinds for which this is the caller's default model (their setting, else the deployment's default chat model). Clients must tolerate new values.
+             * @description The kinds for which this is the caller's default model (their setting, else the deployment's default chat model; `embeddings`: the connection model the caller's knowledge is embedded with, `defaultEmbeddingsModel`). Clients must tolerate new values.
              * @example [
              *       "chat"
              *     ]
              */
-            defaultFor: ("chat" | "image" | "transcription" | "speech")[];
+            defaultFor: ("chat" | "image" | "transcription" | "speech" | "embeddings")[];
         };
         ModelListResponse: {
             models: components["schemas"]["Model"][];
@@ -3749,6 +3756,11 @@ export interface components {
             /** @description The model speech synthesis uses; `null` when neither the caller nor the deployment chose one. */
             defaultSpeechModel: components["schemas"]["SettingsModelId"];
             /**
+             * @description The model the caller's knowledge (their files' passages, notes, memory and projects) and their knowledge searches are embedded with: a model of kind `embeddings` of one of the caller's own connections (`<connectionId>/<model>`), called with the caller's key. `null`: the deployment's embedder. Changing it re-embeds the caller's records in the background; until they are, searches answer from full-text retrieval for what is not embedded yet. While the connection fails (unreachable, key refused, switched off or blocked by the model policy) searches answer `retrieval: lexical` with the reason in `retrievalNote`, and the connection's `status` and `lastError` say why. Deleting the connection returns the caller to the deployment's embedder.
+             * @example null
+             */
+            defaultEmbeddingsModel: components["schemas"]["SettingsModelId"];
+            /**
              * @description Whether chat replies may use the caller's memory (default `true`).
              * @example true
              */
@@ -3794,6 +3806,11 @@ export interface components {
             defaultTranscriptionModel?: components["schemas"]["SettingsModelId"];
             /** @description A model of kind `speech` the caller can use. */
             defaultSpeechModel?: components["schemas"]["SettingsModelId"];
+            /**
+             * @description A model of kind `embeddings` of one of the caller's own connections (`GET /api/v1/models` lists it with `connectionId` and kind `embeddings`; Anthropic offers none). Any other id, another user's connection's included, is `400`. `null`: the deployment's embedder.
+             * @example 0193a8f2-1c4e-7d3a-9b2f-6e5d4c3b2a10/text-embedding-3-small
+             */
+            defaultEmbeddingsModel?: components["schemas"]["SettingsModelId"];
             /** @example false */
             memoryInChat?: boolean | null;
             /** @example true */
@@ -3835,7 +3852,7 @@ export interface components {
          * @example theme
          * @enum {string}
          */
-        SettingsField: "defaultChatModel" | "defaultImageModel" | "defaultTranscriptionModel" | "defaultSpeechModel" | "memoryInChat" | "knowledgeInChat" | "toolApproval" | "locale" | "timeZone" | "theme";
+        SettingsField: "defaultChatModel" | "defaultImageModel" | "defaultTranscriptionModel" | "defaultSpeechModel" | "defaultEmbeddingsModel" | "memoryInChat" | "knowledgeInChat" | "toolApproval" | "locale" | "timeZone" | "theme";
         /**
          * @description When a chat turn's tool calls wait for the caller's approval. `ask_for_changes` (the default): as each tool's policy says, so tools that change data ask and read tools run. `always_ask`: every call asks, reads included. `auto_approve`: calls whose policy is `approval_required` run without asking in the caller's own chats (a `deny` policy still refuses, and unattended automation runs keep their own rule). Clients must tolerate new values.
          * @example ask_for_changes
@@ -5563,6 +5580,7 @@ export interface operations {
                      *           "defaultImageModel": null,
                      *           "defaultTranscriptionModel": null,
                      *           "defaultSpeechModel": null,
+                     *           "defaultEmbeddingsModel": null,
                      *           "memoryInChat": true,
                      *           "knowledgeInChat": false,
                      *           "toolApproval": "ask_for_changes",
@@ -5576,6 +5594,7 @@ export interface operations {
                      *             "defaultImageModel",
                      *             "defaultTranscriptionModel",
                      *             "defaultSpeechModel",
+                     *             "defaultEmbeddingsModel",
                      *             "memoryInChat",
                      *             "knowledgeInChat",
                      *             "toolApproval"
@@ -5697,6 +5716,7 @@ export interface operations {
                      *         "defaultImageModel": null,
                      *         "defaultTranscriptionModel": null,
                      *         "defaultSpeechModel": null,
+                     *         "defaultEmbeddingsModel": null,
                      *         "memoryInChat": true,
                      *         "knowledgeInChat": false,
                      *         "toolApproval": "ask_for_changes",
@@ -5710,6 +5730,7 @@ export interface operations {
                      *           "defaultImageModel",
                      *           "defaultTranscriptionModel",
                      *           "defaultSpeechModel",
+                     *           "defaultEmbeddingsModel",
                      *           "memoryInChat",
                      *           "knowledgeInChat",
                      *           "toolApproval"
@@ -5766,6 +5787,7 @@ export interface operations {
                      *         "defaultImageModel": null,
                      *         "defaultTranscriptionModel": null,
                      *         "defaultSpeechModel": null,
+                     *         "defaultEmbeddingsModel": null,
                      *         "memoryInChat": true,
                      *         "knowledgeInChat": false,
                      *         "toolApproval": "ask_for_changes",
@@ -5779,6 +5801,7 @@ export interface operations {
                      *           "defaultImageModel",
                      *           "defaultTranscriptionModel",
                      *           "defaultSpeechModel",
+                     *           "defaultEmbeddingsModel",
                      *           "memoryInChat",
                      *           "knowledgeInChat",
                      *           "toolApproval"

@@ -402,6 +402,7 @@ export interface UsageRecords {
 
 export interface UserSettings {
   default_chat_model: string | null;
+  default_embeddings_model: string | null;
   default_image_model: string | null;
   default_speech_model: string | null;
   default_transcription_model: string | null;

@@ -259,7 +259,23 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   models.useDefaults(settings);
   const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
   return {
-    knowledge: new KnowledgeService({ db, capabilities, projects, embedder, vectorAvailable, log: (level, message, meta) => logger.log(level, message, meta) }),
+    knowledge: new KnowledgeService({
+      db,
+      capabilities,
+      projects,
+      embedder,
+      // Users who chose an embeddings model of their own connection: their knowledge is embedded through it.
+      userEmbeddings: {
+        models,
+        settings,
+        billing,
+        timeoutMs: config.models.timeoutMs,
+        queryTimeoutMs,
+        backoff: { baseMs: config.embeddings.indexIntervalMs, maxMs: config.embeddings.indexMaxBackoffMs },
+      },
+      vectorAvailable,
+      log: (level, message, meta) => logger.log(level, message, meta),
+    }),
     files,
     outputs: new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn }),
     audit,

@@ -22,6 +22,7 @@ describe('settings', () => {
       defaultImageModel: null,
       defaultTranscriptionModel: null,
       defaultSpeechModel: null,
+      defaultEmbeddingsModel: null,
       memoryInChat: true,
       knowledgeInChat: false,
       toolApproval: 'ask_for_changes',
@@ -30,7 +31,7 @@ describe('settings', () => {
       theme: 'system',
       ui: {},
       inherited: [
-        'defaultChatModel', 'defaultImageModel', 'defaultTranscriptionModel', 'defaultSpeechModel',
+        'defaultChatModel', 'defaultImageModel', 'defaultTranscriptionModel', 'defaultSpeechModel', 'defaultEmbeddingsModel',
         'memoryInChat', 'knowledgeInChat', 'toolApproval', 'locale', 'timeZone', 'theme',
       ],
       updatedAt: null,
@@ -59,7 +60,7 @@ describe('settings', () => {
       toolApproval: 'always_ask',
       ui: { sidebar: 'collapsed', editor: { fontSize: 14 } },
     });
-    expect(first.body.settings.inherited).toEqual(['defaultImageModel', 'defaultTranscriptionModel', 'defaultSpeechModel', 'memoryInChat']);
+    expect(first.body.settings.inherited).toEqual(['defaultImageModel', 'defaultTranscriptionModel', 'defaultSpeechModel', 'defaultEmbeddingsModel', 'memoryInChat']);
     expect(first.body.settings.updatedAt).toEqual(expect.any(Number));
 
     const second = await ctx.h.http().patch('/api/v1/settings').set(alice.auth).send({ theme: 'light', defaultChatModel: null });

@@ -35,6 +35,8 @@ export interface FakeModelServer {
   catalogue: FakeCatalogue;
   /** How many `POST /v1/embeddings` requests arrived. */
   embeddingRequests: number;
+  /** The `POST /v1/embeddings` requests that arrived, with the key they carried. */
+  embeddings: { model: string; input: string[]; authorization?: string }[];
   requests: { body: { model: string; stream?: boolean; messages: { role: string; content: string }[] }; authorization?: string }[];
   /** Requests whose client went away before the answer ended. */
   abandoned: () => number;
@@ -52,6 +54,7 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
     baseUrl: '',
     catalogue: { models: ['test-model'], embeddingDimensions: 256 },
     embeddingRequests: 0,
+    embeddings: [],
     requests: [],
     abandoned: () => abandoned,
     behaviour,
@@ -79,16 +82,27 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
       if (req.url === '/v1/embeddings' && req.method === 'POST') {
         fake.embeddingRequests += 1;
         const { embeddingDimensions: size } = fake.catalogue;
+        const request = JSON.parse(Buffer.concat(parts).toString('utf8') || '{}') as { model: string; input: string[] | string };
+        const texts = Array.isArray(request.input) ? request.input : [request.input];
+        fake.embeddings.push({ model: request.model, input: texts, authorization: req.headers.authorization });
         if (size === 'hang') return;
         if (size === null) {
           req.socket.destroy();
           return;
         }
-        const input = (JSON.parse(Buffer.concat(parts).toString('utf8')) as { input: string[] }).input;
         // A deterministic vector per text: its characters' codes spread over the dimensions.
         const embed = (text: string) => Array.from({ length: size }, (_, d) => [...text].reduce((sum, c, i) => sum + (((c.charCodeAt(0) * (i + 1) + d) % 7) - 3), 0) + 0.5);
+        // Usage as OpenAI reports it: one token per word here.
+        const tokens = texts.reduce((sum, text) => sum + (text.match(/\S+/g)?.length ?? 0), 0);
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ object: 'list', data: input.map((text, index) => ({ object: 'embedding', index, embedding: embed(text) })) }));
+        res.end(
+          JSON.stringify({
+            object: 'list',
+            model: request.model,
+            data: texts.map((text, index) => ({ object: 'embedding', index, embedding: embed(text) })),
+            usage: { prompt_tokens: tokens, total_tokens: tokens },
+          }),
+        );
         return;
       }
       if (req.url !== '/v1/chat/completions' || req.method !== 'POST') {

@@ -96,8 +96,11 @@ export async function automationCount(db: Database, userId: string): Promise<num
   return Number(row?.n ?? 0);
 }
 
-/** The charged actions: a chat reply, an automation's run and its dry run. */
-export type UsageKind = 'chat.reply' | 'automation.run' | 'automation.test';
+/**
+ * The charged actions: a chat reply, an automation's run and its dry run; and the embeddings of a
+ * user's knowledge through their own connection (indexing and search queries; recorded, cost 0).
+ */
+export type UsageKind = 'chat.reply' | 'automation.run' | 'automation.test' | 'knowledge.index' | 'knowledge.search';
 
 /** Writes what a charged action consumed, and its cost in millionths of a cent, to the usage ledger. */
 export async function recordUsage(

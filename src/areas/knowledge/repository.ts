@@ -206,36 +206,63 @@ export interface PendingSource {
   owner: string;
   version: string;
   text: string;
+  /** The embedder the owner's records are due from: the deployment's, or `connection:<modelId>`. */
+  model: string;
+  /**
+   * What a failure of that embedder is remembered by: the model name, and for a connection's also
+   * when the connection last changed (a new key or address is tried at once).
+   */
+  attempt: string;
 }
 
-/** Records whose embedding is missing, older than the record or made by another model, a batch at a time. */
-export async function pendingSources(db: Database, model: string, limit: number): Promise<PendingSource[]> {
+/**
+ * Records whose embedding is missing, older than the record or made by another embedder than the
+ * one due for their owner (the deployment's `model`, or the owner's chosen connection model while
+ * that connection exists), a batch at a time, leaving out the embedders in `skip` (by `attempt`).
+ */
+export async function pendingSources(db: Database, model: string, skip: string[], limit: number): Promise<PendingSource[]> {
+  // One row per user who chose a connection's model that still exists; everyone else: `model`.
+  const due = (owner: RawBuilder<unknown>) => sql`left join chosen u on u.user_id = ${owner}`;
+  const wanted = sql`coalesce(u.model, ${model})`;
+  const attempt = sql`coalesce(u.attempt, ${model})`;
   const result = await sql<PendingSource>`
+    with chosen as (
+      select s.user_id, 'connection:' || s.default_embeddings_model as model,
+             'connection:' || s.default_embeddings_model || '@' || (extract(epoch from c.updated_at) * 1000)::bigint::text as attempt
+      from user_settings s
+      join model_connections c on c.id = split_part(s.default_embeddings_model, '/', 1) and c.owner_user_id = s.user_id
+      where s.default_embeddings_model is not null
+    )
     select * from (
       select 'note' as kind, n.id, n.owner_user_id as owner, (extract(epoch from n.updated_at) * 1000)::bigint::text as version,
-             left(n.title || E'\n' || n.content, 4000) as text
-      from notes n left join knowledge_embeddings e on e.source_kind = 'note' and e.source_id = n.id
-      where e.source_id is null or e.source_version <> (extract(epoch from n.updated_at) * 1000)::bigint::text or e.embedding_model <> ${model}
+             left(n.title || E'\n' || n.content, 4000) as text, ${wanted} as model, ${attempt} as attempt
+      from notes n left join knowledge_embeddings e on e.source_kind = 'note' and e.source_id = n.id ${due(sql`n.owner_user_id`)}
+      where (e.source_id is null or e.source_version <> (extract(epoch from n.updated_at) * 1000)::bigint::text or e.embedding_model <> ${wanted})
+        and ${attempt} <> all(${skip}::text[])
       union all
-      select 'memory', m.id, m.owner_user_id, (extract(epoch from m.updated_at) * 1000)::bigint::text, m.content
-      from memory_items m left join knowledge_embeddings e on e.source_kind = 'memory' and e.source_id = m.id
-      where e.source_id is null or e.source_version <> (extract(epoch from m.updated_at) * 1000)::bigint::text or e.embedding_model <> ${model}
+      select 'memory', m.id, m.owner_user_id, (extract(epoch from m.updated_at) * 1000)::bigint::text, m.content, ${wanted}, ${attempt}
+      from memory_items m left join knowledge_embeddings e on e.source_kind = 'memory' and e.source_id = m.id ${due(sql`m.owner_user_id`)}
+      where (e.source_id is null or e.source_version <> (extract(epoch from m.updated_at) * 1000)::bigint::text or e.embedding_model <> ${wanted})
+        and ${attempt} <> all(${skip}::text[])
       union all
       select 'project', p.id, p.owner_user_id, (extract(epoch from p.updated_at) * 1000)::bigint::text,
-             left(p.name || E'\n' || p.description || E'\n' || p.instructions, 4000)
-      from projects p left join knowledge_embeddings e on e.source_kind = 'project' and e.source_id = p.id
-      where e.source_id is null or e.source_version <> (extract(epoch from p.updated_at) * 1000)::bigint::text or e.embedding_model <> ${model}
+             left(p.name || E'\n' || p.description || E'\n' || p.instructions, 4000), ${wanted}, ${attempt}
+      from projects p left join knowledge_embeddings e on e.source_kind = 'project' and e.source_id = p.id ${due(sql`p.owner_user_id`)}
+      where (e.source_id is null or e.source_version <> (extract(epoch from p.updated_at) * 1000)::bigint::text or e.embedding_model <> ${wanted})
+        and ${attempt} <> all(${skip}::text[])
       union all
-      select 'file', c.file_id || ':' || c.generation || ':' || c.seq, f.owner_user_id, 'chunk', c.content
+      select 'file', c.file_id || ':' || c.generation || ':' || c.seq, f.owner_user_id, 'chunk', c.content, ${wanted}, ${attempt}
       from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation
       left join knowledge_embeddings e on e.source_kind = 'file' and e.source_id = c.file_id || ':' || c.generation || ':' || c.seq
-      where e.source_id is null or e.embedding_model <> ${model}
+      ${due(sql`f.owner_user_id`)}
+      where (e.source_id is null or e.embedding_model <> ${wanted})
+        and ${attempt} <> all(${skip}::text[])
     ) pending
     limit ${limit}`.execute(db);
   return result.rows;
 }
 
-export async function upsertEmbeddings(db: Database, model: string, rows: Array<PendingSource & { vector: string }>): Promise<void> {
+export async function upsertEmbeddings(db: Database, model: string, rows: Array<Omit<PendingSource, 'model' | 'attempt'> & { vector: string }>): Promise<void> {
   if (rows.length === 0) return;
   const values = sql.join(rows.map((r) => sql`(${r.kind}, ${r.id}, ${r.owner}, ${r.version}, ${r.vector}::vector, ${model})`));
   await sql`

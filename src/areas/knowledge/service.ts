@@ -1,8 +1,15 @@
 import type { RequestInput } from '../../platform/api-types';
-import type { Database } from '../../platform/db';
+import type { Transaction } from 'kysely';
+import type { Database, DB } from '../../platform/db';
+import type { ConnectionEmbedder } from '../../platform/ai/connections';
 import { type Embedder, EmbeddingsFailure, toVectorLiteral } from '../../platform/ai/embeddings';
+import type { ModelInfo } from '../../platform/ai/models';
+import { uuidv7 } from '../../platform/ids';
+import type { BudgetGate, UsageKind } from '../billing/service';
 import type { CapabilityService } from '../capabilities/service';
+import type { ModelService } from '../models/service';
 import type { ProjectService } from '../projects/service';
+import type { SettingsService } from '../settings/service';
 import * as repo from './repository';
 
 type Request = RequestInput<'KnowledgeSearchRequest'>;
@@ -38,15 +45,37 @@ export interface EmbeddingsHealth {
 
 type HealthLog = (level: 'info' | 'warn', message: string, meta: Record<string, unknown>) => void;
 
+/** The embedder that serves one user: the deployment's, their connection's model, or none for now (why). */
+type UserEmbedder =
+  | { kind: 'deployment' }
+  | { kind: 'connection'; embedder: ConnectionEmbedder; connectionId: string; info: ModelInfo }
+  | { kind: 'unavailable'; reason: string };
+
+/** How users' own embeddings models are called (the models area's service, the settings' choice). */
+export interface UserEmbeddingsDeps {
+  models: Pick<ModelService, 'connectionEmbedder' | 'reportConnectionOutcome'>;
+  settings: Pick<SettingsService, 'embeddingsModel'>;
+  /** Usage through a user's own key is recorded with the connection, never charged. */
+  billing: Pick<BudgetGate, 'charge'>;
+  /** How long a background batch and a search's query may take. */
+  timeoutMs: number;
+  queryTimeoutMs: number;
+  /** A failing connection's records wait from `baseMs`, doubling up to `maxMs`, before they are tried again. */
+  backoff: { baseMs: number; maxMs: number };
+}
+
 /** What a KnowledgeService is built from. */
 export interface KnowledgeServiceDeps {
   db: Database;
   capabilities: CapabilityService;
   projects: ProjectService;
   embedder: Embedder;
+  /** Users' own embeddings models (their setting `defaultEmbeddingsModel`); without it everyone uses `embedder`. */
+  userEmbeddings?: UserEmbeddingsDeps;
   /** Whether the database has pgvector (detected at start). */
   vectorAvailable: boolean;
   log?: HealthLog;
+  now?: () => number;
 }
 
 /**
@@ -59,16 +88,22 @@ export class KnowledgeService {
   private readonly capabilities: CapabilityService;
   private readonly projects: ProjectService;
   private readonly embedder: Embedder;
+  private readonly userEmbeddings: UserEmbeddingsDeps | null;
   readonly vectorAvailable: boolean;
   private readonly log: HealthLog;
+  private readonly now: () => number;
+  /** Users' embedders whose indexing failed, by `attempt` (see repo.PendingSource): when to try again. */
+  private readonly failingConnections = new Map<string, { failures: number; retryAt: number }>();
 
-  constructor({ db, capabilities, projects, embedder, vectorAvailable, log = () => undefined }: KnowledgeServiceDeps) {
+  constructor({ db, capabilities, projects, embedder, userEmbeddings, vectorAvailable, log = () => undefined, now = Date.now }: KnowledgeServiceDeps) {
     this.db = db;
     this.capabilities = capabilities;
     this.projects = projects;
     this.embedder = embedder;
+    this.userEmbeddings = userEmbeddings ?? null;
     this.vectorAvailable = vectorAvailable;
     this.log = log;
+    this.now = now;
   }
 
   private readonly healthState: EmbeddingsHealth = { state: 'unknown', lastError: null, consecutiveFailures: 0 };
@@ -113,15 +148,21 @@ export class KnowledgeService {
       return { retrieval: 'lexical' as const, hits: hits.map((hit) => ({ hit, score: Number(hit.score) })), note };
     };
     if (!(await this.vectorEnabled())) return lexicalOnly();
+    const chosen = await this.embedderOf(userId, await this.chosenModel(userId));
+    if (chosen.kind === 'unavailable') return lexicalOnly(`Vector retrieval was skipped: ${chosen.reason}`);
     let vector: number[];
     try {
-      [vector] = (await this.embed([request.query], 'query')) as [number[]];
+      [vector] = (
+        chosen.kind === 'connection' ? await this.embedThrough(userId, chosen, [request.query], 'query') : await this.embed([request.query], 'query')
+      ) as [number[]];
     } catch (error) {
       // Embeddings never fail a search: it answers from full-text retrieval and says why.
       const reason = error instanceof EmbeddingsFailure ? error.message : 'The embeddings failed.';
       return lexicalOnly(`Vector retrieval was skipped: ${reason}`);
     }
-    const embedding = { model: this.embedder.name, vector: toVectorLiteral(vector), dimensions: vector.length };
+    // Only vectors of the same embedder (and size) are compared: the user's connection model's, or the deployment's.
+    const model = chosen.kind === 'connection' ? chosen.embedder.name : this.embedder.name;
+    const embedding = { model, vector: toVectorLiteral(vector), dimensions: vector.length };
     const [lexical, semantic] = await Promise.all([
       repo.lexicalHits(this.db, scope, request.query, candidatesFor(limit), 'later'),
       repo.vectorHits(this.db, scope, request.query, embedding, candidatesFor(limit), 'later'),
@@ -140,21 +181,133 @@ export class KnowledgeService {
     return { retrieval: 'hybrid' as const, note: undefined, hits: hits.map(({ score, hit }, i) => ({ score, hit: { ...hit, snippet: snippets[i] as string } })) };
   }
 
+  /** The user's chosen embeddings model (a connection's), or null for the deployment's embedder. */
+  private async chosenModel(userId: string): Promise<string | null> {
+    return this.userEmbeddings ? this.userEmbeddings.settings.embeddingsModel(userId) : null;
+  }
+
+  /** The embedder due for `userId` when they chose `modelId` (null: the deployment's). */
+  private async embedderOf(userId: string, modelId: string | null): Promise<UserEmbedder> {
+    const users = this.userEmbeddings;
+    if (modelId === null || users === null) return { kind: 'deployment' };
+    const found = await users.models.connectionEmbedder(userId, modelId, { timeoutMs: users.timeoutMs, queryTimeoutMs: users.queryTimeoutMs });
+    if (found.state === 'fallback') return { kind: 'deployment' };
+    if (found.state === 'problem') return { kind: 'unavailable', reason: found.message };
+    return { kind: 'connection', embedder: found.embedder, connectionId: found.connectionId, info: found.info };
+  }
+
   /**
-   * Embeds records written since their last embedding, or embedded by another model (a change
-   * of EMBEDDINGS_MODEL or EMBEDDINGS_DIMENSIONS re-embeds everything in the background), up to
-   * `maxBatches` batches; returns how many. Safe on any number of instances (the same record embedded twice is written twice, equal).
+   * Embeds through the user's connection, recording the outcome on the connection (its `status`
+   * and `lastError` tell the user why their search is lexical) and the tokens in the usage ledger
+   * with the connection (cost 0): in `record`'s transaction when given (the indexer's write).
+   */
+  private async embedThrough(
+    userId: string,
+    chosen: Extract<UserEmbedder, { kind: 'connection' }>,
+    texts: string[],
+    purpose: 'query' | 'index',
+    record?: (trx: Transaction<DB>, vectors: number[][]) => Promise<void>,
+  ): Promise<number[][]> {
+    const users = this.userEmbeddings as UserEmbeddingsDeps;
+    let result: { vectors: number[][]; tokens: number };
+    try {
+      result = await chosen.embedder.embedCounted(texts, purpose);
+    } catch (error) {
+      const message = error instanceof EmbeddingsFailure ? error.message : `The embeddings failed: ${(error as Error).message}`;
+      await users.models.reportConnectionOutcome(userId, chosen.connectionId, message);
+      throw error instanceof EmbeddingsFailure ? error : new EmbeddingsFailure(message);
+    }
+    await users.models.reportConnectionOutcome(userId, chosen.connectionId, null);
+    const kind: UsageKind = purpose === 'query' ? 'knowledge.search' : 'knowledge.index';
+    const at = new Date(this.now());
+    await this.db.transaction().execute(async (trx) => {
+      await record?.(trx, result.vectors);
+      await users.billing.charge(trx, {
+        userId,
+        kind,
+        resourceId: uuidv7(at.getTime()),
+        model: chosen.info,
+        connectionId: chosen.connectionId,
+        usage: { inputTokens: result.tokens, outputTokens: 0 },
+        at,
+      });
+    });
+    return result.vectors;
+  }
+
+  /** The `attempt`s of users' embedders still waiting after a failure (forgetting long-past ones). */
+  private waitingConnections(): string[] {
+    const now = this.now();
+    const maxMs = this.userEmbeddings?.backoff.maxMs ?? 0;
+    for (const [attempt, { retryAt }] of this.failingConnections) {
+      if (retryAt < now - 2 * maxMs) this.failingConnections.delete(attempt);
+    }
+    return [...this.failingConnections].filter(([, { retryAt }]) => retryAt > now).map(([attempt]) => attempt);
+  }
+
+  private connectionFailed(attempt: string): void {
+    const { baseMs, maxMs } = (this.userEmbeddings as UserEmbeddingsDeps).backoff;
+    const failures = (this.failingConnections.get(attempt)?.failures ?? 0) + 1;
+    const waitMs = Math.min(baseMs * 2 ** Math.min(failures - 1, 30), Math.max(maxMs, baseMs));
+    this.failingConnections.set(attempt, { failures, retryAt: this.now() + waitMs });
+  }
+
+  /**
+   * Embeds records written since their last embedding, or embedded by another embedder than their
+   * owner's (a change of EMBEDDINGS_MODEL or EMBEDDINGS_DIMENSIONS re-embeds everything; a change
+   * of a user's `defaultEmbeddingsModel`, or the deletion of its connection, re-embeds that
+   * user's records), in the background, up to `maxBatches` batches; returns how many. Each
+   * batch is embedded per embedder: a user's failing connection waits (backing off) without
+   * holding up anyone else's records; a failing deployment embedder fails the pass once the
+   * others are done (the indexer backs off). Safe on any number of instances (the same record
+   * embedded twice is written twice, equal).
    */
   async indexPending(maxBatches = Number.POSITIVE_INFINITY): Promise<number> {
     if (!(await this.vectorEnabled())) return 0;
+    const skip = new Set(this.waitingConnections());
+    let deploymentFailure: unknown = null;
     let total = 0;
     for (let batch = 0; batch < maxBatches; batch += 1) {
-      const pending = await repo.pendingSources(this.db, this.embedder.name, INDEX_BATCH);
-      if (pending.length === 0) return total;
-      const vectors = await this.embed(pending.map((p) => p.text), 'index');
-      await repo.upsertEmbeddings(this.db, this.embedder.name, pending.map((p, i) => ({ ...p, vector: toVectorLiteral(vectors[i] as number[]) })));
-      total += pending.length;
+      const pending = await repo.pendingSources(this.db, this.embedder.name, [...skip], INDEX_BATCH);
+      if (pending.length === 0) break;
+      const groups = new Map<string, repo.PendingSource[]>();
+      for (const source of pending) groups.set(source.attempt, [...(groups.get(source.attempt) ?? []), source]);
+      for (const [attempt, sources] of groups) {
+        const { model, owner } = sources[0] as repo.PendingSource;
+        const rows = (vectors: number[][]) => sources.map((p, i) => ({ ...p, vector: toVectorLiteral(vectors[i] as number[]) }));
+        if (model === this.embedder.name) {
+          try {
+            const vectors = await this.embed(sources.map((p) => p.text), 'index');
+            await repo.upsertEmbeddings(this.db, model, rows(vectors));
+            total += sources.length;
+          } catch (error) {
+            deploymentFailure = error;
+            skip.add(attempt);
+          }
+          continue;
+        }
+        const chosen = await this.embedderOf(owner, model.slice('connection:'.length));
+        if (chosen.kind !== 'connection' || chosen.embedder.name !== model) {
+          // Changed since the batch was read (the connection deleted: the next pass sees the deployment's due), or unusable now.
+          skip.add(attempt);
+          if (chosen.kind === 'unavailable') {
+            this.connectionFailed(attempt);
+            this.log('info', "a user's embeddings model cannot be used; their records wait", { userId: owner, model, error: chosen.reason });
+          }
+          continue;
+        }
+        try {
+          await this.embedThrough(owner, chosen, sources.map((p) => p.text), 'index', (trx, vectors) => repo.upsertEmbeddings(trx, model, rows(vectors)));
+          this.failingConnections.delete(attempt);
+          total += sources.length;
+        } catch (error) {
+          skip.add(attempt);
+          this.connectionFailed(attempt);
+          this.log('info', "embeddings through a user's connection failed; their records wait", { userId: owner, model, error: (error as Error).message });
+        }
+      }
     }
+    if (deploymentFailure !== null) throw deploymentFailure;
     return total;
   }
 

@@ -41,6 +41,20 @@ export function updateConnection(db: Database, ownerUserId: string, id: string, 
   return db.updateTable('model_connections').set(changes).where('owner_user_id', '=', ownerUserId).where('id', '=', id).returningAll().executeTakeFirst();
 }
 
+/**
+ * A call's outcome on a connection: `error` marks it failed with that message; null turns a failed
+ * connection `active` again. Rows already in that state are not written.
+ */
+export async function markConnection(db: Database, ownerUserId: string, id: string, error: string | null): Promise<void> {
+  let query = db.updateTable('model_connections').where('owner_user_id', '=', ownerUserId).where('id', '=', id);
+  if (error === null) {
+    query = query.set({ status: 'active', last_error: null }).where('status', '=', 'error');
+  } else {
+    query = query.set({ status: 'error', last_error: error }).where((eb) => eb.or([eb('status', '<>', 'error'), eb('last_error', 'is', null), eb('last_error', '<>', error)]));
+  }
+  await query.execute();
+}
+
 export async function deleteConnection(db: Database, ownerUserId: string, id: string): Promise<boolean> {
   const result = await db.deleteFrom('model_connections').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
   return Number(result.numDeletedRows) > 0;

@@ -2,10 +2,12 @@ import type { RequestInput } from '../../platform/api-types';
 import {
   CONNECTION_KINDS,
   ConnectionChat,
+  ConnectionEmbedder,
   type ConnectionKind,
   type ConnectionTarget,
   type DiscoveredModel,
   discoverModels,
+  hasEmbeddings,
   type ModelKind,
   modelKinds,
 } from '../../platform/ai/connections';
@@ -27,8 +29,8 @@ type TestInput = RequestInput<'ModelConnectionTestRequest'>;
 
 export type { ConnectionKind, ModelKind };
 
-/** The kinds a user may choose a default model for. */
-export type DefaultKind = 'chat' | 'image' | 'transcription' | 'speech';
+/** The kinds a user may choose a default model for (`embeddings`: one of their connections'). */
+export type DefaultKind = 'chat' | 'image' | 'transcription' | 'speech' | 'embeddings';
 
 /** Where the caller's chosen default models come from (their settings). */
 export interface DefaultModelsSource {
@@ -65,6 +67,16 @@ export interface ResolvedModel {
   connectionId: string | null;
   caller: Pick<ModelProvider, 'generate' | 'stream'>;
 }
+
+/**
+ * A user's chosen embeddings model (`connectionEmbedder`): ready to call; `fallback` when its
+ * connection is gone (the deployment's embedder serves the user again); or a `problem` that keeps
+ * it from being called now (the user's search answers lexically and says it).
+ */
+export type ConnectionEmbeddings =
+  | { state: 'ready'; embedder: ConnectionEmbedder; connectionId: string; info: ModelInfo }
+  | { state: 'fallback' }
+  | { state: 'problem'; message: string };
 
 export interface ModelPolicy {
   allow: string[] | null;
@@ -132,6 +144,8 @@ export interface ModelServiceDeps {
  */
 export class ModelService {
   private cachedPolicy: { policy: ModelPolicy; until: number } | null = null;
+  /** The vector size each connection embeddings model answered with first, by embedder name. */
+  private readonly learnedDimensions = new Map<string, number>();
 
   private readonly db: Database;
   private readonly deployment: ModelProvider;
@@ -171,7 +185,7 @@ export class ModelService {
   async available(userId: string): Promise<AvailableModel[]> {
     const [catalogue, policy, chosen] = await Promise.all([this.catalogue(userId), this.policy(), this.defaults.defaultModels(userId)]);
     const models = catalogue.map(({ model }) => model).filter((m) => !isBlocked(policy, m.modelId, m.providerModelId));
-    for (const kind of ['chat', 'image', 'transcription', 'speech'] as const) {
+    for (const kind of ['chat', 'image', 'transcription', 'speech', 'embeddings'] as const) {
       const wanted = chosen[kind];
       const model =
         models.find((m) => m.modelId === wanted && m.kinds.includes(kind)) ??
@@ -269,6 +283,41 @@ export class ModelService {
       }));
     });
     return [...deployment, ...own];
+  }
+
+  /**
+   * The embedder of the user's chosen embeddings model `modelId` (`<connectionId>/<model>`, as the
+   * settings store it). The connection's existence alone decides `fallback`, as the knowledge
+   * indexer's query does; anything else that keeps the model from being called is a `problem`.
+   */
+  async connectionEmbedder(userId: string, modelId: string, timeouts: { timeoutMs: number; queryTimeoutMs: number }): Promise<ConnectionEmbeddings> {
+    const connectionId = modelId.split('/')[0] as string;
+    const row = await repo.findConnection(this.db, userId, connectionId);
+    if (!row) return { state: 'fallback' };
+    const unavailable = (reason: string) => ({ state: 'problem' as const, message: `The embeddings model "${modelId}" cannot be used: ${reason}.` });
+    if (!hasEmbeddings(row.kind as ConnectionKind)) return unavailable("Anthropic's API has no embeddings models");
+    const problem = await this.problem(userId, modelId, 'embeddings');
+    if (problem) return unavailable(problem.gone ? 'its connection no longer offers it' : problem.message);
+    const providerModelId = modelId.slice(connectionId.length + 1);
+    const embedder = new ConnectionEmbedder({
+      target: this.target(row),
+      model: providerModelId,
+      modelId,
+      guardedFetch: this.outbound.fetcher({ timeoutMs: Math.max(timeouts.timeoutMs, timeouts.queryTimeoutMs), maxBytes: MAX_REPLY_BYTES }),
+      timeoutMs: timeouts.timeoutMs,
+      queryTimeoutMs: timeouts.queryTimeoutMs,
+      learned: this.learnedDimensions,
+    });
+    const info: ModelInfo = { id: modelId, providerId: row.kind, name: providerModelId, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0, default: false };
+    return { state: 'ready', embedder, connectionId: row.id, info };
+  }
+
+  /**
+   * Records what a call through a connection found, for its owner to see (`status`, `lastError`):
+   * a failure marks it `error`; a success clears an earlier error. Writes only on a change.
+   */
+  async reportConnectionOutcome(userId: string, connectionId: string, error: string | null): Promise<void> {
+    await repo.markConnection(this.db, userId, connectionId, error);
   }
 
   private async callable(userId: string, model: AvailableModel): Promise<ResolvedModel> {

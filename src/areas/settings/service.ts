@@ -12,7 +12,7 @@ export type SettingsField = Schemas['SettingsField'];
 export type SettingsChanges = Schemas['SettingsUpdateRequest'];
 
 /** The kinds a user chooses a default model for. */
-export type DefaultModelKind = 'chat' | 'image' | 'transcription' | 'speech';
+export type DefaultModelKind = 'chat' | 'image' | 'transcription' | 'speech' | 'embeddings';
 export type DefaultModels = Partial<Record<DefaultModelKind, string>>;
 
 /**
@@ -20,7 +20,7 @@ export type DefaultModels = Partial<Record<DefaultModelKind, string>>;
  * user's own connections'. The models area's service fits it.
  */
 export interface ModelCatalog {
-  available(userId: string): Promise<Array<{ modelId: string; kinds: string[] }>>;
+  available(userId: string): Promise<Array<{ modelId: string; kinds: string[]; connectionId: string | null }>>;
 }
 
 /** A user's settings, every typed field resolved (the user's value or the default; `inherited` lists the defaults). */
@@ -50,6 +50,8 @@ const MODEL_FIELDS = [
   { field: 'defaultImageModel', column: 'default_image_model', kind: 'image' },
   { field: 'defaultTranscriptionModel', column: 'default_transcription_model', kind: 'transcription' },
   { field: 'defaultSpeechModel', column: 'default_speech_model', kind: 'speech' },
+  // Only a model of the user's own connections: null is the deployment's embedder, which /models does not list.
+  { field: 'defaultEmbeddingsModel', column: 'default_embeddings_model', kind: 'embeddings' },
 ] as const;
 
 /** Each other typed field with its column. */
@@ -111,8 +113,14 @@ export class SettingsService {
     for (const { field, column, kind } of MODEL_FIELDS) {
       const value = changes[field];
       if (value === undefined) continue;
-      if (value !== null && !available.some((m) => m.modelId === value && m.kinds.includes(kind))) {
-        problems.push({ path: `/body/${field}`, message: `must be a ${kind} model you can use (GET /api/v1/models)` });
+      if (value !== null && !available.some((m) => m.modelId === value && m.kinds.includes(kind) && (kind !== 'embeddings' || m.connectionId !== null))) {
+        problems.push({
+          path: `/body/${field}`,
+          message:
+            kind === 'embeddings'
+              ? 'must be an embeddings model of one of your model provider connections (GET /api/v1/models, kind embeddings), or null'
+              : `must be a ${kind} model you can use (GET /api/v1/models)`,
+        });
       }
       row[column] = value;
     }
@@ -147,10 +155,15 @@ export class SettingsService {
     return models;
   }
 
-  /** Whether the user chose a default model of any kind (onboarding's `model` step). */
+  /** Whether the user chose a default model of any kind but embeddings (onboarding's `model` step). */
   async hasChosenModel(userId: string): Promise<boolean> {
     const row = await repo.findSettings(this.db, userId);
-    return MODEL_FIELDS.some(({ column }) => row?.[column] != null);
+    return MODEL_FIELDS.some(({ column, kind }) => kind !== 'embeddings' && row?.[column] != null);
+  }
+
+  /** The user's chosen embeddings model (one of their connections'), or null for the deployment's embedder. */
+  async embeddingsModel(userId: string): Promise<string | null> {
+    return (await repo.findSettings(this.db, userId))?.default_embeddings_model ?? null;
   }
 
   private resolve(row: Selectable<SettingsRow> | undefined): UserSettings {
@@ -168,6 +181,7 @@ export class SettingsService {
       defaultImageModel: pick('defaultImageModel', row?.default_image_model, d.models.image ?? null),
       defaultTranscriptionModel: pick('defaultTranscriptionModel', row?.default_transcription_model, d.models.transcription ?? null),
       defaultSpeechModel: pick('defaultSpeechModel', row?.default_speech_model, d.models.speech ?? null),
+      defaultEmbeddingsModel: pick('defaultEmbeddingsModel', row?.default_embeddings_model, null),
       memoryInChat: pick('memoryInChat', row?.memory_in_chat, d.memoryInChat),
       knowledgeInChat: pick('knowledgeInChat', row?.knowledge_in_chat, d.knowledgeInChat),
       toolApproval: pick('toolApproval', row?.tool_approval as ToolApproval | null | undefined, d.toolApproval),

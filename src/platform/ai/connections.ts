@@ -1,5 +1,6 @@
-import type { LanguageModel } from 'ai';
+import type { EmbeddingModel, LanguageModel } from 'ai';
 import { AddressNotAllowed, RedirectRefused, UrlNotAllowed } from '../net/outbound';
+import { type Embedder, EmbeddingsFailure } from './embeddings';
 import { type ChatRequest, describeProviderError, errorDetail, type FailureLog, type ModelProvider, ModelProviderFailure, SdkChat, withoutAddresses } from './models';
 
 /**
@@ -49,7 +50,8 @@ export function baseUrlOf(target: ConnectionTarget): string {
  */
 export function modelKinds(kind: ConnectionKind, id: string): ModelKind[] {
   const name = id.toLowerCase();
-  if (/embed/.test(name)) return ['embeddings'];
+  // Anthropic's API has no embeddings models (it points to another company's), so none is guessed.
+  if (/embed/.test(name) && kind !== 'anthropic') return ['embeddings'];
   if (/whisper|transcribe/.test(name)) return ['transcription'];
   if (/(^|[-_/])tts|speech/.test(name)) return ['speech'];
   if (/dall-e|gpt-image|imagen/.test(name)) return ['image'];
@@ -182,5 +184,104 @@ export class ConnectionChat implements Pick<ModelProvider, 'generate' | 'stream'
 
   stream(request: ChatRequest) {
     return this.chat.stream(request);
+  }
+}
+
+/** Whether a connection's provider has an embeddings API the AI SDK calls (Anthropic has none). */
+export const hasEmbeddings = (kind: ConnectionKind) => kind !== 'anthropic';
+
+/** The AI SDK's embedding model of a connection's provider, called through `guardedFetch`. */
+async function embeddingModelFactory(target: ConnectionTarget, guardedFetch: typeof fetch): Promise<(id: string) => EmbeddingModel> {
+  const baseURL = baseUrlOf(target);
+  const apiKey = target.apiKey ?? '';
+  switch (target.kind) {
+    case 'anthropic':
+      throw new EmbeddingsFailure("Anthropic's API has no embeddings models.");
+    case 'google': {
+      const { createGoogleGenerativeAI } = await import('@ai-sdk/google');
+      const provider = createGoogleGenerativeAI({ baseURL, apiKey, fetch: guardedFetch });
+      return (id) => provider.embeddingModel(id);
+    }
+    case 'openai': {
+      const { createOpenAI } = await import('@ai-sdk/openai');
+      const provider = createOpenAI({ baseURL, apiKey, fetch: guardedFetch });
+      return (id) => provider.embeddingModel(id);
+    }
+    case 'openai_compatible': {
+      const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible');
+      const provider = createOpenAICompatible({ name: 'connection', baseURL, apiKey: target.apiKey ?? undefined, fetch: guardedFetch });
+      return (id) => provider.embeddingModel(id);
+    }
+  }
+}
+
+const normalize = (vector: number[]) => {
+  const norm = Math.sqrt(vector.reduce((sum, v) => sum + v * v, 0));
+  return norm === 0 ? vector : vector.map((v) => v / norm);
+};
+
+/**
+ * The embeddings model of one connection, called with the AI SDK's `embedMany` (no retries: the
+ * indexer backs off and a search answers lexically). Its `name` names the connection and the
+ * model, so vectors of another user's or another model's embedder are never compared. The size is
+ * learned from the first answer (kept in `learned`, by name, across instances of the class) and
+ * later answers are checked against it, as HttpEmbedder does.
+ */
+export class ConnectionEmbedder implements Embedder {
+  readonly name: string;
+
+  constructor(
+    private readonly settings: {
+      target: ConnectionTarget;
+      /** The provider's model id. */
+      model: string;
+      /** The modelId as `GET /api/v1/models` names it (`<connectionId>/<model>`). */
+      modelId: string;
+      guardedFetch: typeof fetch;
+      timeoutMs: number;
+      queryTimeoutMs: number;
+      learned: Map<string, number>;
+    },
+  ) {
+    this.name = ConnectionEmbedder.nameOf(settings.modelId);
+  }
+
+  /** The stored name of the vectors a connection's model makes (`connection:<connectionId>/<model>`). */
+  static nameOf(modelId: string): string {
+    return `connection:${modelId}`;
+  }
+
+  async embed(texts: string[], purpose: 'query' | 'index' = 'index'): Promise<number[][]> {
+    return (await this.embedCounted(texts, purpose)).vectors;
+  }
+
+  /** The vectors and the tokens the provider counted (0 when it does not say). */
+  async embedCounted(texts: string[], purpose: 'query' | 'index' = 'index'): Promise<{ vectors: number[][]; tokens: number }> {
+    const { target, model, modelId, guardedFetch, learned } = this.settings;
+    const timeoutMs = purpose === 'query' ? this.settings.queryTimeoutMs : this.settings.timeoutMs;
+    const signal = AbortSignal.timeout(timeoutMs);
+    let result: { embeddings: number[][]; usage: { tokens: number } };
+    try {
+      const [{ embedMany }, factory] = await Promise.all([import('ai'), embeddingModelFactory(target, guardedFetch)]);
+      result = await embedMany({ model: factory(model), values: texts, maxRetries: 0, abortSignal: signal });
+    } catch (error) {
+      if (error instanceof EmbeddingsFailure) throw error;
+      if (signal.aborted) throw new EmbeddingsFailure(`The embeddings model "${modelId}" did not answer within ${timeoutMs} ms.`, errorDetail(error));
+      throw new EmbeddingsFailure(describeConnectionError(error, target.apiKey), scrub(errorDetail(error), target.apiKey));
+    }
+    const vectors = result.embeddings;
+    if (vectors.length !== texts.length || vectors.some((v) => !Array.isArray(v) || v.length === 0)) {
+      throw new EmbeddingsFailure(`The embeddings model "${modelId}" returned ${vectors.length} vectors for ${texts.length} texts.`);
+    }
+    const expected = learned.get(this.name) ?? (vectors[0] as number[]).length;
+    const other = vectors.find((v) => v.length !== expected);
+    if (other) {
+      throw new EmbeddingsFailure(
+        `The embeddings model "${modelId}" returned vectors of ${other.length} dimensions; expected ${expected} (the size of its first answer).`,
+      );
+    }
+    if (!learned.has(this.name)) learned.set(this.name, expected);
+    const tokens = Number.isFinite(result.usage?.tokens) ? Math.max(0, Math.trunc(result.usage.tokens)) : 0;
+    return { vectors: vectors.map(normalize), tokens };
   }
 }
