@@ -155,6 +155,9 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
       respond(fake.behaviour(n));
     });
   });
+  // Idle keep-alive connections stay open until the client drops them: a server-side timeout races
+  // the client reusing the connection on a slow machine ("fetch failed: other side closed").
+  server.keepAliveTimeout = 0;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   fake.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
   return fake;
