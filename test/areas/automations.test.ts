@@ -1,3 +1,4 @@
+import { AutomationScheduler } from '../../src/areas/automations/runner';
 import { describeCrudContract } from '../helpers/crud-contract';
 import { binaryBody, type TestUser, useHarnessWith } from '../helpers/harness';
 import { useFakeModelAndReceiver } from '../helpers/openai-server';
@@ -287,6 +288,42 @@ describe('runs', () => {
 });
 
 describe('the scheduler', () => {
+  test('a tick missed because the event loop was blocked prints nothing (no node-cron warning or stack)', async () => {
+    const printed = (['log', 'info', 'debug', 'warn', 'error'] as const).map((method) => jest.spyOn(console, method).mockImplementation(() => undefined));
+    const logged: Array<{ level: string; message: string }> = [];
+    // Ticking every second, on the harness's database (the harness's own scheduler ticks yearly).
+    const scheduler = new AutomationScheduler({
+      db: ctx.h.runtime.database.db,
+      capabilities: ctx.h.runtime.services.capabilities,
+      tickCron: '* * * * * *',
+      log: (level, message) => logged.push({ level, message }),
+    });
+    let ticks = 0;
+    const tick = scheduler.tick.bind(scheduler);
+    jest.spyOn(scheduler, 'tick').mockImplementation((...args) => {
+      ticks += 1;
+      return tick(...args);
+    });
+    try {
+      scheduler.start();
+      await eventually(() => (ticks > 0 ? true : undefined));
+      // Blocks the event loop past two whole seconds: the slot due within them is late by more
+      // than node-cron's tolerance (1 s), a "missed execution".
+      const until = Math.floor(Date.now() / 1000) * 1000 + 3000;
+      while (Date.now() < until) {
+        // busy: nothing else runs
+      }
+      // Two ticks after the block: the late beat (which reports the missed slot) has been handled.
+      const after = ticks;
+      await eventually(() => (ticks >= after + 2 ? true : undefined));
+    } finally {
+      await scheduler.stop();
+      for (const spy of printed) spy.mockRestore();
+    }
+    for (const spy of printed) expect(spy).not.toHaveBeenCalled();
+    expect(logged.filter((entry) => entry.level === 'error')).toEqual([]);
+  });
+
   test('fires each due slot once, and after downtime only the latest missed slot', async () => {
     const user = await ctx.h.newUser('sched');
     const automationId = await automation(user, { schedule: { cron: '*/5 * * * *', timezone: 'UTC' } });
