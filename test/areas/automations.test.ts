@@ -1,3 +1,4 @@
+import { AutomationScheduler } from '../../src/areas/automations/runner';
 import { describeCrudContract } from '../helpers/crud-contract';
 import { binaryBody, type TestUser, useHarnessWith } from '../helpers/harness';
 import { useFakeModelAndReceiver } from '../helpers/openai-server';
@@ -194,6 +195,39 @@ describe('runs', () => {
     });
   });
 
+  describe('with a run timeout of twelve seconds', () => {
+    const leased = useHarnessWith(() => ({ ...env(), AUTOMATION_RUN_TIMEOUT_MS: '12000' }), 'dan');
+
+    test('a run that lasts keeps its claim by renewing its lease, and runs once only (attempt 1)', async () => {
+      // The lease is the run timeout and 12 s; the runner renews it every quarter of that while the
+      // run goes on. The model holds its answer until the renewal is seen in the database: without
+      // renewal that never happens (and the run would be taken over once the lease ran out).
+      let release = () => undefined as void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      servers.model.behaviour = () => ({ kind: 'hold', until: held, then: { kind: 'reply', chunks: ['Done.'] } });
+      const asked = servers.model.requests.length;
+      const created = await leased.h.http().post('/api/v1/automations').set(leased.dan.auth).send({ name: 'Long', prompt: 'Think.' });
+      const queued = await leased.h.http().post('/api/v1/automations/run').set(leased.dan.auth).send({ automationId: created.body.automation.automationId });
+      const runId = queued.body.run.runId as string;
+      await eventually(() => (servers.model.requests.length > asked ? true : undefined));
+      const claim = () => leased.h.runtime.database.db.selectFrom('automation_runs').select(['lease_token', 'locked_until', 'attempt']).where('id', '=', runId).executeTakeFirstOrThrow();
+      const claimed = await claim();
+      expect(claimed.locked_until).not.toBeNull();
+      const renewed = await eventually(async () => {
+        const now = await claim();
+        return (now.locked_until?.getTime() ?? 0) > claimed.locked_until!.getTime() ? now : undefined;
+      }, 170_000);
+      expect(renewed).toMatchObject({ lease_token: claimed.lease_token, attempt: 1 });
+      release();
+      const run = await eventually(async () => {
+        const res = await leased.h.http().get('/api/v1/automations/runs').query({ runId }).set(leased.dan.auth);
+        return ['succeeded', 'failed'].includes(res.body.run.status) ? (res.body.run as Run) : undefined;
+      });
+      expect(run).toMatchObject({ status: 'succeeded', attempt: 1 });
+      expect(servers.model.requests.length - asked).toBe(1);
+    }, 180_000);
+  });
+
   test('a user has at most AUTOMATION_MAX_CONCURRENT_RUNS runs running at once', async () => {
     let release = () => undefined as void;
     const held = new Promise<void>((resolve) => (release = resolve));
@@ -254,6 +288,43 @@ describe('runs', () => {
 });
 
 describe('the scheduler', () => {
+  test('a tick missed because the event loop was blocked prints nothing (no node-cron warning or stack)', async () => {
+    const printed = (['log', 'info', 'debug', 'warn', 'error'] as const).map((method) => jest.spyOn(console, method).mockImplementation(() => undefined));
+    const logged: Array<{ level: string; message: string }> = [];
+    // Ticking every second, on the harness's database (the harness's own scheduler ticks yearly).
+    const scheduler = new AutomationScheduler({
+      db: ctx.h.runtime.database.db,
+      capabilities: ctx.h.runtime.services.capabilities,
+      tickCron: '* * * * * *',
+      log: (level, message) => logged.push({ level, message }),
+    });
+    let ticks = 0;
+    const tick = scheduler.tick.bind(scheduler);
+    jest.spyOn(scheduler, 'tick').mockImplementation((...args) => {
+      ticks += 1;
+      return tick(...args);
+    });
+    try {
+      scheduler.start();
+      await eventually(() => (ticks > 0 ? true : undefined));
+      // Blocks the event loop past two whole seconds: the slot due within them is late by more
+      // than node-cron's tolerance (1 s), a "missed execution".
+      const until = Math.floor(Date.now() / 1000) * 1000 + 3000;
+      while (Date.now() < until) {
+        // busy: nothing else runs
+      }
+      // Two ticks after the block: the late beat (which reports the missed slot) has been handled.
+      const after = ticks;
+      await eventually(() => (ticks >= after + 2 ? true : undefined));
+    } finally {
+      await scheduler.stop();
+    }
+    const calls = printed.flatMap((spy) => spy.mock.calls);
+    for (const spy of printed) spy.mockRestore(); // (which also forgets the calls)
+    expect(calls).toEqual([]);
+    expect(logged.filter((entry) => entry.level === 'error')).toEqual([]);
+  });
+
   test('fires each due slot once, and after downtime only the latest missed slot', async () => {
     const user = await ctx.h.newUser('sched');
     const automationId = await automation(user, { schedule: { cron: '*/5 * * * *', timezone: 'UTC' } });

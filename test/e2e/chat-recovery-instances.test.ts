@@ -114,6 +114,57 @@ describe('chat replies whose instance stopped', () => {
     }
   }, 120_000);
 
+  test('a restarted instance (a new runtime on the same database) fails the reply the stopped one left, and reports chat.failed', async () => {
+    // The harness only holds the database (and delivers webhooks): its own sweep never runs, so
+    // only the restarted instance can end the reply.
+    const holder = await startHarness({ ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
+    await holder.runtime.replies.stop();
+    let first: Runtime | null = null;
+    let restarted: Runtime | null = null;
+    let server: Server | null = null;
+    let open: http.ClientRequest | null = null;
+    try {
+      first = await anotherInstance(holder, { ...env(), CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
+      const app = first.app;
+      server = await new Promise<Server>((resolve) => {
+        const s = createHttpServer(app).listen(0, '127.0.0.1', () => resolve(s));
+      });
+      const { user, secret, conversationId } = await setUp(holder);
+      open = await startReply(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, user, conversationId);
+      const pending = await reply(holder, user, conversationId);
+      expect(pending).toMatchObject({ status: 'generating', errorCode: null });
+
+      // Stopped without ending its reply (its HTTP server is left open: the reply stays unanswered).
+      await first.close();
+      first = null;
+      expect(await reply(holder, user, conversationId)).toMatchObject({ status: 'generating' });
+
+      // Once its lease ran out (as by the time a crashed instance is back), the instance starts
+      // again; its periodic sweep is far off, so its start-up pass is what ends the reply.
+      await eventually(async () => {
+        const row = await holder.runtime.database.db.selectFrom('messages').select('locked_until').where('id', '=', pending!.messageId as string).executeTakeFirstOrThrow();
+        return row.locked_until !== null && row.locked_until.getTime() < Date.now() ? true : undefined;
+      }, 30_000);
+      restarted = await anotherInstance(holder, { ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
+      const failed = await eventually(async () => {
+        const m = await reply(holder, user, conversationId);
+        return m?.status === 'failed' ? m : undefined;
+      }, 30_000);
+      expect(failed).toMatchObject({ messageId: pending!.messageId, errorCode: 'interrupted' });
+      await delivered(secret, pending!.messageId as string);
+      const events = await sql<{ n: number }>`select count(*)::int as n from webhook_events where type = 'chat.failed' and position(${pending!.messageId as string} in body) > 0`.execute(
+        holder.runtime.database.db,
+      );
+      expect(events.rows[0]!.n).toBe(1);
+    } finally {
+      open?.destroy();
+      if (server) await new Promise<void>((resolve) => server!.close(() => resolve()));
+      await first?.close();
+      await restarted?.close();
+      await holder.close();
+    }
+  }, 120_000);
+
   test('a shutdown that cannot wait fails the replies still streaming as interrupted', async () => {
     const h = await startHarness({ ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
     let open: http.ClientRequest | null = null;
@@ -177,6 +228,40 @@ describe('chat replies whose instance stopped', () => {
           }, 30_000);
           expect(failed).toMatchObject({ messageId, errorCode: 'interrupted' });
           await delivered(secret, messageId);
+        },
+      ), 120_000);
+
+    (onPostgres ? test : test.skip)('a process killed mid-reply and started again fails the reply it left as interrupted', () =>
+      withReplyInProcess(
+        // The harness never sweeps: only the restarted process can end the reply.
+        { CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+        { CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+        async ({ survivor, proc, user, secret, conversationId, messageId }) => {
+          await survivor.runtime.replies.stop();
+          proc.child.kill('SIGKILL');
+          await proc.exited;
+          const port = await freePort();
+          const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-replies-again-'));
+          const again = start({
+            ...env(),
+            DATABASE_URL: survivor.runtime.config.databaseUrl as string,
+            DATA_DIR: dataDir,
+            PORT: String(port),
+            CHAT_REPLY_RECOVERY_INTERVAL_MS: '50',
+          });
+          try {
+            await listening(again);
+            const failed = await eventually(async () => {
+              const m = await reply(survivor, user, conversationId);
+              return m?.status === 'failed' ? m : undefined;
+            }, 30_000);
+            expect(failed).toMatchObject({ messageId, errorCode: 'interrupted' });
+            await delivered(secret, messageId);
+          } finally {
+            again.child.kill('SIGTERM');
+            await again.exited;
+            fs.rmSync(dataDir, { recursive: true, force: true });
+          }
         },
       ), 120_000);
 

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -122,5 +123,37 @@ describe('the service process', () => {
     expect(await prod.exited).toBe(1);
     expect(prod.output()).toMatch(/identity provider[\s\S]*COOKIE_SECRET/);
     expect(prod.output()).toContain('production needs SECRETS_KEY');
+  });
+
+  test('production without a model provider refuses to start, saying so; MODEL_PROVIDER=development is served only when chosen, and said', async () => {
+    // Everything else production needs, so that the model provider is the one problem left.
+    const production = {
+      DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-prod-')),
+      NODE_ENV: 'production',
+      AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
+      AUTH_ISSUER: 'https://idp.example.com/',
+      AUTH_AUDIENCE: 'ai-workspace',
+      COOKIE_SECRET: randomBytes(32).toString('hex'),
+      SECRETS_KEY: `k1:${randomBytes(32).toString('base64')}`,
+    };
+    try {
+      const refused = start(production);
+      expect(await refused.exited).toBe(1);
+      expect(refused.output()).toContain('production needs a model provider: set MODEL_PROVIDER_BASE_URL');
+      expect(refused.output()).not.toContain('production needs SECRETS_KEY');
+      expect(refused.output()).not.toContain('"message":"listening"');
+
+      const port = String(await freePort());
+      const chosen = start({ ...production, PORT: port, MODEL_PROVIDER: 'development' });
+      try {
+        expect(await listening(chosen)).toMatchObject({ modelProvider: 'builtin-development' });
+        expect(chosen.output()).toContain('MODEL_PROVIDER=development: serving the built-in development model, which is NOT an AI');
+      } finally {
+        chosen.child.kill('SIGTERM');
+        expect(await chosen.exited).toBe(0);
+      }
+    } finally {
+      fs.rmSync(production.DATA_DIR, { recursive: true, force: true });
+    }
   });
 });

@@ -53,6 +53,48 @@ describe('webhook delivery across instances', () => {
     }
   }, 180_000);
 
+  test('an attempt that lasts is kept by renewing its lease, and is delivered once only', async () => {
+    // The lease is the request timeout and 5 s; the dispatcher renews it every quarter of that
+    // while the attempt goes on. The receiver holds the request until the renewal is seen in the
+    // database (the lease pushed beyond the one the claim set): without renewal that never happens
+    // and the attempt runs into its timeout.
+    const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '20', WEBHOOK_TIMEOUT_MS: '30000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
+    const h = await startHarness(env);
+    try {
+      receiver = await startReceiver((n) => (n === 0 ? 'hang' : { status: 200 }));
+      const user = await h.newUser('slow');
+      const { secret } = await subscribe(h, user, receiver.url, ['chat.completed']);
+      const eventId = await emit(h, user.userId, 'chat.completed');
+      await eventually(() => (receiver.received.length > 0 ? true : undefined));
+      const lease = () =>
+        h.runtime.database.db
+          .selectFrom('webhook_deliveries')
+          .select(['lease_token', 'next_attempt_at', 'status', 'attempt_count'])
+          .where('owner_user_id', '=', user.userId)
+          .executeTakeFirstOrThrow();
+      const claimed = await lease();
+      expect(claimed.status).toBe('pending');
+      const renewed = await eventually(async () => {
+        const now = await lease();
+        return now.next_attempt_at.getTime() > claimed.next_attempt_at.getTime() ? now : undefined;
+      }, 170_000);
+      expect(renewed.lease_token).toBe(claimed.lease_token);
+      expect(receiver.received).toHaveLength(1);
+
+      receiver.release(200);
+      const done = await eventually(async () => {
+        const now = await lease();
+        return now.status === 'succeeded' ? now : undefined;
+      });
+      expect(done.attempt_count).toBe(1);
+      await h.runtime.dispatcher.stop();
+      expect(receiver.received).toHaveLength(1);
+      expect(verify(secret, receiver.received[0]!).id).toBe(eventId);
+    } finally {
+      await h.close();
+    }
+  }, 180_000);
+
   (onPostgres ? test : test.skip)(
     'an instance killed mid-delivery: another redelivers after the lease, with the same webhook-id',
     async () => {

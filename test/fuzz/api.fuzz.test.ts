@@ -4,7 +4,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { type TestUser, useHarnessWith, userNamed } from '../helpers/harness';
-import { AWKWARD_CHARACTERS, encodeUriText, holdsUnstorableText, outOfBoundsFor, queryString, resolver, type Schema, valueFor, wrongTypeFor } from './schema-arbitrary';
+import { AWKWARD_CHARACTERS, encodeUriText, holdsUnstorableText, isOmitted, outOfBoundsFor, queryString, resolver, type Schema, valueFor, wrongTypeFor } from './schema-arbitrary';
 
 /**
  * Property-based fuzzing driven by the OpenAPI document: for every operation, requests built from
@@ -89,8 +89,8 @@ function requestFor(op: Operation): fc.Arbitrary<Request> {
   const variants: fc.Arbitrary<Request>[] = [base.map((r) => ({ ...r, kind: 'valid' as const }))];
   const object = op.jsonBody ? bodySchema(op) : null;
   if (object?.properties) {
-    const props = Object.entries(object.properties).filter(([k]) => k !== 'userId' && k !== 'accessToken');
-    const required = (object.required ?? []).filter((k) => k !== 'userId');
+    const props = Object.entries(object.properties).filter(([, s]) => !isOmitted(s));
+    const required = (object.required ?? []).filter((k) => !isOmitted((object.properties as Record<string, Schema>)[k] as Schema));
     const withBody = (kind: Request['kind'], change: fc.Arbitrary<(b: Record<string, unknown>) => Record<string, unknown>>) =>
       fc.tuple(base, change).map(([r, f]) => ({ ...r, kind, body: f({ ...(r.body as Record<string, unknown>) }) }));
     if (required.length > 0) {

@@ -99,11 +99,23 @@ export function queryString(query: Record<string, unknown>): string {
 }
 
 /**
- * Values that mostly satisfy a schema (a `pattern` is approximated, so some are refused: the
- * service must still answer 4xx for those). Depth-limited. The properties `omitted` are never
- * generated (by default the identity fields a request body may carry).
+ * The caller's identity fields a request body may carry for compatibility (`UserIdField`: another
+ * value than the caller's id is 403; `AccessTokenField`: ignored). Not generated: they would only
+ * be refused or ignored. A property named `userId` of another schema (`TargetUserId`, the user an
+ * administrative action is about) is data and is generated like any other.
  */
-export function valueFor(schema: Schema, resolve: Resolve, depth = 0, omitted: readonly string[] = ['userId', 'accessToken']): fc.Arbitrary<unknown> {
+export const IDENTITY_SCHEMAS: readonly string[] = ['UserIdField', 'AccessTokenField'];
+
+/** Whether the property schema `property` is one of the components named in `omitted` (by `$ref`). */
+export const isOmitted = (property: Schema, omitted: readonly string[] = IDENTITY_SCHEMAS): boolean =>
+  typeof property.$ref === 'string' && omitted.some((name) => property.$ref === `#/components/schemas/${name}`);
+
+/**
+ * Values that mostly satisfy a schema (a `pattern` is approximated, so some are refused: the
+ * service must still answer 4xx for those). Depth-limited. Properties whose schema is one of the
+ * components `omitted` are never generated (by default the identity fields, IDENTITY_SCHEMAS).
+ */
+export function valueFor(schema: Schema, resolve: Resolve, depth = 0, omitted: readonly string[] = IDENTITY_SCHEMAS): fc.Arbitrary<unknown> {
   const s = flatten(schema, resolve);
   const plain = ((): fc.Arbitrary<unknown> => {
     if (s.enum) return fc.constantFrom(...s.enum.filter((v) => v !== null));
@@ -131,7 +143,9 @@ export function valueFor(schema: Schema, resolve: Resolve, depth = 0, omitted: r
       case 'object':
       default: {
         if (depth > 4 || !s.properties) return fc.constant({});
-        const keys = Object.keys(s.properties).filter((k) => !omitted.includes(k));
+        const keys = Object.entries(s.properties as Record<string, Schema>)
+          .filter(([, property]) => !isOmitted(property, omitted))
+          .map(([k]) => k);
         const model = Object.fromEntries(keys.map((k) => [k, valueFor((s.properties as Record<string, Schema>)[k] as Schema, resolve, depth + 1, omitted)]));
         return fc.record(model, { requiredKeys: keys.filter((k) => s.required?.includes(k)) });
       }

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { DEV_AUDIENCE, DEV_ISSUER } from '../../src/platform/tokens';
-import { useHarnessWith } from '../helpers/harness';
+import { type Harness, startHarness, useHarnessWith } from '../helpers/harness';
 
 /**
  * The HTTP edge against slow, anonymous and malformed clients (issue 27, points 6 and 9). The
@@ -173,5 +173,93 @@ describe('the error surface', () => {
 
     const large = await exchange(`GET /api/v1/notes HTTP/1.1\r\nHost: svc\r\nX-Padding: ${'p'.repeat(20_000)}\r\n\r\n`);
     expect(large).toMatchObject({ status: 431, closed: true, body: { code: 'request_header_fields_too_large' } });
+  });
+});
+
+describe('idle keep-alive connections and the connection cap, over real sockets', () => {
+  // A service of its own: a short keep-alive timeout, a cap of two connections, and a headers
+  // timeout beyond the test's own timeout, so that nothing but the keep-alive timeout can close an
+  // idle connection within the test.
+  let own: Harness;
+  beforeAll(async () => {
+    own = await startHarness({ HTTP_KEEP_ALIVE_TIMEOUT_MS: '1000', HTTP_HEADERS_TIMEOUT_MS: '600000', HTTP_MAX_CONNECTIONS: '2' });
+  });
+  afterAll(() => own?.close());
+
+  interface Connection {
+    socket: net.Socket;
+    /** Sends a keep-alive GET of `path` and resolves with the status of its answer. */
+    get(path: string): Promise<number>;
+    /** Every byte received so far. */
+    received(): string;
+    /** Resolves when the server (or the client) has closed the connection. */
+    closed: Promise<void>;
+  }
+
+  /** A raw connection, resolved once connected (the server may still drop it at once). */
+  async function connect(): Promise<Connection> {
+    const { port } = new URL(own.baseUrl);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    let data = '';
+    let waiting: { from: number; resolve: (status: number) => void } | undefined;
+    socket.on('data', (chunk: Buffer) => {
+      data += chunk.toString('latin1');
+      if (!waiting) return;
+      // One answer with a Content-Length body (what /healthz sends): complete once the body is in.
+      const answer = data.slice(waiting.from);
+      const end = answer.indexOf('\r\n\r\n');
+      const length = /content-length: (\d+)/i.exec(answer.slice(0, end));
+      if (end >= 0 && length && answer.length >= end + 4 + Number(length[1])) {
+        const { resolve } = waiting;
+        waiting = undefined;
+        resolve(Number(answer.split(' ')[1]));
+      }
+    });
+    socket.on('error', () => undefined);
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    return {
+      socket,
+      received: () => data,
+      closed,
+      get: (path) =>
+        new Promise<number>((resolve, reject) => {
+          waiting = { from: data.length, resolve };
+          socket.once('close', () => reject(new Error(`closed before an answer to ${path}; received: ${data.slice(0, 200)}`)));
+          socket.write(`GET ${path} HTTP/1.1\r\nHost: svc\r\n\r\n`);
+        }),
+    };
+  }
+
+  test('an idle keep-alive connection is closed after the keep-alive timeout, without a word', async () => {
+    const connection = await connect();
+    expect(await connection.get('/healthz')).toBe(200);
+    expect(connection.received()).toMatch(/\r\nConnection: keep-alive\r\n/i);
+    // The configured timeout is the one announced (Node's default would say 5).
+    expect(connection.received()).toMatch(/\r\nKeep-Alive: timeout=1\r\n/i);
+    const answered = connection.received().length;
+    // Only the keep-alive timeout (1 s) can close it before the test's timeout: the headers
+    // timeout is ten minutes, and the client never closes it.
+    await connection.closed;
+    expect(connection.received().length).toBe(answered);
+  });
+
+  test('connections over HTTP_MAX_CONNECTIONS are dropped at once; the open ones keep being served', async () => {
+    const first = await connect();
+    const second = await connect();
+    expect(await first.get('/healthz')).toBe(200);
+    expect(await second.get('/healthz')).toBe(200);
+
+    const third = await connect();
+    // Dropped by the server, unanswered (without the cap it would be served: 200).
+    expect(await third.get('/healthz').catch(() => 'dropped')).toBe('dropped');
+    await third.closed;
+    expect(third.received()).toBe('');
+
+    // Served again on both (each request renews its keep-alive time).
+    expect(await first.get('/readyz')).toBe(200);
+    expect(await second.get('/healthz')).toBe(200);
+    first.socket.destroy();
+    second.socket.destroy();
   });
 });

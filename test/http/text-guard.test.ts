@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { sql } from 'kysely';
 import { type Harness, startHarness, type TestUser, userNamed } from '../helpers/harness';
 
@@ -94,6 +95,33 @@ describe('NUL in a query or path parameter is a 400 naming it', () => {
     await expectRefused(() => h.http().get('/api/v1/files/f%00/content').set(alice.auth), '/path/fileId');
   });
 
+  test('files/search-text: the query, and the file and project filters', async () => {
+    await expectRefused(() => h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: `revenue${NUL}` }), '/body/query');
+    await expectRefused(() => h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: 'q', fileId: `f${NUL}` }), '/body/fileId');
+    await expectRefused(() => h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: 'q', projectId: `${NUL}` }), '/body/projectId');
+  });
+
+  test('files/share: the file id and each user id to add or remove', async () => {
+    const folder = await h.http().post('/api/v1/files').set(alice.auth).send({ name: 'Shared', kind: 'folder' }).expect(200);
+    const fileId = folder.body.file.fileId as string;
+    await expectRefused(() => h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: `${fileId}${NUL}`, add: ['bob'] }), '/body/fileId');
+    await expectRefused(() => h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId, add: ['bob', `carol${NUL}`] }), '/body/add/1');
+    await expectRefused(() => h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId, remove: [`${NUL}dave`] }), '/body/remove/0');
+  });
+
+  test('userId on admin usage: the GET query and the POST body', async () => {
+    await expectRefused(() => h.http().get('/api/v1/admin/usage').query({ userId: `bob${NUL}` }).set(admin.auth), '/query/userId');
+    await expectRefused(
+      () => h.http().post('/api/v1/admin/usage').set(admin.auth).send({ userId: `bob${NUL}`, amountCents: 100, reason: 'credit' }),
+      '/body/userId',
+    );
+    await expectRefused(
+      () => h.http().post('/api/v1/admin/usage').set(admin.auth).set('content-type', 'application/json').send('{"userId":"bob\\udc00","amountCents":100}'),
+      '/body/userId',
+      refusedSurrogate,
+    );
+  });
+
   test('unauthenticated, it is still a 401 first', async () => {
     expect((await h.http().post('/api/v1/notes').send({ title: NUL })).status).toBe(401);
   });
@@ -120,5 +148,57 @@ describe('lone UTF-16 surrogates are refused; other control characters are text'
     expect(res.body.note.title).toBe(title);
     const read = await h.http().get('/api/v1/notes').query({ noteId: res.body.note.noteId }).set(alice.auth).expect(200);
     expect(read.body.note).toMatchObject({ title, content: 'line\r\nbreak' });
+  });
+});
+
+/** Sends `head` (bytes, as a client can put them on the wire) on a raw connection; the answer once the server closes it. */
+function rawExchange(head: Buffer): Promise<{ status: number; body: Record<string, unknown> }> {
+  const { port } = new URL(h.baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const [top = '', ...rest] = Buffer.concat(chunks).toString('latin1').split('\r\n\r\n');
+      resolve({ status: Number(top.split(' ')[1]), body: JSON.parse(rest.join('\r\n\r\n')) as Record<string, unknown> });
+    });
+    socket.on('connect', () => socket.write(head));
+  });
+}
+
+describe('a header that reaches the database (Idempotency-Key, stored with the remembered response)', () => {
+  /** A create with `key` (raw bytes) as its Idempotency-Key. `Connection: close` so that the server ends the exchange. */
+  const createWithKey = (key: Buffer) => {
+    const body = '{"title":"keyed"}';
+    const head = `POST /api/v1/notes HTTP/1.1\r\nHost: svc\r\nConnection: close\r\nAuthorization: ${alice.auth.Authorization}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nIdempotency-Key: `;
+    return rawExchange(Buffer.concat([Buffer.from(head), key, Buffer.from(`\r\n\r\n${body}`)]));
+  };
+
+  // NUL, the other C0 controls (but tab) and DEL cannot reach the service at all: Node's HTTP parser
+  // refuses the request before any handler (the header is never read, let alone stored). What a
+  // client can send is that refusal, which must still be the JSON 400 of the catalogue.
+  test.each([
+    ['NUL', [0x00]],
+    ['a C0 control (US)', [0x1f]],
+    ['DEL', [0x7f]],
+  ])('%s: refused by the HTTP parser as a JSON 400 invalid_request, nothing stored', async (_name, bytes) => {
+    const before = await rowCounts();
+    const answer = await createWithKey(Buffer.from([0x6b, ...bytes, 0x6b]));
+    expect(answer).toMatchObject({ status: 400, body: { code: 'invalid_request', error: expect.stringContaining('not valid HTTP') } });
+    expect(await rowCounts()).toEqual(before);
+  });
+
+  // A header's bytes are Latin-1 to Node, so a lone surrogate cannot arrive as one: its UTF-8 form
+  // (ED A0 80) and other bytes over 0x7F do reach the service, as the characters í, U+00A0, U+0080.
+  test.each([
+    ['the UTF-8 bytes of a lone surrogate', [0xed, 0xa0, 0x80]],
+    ['a byte over 0x7F', [0xe9]],
+  ])('%s: 400 invalid_request naming the header, nothing stored', async (_name, bytes) => {
+    const before = await rowCounts();
+    const answer = await createWithKey(Buffer.from([0x6b, ...bytes, 0x6b]));
+    expect(answer).toMatchObject({ status: 400, body: { code: 'invalid_request' } });
+    expect(answer.body.details).toEqual([{ path: '/headers/idempotency-key', message: expect.stringContaining('must match pattern') }]);
+    expect(await rowCounts()).toEqual(before);
   });
 });
