@@ -14,8 +14,10 @@ describe('webhook delivery across instances', () => {
   afterEach(() => receiver?.close());
 
   test('two instances deliver 1,000 events, each exactly once', async () => {
-    // Background polling off: the test drives both instances' workers side by side.
-    const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '60000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
+    // Background polling off: the test drives both instances' workers side by side. A long request
+    // timeout (the lease is that and 5 s) keeps a lease from lapsing while a loaded machine stalls
+    // both instances: this test is about two instances never claiming the same delivery.
+    const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '60000', WEBHOOK_TIMEOUT_MS: '60000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
     const a = await startHarness(env);
     const b = await anotherInstance(a, env);
     try {
