@@ -2725,7 +2725,10 @@ export interface components {
              * @example 0.0327
              */
             score: number;
-            /** @example null */
+            /**
+             * @description The record's project, or `null`. A file shared with the caller has `null`: its owner's project is not the caller's.
+             * @example null
+             */
             projectId: string | null;
             /**
              * @description For file results, the file (also in `id`).
@@ -3858,7 +3861,7 @@ export interface components {
              */
             memoryInChat: boolean;
             /**
-             * @description Whether chat turns are grounded in the caller's knowledge (files, notes…) by default (default `false`).
+             * @description Whether chat turns are grounded in the caller's knowledge (files, notes…) by default (default `false`); a message's `knowledge` overrides it for that message.
              * @example false
              */
             knowledgeInChat: boolean;
