@@ -1,6 +1,8 @@
+import { Writable } from 'node:stream';
 import { sql } from 'kysely';
+import winston from 'winston';
 import { storeFile } from '../helpers/files';
-import { type Harness, textBody, type TestUser, useHarnessWith } from '../helpers/harness';
+import { type Harness, startHarness, textBody, type TestUser, useHarnessWith } from '../helpers/harness';
 import { parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
 import { eventually, subscribe, verify } from '../helpers/receiver';
 
@@ -67,12 +69,30 @@ async function seed(h: Harness, alice: TestUser, bob: TestUser) {
   return ids;
 }
 
+/** A logger keeping its warn and error entries. */
+function capturingLogger() {
+  const entries: Array<Record<string, unknown>> = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      entries.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { entries, logger: winston.createLogger({ level: 'warn', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }) };
+}
+
 describe('grounded chat through the development model', () => {
-  const ctx = useHarnessWith(env(), 'alice', 'bob', 'carol');
+  const logs = capturingLogger();
+  const ctx = {} as { h: Harness; alice: TestUser; bob: TestUser; carol: TestUser };
   let ids: Record<string, string> = {};
   beforeAll(async () => {
+    ctx.h = await startHarness(env()(), { logger: logs.logger });
+    ctx.alice = await ctx.h.newUser('alice');
+    ctx.bob = await ctx.h.newUser('bob');
+    ctx.carol = await ctx.h.newUser('carol');
     ids = await seed(ctx.h, ctx.alice, ctx.bob);
   });
+  afterAll(() => ctx.h?.close());
 
   test('knowledge: true cites the best results; the reply stores them and the model lists them', async () => {
     const { h, alice } = ctx;
@@ -240,6 +260,9 @@ describe('grounded chat through the development model', () => {
     expect(res.body.reply).toMatchObject({ status: 'complete', citations: [] });
     expect(res.body.reply.content).toContain('Sources: unavailable (your knowledge could not be searched).');
     expect(await metric(h, 'chat_grounded_turns_total')).toMatch(/chat_grounded_turns_total\{outcome="failed"\} 1/);
+    expect(logs.entries).toContainEqual(
+      expect.objectContaining({ level: 'warn', message: 'knowledge retrieval failed; the chat turn goes on without sources', messageId: res.body.reply.messageId }),
+    );
     // And searching works again.
     expect((await send(h, alice, { conversationId, content: 'hotel Alfama', knowledge: true })).body.reply.citations[0]).toMatchObject({ sourceId: ids.travel });
   });
