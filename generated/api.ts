@@ -1338,7 +1338,19 @@ export interface paths {
          * @description Stores the caller's message in their conversation `conversationId` (`404` if it is not one of
          *     theirs, `409` if it is archived) and has the model reply. The prompt holds the conversation's
          *     project instructions, the caller's memory items most relevant to the message, and the recent
-         *     messages. Without `stream` the answer is JSON `{ message, reply }` once the reply is complete;
+         *     messages.
+         *
+         *     With `knowledge: true` (or, when `knowledge` is absent, the caller's `knowledgeInChat`
+         *     setting) the turn is grounded: a knowledge search for the message, run as the caller (their
+         *     own files, notes, memory items unless `memoryInChat` is off, projects, and files shared with
+         *     them), gives the model its 5 best results, about 6,000 characters of passages at most, as
+         *     numbered sources with the instruction to cite them as `[1]`, `[2]`…; the reply carries them as
+         *     `citations` (also in the stream and in `chat.completed`). When nothing matches, `citations` is
+         *     `[]` and the model is told so. Retrieval never fails a turn: with the embeddings down it is
+         *     lexical, and if the search itself fails the reply is written without sources and the model is
+         *     told to say so.
+         *
+         *     Without `stream` the answer is JSON `{ message, reply }` once the reply is complete;
          *     with `stream: true` it is server-sent events (see `ChatEventStream`), and closing the connection
          *     cancels the reply.
          *
@@ -2720,7 +2732,10 @@ export interface components {
              * @example 0.0327
              */
             score: number;
-            /** @example null */
+            /**
+             * @description The record's project, or `null`. A file shared with the caller has `null`: its owner's project is not the caller's.
+             * @example null
+             */
             projectId: string | null;
             /**
              * @description For file results, the file (also in `id`).
@@ -2976,6 +2991,11 @@ export interface components {
                  */
                 content: string;
                 usage: components["schemas"]["WebhookEventUsage"];
+                /**
+                 * @description The reply's `citations`: the sources a grounded reply was given, numbered as it cites them; `[]` for a reply that was not grounded. Absent from events emitted before grounded chat existed.
+                 * @example []
+                 */
+                citations?: components["schemas"]["Citation"][];
             };
         };
         /** @description `chat.failed`: an assistant reply ended without an answer; the message keeps what was generated. */
@@ -3344,6 +3364,11 @@ export interface components {
              */
             content: string;
             /**
+             * @description For a reply grounded in the caller's knowledge (`knowledge` on the message, or the caller's `knowledgeInChat` setting), the sources the model was given, numbered as the reply cites them (`[1]`, `[2]`…), best first. `[]` for every other message, and for a grounded reply when nothing matched or the knowledge could not be searched. Each names a record the caller could read when the reply was written (their own, or a file shared with them); it is kept as it was then, so a record deleted or unshared since answers `404`.
+             * @example []
+             */
+            citations: components["schemas"]["Citation"][];
+            /**
              * @description `generating` while the model writes the reply, `complete`, or `failed` (see `errorCode`). Clients must tolerate new values.
              * @example complete
              * @enum {string}
@@ -3371,6 +3396,73 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
+        /** @description A source a grounded reply was given: a record from the caller's knowledge search (the same kinds, ids, snippets and file positions as `POST /api/v1/knowledge/search` returns). */
+        Citation: {
+            /**
+             * @description The number the reply cites the source by (`[1]` in its text).
+             * @example 1
+             */
+            number: number;
+            /**
+             * @description The kind of record, as knowledge search's `kind` names it. Clients must tolerate new values.
+             * @example file
+             * @enum {string}
+             */
+            sourceType: "file" | "memory" | "note" | "project";
+            /**
+             * @description The record's id (`fileId`, `memoryId`, `noteId` or `projectId`), to read it through its area (`GET /api/v1/files?fileId=…`, `GET /api/v1/notes?noteId=…`…).
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60
+             */
+            sourceId: string;
+            /**
+             * @description The file or note title, the project name, or the start of the memory item.
+             * @example report.pdf
+             */
+            title: string;
+            /**
+             * @description The excerpt knowledge search cut for the message: matched words between `«` and `»` (none for a purely semantic match).
+             * @example … the «quarterly» «revenue» table shows …
+             */
+            snippet: string;
+            /**
+             * @description The marked words, as offsets in the snippet without its markers.
+             * @example [
+             *       {
+             *         "start": 6,
+             *         "end": 15
+             *       }
+             *     ]
+             */
+            highlights: {
+                start: number;
+                end: number;
+            }[];
+            /**
+             * @description The project the record belongs to, or `null`.
+             * @example null
+             */
+            projectId: string | null;
+            /**
+             * @description For a file, the file (also in `sourceId`).
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60
+             */
+            fileId: string | null;
+            /**
+             * @description For a file, the chunk of its extracted text the passage comes from.
+             * @example 3
+             */
+            chunkIndex: number | null;
+            /**
+             * @description For a file, where the chunk starts in the extracted text.
+             * @example 4120
+             */
+            startOffset: number | null;
+            /**
+             * @description For a file, where the chunk ends in the extracted text.
+             * @example 5118
+             */
+            endOffset: number | null;
+        };
         MessageListResponse: {
             /** @description Newest first. */
             messages: components["schemas"]["Message"][];
@@ -3379,7 +3471,8 @@ export interface components {
         /**
          * @example {
          *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
-         *       "content": "Draft the plan for the quarter."
+         *       "content": "Draft the plan for the quarter.",
+         *       "knowledge": true
          *     }
          */
         MessageCreateRequest: {
@@ -3398,6 +3491,11 @@ export interface components {
              */
             stream?: boolean;
             model?: components["schemas"]["ModelId"];
+            /**
+             * @description `true` grounds the reply in the caller's knowledge: the best few results of a knowledge search for the message (files and files shared with the caller, notes, memory, projects; the same ranking as `POST /api/v1/knowledge/search`) are given to the model as numbered sources to cite, and the reply carries them as `citations`. `false` does not. Absent: the caller's `knowledgeInChat` setting decides.
+             * @example true
+             */
+            knowledge?: boolean;
         };
         MessageCreateResponse: {
             message: components["schemas"]["Message"];
@@ -3409,6 +3507,12 @@ export interface components {
         /**
          * @description Server-sent events, in this order:
          *     - `event: message`, `data: { "message": Message }`: the stored user message;
+         *     - for a grounded reply only (`knowledge`, or the caller's `knowledgeInChat` setting),
+         *       `event: citations`, `data: { "citations": Citation[], "retrieval": string }`: the sources
+         *       the model was given (the reply's `citations`), before the first delta; `retrieval` is
+         *       `hybrid` or `lexical` as knowledge search says, or `failed` when the knowledge could not be
+         *       searched (the reply is then written without sources, `citations: []`; clients must tolerate
+         *       new values);
          *     - `event: delta`, `data: { "text": string }`: the next piece of the reply (any number);
          *     - then either `event: done`, `data: { "message": Message }` (the stored, complete reply: its
          *       content is the concatenation of the deltas), or `event: error`,
@@ -3416,6 +3520,9 @@ export interface components {
          *     Closing the connection cancels the reply (it is stored as failed, `cancelled`).
          * @example event: message
          *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
+         *
+         *     event: citations
+         *     data: {"citations":[],"retrieval":"lexical"}
          *
          *     event: delta
          *     data: {"text":"Hello"}
@@ -3766,7 +3873,7 @@ export interface components {
              */
             memoryInChat: boolean;
             /**
-             * @description Whether chat turns are grounded in the caller's knowledge (files, notes…) by default (default `false`).
+             * @description Whether chat turns are grounded in the caller's knowledge (files, notes…) by default (default `false`); a message's `knowledge` overrides it for that message.
              * @example false
              */
             knowledgeInChat: boolean;
@@ -9898,7 +10005,31 @@ export interface operations {
                      *           "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
                      *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
                      *           "role": "assistant",
-                     *           "content": "Here is the plan for the quarter.",
+                     *           "content": "Here is the plan for the quarter, from last quarter's review [1].",
+                     *           "citations": [
+                     *             {
+                     *               "number": 1,
+                     *               "sourceType": "note",
+                     *               "sourceId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *               "title": "Quarterly review",
+                     *               "snippet": "«Revenue» grew twelve percent in the third «quarter»; costs were flat.",
+                     *               "highlights": [
+                     *                 {
+                     *                   "start": 0,
+                     *                   "end": 7
+                     *                 },
+                     *                 {
+                     *                   "start": 41,
+                     *                   "end": 48
+                     *                 }
+                     *               ],
+                     *               "projectId": null,
+                     *               "fileId": null,
+                     *               "chunkIndex": null,
+                     *               "startOffset": null,
+                     *               "endOffset": null
+                     *             }
+                     *           ],
                      *           "status": "complete",
                      *           "agentId": null,
                      *           "model": "gpt-4o-mini",
@@ -9917,6 +10048,7 @@ export interface operations {
                      *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
                      *           "role": "user",
                      *           "content": "Draft the plan for the quarter.",
+                     *           "citations": [],
                      *           "status": "complete",
                      *           "agentId": null,
                      *           "model": null,
@@ -9978,6 +10110,7 @@ export interface operations {
                      *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
                      *         "role": "user",
                      *         "content": "Draft the plan for the quarter.",
+                     *         "citations": [],
                      *         "status": "complete",
                      *         "agentId": null,
                      *         "model": null,
@@ -9991,7 +10124,31 @@ export interface operations {
                      *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
                      *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
                      *         "role": "assistant",
-                     *         "content": "Here is the plan for the quarter.",
+                     *         "content": "Here is the plan for the quarter, from last quarter's review [1].",
+                     *         "citations": [
+                     *           {
+                     *             "number": 1,
+                     *             "sourceType": "note",
+                     *             "sourceId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50",
+                     *             "title": "Quarterly review",
+                     *             "snippet": "«Revenue» grew twelve percent in the third «quarter»; costs were flat.",
+                     *             "highlights": [
+                     *               {
+                     *                 "start": 0,
+                     *                 "end": 7
+                     *               },
+                     *               {
+                     *                 "start": 41,
+                     *                 "end": 48
+                     *               }
+                     *             ],
+                     *             "projectId": null,
+                     *             "fileId": null,
+                     *             "chunkIndex": null,
+                     *             "startOffset": null,
+                     *             "endOffset": null
+                     *           }
+                     *         ],
                      *         "status": "complete",
                      *         "agentId": null,
                      *         "model": "gpt-4o-mini",
@@ -10011,6 +10168,9 @@ export interface operations {
                     /**
                      * @example event: message
                      *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
+                     *
+                     *     event: citations
+                     *     data: {"citations":[],"retrieval":"lexical"}
                      *
                      *     event: delta
                      *     data: {"text":"Hello"}
@@ -10066,6 +10226,7 @@ export interface operations {
                      *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
                      *         "role": "assistant",
                      *         "content": "Hi, I'm your research assistant. Send me a paper and I'll summarize it.",
+                     *         "citations": [],
                      *         "status": "complete",
                      *         "agentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
                      *         "model": null,

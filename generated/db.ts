@@ -262,6 +262,7 @@ export interface MemoryItems {
 
 export interface Messages {
   agent_id: string | null;
+  citations: Generated<Json>;
   content: Generated<string>;
   conversation_id: string;
   cost_micro_cents: number | null;

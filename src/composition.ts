@@ -188,9 +188,10 @@ export interface ServicesDeps {
   outbound: Outbound;
   /** The API document (the app shell reports its version and limits). */
   doc: OpenAPIV3.DocumentV3;
+  metrics: Metrics;
 }
 
-export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc }: ServicesDeps): Services {
+export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics }: ServicesDeps): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
@@ -233,6 +234,25 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     log: warn,
   });
   const memory = new MemoryService(db, projects);
+  const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(deployment)?.id } } });
+  models.useDefaults(settings);
+  const knowledge = new KnowledgeService({
+    db,
+    capabilities,
+    projects,
+    embedder,
+    // Users who chose an embeddings model of their own connection: their knowledge is embedded through it.
+    userEmbeddings: {
+      models,
+      settings,
+      billing,
+      timeoutMs: config.models.timeoutMs,
+      queryTimeoutMs,
+      backoff: { baseMs: config.embeddings.indexIntervalMs, maxMs: config.embeddings.indexMaxBackoffMs },
+    },
+    vectorAvailable,
+    log: (level, message, meta) => logger.log(level, message, meta),
+  });
   const chat = new ChatService({
     db,
     models,
@@ -243,6 +263,13 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     billing,
     lease: { leaseMs: config.models.replyLeaseMs },
     memory,
+    knowledge,
+    settings,
+    warn,
+    onGrounded: (outcome, sources) => {
+      metrics.groundedTurns.inc({ outcome });
+      metrics.groundingSources.inc(sources);
+    },
   });
   const files = new FileService({
     db,
@@ -255,27 +282,9 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     conversations: chat,
   });
   const principals = new PrincipalService(db, audit);
-  const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(deployment)?.id } } });
-  models.useDefaults(settings);
   const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
   return {
-    knowledge: new KnowledgeService({
-      db,
-      capabilities,
-      projects,
-      embedder,
-      // Users who chose an embeddings model of their own connection: their knowledge is embedded through it.
-      userEmbeddings: {
-        models,
-        settings,
-        billing,
-        timeoutMs: config.models.timeoutMs,
-        queryTimeoutMs,
-        backoff: { baseMs: config.embeddings.indexIntervalMs, maxMs: config.embeddings.indexMaxBackoffMs },
-      },
-      vectorAvailable,
-      log: (level, message, meta) => logger.log(level, message, meta),
-    }),
+    knowledge,
     files,
     outputs: new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn }),
     audit,
@@ -430,7 +439,7 @@ export async function compose(config: Config, logger: Logger, database?: Databas
     });
     const modelList = await resolveModels(config, logger);
     const doc = loadApiDocument();
-    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc });
+    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics });
     const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },

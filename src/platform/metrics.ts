@@ -53,6 +53,18 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly groundedTurns = new Counter({
+    name: 'chat_grounded_turns_total',
+    help: "Chat turns grounded in the caller's knowledge, by outcome (grounded: sources given; empty: none matched; failed: the search failed).",
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly groundingSources = new Counter({
+    name: 'chat_grounding_sources_total',
+    help: 'Knowledge sources given to grounded chat turns.',
+    registers: [this.registry],
+  });
+
   constructor(probe: QueueProbe) {
     collectDefaultMetrics({ register: this.registry });
     scrapedGauge(this.registry, 'webhook_deliveries_pending', 'Webhook deliveries waiting for an attempt (all instances).', () => probe.pendingDeliveries());

@@ -2,7 +2,7 @@ import { errors } from '../../platform/errors';
 import { type HandlerMap, idFromQueryOrBody, STREAMED } from '../../http/handler';
 import { readPage } from '../../http/pagination';
 import { EventStream } from '../../http/sse';
-import { presentConversation, presentMessage } from './presenter';
+import { presentCitations, presentConversation, presentMessage } from './presenter';
 import type { ChatService, SendOutcome } from './service';
 
 /** The error answer of a failed reply (a cancelled one is answered like a provider error). */
@@ -59,6 +59,7 @@ export function conversationHandlers(
       const outcome = await chat.send(caller.userId, body, {
         signal: client.signal,
         onStart: (message) => events.send('message', { message: presentMessage(message) }),
+        onCitations: (citations, retrieval) => events.send('citations', { citations: presentCitations(citations), retrieval }),
         onDelta: (text) => events.send('delta', { text }),
       });
       if (outcome.failure) {

@@ -1,4 +1,5 @@
 import type { components } from '../../../generated/api';
+import { presentSnippet } from '../../platform/snippet';
 import { presentRecordedUsage } from '../../platform/usage';
 import type { ConversationRow, MessageRow } from './repository';
 
@@ -22,6 +23,7 @@ export function presentMessage(row: MessageRow): Schemas['Message'] {
     conversationId: row.conversation_id,
     role: row.role as Schemas['Message']['role'],
     content: row.content,
+    citations: presentCitations(row.citations),
     status: row.status as Schemas['Message']['status'],
     agentId: row.agent_id,
     model: row.model,
@@ -31,4 +33,27 @@ export function presentMessage(row: MessageRow): Schemas['Message'] {
     createdAt: row.created_at.getTime(),
     updatedAt: row.updated_at.getTime(),
   };
+}
+
+/** A citation as a reply stores it (`messages.citations`): the API's Citation without `highlights`. */
+export type StoredCitation = Omit<Schemas['Citation'], 'highlights'>;
+
+/** A reply's stored citations, in the document's property order. */
+export function presentCitations(stored: unknown): Schemas['Citation'][] {
+  return ((stored ?? []) as StoredCitation[]).map((c) => {
+    const { snippet, highlights } = presentSnippet(c.snippet);
+    return {
+      number: c.number,
+      sourceType: c.sourceType,
+      sourceId: c.sourceId,
+      title: c.title,
+      snippet,
+      highlights,
+      projectId: c.projectId,
+      fileId: c.fileId,
+      chunkIndex: c.chunkIndex,
+      startOffset: c.startOffset,
+      endOffset: c.endOffset,
+    };
+  });
 }

@@ -97,6 +97,11 @@ export function endReply(trx: Transaction<DB>, id: string, changes: Updateable<M
     .executeTakeFirst();
 }
 
+/** Stores a reply's citations (a JSON array) while it is being generated. */
+export async function setReplyCitations(db: Database, id: string, citations: string): Promise<void> {
+  await db.updateTable('messages').set({ citations }).where('id', '=', id).where('status', '=', 'generating').execute();
+}
+
 /** Extends the leases of these replies, while they are still being generated. */
 export async function renewReplyLeases(db: Database, ids: string[], until: Date): Promise<void> {
   if (ids.length === 0) return;

@@ -5,18 +5,24 @@ import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatUsage, ModelProviderFailure } from '../../platform/ai/models';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
+import { type Grounding, groundingBlock } from '../../platform/ai/grounding';
+import type { KnowledgeService } from '../knowledge/service';
 import type { MemoryService } from '../memory/service';
+import type { SettingsService } from '../settings/service';
 import type { ModelService, ResolvedModel } from '../models/service';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import type { BudgetGate } from '../billing/service';
 import { costMicroCents, presentUsage } from '../../platform/usage';
 import type { WebhookService } from '../webhooks/service';
+import { presentCitations, type StoredCitation } from './presenter';
 import * as repo from './repository';
 
 type CreateInput = RequestInput<'ConversationCreateRequest'>;
 type UpdateInput = RequestInput<'ConversationUpdateRequest'>;
 type SendInput = RequestInput<'MessageCreateRequest'>;
+/** The knowledge sources a grounded turn searches. */
+type KnowledgeSources = Array<'files' | 'memory' | 'notes' | 'projects'>;
 
 export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled';
 
@@ -39,6 +45,18 @@ export interface SendHooks {
   onStart?: (message: repo.MessageRow) => void;
   /** Set to receive the reply as it is written (streamed from the provider). */
   onDelta?: (text: string) => void;
+  /** A grounded turn's sources, before the reply is written (`failed`: the knowledge could not be searched). */
+  onCitations?: (citations: StoredCitation[], retrieval: 'hybrid' | 'lexical' | 'failed') => void;
+}
+
+/** How a grounded turn went, for the metrics: sources given, none matched, or the search failed. */
+export type GroundingOutcome = 'grounded' | 'empty' | 'failed';
+
+/** A grounded turn's sources: what the prompt gives the model and what the reply cites. */
+interface TurnGrounding {
+  grounding: Grounding;
+  citations: StoredCitation[];
+  retrieval: 'hybrid' | 'lexical' | 'failed';
 }
 
 const HISTORY_MESSAGES = 20;
@@ -47,6 +65,22 @@ const TITLE_LENGTH = 60;
 const SYSTEM_PROMPT = 'You are the assistant of an AI workspace. Answer in Markdown.';
 const INTERRUPTED = 'The instance writing the reply stopped before it ended.';
 const INTERRUPT_BATCH = 100;
+/** A grounded turn gives the model at most this many sources… */
+export const GROUNDING_SOURCES = 5;
+/** …of at most this many characters of passages in all… */
+export const GROUNDING_CHARS = 6000;
+/** …and this many per source; a source that would get fewer than GROUNDING_MIN_CHARS is left out. */
+const GROUNDING_SOURCE_CHARS = 2000;
+const GROUNDING_MIN_CHARS = 200;
+
+/** `text` cut to at most `max` characters, at a word where it can, marked with … when cut. */
+const cutText = (text: string, max: number) => {
+  const trimmed = text.trim();
+  if (trimmed.length <= max) return trimmed;
+  const head = trimmed.slice(0, max - 1);
+  const space = head.lastIndexOf(' ');
+  return `${space > max / 2 ? head.slice(0, space) : head}…`;
+};
 
 /** The title a first message gives an untitled conversation. */
 const titleFrom = (content: string) => {
@@ -65,6 +99,14 @@ export interface ChatServiceDeps {
   billing: BudgetGate;
   lease: ReplyLeaseSettings;
   memory: Pick<MemoryService, 'relevant'>;
+  /** Grounded turns retrieve the caller's knowledge through it. */
+  knowledge: Pick<KnowledgeService, 'passages'>;
+  /** The caller's `knowledgeInChat` and `memoryInChat`. */
+  settings: Pick<SettingsService, 'get'>;
+  /** Logs at warn level (a failed knowledge retrieval). */
+  warn?: (message: string, meta: Record<string, unknown>) => void;
+  /** Called once per grounded turn (metrics). */
+  onGrounded?: (outcome: GroundingOutcome, sources: number) => void;
 }
 
 /**
@@ -82,8 +124,12 @@ export class ChatService {
   private readonly billing: BudgetGate;
   private readonly lease: ReplyLeaseSettings;
   private readonly memory: Pick<MemoryService, 'relevant'>;
+  private readonly knowledge: Pick<KnowledgeService, 'passages'>;
+  private readonly settings: Pick<SettingsService, 'get'>;
+  private readonly warn: NonNullable<ChatServiceDeps['warn']>;
+  private readonly onGrounded: NonNullable<ChatServiceDeps['onGrounded']>;
 
-  constructor({ db, models, projects, skills, webhooks, timeoutMs, billing, lease, memory }: ChatServiceDeps) {
+  constructor({ db, models, projects, skills, webhooks, timeoutMs, billing, lease, memory, knowledge, settings, warn, onGrounded }: ChatServiceDeps) {
     this.db = db;
     this.models = models;
     this.projects = projects;
@@ -93,6 +139,10 @@ export class ChatService {
     this.billing = billing;
     this.lease = lease;
     this.memory = memory;
+    this.knowledge = knowledge;
+    this.settings = settings;
+    this.warn = warn ?? (() => undefined);
+    this.onGrounded = onGrounded ?? (() => undefined);
   }
 
   /** The replies this instance is generating: their leases are renewed while they are. */
@@ -198,6 +248,7 @@ export class ChatService {
     const model = await this.models.resolve(userId, input.model ?? conversation.model, 'chat', { fallback: input.model === undefined });
     // Usage on the user's own key is not charged to the deployment's budget.
     if (model.connectionId === null) await this.billing.requireBudget(userId);
+    const knowledge = await this.knowledgeSources(userId, input.knowledge);
     const now = new Date();
     const [message, reply] = await this.db.transaction().execute(async (trx) => {
       const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
@@ -219,7 +270,7 @@ export class ChatService {
     });
     this.generating.add(reply.id);
     try {
-      return await this.generate(userId, conversation, model, message, reply, hooks);
+      return await this.generate(userId, conversation, model, message, reply, hooks, knowledge);
     } finally {
       // A reply left generating here (an unexpected error) is failed by a sweep once its lease ends.
       this.generating.delete(reply.id);
@@ -233,9 +284,12 @@ export class ChatService {
     message: repo.MessageRow,
     reply: repo.MessageRow,
     hooks: SendHooks,
+    knowledge: KnowledgeSources | null,
   ): Promise<SendOutcome> {
     hooks.onStart?.(message);
-    const prompt = await this.prompt(userId, conversation, message);
+    const grounding = knowledge ? await this.ground(userId, reply, message.content, knowledge) : null;
+    if (grounding) hooks.onCitations?.(grounding.citations, grounding.retrieval);
+    const prompt = await this.prompt(userId, conversation, message, grounding?.grounding);
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signal = AbortSignal.any([hooks.signal, timeout]);
     let text = '';
@@ -308,8 +362,61 @@ export class ChatService {
     return ended.length;
   }
 
-  /** System prompt (project instructions, relevant memory), recent history and the new message. */
-  private async prompt(userId: string, conversation: repo.ConversationRow, message: repo.MessageRow): Promise<ChatMessage[]> {
+  /**
+   * The knowledge sources a turn is grounded in, or null for an ungrounded turn: the message's
+   * `knowledge`, else the caller's `knowledgeInChat`; memory items only while `memoryInChat` is on.
+   */
+  private async knowledgeSources(userId: string, asked: boolean | undefined): Promise<KnowledgeSources | null> {
+    if (asked === false) return null;
+    const settings = await this.settings.get(userId);
+    if (!(asked ?? settings.knowledgeInChat)) return null;
+    return settings.memoryInChat ? ['files', 'memory', 'notes', 'projects'] : ['files', 'notes', 'projects'];
+  }
+
+  /**
+   * Grounds a turn: the caller's best knowledge results for the message (through the knowledge
+   * service, as the caller, so only what they may read), cut to the sources' budget, and stored as
+   * the reply's citations. A failed search never fails the turn: it goes on without sources, and
+   * the prompt says so.
+   */
+  private async ground(userId: string, reply: repo.MessageRow, query: string, sources: KnowledgeSources): Promise<TurnGrounding> {
+    let found: Awaited<ReturnType<KnowledgeService['passages']>>;
+    try {
+      found = await this.knowledge.passages(userId, query, { limit: GROUNDING_SOURCES, sources });
+    } catch (error) {
+      this.warn('knowledge retrieval failed; the chat turn goes on without sources', { messageId: reply.id, error: (error as Error).message });
+      this.onGrounded('failed', 0);
+      return { grounding: { state: 'failed' }, citations: [], retrieval: 'failed' };
+    }
+    const citations: StoredCitation[] = [];
+    const given: Array<{ number: number; kind: string; title: string; text: string }> = [];
+    let budget = GROUNDING_CHARS;
+    for (const passage of found.passages) {
+      if (budget < GROUNDING_MIN_CHARS) break;
+      const text = cutText(passage.text, Math.min(GROUNDING_SOURCE_CHARS, budget));
+      budget -= text.length;
+      const number = citations.length + 1;
+      given.push({ number, kind: passage.kind, title: passage.title, text });
+      citations.push({
+        number,
+        sourceType: passage.kind,
+        sourceId: passage.id,
+        title: passage.title,
+        snippet: passage.snippet,
+        projectId: passage.projectId,
+        fileId: passage.fileId,
+        chunkIndex: passage.chunkIndex,
+        startOffset: passage.startOffset,
+        endOffset: passage.endOffset,
+      });
+    }
+    if (citations.length > 0) await repo.setReplyCitations(this.db, reply.id, JSON.stringify(citations));
+    this.onGrounded(citations.length > 0 ? 'grounded' : 'empty', citations.length);
+    return { grounding: citations.length > 0 ? { state: 'found', sources: given } : { state: 'none' }, citations, retrieval: found.retrieval };
+  }
+
+  /** System prompt (project instructions, relevant memory, a grounded turn's sources), recent history and the new message. */
+  private async prompt(userId: string, conversation: repo.ConversationRow, message: repo.MessageRow, grounding?: Grounding): Promise<ChatMessage[]> {
     const project = conversation.project_id ? await this.projects.get(userId, conversation.project_id).catch(() => null) : null;
     const [memory, history] = await Promise.all([
       this.memory.relevant(userId, conversation.project_id, message.content, MEMORY_ITEMS),
@@ -318,6 +425,7 @@ export class ChatService {
     let system = SYSTEM_PROMPT;
     if (project) system += `\n\nThe conversation belongs to the project "${project.name}".${project.instructions ? `\nProject instructions:\n${project.instructions}` : ''}`;
     if (memory.length > 0) system += `\n\nWhat you know about the user:\n${memory.map((m) => `- ${m.content}`).join('\n')}`;
+    if (grounding) system += `\n\n${groundingBlock(grounding)}`;
     return [
       { role: 'system', content: system },
       ...history.map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content })),
@@ -346,6 +454,7 @@ export class ChatService {
         model: model.info.id,
         content: text,
         usage: presentUsage(usage, cost),
+        citations: presentCitations(stored.citations),
       });
       return stored;
     });

@@ -46,8 +46,9 @@ function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unk
                         p.id, null::text, null::int, null::int, null::int
                  from projects p ${parts.project.from}
                  where p.owner_user_id = ${userId} ${parts.project.where} ${inProject(sql`p.id`)}`,
+    // A file shared with the caller is theirs to read, its owner's project is not: no projectId.
     file: sql`select 'file', f.id, f.name, c.content, ${parts.file.measure},
-                     f.project_id, f.id, c.seq, c.start_offset, c.end_offset
+                     case when f.owner_user_id = ${userId} then f.project_id end, f.id, c.seq, c.start_offset, c.end_offset
               from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation ${parts.file.from}
               where (f.owner_user_id = ${userId}
                      or exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = ${userId}))

@@ -34,6 +34,24 @@ const keyOf = (hit: repo.Hit) => `${hit.kind}|${hit.id}|${hit.seq ?? ''}`;
 const byScoreThenKey = (a: { score: number; hit: repo.Hit }, b: { score: number; hit: repo.Hit }) =>
   b.score - a.score || (keyOf(a.hit) < keyOf(b.hit) ? -1 : keyOf(a.hit) > keyOf(b.hit) ? 1 : 0);
 
+/** The longest query a search takes (the document's `KnowledgeSearchRequest.query`). */
+const MAX_QUERY_CHARS = 500;
+
+/** A result of `passages`: a search result with the whole text its snippet was cut from. */
+export interface KnowledgePassage {
+  kind: repo.SourceKind;
+  id: string;
+  title: string;
+  /** Cut as search cuts it (matched words between « and »). */
+  snippet: string;
+  text: string;
+  projectId: string | null;
+  fileId: string | null;
+  chunkIndex: number | null;
+  startOffset: number | null;
+  endOffset: number | null;
+}
+
 /** The state of the embeddings provider as the last call found it. */
 export interface EmbeddingsHealth {
   /** `unused` without pgvector; `unknown` until the first call; `failing` while the last one failed. */
@@ -135,7 +153,11 @@ export class KnowledgeService {
     return this.vectorAvailable && (await this.capabilities.isEnabled('vectorSearch'));
   }
 
-  async search(userId: string, request: Request) {
+  /**
+   * The caller's best results for `request`. With `withText`, each hit also carries the whole text
+   * its snippet was cut from (`text`: the chunk, the note, the memory item, the project's fields).
+   */
+  async search(userId: string, request: Request, withText = false): Promise<{ retrieval: 'hybrid' | 'lexical'; note: string | undefined; hits: Array<{ hit: repo.Hit; score: number; text?: string }> }> {
     await this.projects.requireOwnedIfNamed(userId, request.projectId);
     const scope: repo.Scope = {
       userId,
@@ -144,6 +166,10 @@ export class KnowledgeService {
     };
     const limit = request.limit ?? 10;
     const lexicalOnly = async (note?: string) => {
+      if (withText) {
+        const hits = await repo.lexicalHits(this.db, scope, request.query, limit, 'later');
+        return { retrieval: 'lexical' as const, hits: await this.cut(request.query, hits.map((hit) => ({ hit, score: Number(hit.score) }))), note };
+      }
       const hits = await repo.lexicalHits(this.db, scope, request.query, limit);
       return { retrieval: 'lexical' as const, hits: hits.map((hit) => ({ hit, score: Number(hit.score) })), note };
     };
@@ -177,8 +203,39 @@ export class KnowledgeService {
     }
     const hits = [...fused.values()].sort(byScoreThenKey).slice(0, limit);
     // Snippets are cut for the hits returned only, not for every candidate.
-    const snippets = await repo.cutSnippets(this.db, request.query, hits.map(({ hit }) => hit.snippet));
-    return { retrieval: 'hybrid' as const, note: undefined, hits: hits.map(({ score, hit }, i) => ({ score, hit: { ...hit, snippet: snippets[i] as string } })) };
+    const cut = await this.cut(request.query, hits);
+    return { retrieval: 'hybrid' as const, note: undefined, hits: withText ? cut : cut.map(({ hit, score }) => ({ hit, score })) };
+  }
+
+  /** Hits whose `snippet` holds their whole text, with their snippets cut and that text kept as `text`. */
+  private async cut(query: string, hits: Array<{ hit: repo.Hit; score: number }>) {
+    const snippets = await repo.cutSnippets(this.db, query, hits.map(({ hit }) => hit.snippet));
+    return hits.map(({ score, hit }, i) => ({ score, hit: { ...hit, snippet: snippets[i] as string }, text: hit.snippet }));
+  }
+
+  /**
+   * What a chat turn is grounded in: the caller's best `limit` results for `query` (the same
+   * retrieval and ranking as `search`, over what the caller may read: their own records and the
+   * files shared with them), each with the text of its passage. `query` is cut to the search's
+   * longest query. Embeddings that fail make it lexical, as search does; other failures throw.
+   */
+  async passages(userId: string, query: string, options: { limit: number; sources?: Request['sources'] }): Promise<{ retrieval: 'hybrid' | 'lexical'; passages: KnowledgePassage[] }> {
+    const { retrieval, hits } = await this.search(userId, { query: Array.from(query.slice(0, 2 * MAX_QUERY_CHARS)).slice(0, MAX_QUERY_CHARS).join(''), limit: options.limit, sources: options.sources }, true);
+    return {
+      retrieval,
+      passages: hits.map(({ hit, text }) => ({
+        kind: hit.kind,
+        id: hit.id,
+        title: hit.title,
+        snippet: hit.snippet,
+        text: text ?? hit.snippet,
+        projectId: hit.project_id,
+        fileId: hit.file_id,
+        chunkIndex: hit.seq,
+        startOffset: hit.start_offset,
+        endOffset: hit.end_offset,
+      })),
+    };
   }
 
   /** The user's chosen embeddings model (a connection's), or null for the deployment's embedder. */

@@ -1,5 +1,6 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { LanguageModel, LanguageModelUsage } from 'ai';
+import { groundingIn } from './grounding';
 
 /** A model as the service offers it, with the prices the deployment configured. */
 export interface ModelInfo {
@@ -293,9 +294,17 @@ export class DevelopmentProvider implements ModelProvider {
     },
   ];
 
+  /**
+   * Quotes the last user message and, for a grounded turn, lists the sources the prompt gave it
+   * (`Sources: [1] title; [2] title`), or says that none matched or the search failed.
+   */
   private reply(messages: ChatMessage[]): { text: string; usage: ChatUsage } {
     const last = [...messages].reverse().find((m) => m.role === 'user')?.content ?? '';
-    const text = `Development model (no AI provider is configured). You wrote: ${last}`;
+    let text = `Development model (no AI provider is configured). You wrote: ${last}`;
+    const grounding = groundingIn(messages);
+    if (grounding?.state === 'found') text += `\n\nSources: ${grounding.sources.map((s) => `[${s.number}] ${s.title}`).join('; ')}`;
+    else if (grounding?.state === 'none') text += '\n\nSources: none of your knowledge matched.';
+    else if (grounding?.state === 'failed') text += '\n\nSources: unavailable (your knowledge could not be searched).';
     return { text, usage: { inputTokens: messages.reduce((n, m) => n + words(m.content), 0), outputTokens: words(text) } };
   }
 
