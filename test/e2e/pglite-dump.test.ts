@@ -70,4 +70,4 @@ test('an embedded database moves to Postgres through its SQL dump', async () => 
     await admin.query(`drop database if exists ${name} with (force)`);
     await admin.end();
   }
-}, 180_000);
+}, 600_000); // processes started from source: minutes each on a loaded machine
