@@ -24,6 +24,8 @@ import { AutomationRunner, AutomationScheduler } from './areas/automations/runne
 import { AutomationService } from './areas/automations/service';
 import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
+import { BuiltinTools } from './areas/tools/builtins';
+import { type ToolSource, ToolService } from './areas/tools/service';
 import { ModelService, NO_DEFAULTS, sealedColumns as modelSealedColumns } from './areas/models/service';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { countPendingDeliveries } from './areas/webhooks/repository';
@@ -70,6 +72,8 @@ export interface Services {
   /** The models of the deployment and of users' own connections, the model policy, and the connections. */
   models: ModelService;
   settings: SettingsService;
+  /** The tool registry: built-in tools and the other tool sources (MCP servers). */
+  tools: ToolService;
   onboarding: OnboardingService;
   bootstrap: BootstrapService;
   discovery: DiscoveryService;
@@ -188,9 +192,12 @@ export interface ServicesDeps {
   outbound: Outbound;
   /** The API document (the app shell reports its version and limits). */
   doc: OpenAPIV3.DocumentV3;
+  metrics?: Metrics;
+  /** Tool sources besides the built-in tools (the MCP servers'). */
+  toolSources?: ToolSource[];
 }
 
-export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc }: ServicesDeps): Services {
+export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics, toolSources = [] }: ServicesDeps): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
@@ -243,6 +250,12 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     billing,
     lease: { leaseMs: config.models.replyLeaseMs },
     memory,
+    toolSettings: { enabled: config.tools.enabled, maxSteps: config.tools.maxSteps, approvalTtlMs: config.tools.approvalTtlMs },
+    audit,
+    observer: {
+      firstToken: (seconds) => metrics?.firstToken.observe(seconds),
+      approvalWait: (seconds, decision) => metrics?.approvalWait.observe({ decision }, seconds),
+    },
   });
   const files = new FileService({
     db,
@@ -257,9 +270,22 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   const principals = new PrincipalService(db, audit);
   const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(deployment)?.id } } });
   models.useDefaults(settings);
+  const knowledge = new KnowledgeService({ db, capabilities, projects, embedder, vectorAvailable, log: (level, message, meta) => logger.log(level, message, meta) });
+  const notes = new NoteService(db, projects);
+  const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
+  const tools = new ToolService({
+    builtins: new BuiltinTools({ knowledge, memory, notes, files, projects, automations, policies: config.tools.builtinPolicies }),
+    sources: toolSources,
+    settings,
+    limits: { timeoutMs: config.tools.callTimeoutMs, maxResultBytes: config.tools.maxResultBytes },
+    onCall: (tool, outcome) => metrics?.toolCalls.inc({ tool, outcome }),
+    log: warn,
+  });
+  // Chat is built before the areas its built-in tools act through (files needs chat).
+  chat.useTools(tools);
   const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
   return {
-    knowledge: new KnowledgeService({ db, capabilities, projects, embedder, vectorAvailable, log: (level, message, meta) => logger.log(level, message, meta) }),
+    knowledge,
     files,
     outputs: new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn }),
     audit,
@@ -270,15 +296,16 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
     capabilities,
     projects,
-    notes: new NoteService(db, projects),
+    notes,
     memory,
     skills,
     webhooks,
     chat,
-    automations: new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing }),
+    automations,
     agents: new AgentEnvironmentService(db, config.agents),
     models,
     settings,
+    tools,
     onboarding,
     bootstrap: new BootstrapService({
       principals,
@@ -414,7 +441,7 @@ export async function compose(config: Config, logger: Logger, database?: Databas
     });
     const modelList = await resolveModels(config, logger);
     const doc = loadApiDocument();
-    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc });
+    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics });
     const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },

@@ -1,6 +1,6 @@
 import type { LanguageModel } from 'ai';
 import { AddressNotAllowed, RedirectRefused, UrlNotAllowed } from '../net/outbound';
-import { type ChatRequest, describeProviderError, errorDetail, type FailureLog, type ModelProvider, ModelProviderFailure, SdkChat, withoutAddresses } from './models';
+import { type ChatRequest, type ChatResult, describeProviderError, errorDetail, type FailureLog, type ModelProvider, ModelProviderFailure, SdkChat, withoutAddresses } from './models';
 
 /**
  * Model provider connections that users bring with their own API key: the provider's wire format,
@@ -176,7 +176,7 @@ export class ConnectionChat implements Pick<ModelProvider, 'generate' | 'stream'
     );
   }
 
-  generate(request: ChatRequest) {
+  generate(request: ChatRequest): Promise<ChatResult> {
     return this.chat.generate(request);
   }
 
