@@ -1430,7 +1430,7 @@ export interface paths {
         /**
          * The caller's tool calls waiting for approval, or one approval
          * @description Without `approvalId`: a page of the caller's pending approvals (not yet decided and not
-         *     expired), oldest first, as `{ approvals, nextCursor }`. With `approvalId`: that approval of the
+         *     expired), newest first, as `{ approvals, nextCursor }`. With `approvalId`: that approval of the
          *     caller's in any status, as `{ approval }` (`404` when it is not one of theirs).
          *
          *     A chat turn whose model calls a tool with policy `approval_required` pauses: its reply is

@@ -255,6 +255,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     observer: {
       firstToken: (seconds) => metrics?.firstToken.observe(seconds),
       approvalWait: (seconds, decision) => metrics?.approvalWait.observe({ decision }, seconds),
+      toolCall: (tool, outcome) => metrics?.toolCalls.inc({ tool, outcome }),
     },
   });
   const files = new FileService({
@@ -278,7 +279,6 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     sources: toolSources,
     settings,
     limits: { timeoutMs: config.tools.callTimeoutMs, maxResultBytes: config.tools.maxResultBytes },
-    onCall: (tool, outcome) => metrics?.toolCalls.inc({ tool, outcome }),
     log: warn,
   });
   // Chat is built before the areas its built-in tools act through (files needs chat).

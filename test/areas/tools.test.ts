@@ -378,3 +378,20 @@ describe('the development provider', () => {
     }
   });
 });
+
+describe('metrics', () => {
+  test('tool calls by tool and outcome, approval waits and time to first token (from the turns above)', async () => {
+    const { metrics } = ctx.h.runtime;
+    const calls = (await metrics.toolCalls.get()).values;
+    const count = (tool: string, outcome: string) => calls.find((v) => v.labels.tool === tool && v.labels.outcome === outcome)?.value ?? 0;
+    expect(count('notes_search', 'success')).toBeGreaterThan(0);
+    expect(count('memory_save', 'denied')).toBeGreaterThan(0);
+    expect(count('notes_create', 'denied')).toBeGreaterThan(0);
+    expect(count('unknown', 'not_found')).toBeGreaterThan(0);
+    expect(count('no_such_tool', 'not_found')).toBe(0);
+    const waits = (await metrics.approvalWait.get()).values;
+    expect(waits.find((v) => v.metricName === 'chat_tool_approval_wait_seconds_count' && v.labels.decision === 'approve')?.value).toBeGreaterThan(0);
+    const firstToken = (await metrics.firstToken.get()).values;
+    expect(firstToken.find((v) => v.metricName === 'chat_model_first_token_seconds_count')?.value).toBeGreaterThan(0);
+  });
+});

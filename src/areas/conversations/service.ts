@@ -44,6 +44,8 @@ export interface ChatObserver {
   firstToken(seconds: number): void;
   /** Seconds an approval waited for its decision. */
   approvalWait(seconds: number, decision: 'approve' | 'deny'): void;
+  /** A tool call's outcome (`tool` is `unknown` for a name the caller has no tool by). */
+  toolCall(tool: string, outcome: ToolRunResult['outcome']): void;
 }
 
 export const APPROVAL_DECIDE_ACTION = 'tool.approval.decide';
@@ -139,7 +141,7 @@ export interface ChatServiceDeps {
 }
 
 const NO_TOOLS: ChatToolSettings = { enabled: false, maxSteps: 1, approvalTtlMs: 3_600_000 };
-const NOT_OBSERVED: ChatObserver = { firstToken: () => undefined, approvalWait: () => undefined };
+const NOT_OBSERVED: ChatObserver = { firstToken: () => undefined, approvalWait: () => undefined, toolCall: () => undefined };
 
 /**
  * Conversations and chat: a user message, the model's reply (whole or streamed) through the
@@ -420,6 +422,7 @@ export class ChatService {
   private addResult(turn: Turn, call: ToolCallPart, result: ToolRunResult): void {
     const part: ToolResultPart = { type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, ...result };
     turn.parts.push(part);
+    this.observer.toolCall(turn.tools?.find(call.toolName) ? call.toolName : 'unknown', result.outcome);
     turn.hooks.onToolResult?.(part);
   }
 

@@ -64,8 +64,6 @@ export interface ToolServiceDeps {
   sources: ToolSource[];
   settings: Pick<SettingsService, 'get'>;
   limits: ToolLimits;
-  /** Told each call's tool and outcome (metrics). */
-  onCall?: (tool: string, outcome: ToolOutcome) => void;
   log?: (message: string, meta: Record<string, unknown>) => void;
 }
 
@@ -87,15 +85,13 @@ export class ToolService {
   private readonly sources: ToolSource[];
   private readonly settings: Pick<SettingsService, 'get'>;
   readonly limits: ToolLimits;
-  private readonly onCall: (tool: string, outcome: ToolOutcome) => void;
   private readonly log: (message: string, meta: Record<string, unknown>) => void;
 
-  constructor({ builtins, sources, settings, limits, onCall, log }: ToolServiceDeps) {
+  constructor({ builtins, sources, settings, limits, log }: ToolServiceDeps) {
     this.builtins = builtins;
     this.sources = sources;
     this.settings = settings;
     this.limits = limits;
-    this.onCall = onCall ?? (() => undefined);
     this.log = log ?? (() => undefined);
   }
 
@@ -134,11 +130,8 @@ export class ToolService {
       find: (name) => byName.get(name),
       run: async (name, args, signal) => {
         const source = bySource.get(name);
-        const result = source
-          ? await this.call(source, userId, name, args, signal)
-          : { outcome: 'not_found' as const, output: `There is no tool named ${name}.`, isError: true, truncated: false };
-        this.onCall(name, result.outcome);
-        return result;
+        if (!source) return { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false };
+        return this.call(source, userId, name, args, signal);
       },
     };
   }
