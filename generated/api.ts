@@ -1359,6 +1359,18 @@ export interface paths {
          *     the deployment's timeout, `504 model_provider_timeout`; a cancelled stream) is stored as
          *     `failed` and emits `chat.failed`. The error answers carry the failed reply's `messageId`.
          *
+         *     **Tools.** When the deployment offers tools (`CHAT_TOOLS`, on by default), the model is given
+         *     the caller's tools (`GET /api/v1/tools`) and may call them: the service runs each call (a
+         *     timeout and a result size cap per call; a failed call is an error result for the model, never
+         *     a failed turn; a `deny` tool never runs) and asks the model again, up to the deployment's step
+         *     limit (`TOOL_MAX_STEPS`; the last step is asked without tools, so the turn ends with an
+         *     answer). The calls and results are stored as the reply's `parts` and streamed as `tool-call`
+         *     and `tool-result` events. A call whose policy is `approval_required` pauses the turn: the
+         *     reply is `awaiting_approval`, the JSON answer carries it so, a stream ends with
+         *     `approval-required`; see `POST /api/v1/approvals/decide`. Each step's model call is charged
+         *     (the first as the reply's id, later ones as `<messageId>:<step>` in the usage ledger); the
+         *     reply's `usage` is their sum.
+         *
          *     A reply is a charged action: its cost is charged to the caller's budget (see
          *     `GET /api/v1/subscription`). With nothing left to spend the answer is `402 budget_exhausted`
          *     and nothing is posted.
@@ -1392,6 +1404,102 @@ export interface paths {
          *     skill is `404`.
          */
         post: operations["postAgentGreeting"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tools a model may call in the caller's chats
+         * @description The caller's tools, as chat turns offer them to the model: the built-in tools (which act on the
+         *     caller's own data through the service's areas), then the tools of the caller's enabled MCP
+         *     servers. Each has a name (1 to 64 of `a-z A-Z 0-9 _ -`), a description, the JSON Schema of its
+         *     input, its source and its effective policy for the caller (the tool's own policy adjusted by the
+         *     caller's `toolApproval` setting; see `ToolPolicy`).
+         *
+         *     Built-in tools: `knowledge_search`, `memory_search`, `notes_search`, `file_read`,
+         *     `projects_list` (read tools, `allow`), `memory_save`, `notes_create` and `automation_run`
+         *     (tools that change data or spend, `approval_required`). A source that cannot be read now (an
+         *     MCP server that failed) is named in `unavailable`; its tools are left out.
+         */
+        get: operations["getTools"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's tool calls waiting for approval, or one approval
+         * @description Without `approvalId`: a page of the caller's pending approvals (not yet decided and not
+         *     expired), newest first, as `{ approvals, nextCursor }`. With `approvalId`: that approval of the
+         *     caller's in any status, as `{ approval }` (`404` when it is not one of theirs).
+         *
+         *     A chat turn whose model calls a tool with policy `approval_required` pauses: its reply is
+         *     stored with status `awaiting_approval`, an approval is created (and the `approval.requested`
+         *     webhook event emitted), and a streamed turn ends with the `approval-required` event. Decide it
+         *     with `POST /api/v1/approvals/decide` before `expiresAt` (the deployment's `APPROVAL_TTL_MS`,
+         *     one hour by default); an approval left undecided expires and its reply ends as `failed` with
+         *     `errorCode: approval_expired` (and `chat.failed`).
+         */
+        get: operations["getApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/approvals/decide": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve or deny a paused tool call, and continue the turn
+         * @description Decides the caller's pending approval `approvalId` once:
+         *     - `approve` runs the tool with exactly the arguments the approval is bound to (when the body
+         *       carries `arguments`, their canonical JSON must have the approval's digest, else
+         *       `409 conflict` and nothing runs), gives the model its result and continues the turn;
+         *     - `deny` gives the model a `denied` result for the call (the tool does not run) and continues
+         *       the turn.
+         *
+         *     The answer comes when the turn reaches its next stop and carries the reply as it then is:
+         *     `complete`, `failed`, or `awaiting_approval` again if the model made another call that needs
+         *     approval. A client that went away follows the turn through the messages route
+         *     (`GET /api/v1/conversations/messages`) or the `chat.completed` / `chat.failed` webhook events
+         *     (and `approval.requested` for the next approval); a paused turn has no stream to reopen.
+         *
+         *     Refusals change nothing and run nothing: an approval that is not the caller's is `404`; one
+         *     already decided is `409 conflict` (a decision is single use); one past its `expiresAt` is
+         *     `410 approval_expired`. Each decision (approve or deny) writes exactly one audit event
+         *     (action `tool.approval.decide`, resource type `approval`, the decision, tool and digest in its
+         *     metadata). The tool's own charges (an automation run) and the continued turn's model calls are
+         *     charged as usual.
+         */
+        post: operations["decideApproval"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1529,7 +1637,7 @@ export interface components {
              * @example invalid_request
              * @enum {string}
              */
-            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
+            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
             /** @description With `invalid_request`, one entry per problem found in the request. With `not_found` for a body field that names another record (`projectId`, `parentId`, `conversationId`, `skillIds/0`, `agentId`…) that does not exist or is not the caller's, one entry whose `path` names that field (`/body/projectId`). */
             details?: components["schemas"]["ErrorDetail"][];
             /**
@@ -2775,7 +2883,7 @@ export interface components {
          * @example automation.finished
          * @enum {string}
          */
-        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed";
+        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed" | "approval.requested";
         /**
          * @description The event kinds to deliver; at least one.
          * @example [
@@ -2953,7 +3061,7 @@ export interface components {
             deleted: true;
         };
         /** @description The body of every delivery (exactly these bytes are signed): `{ id, type, createdAt, data }`, where `type` says which of the shapes below `data` has. `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. Clients must tolerate new event types (a subscription receives only the kinds it selected) and new properties in `data`. */
-        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventTest"];
+        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventApprovalRequested"] | components["schemas"]["WebhookEventTest"];
         /**
          * @description The event id (`msg_` and a UUIDv7), also sent as the `webhook-id` header.
          * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
@@ -3369,11 +3477,11 @@ export interface components {
              */
             citations: components["schemas"]["Citation"][];
             /**
-             * @description `generating` while the model writes the reply, `complete`, or `failed` (see `errorCode`). Clients must tolerate new values.
+             * @description `generating` while the model writes the reply, `awaiting_approval` while the turn waits for the caller's decision on a tool call (see Approvals), `complete`, or `failed` (see `errorCode`). Clients must tolerate new values.
              * @example complete
              * @enum {string}
              */
-            status: "generating" | "complete" | "failed";
+            status: "generating" | "awaiting_approval" | "complete" | "failed";
             /**
              * @description The agent (skill) that posted the message, for an agent greeting; otherwise `null`.
              * @example null
@@ -3385,14 +3493,19 @@ export interface components {
              */
             model: string | null;
             /**
-             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended. Clients must tolerate new values.
+             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time. Clients must tolerate new values.
              * @example null
              * @enum {string|null}
              */
-            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | null;
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | null;
             /** @example null */
             errorMessage: string | null;
             usage: components["schemas"]["Usage"];
+            /**
+             * @description An assistant reply's parts in order: text, tool calls and their results (see `MessagePart`); empty for user messages and greetings. A reply without tool calls has at most one `text` part. The reply's `usage` sums all its model calls (steps).
+             * @example []
+             */
+            parts: components["schemas"]["MessagePart"][];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -3513,11 +3626,21 @@ export interface components {
          *       `hybrid` or `lexical` as knowledge search says, or `failed` when the knowledge could not be
          *       searched (the reply is then written without sources, `citations: []`; clients must tolerate
          *       new values);
-         *     - `event: delta`, `data: { "text": string }`: the next piece of the reply (any number);
-         *     - then either `event: done`, `data: { "message": Message }` (the stored, complete reply: its
-         *       content is the concatenation of the deltas), or `event: error`,
-         *       `data: { "error": string, "code": string, "message": Message }` (the reply as stored, failed).
-         *     Closing the connection cancels the reply (it is stored as failed, `cancelled`).
+         *     - any number of, in the order they happen:
+         *       - `event: delta`, `data: { "text": string }`: the next piece of the reply's text;
+         *       - `event: tool-call`, `data: { "part": ToolCallPart }`: the model called a tool (with the
+         *         call's effective policy);
+         *       - `event: tool-result`, `data: { "part": ToolResultPart }`: the call's result, as given to
+         *         the model (a failed, timed-out or denied call is a result too, never an `error`);
+         *     - then one of: `event: done`, `data: { "message": Message }` (the stored, complete reply: its
+         *       content is the concatenation of the deltas); `event: error`,
+         *       `data: { "error": string, "code": string, "message": Message }` (the reply as stored,
+         *       failed); or `event: approval-required`, `data: { "approval": Approval, "message": Message }`
+         *       (the turn paused for the caller's decision on a tool call; the reply is stored as
+         *       `awaiting_approval` and the stream ends: decide with `POST /api/v1/approvals/decide`, whose
+         *       answer carries the continued reply).
+         *     Closing the connection cancels the reply (it is stored as failed, `cancelled`), except once
+         *     it is paused for approval. Clients must tolerate new event types.
          * @example event: message
          *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
          *
@@ -4692,6 +4815,34 @@ export interface components {
              */
             monthlySpendingLimitCents: number | null;
         };
+        /** @description `approval.requested`: a chat turn paused because the model called a tool that needs the user's approval; decide it with `POST /api/v1/approvals/decide` before `expiresAt`. */
+        WebhookEventApprovalRequested: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "approval.requested";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                approvalId: components["schemas"]["Id"];
+                conversationId: components["schemas"]["Id"];
+                messageId: components["schemas"]["Id"];
+                /** @example notes_create */
+                toolName: string;
+                /**
+                 * @example {
+                 *       "title": "Launch checklist"
+                 *     }
+                 */
+                arguments: {
+                    [key: string]: unknown;
+                };
+                /** @example 9f2d6c1e0b6a4f2b8a3e1d7c5b9a0e4f6d2c8b1a7e3f5d9c0b2a4e6f8d1c3b5a */
+                argumentsDigest: string;
+                expiresAt: components["schemas"]["Timestamp"];
+            };
+        };
         /**
          * @description The wire format of the provider: `openai` (OpenAI's API), `anthropic` (Anthropic's Messages API), `google` (the Gemini API), `openai_compatible` (any OpenAI-compatible API: Ollama, vLLM, LiteLLM, LM Studio…; `baseUrl` required). Clients must tolerate new values.
          * @example anthropic
@@ -4865,6 +5016,242 @@ export interface components {
         ModelConnectionTestResponse: {
             result: components["schemas"]["ModelConnectionTestResult"];
             connection?: components["schemas"]["ModelConnection"];
+        };
+        TextPart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "text";
+            /** @example I found two notes about the launch. */
+            text: string;
+        };
+        ToolCallPart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool-call";
+            /**
+             * @description The model's id of the call; its result carries the same.
+             * @example call_01
+             */
+            toolCallId: string;
+            /**
+             * @description The tool the model called (possibly one the caller does not have).
+             * @example notes_search
+             */
+            toolName: string;
+            /**
+             * @description The arguments the model gave (an object; `{}` when they were not a JSON object).
+             * @example {
+             *       "query": "launch"
+             *     }
+             */
+            arguments: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description The tool's effective policy for the call; `null` when no such tool exists.
+             * @example allow
+             * @enum {string|null}
+             */
+            policy: "allow" | "approval_required" | "deny" | null;
+            /**
+             * @description The approval the call waited for, when its policy asked for one.
+             * @example null
+             */
+            approvalId: string | null;
+        };
+        ToolResultPart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool-result";
+            /** @example call_01 */
+            toolCallId: string;
+            /** @example notes_search */
+            toolName: string;
+            /**
+             * @description `success`; `error` (the tool failed or its arguments were not valid); `timeout` (no result within the deployment's tool timeout); `denied` (its policy is `deny`, or the caller denied the approval); `not_found` (the model named a tool the caller does not have). Every outcome is given to the model as the call's result: a failed tool never fails the turn. Clients must tolerate new values.
+             * @example success
+             * @enum {string}
+             */
+            outcome: "success" | "error" | "timeout" | "denied" | "not_found";
+            /**
+             * @description What the model was given, at most the deployment's result cap (`TOOL_RESULT_MAX_BYTES`).
+             * @example [{"noteId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e40","title":"Launch","snippet":"The launch is on Monday."}]
+             */
+            output: string;
+            /** @example false */
+            isError: boolean;
+            /**
+             * @description Whether the tool's output was cut at the cap.
+             * @example false
+             */
+            truncated: boolean;
+        };
+        /** @description One part of an assistant reply, in order: its text, the tool calls the model made and their results. The reply's `content` is the concatenation of its `text` parts. Clients must tolerate new part types. */
+        MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"];
+        /**
+         * @description A tool's name as models call it: 1 to 64 letters, digits, `_` or `-` (what model APIs accept). Built-in tool names are fixed; an MCP server's tools are namespaced by the server.
+         * @example notes_search
+         */
+        ToolName: string;
+        /**
+         * @description Where the tool comes from: `builtin` (the service's own, acting on the caller's data through its areas), or `mcp` (a tool of one of the caller's MCP servers). Clients must tolerate new types.
+         * @example {
+         *       "type": "builtin"
+         *     }
+         */
+        ToolSource: {
+            /**
+             * @example builtin
+             * @enum {string}
+             */
+            type: "builtin" | "mcp";
+            /** @description For `mcp`, the caller's MCP server. */
+            serverId?: components["schemas"]["Id"];
+            /**
+             * @description For `mcp`, the server's name.
+             * @example Issue tracker
+             */
+            serverName?: string;
+        };
+        /**
+         * @description What happens when a model calls the tool, for this caller: `allow` runs it; `approval_required` pauses the chat turn until the caller approves or denies the call (see Approvals); `deny` never runs it (the model is told the call was refused). Built-in read tools are `allow` and tools that change data `approval_required`, adjusted by the caller's `toolApproval` setting: `always_ask` makes every `allow` tool `approval_required`; `auto_approve` makes every `approval_required` tool `allow`; `deny` is never changed. Clients must tolerate new values.
+         * @example allow
+         * @enum {string}
+         */
+        ToolPolicy: "allow" | "approval_required" | "deny";
+        Tool: {
+            name: components["schemas"]["ToolName"];
+            /**
+             * @description What the tool does, as the model is told.
+             * @example Searches the caller's notes by words; returns the matching notes' ids, titles and snippets.
+             */
+            description: string;
+            /**
+             * @description The JSON Schema of the tool's input (an object), as the model is given it.
+             * @example {
+             *       "type": "object",
+             *       "properties": {
+             *         "query": {
+             *           "type": "string",
+             *           "minLength": 1,
+             *           "maxLength": 500
+             *         },
+             *         "limit": {
+             *           "type": "integer",
+             *           "minimum": 1,
+             *           "maximum": 20
+             *         }
+             *       },
+             *       "required": [
+             *         "query"
+             *       ],
+             *       "additionalProperties": false
+             *     }
+             */
+            inputSchema: {
+                [key: string]: unknown;
+            };
+            source: components["schemas"]["ToolSource"];
+            policy: components["schemas"]["ToolPolicy"];
+        };
+        UnavailableToolSource: {
+            serverId: components["schemas"]["Id"];
+            /** @example Issue tracker */
+            serverName: string;
+            /** @example The server did not answer within 10000 ms. */
+            reason: string;
+        };
+        ToolListResponse: {
+            /** @description The caller's tools, built-in ones first, each name once. */
+            tools: components["schemas"]["Tool"][];
+            /** @description Tool sources that could not be read now (an MCP server that failed); their tools are left out, here and from chat turns. */
+            unavailable: components["schemas"]["UnavailableToolSource"][];
+        };
+        /**
+         * @description Clients must tolerate new values.
+         * @example pending
+         * @enum {string}
+         */
+        ApprovalStatus: "pending" | "approved" | "denied" | "expired";
+        /** @description A tool call waiting for (or given) the caller's decision. It is bound to the caller, the reply it paused, the exact tool and the SHA-256 digest of the canonical JSON of its arguments (keys sorted, no white space), and it expires (`expiresAt`). */
+        Approval: {
+            approvalId: components["schemas"]["Id"];
+            conversationId: components["schemas"]["Id"];
+            /** @description The paused reply. */
+            messageId: components["schemas"]["Id"];
+            /** @example call_02 */
+            toolCallId: string;
+            toolName: components["schemas"]["ToolName"];
+            /**
+             * @description The arguments the call will run with once approved.
+             * @example {
+             *       "title": "Launch checklist",
+             *       "content": "- book the room"
+             *     }
+             */
+            arguments: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description SHA-256 (hex) of the canonical JSON of `arguments`.
+             * @example 9f2d6c1e0b6a4f2b8a3e1d7c5b9a0e4f6d2c8b1a7e3f5d9c0b2a4e6f8d1c3b5a
+             */
+            argumentsDigest: string;
+            status: components["schemas"]["ApprovalStatus"];
+            createdAt: components["schemas"]["Timestamp"];
+            expiresAt: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @description When it was approved or denied; `null` otherwise.
+             * @example null
+             */
+            decidedAt: number | null;
+        };
+        ApprovalResponse: {
+            approval: components["schemas"]["Approval"];
+        };
+        ApprovalListResponse: {
+            approvals: components["schemas"]["Approval"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ approval }` when `approvalId` is given, otherwise a page `{ approvals, nextCursor }`. */
+        ApprovalGetResponse: components["schemas"]["ApprovalResponse"] | components["schemas"]["ApprovalListResponse"];
+        /**
+         * @example {
+         *       "approvalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+         *       "decision": "approve"
+         *     }
+         */
+        ApprovalDecideRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            approvalId: components["schemas"]["Id"];
+            /**
+             * @example approve
+             * @enum {string}
+             */
+            decision: "approve" | "deny";
+            /**
+             * @description Optional: the arguments the caller saw and approves. When given, their canonical JSON must have the approval's `argumentsDigest` (`409 conflict` otherwise, and nothing runs), so a client cannot approve something other than what it showed.
+             * @example {
+             *       "title": "Launch checklist",
+             *       "content": "- book the room"
+             *     }
+             */
+            arguments?: {
+                [key: string]: unknown;
+            };
+        };
+        ApprovalDecideResponse: {
+            approval: components["schemas"]["Approval"];
+            /** @description The reply the approval paused, at the turn's next stop: `complete`, `failed`, or `awaiting_approval` again when the model made another call that needs approval. */
+            reply: components["schemas"]["Message"];
         };
     };
     responses: {
@@ -5345,6 +5732,25 @@ export interface components {
                  *       "error": "The budget for this period is spent.",
                  *       "code": "budget_exhausted",
                  *       "periodEnd": 1764547200000
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `approval_expired`: the approval passed its `expiresAt` before it was decided; nothing ran. Its reply ends as `failed` (`approval_expired`). */
+        ApprovalExpired: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "This approval expired before it was decided; nothing ran.",
+                 *       "code": "approval_expired"
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorResponse"];
@@ -10040,6 +10446,12 @@ export interface operations {
                      *             "outputTokens": 96,
                      *             "costCents": 0.01194
                      *           },
+                     *           "parts": [
+                     *             {
+                     *               "type": "text",
+                     *               "text": "Here is the plan for the quarter."
+                     *             }
+                     *           ],
                      *           "createdAt": 1763784000100,
                      *           "updatedAt": 1763784002100
                      *         },
@@ -10055,6 +10467,7 @@ export interface operations {
                      *           "errorCode": null,
                      *           "errorMessage": null,
                      *           "usage": null,
+                     *           "parts": [],
                      *           "createdAt": 1763784000000,
                      *           "updatedAt": 1763784000000
                      *         }
@@ -10117,6 +10530,7 @@ export interface operations {
                      *         "errorCode": null,
                      *         "errorMessage": null,
                      *         "usage": null,
+                     *         "parts": [],
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784000000
                      *       },
@@ -10159,6 +10573,12 @@ export interface operations {
                      *           "outputTokens": 96,
                      *           "costCents": 0.01194
                      *         },
+                     *         "parts": [
+                     *           {
+                     *             "type": "text",
+                     *             "text": "Here is the plan for the quarter."
+                     *           }
+                     *         ],
                      *         "createdAt": 1763784000100,
                      *         "updatedAt": 1763784002100
                      *       }
@@ -10233,6 +10653,7 @@ export interface operations {
                      *         "errorCode": null,
                      *         "errorMessage": null,
                      *         "usage": null,
+                     *         "parts": [],
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784000000
                      *       }
@@ -10246,6 +10667,263 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getTools: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's tools. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "tools": [
+                     *         {
+                     *           "name": "notes_search",
+                     *           "description": "Searches the caller's notes; returns the best matches' ids, titles and snippets.",
+                     *           "inputSchema": {
+                     *             "type": "object",
+                     *             "properties": {
+                     *               "query": {
+                     *                 "type": "string",
+                     *                 "minLength": 1,
+                     *                 "maxLength": 500
+                     *               },
+                     *               "limit": {
+                     *                 "type": "integer",
+                     *                 "minimum": 1,
+                     *                 "maximum": 20
+                     *               }
+                     *             },
+                     *             "required": [
+                     *               "query"
+                     *             ],
+                     *             "additionalProperties": false
+                     *           },
+                     *           "source": {
+                     *             "type": "builtin"
+                     *           },
+                     *           "policy": "allow"
+                     *         },
+                     *         {
+                     *           "name": "notes_create",
+                     *           "description": "Creates a note for the caller (Markdown).",
+                     *           "inputSchema": {
+                     *             "type": "object",
+                     *             "properties": {
+                     *               "title": {
+                     *                 "type": "string",
+                     *                 "maxLength": 200
+                     *               },
+                     *               "content": {
+                     *                 "type": "string",
+                     *                 "maxLength": 200000
+                     *               }
+                     *             },
+                     *             "required": [
+                     *               "title",
+                     *               "content"
+                     *             ],
+                     *             "additionalProperties": false
+                     *           },
+                     *           "source": {
+                     *             "type": "builtin"
+                     *           },
+                     *           "policy": "approval_required"
+                     *         }
+                     *       ],
+                     *       "unavailable": []
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ToolListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getApprovals: {
+        parameters: {
+            query?: {
+                /** @description One approval of the caller's. */
+                approvalId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of pending approvals, or one approval. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "approvals": [
+                     *         {
+                     *           "approvalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *           "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *           "toolCallId": "call_02",
+                     *           "toolName": "notes_create",
+                     *           "arguments": {
+                     *             "title": "Launch checklist",
+                     *             "content": "- book the room"
+                     *           },
+                     *           "argumentsDigest": "9f2d6c1e0b6a4f2b8a3e1d7c5b9a0e4f6d2c8b1a7e3f5d9c0b2a4e6f8d1c3b5a",
+                     *           "status": "pending",
+                     *           "createdAt": 1763784000000,
+                     *           "expiresAt": 1763787600000,
+                     *           "decidedAt": null
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ApprovalGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    decideApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApprovalDecideRequest"];
+            };
+        };
+        responses: {
+            /** @description The decided approval and the reply at its next stop. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "approval": {
+                     *         "approvalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *         "toolCallId": "call_02",
+                     *         "toolName": "notes_create",
+                     *         "arguments": {
+                     *           "title": "Launch checklist",
+                     *           "content": "- book the room"
+                     *         },
+                     *         "argumentsDigest": "9f2d6c1e0b6a4f2b8a3e1d7c5b9a0e4f6d2c8b1a7e3f5d9c0b2a4e6f8d1c3b5a",
+                     *         "status": "approved",
+                     *         "createdAt": 1763784000000,
+                     *         "expiresAt": 1763787600000,
+                     *         "decidedAt": 1763784030000
+                     *       },
+                     *       "reply": {
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "role": "assistant",
+                     *         "content": "I created the note \"Launch checklist\".",
+                     *         "citations": [],
+                     *         "status": "complete",
+                     *         "agentId": null,
+                     *         "model": "gpt-4o-mini",
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "usage": {
+                     *           "inputTokens": 820,
+                     *           "outputTokens": 64,
+                     *           "costCents": 0.01614
+                     *         },
+                     *         "parts": [
+                     *           {
+                     *             "type": "tool-call",
+                     *             "toolCallId": "call_02",
+                     *             "toolName": "notes_create",
+                     *             "arguments": {
+                     *               "title": "Launch checklist",
+                     *               "content": "- book the room"
+                     *             },
+                     *             "policy": "approval_required",
+                     *             "approvalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70"
+                     *           },
+                     *           {
+                     *             "type": "tool-result",
+                     *             "toolCallId": "call_02",
+                     *             "toolName": "notes_create",
+                     *             "outcome": "success",
+                     *             "output": "{\"noteId\":\"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e41\",\"title\":\"Launch checklist\"}",
+                     *             "isError": false,
+                     *             "truncated": false
+                     *           },
+                     *           {
+                     *             "type": "text",
+                     *             "text": "I created the note \"Launch checklist\"."
+                     *           }
+                     *         ],
+                     *         "createdAt": 1763784000100,
+                     *         "updatedAt": 1763784031000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ApprovalDecideResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["ApprovalExpired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -274,8 +274,10 @@ export interface Messages {
   kind: string;
   locked_until: Timestamp | null;
   model: string | null;
+  model_calls: Generated<number>;
   output_tokens: number | null;
   owner_user_id: string;
+  parts: Generated<Json>;
   role: string;
   status: string;
   updated_at: Generated<Timestamp>;
@@ -378,6 +380,21 @@ export interface Skills {
   owner_user_id: string;
   project_id: string | null;
   updated_at: Generated<Timestamp>;
+}
+
+export interface ToolApprovals {
+  arguments: Json;
+  arguments_digest: string;
+  conversation_id: string;
+  created_at: Timestamp;
+  decided_at: Timestamp | null;
+  expires_at: Timestamp;
+  id: string;
+  message_id: string;
+  status: string;
+  tool_call_id: string;
+  tool_name: string;
+  user_id: string;
 }
 
 export interface UploadTokens {
@@ -501,6 +518,7 @@ export interface DB {
   rate_limits: RateLimits;
   sessions: Sessions;
   skills: Skills;
+  tool_approvals: ToolApprovals;
   upload_tokens: UploadTokens;
   usage_records: UsageRecords;
   user_settings: UserSettings;

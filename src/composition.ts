@@ -24,6 +24,8 @@ import { AutomationRunner, AutomationScheduler } from './areas/automations/runne
 import { AutomationService } from './areas/automations/service';
 import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
+import { BuiltinTools } from './areas/tools/builtins';
+import { type ToolSource, ToolService } from './areas/tools/service';
 import { ModelService, NO_DEFAULTS, sealedColumns as modelSealedColumns } from './areas/models/service';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { countPendingDeliveries } from './areas/webhooks/repository';
@@ -70,6 +72,8 @@ export interface Services {
   /** The models of the deployment and of users' own connections, the model policy, and the connections. */
   models: ModelService;
   settings: SettingsService;
+  /** The tool registry: built-in tools and the other tool sources (MCP servers). */
+  tools: ToolService;
   onboarding: OnboardingService;
   bootstrap: BootstrapService;
   discovery: DiscoveryService;
@@ -189,9 +193,11 @@ export interface ServicesDeps {
   /** The API document (the app shell reports its version and limits). */
   doc: OpenAPIV3.DocumentV3;
   metrics: Metrics;
+  /** Tool sources besides the built-in tools (the MCP servers'). */
+  toolSources?: ToolSource[];
 }
 
-export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics }: ServicesDeps): Services {
+export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics, toolSources = [] }: ServicesDeps): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
@@ -270,6 +276,13 @@ export function createServices({ config, database, store, signedUrls, logger, ve
       metrics.groundedTurns.inc({ outcome });
       metrics.groundingSources.inc(sources);
     },
+    toolSettings: { enabled: config.tools.enabled, maxSteps: config.tools.maxSteps, approvalTtlMs: config.tools.approvalTtlMs },
+    audit,
+    observer: {
+      firstToken: (seconds) => metrics.firstToken.observe(seconds),
+      approvalWait: (seconds, decision) => metrics.approvalWait.observe({ decision }, seconds),
+      toolCall: (tool, outcome) => metrics.toolCalls.inc({ tool, outcome }),
+    },
   });
   const files = new FileService({
     db,
@@ -282,6 +295,17 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     conversations: chat,
   });
   const principals = new PrincipalService(db, audit);
+  const notes = new NoteService(db, projects);
+  const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
+  const tools = new ToolService({
+    builtins: new BuiltinTools({ knowledge, memory, notes, files, projects, automations, policies: config.tools.builtinPolicies }),
+    sources: toolSources,
+    settings,
+    limits: { timeoutMs: config.tools.callTimeoutMs, maxResultBytes: config.tools.maxResultBytes },
+    log: warn,
+  });
+  // Chat is built before the areas its built-in tools act through (files needs chat).
+  chat.useTools(tools);
   const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
   return {
     knowledge,
@@ -295,15 +319,16 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
     capabilities,
     projects,
-    notes: new NoteService(db, projects),
+    notes,
     memory,
     skills,
     webhooks,
     chat,
-    automations: new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing }),
+    automations,
     agents: new AgentEnvironmentService(db, config.agents),
     models,
     settings,
+    tools,
     onboarding,
     bootstrap: new BootstrapService({
       principals,

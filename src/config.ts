@@ -119,6 +119,20 @@ export interface Config {
     /** The most model provider connections (bring your own key) one user may have. */
     connectionsPerUser: number;
   };
+  tools: {
+    /** Whether chat turns offer the caller's tools to the model (CHAT_TOOLS). */
+    enabled: boolean;
+    /** The most model calls in one chat turn (the last is made without tools). */
+    maxSteps: number;
+    /** How long one tool call may take. */
+    callTimeoutMs: number;
+    /** The most bytes of a tool call's result given to the model (and stored). */
+    maxResultBytes: number;
+    /** How long an approval waits for the user's decision. */
+    approvalTtlMs: number;
+    /** The operator's policies for built-in tools (BUILTIN_TOOL_POLICIES), replacing their defaults. */
+    builtinPolicies: Record<string, 'allow' | 'approval_required' | 'deny'>;
+  };
   automations: {
     /** How often each instance looks for due schedule slots (a six-field node-cron expression). */
     tickCron: string;
@@ -354,7 +368,18 @@ function parsePlans(reader: Reader): Plan[] {
  * are whole numbers, so `qwen2.5:7b` is an id, `gpt-4o-mini:15:60` an id with prices, and an id
  * that itself ends in two numbers is written with its prices (`model:1:2:0:0`).
  */
-export function parseModelEntry(r: { problems: string[] }, entry: string): { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number } {
+export /** `name=policy` pairs: `notes_create=deny,memory_save=allow`. */
+function parseToolPolicies(r: Reader, name: string): Record<string, 'allow' | 'approval_required' | 'deny'> {
+  const policies: Record<string, 'allow' | 'approval_required' | 'deny'> = {};
+  for (const entry of r.list(name)) {
+    const match = /^([a-zA-Z0-9_-]{1,64})=(allow|approval_required|deny)$/.exec(entry);
+    if (match) policies[match[1] as string] = match[2] as 'allow' | 'approval_required' | 'deny';
+    else r.problems.push(`${name} must be a comma-separated list of tool=policy, the policy allow, approval_required or deny (got "${entry}")`);
+  }
+  return policies;
+}
+
+function parseModelEntry(r: { problems: string[] }, entry: string): { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number } {
   const priced = /^(.+):(\d{1,9}):(\d{1,9})$/.exec(entry);
   const id = priced ? (priced[1] as string) : entry;
   if (id.length > 200 || /\s/.test(id) || /^:|:$/.test(id)) {
@@ -519,6 +544,14 @@ export function loadConfig(env: Env = process.env): Config {
       replyLeaseMs: r.int('CHAT_REPLY_LEASE_MS', 30_000, 300, 600_000),
       replyRecoveryIntervalMs: r.int('CHAT_REPLY_RECOVERY_INTERVAL_MS', 10_000, 10, 600_000),
       connectionsPerUser: r.int('MODEL_CONNECTIONS_PER_USER', 20, 0, 1000),
+    },
+    tools: {
+      enabled: r.bool('CHAT_TOOLS', true),
+      maxSteps: r.int('TOOL_MAX_STEPS', 8, 1, 50),
+      callTimeoutMs: r.int('TOOL_CALL_TIMEOUT_MS', 30_000, 10, 600_000),
+      maxResultBytes: r.int('TOOL_RESULT_MAX_BYTES', 32_768, 256, 1_048_576),
+      approvalTtlMs: r.int('APPROVAL_TTL_MS', 3_600_000, 100, 604_800_000),
+      builtinPolicies: parseToolPolicies(r, 'BUILTIN_TOOL_POLICIES'),
     },
     automations: {
       tickCron: r.string('AUTOMATION_TICK_CRON', '*/10 * * * * *'),

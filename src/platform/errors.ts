@@ -102,6 +102,7 @@ export const errors = {
   idempotencyKeyReused: () =>
     new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used with a different request.'),
   linkExpired: () => new ApiError(410, 'link_expired', 'This signed URL has expired; request a new one.'),
+  approvalExpired: () => new ApiError(410, 'approval_expired', 'This approval expired before it was decided; nothing ran.'),
   linkUsed: () => new ApiError(410, 'link_used', 'This upload URL was already used; request a new one.'),
   payloadTooLarge: (message: string) => new ApiError(413, 'payload_too_large', message),
   unsupportedMediaType: (message: string) => new ApiError(415, 'unsupported_media_type', message),

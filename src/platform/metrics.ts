@@ -64,6 +64,25 @@ export class Metrics {
     help: 'Knowledge sources given to grounded chat turns.',
     registers: [this.registry],
   });
+  readonly toolCalls = new Counter({
+    name: 'chat_tool_calls_total',
+    help: 'Tool calls of chat turns run or answered by this instance, by tool and outcome (success, error, timeout, denied, not_found).',
+    labelNames: ['tool', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly approvalWait = new Histogram({
+    name: 'chat_tool_approval_wait_seconds',
+    help: 'Time from a tool call approval request to its decision, by decision.',
+    labelNames: ['decision'] as const,
+    buckets: [1, 5, 15, 30, 60, 300, 900, 1800, 3600, 14400, 86400],
+    registers: [this.registry],
+  });
+  readonly firstToken = new Histogram({
+    name: 'chat_model_first_token_seconds',
+    help: 'Time from a streamed model call to its first text or tool call.',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
 
   constructor(probe: QueueProbe) {
     collectDefaultMetrics({ register: this.registry });

@@ -44,6 +44,9 @@ const REFERENCE_TAGS = [
   'Files', 'Integrations', 'Knowledge', 'MCP Servers', 'Media', 'Memory', 'Model Providers', 'Models', 'Notes',
   'Onboarding', 'Outputs', 'Projects', 'Settings', 'Skills', 'Tools', 'Webhooks',
 ];
+/** Tags this service adds to the reference's (additive, DESIGN section 15). */
+const ADDED_TAGS = ['Approvals'];
+const TAGS = [...REFERENCE_TAGS, ...ADDED_TAGS];
 
 describe('inventory', () => {
   test('the routes Express serves under /api/v1 are exactly the document’s operations', () => {
@@ -61,8 +64,8 @@ describe('inventory', () => {
 });
 
 describe('the document', () => {
-  test('has the reference’s 24 tags, each described, and the two security schemes', () => {
-    expect(doc.tags?.map((t) => t.name).sort()).toEqual([...REFERENCE_TAGS].sort());
+  test('has the reference’s 24 tags (and the added ones), each described, and the two security schemes', () => {
+    expect(doc.tags?.map((t) => t.name).sort()).toEqual([...TAGS].sort());
     for (const tag of doc.tags ?? []) expect(tag.description?.length).toBeGreaterThan(10);
     expect(doc.components?.securitySchemes).toMatchObject({
       browserSession: { type: 'apiKey', in: 'cookie', name: 'service_session' },
@@ -78,7 +81,7 @@ describe('the document', () => {
       expect(ids.has(op.operationId!)).toBe(false);
       ids.add(op.operationId!);
       expect(op.tags).toHaveLength(1);
-      expect(REFERENCE_TAGS).toContain(op.tags![0]);
+      expect(TAGS).toContain(op.tags![0]);
       expect(op.summary).toBeTruthy();
       expect(op.description?.length).toBeGreaterThan(40);
       // An operation open to anyone (`security: []`, discovery) cannot answer 401.

@@ -64,12 +64,12 @@ describe('webhook payloads', () => {
       if (!(union.oneOf as Array<{ $ref: string }>).some((variant) => variant.$ref === ref)) problems.push(`${ref} (${type}) is mapped but not one of WebhookEvent's oneOf`);
     }
     expect(problems).toEqual([]);
-    expect(emittedTypes()).toHaveLength(5);
+    expect(emittedTypes()).toHaveLength(6);
   });
 
   test('a real delivery of each type matches its schema', async () => {
     const user: TestUser = ctx.alice;
-    const { subscription, secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/all`, ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed']);
+    const { subscription, secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/all`, ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'approval.requested']);
     const delivered = (type: string) => eventually(() => servers.receiver.received.find((r) => r.path === '/hook/all' && verify(secret, r).type === type));
 
     // chat.completed and chat.failed, from real chat turns.
@@ -79,6 +79,11 @@ describe('webhook payloads', () => {
     expect((await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hi' })).status).toBe(200);
     servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
     expect((await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Again' })).status).toBe(502);
+
+    // approval.requested, from a turn whose model calls a tool that needs approval.
+    servers.model.behaviour = () => ({ kind: 'tool-calls', calls: [{ id: 'call_1', name: 'notes_create', arguments: '{"title":"T","content":"C"}' }] });
+    const paused = await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Note it' });
+    expect(paused.body.reply.status).toBe('awaiting_approval');
 
     // automation.finished and automation.failed, from real runs.
     const automation = await ctx.h.http().post('/api/v1/automations').set(user.auth).send({ name: 'Briefing', prompt: 'Summarize my notes.' });
@@ -94,7 +99,7 @@ describe('webhook payloads', () => {
     expect(test.status).toBe(200);
 
     const requests: Received[] = [];
-    for (const type of ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'webhook.test']) requests.push(await delivered(type));
+    for (const type of ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'approval.requested', 'webhook.test']) requests.push(await delivered(type));
     for (const request of requests) {
       const payload = verify(secret, request) as unknown as WebhookEvent;
       // The delivery log shows the delivered event; the harness validates the answer against the document.
@@ -115,6 +120,9 @@ describe('webhook payloads', () => {
           break;
         case 'automation.failed':
           expect(payload.data).toMatchObject({ automationId, trigger: 'manual', errorCode: 'model_provider_error' });
+          break;
+        case 'approval.requested':
+          expect(payload.data).toMatchObject({ conversationId, toolName: 'notes_create', arguments: { title: 'T', content: 'C' }, argumentsDigest: expect.stringMatching(/^[0-9a-f]{64}$/) });
           break;
         case 'webhook.test':
           expect(payload.data).toEqual({ subscriptionId: subscription.subscriptionId });

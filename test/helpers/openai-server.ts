@@ -11,7 +11,20 @@ export type Behaviour =
   /** Answers as `then` once `until` settles. */
   | { kind: 'hold'; until: Promise<unknown>; then: Behaviour }
   /** Streams these chunks, then never finishes. */
-  | { kind: 'stall'; chunks: string[] };
+  | { kind: 'stall'; chunks: string[] }
+  /**
+   * Calls tools (OpenAI format: `tool_calls`, finish reason `tool_calls`), after the text in
+   * `chunks` if any; `arguments` is the JSON text as the model writes it (streamed in two pieces).
+   */
+  | { kind: 'tool-calls'; calls: Array<{ id: string; name: string; arguments: string }>; chunks?: string[]; usage?: { prompt: number; completion: number } };
+
+/** A chat completions request as the fake received it. */
+export interface FakeRequestBody {
+  model: string;
+  stream?: boolean;
+  messages: Array<{ role: string; content: string | null; tool_calls?: Array<{ id: string; type: string; function: { name: string; arguments: string } }>; tool_call_id?: string }>;
+  tools?: Array<{ type: 'function'; function: { name: string; description?: string; parameters: Record<string, unknown> } }>;
+}
 
 /** How the fake answers `GET /v1/models` and `POST /v1/embeddings`. */
 export interface FakeCatalogue {
@@ -37,7 +50,7 @@ export interface FakeModelServer {
   embeddingRequests: number;
   /** The `POST /v1/embeddings` requests that arrived, with the key they carried. */
   embeddings: { model: string; input: string[]; authorization?: string }[];
-  requests: { body: { model: string; stream?: boolean; messages: { role: string; content: string }[] }; authorization?: string }[];
+  requests: { body: FakeRequestBody; authorization?: string }[];
   /** Requests whose client went away before the answer ended. */
   abandoned: () => number;
   behaviour: (n: number) => Behaviour;
@@ -128,6 +141,29 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
           return;
         }
         const base = { id: `chatcmpl-${n}`, created: 1763784000, model: body.model };
+        if (answer.kind === 'tool-calls') {
+          const usage = answer.usage ?? { prompt: 10, completion: 5 };
+          const text = (answer.chunks ?? []).join('');
+          const usageJson = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion };
+          if (!body.stream) {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            const toolCalls = answer.calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+            res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text === '' ? null : text, tool_calls: toolCalls }, finish_reason: 'tool_calls' }], usage: usageJson }));
+            return;
+          }
+          res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+          const event = (data: unknown) => res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', ...(data as object) })}\n\n`);
+          (answer.chunks ?? []).forEach((content, i) => event({ choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content }, finish_reason: null }] }));
+          answer.calls.forEach((c, index) => {
+            const half = Math.floor(c.arguments.length / 2);
+            event({ choices: [{ index: 0, delta: { tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments.slice(0, half) } }] }, finish_reason: null }] });
+            event({ choices: [{ index: 0, delta: { tool_calls: [{ index, function: { arguments: c.arguments.slice(half) } }] }, finish_reason: null }] });
+          });
+          event({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] });
+          event({ choices: [], usage: usageJson });
+          res.end('data: [DONE]\n\n');
+          return;
+        }
         if (!body.stream) {
           const usage = answer.kind === 'reply' ? (answer.usage ?? { prompt: 10, completion: 5 }) : { prompt: 0, completion: 0 };
           res.writeHead(200, { 'content-type': 'application/json' });

@@ -2,7 +2,7 @@ import { errors } from '../../platform/errors';
 import { type HandlerMap, idFromQueryOrBody, STREAMED } from '../../http/handler';
 import { readPage } from '../../http/pagination';
 import { EventStream } from '../../http/sse';
-import { presentCitations, presentConversation, presentMessage } from './presenter';
+import { presentApproval, presentCitations, presentConversation, presentMessage } from './presenter';
 import type { ChatService, SendOutcome } from './service';
 
 /** The error answer of a failed reply (a cancelled one is answered like a provider error). */
@@ -17,7 +17,7 @@ export function conversationHandlers(
   timeoutMs: number,
 ): Pick<
   HandlerMap,
-  'getConversations' | 'createConversation' | 'updateConversation' | 'deleteConversation' | 'getMessages' | 'sendMessage' | 'postAgentGreeting'
+  'getConversations' | 'createConversation' | 'updateConversation' | 'deleteConversation' | 'getMessages' | 'sendMessage' | 'postAgentGreeting' | 'getApprovals' | 'decideApproval'
 > {
   return {
     getConversations: async ({ caller, query }) => {
@@ -61,8 +61,12 @@ export function conversationHandlers(
         onStart: (message) => events.send('message', { message: presentMessage(message) }),
         onCitations: (citations, retrieval) => events.send('citations', { citations: presentCitations(citations), retrieval }),
         onDelta: (text) => events.send('delta', { text }),
+        onToolCall: (part) => events.send('tool-call', { part }),
+        onToolResult: (part) => events.send('tool-result', { part }),
       });
-      if (outcome.failure) {
+      if (outcome.approval) {
+        events.send('approval-required', { approval: presentApproval(outcome.approval), message: presentMessage(outcome.reply) });
+      } else if (outcome.failure) {
         const { message } = failureError(outcome, timeoutMs);
         events.send('error', { error: message, code: outcome.failure.code, message: presentMessage(outcome.reply) });
       } else {
@@ -70,6 +74,15 @@ export function conversationHandlers(
       }
       events.end();
       return STREAMED;
+    },
+    getApprovals: async ({ caller, query }) => {
+      if (query.approvalId !== undefined) return { approval: presentApproval(await chat.approval(caller.userId, query.approvalId)) };
+      const page = await chat.pendingApprovals(caller.userId, readPage(query));
+      return { approvals: page.items.map(presentApproval), nextCursor: page.nextCursor };
+    },
+    decideApproval: async ({ actor, body }) => {
+      const { approval, reply } = await chat.decide(actor, { approvalId: body.approvalId, decision: body.decision, arguments: body.arguments });
+      return { approval: presentApproval(approval), reply: presentMessage(reply) };
     },
     postAgentGreeting: async ({ caller, body }) => ({ message: presentMessage(await chat.greet(caller.userId, body.conversationId, body.agentId)) }),
   };

@@ -1,7 +1,7 @@
 import type { components } from '../../../generated/api';
 import { presentSnippet } from '../../platform/snippet';
 import { presentRecordedUsage } from '../../platform/usage';
-import type { ConversationRow, MessageRow } from './repository';
+import type { ApprovalRow, ConversationRow, MessageRow } from './repository';
 
 type Schemas = components['schemas'];
 
@@ -29,7 +29,9 @@ export function presentMessage(row: MessageRow): Schemas['Message'] {
     model: row.model,
     errorCode: row.error_code as Schemas['Message']['errorCode'],
     errorMessage: row.error_message,
-    usage: presentRecordedUsage(row),
+    // A paused reply shows the usage of its model calls so far; one still generating or failed, none.
+    usage: row.status === 'complete' || row.status === 'awaiting_approval' ? presentRecordedUsage(row) : null,
+    parts: (row.parts as unknown as Schemas['MessagePart'][]).map(presentPart),
     createdAt: row.created_at.getTime(),
     updatedAt: row.updated_at.getTime(),
   };
@@ -56,4 +58,32 @@ export function presentCitations(stored: unknown): Schemas['Citation'][] {
       endOffset: c.endOffset,
     };
   });
+}
+
+export function presentApproval(row: ApprovalRow): Schemas['Approval'] {
+  return {
+    approvalId: row.id,
+    conversationId: row.conversation_id,
+    messageId: row.message_id,
+    toolCallId: row.tool_call_id,
+    toolName: row.tool_name,
+    arguments: row.arguments as Record<string, unknown>,
+    argumentsDigest: row.arguments_digest,
+    status: row.status as Schemas['ApprovalStatus'],
+    createdAt: row.created_at.getTime(),
+    expiresAt: row.expires_at.getTime(),
+    decidedAt: row.decided_at?.getTime() ?? null,
+  };
+}
+
+/** A stored part in the schema's property order (a jsonb column does not keep it). */
+export function presentPart(part: Schemas['MessagePart']): Schemas['MessagePart'] {
+  switch (part.type) {
+    case 'text':
+      return { type: 'text', text: part.text };
+    case 'tool-call':
+      return { type: 'tool-call', toolCallId: part.toolCallId, toolName: part.toolName, arguments: part.arguments, policy: part.policy, approvalId: part.approvalId };
+    case 'tool-result':
+      return { type: 'tool-result', toolCallId: part.toolCallId, toolName: part.toolName, outcome: part.outcome, output: part.output, isError: part.isError, truncated: part.truncated };
+  }
 }

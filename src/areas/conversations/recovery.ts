@@ -13,7 +13,7 @@ type Log = (level: 'info' | 'warn' | 'error', message: string, meta: Record<stri
 /**
  * The chat replies' background work in one instance: renews the leases of the replies it is
  * generating, and (at start and then periodically) fails as `interrupted`, with `chat.failed`, the
- * replies whose instance stopped before ending them.
+ * replies whose instance stopped before ending them, and ends the replies whose tool approval expired.
  */
 export class ReplyRecovery {
   private readonly renewal: PeriodicTask;
@@ -31,6 +31,8 @@ export class ReplyRecovery {
       async () => {
         const ended = await chat.recoverInterrupted();
         if (ended > 0) log('warn', 'failed chat replies whose instance stopped', { replies: ended });
+        const expired = await chat.expireApprovals();
+        if (expired > 0) log('info', 'ended chat replies whose tool approval expired', { replies: expired });
       },
       report('chat reply recovery failed'),
     );
@@ -45,8 +47,8 @@ export class ReplyRecovery {
     await Promise.all([this.renewal.stop(), this.sweep.stop()]);
   }
 
-  /** Fails the replies whose lease ran out now; resolves with how many. */
-  runOnce(): Promise<number> {
-    return this.chat.recoverInterrupted();
+  /** Fails the replies whose lease ran out now, and those whose approval expired; resolves with how many. */
+  async runOnce(): Promise<number> {
+    return (await this.chat.recoverInterrupted()) + (await this.chat.expireApprovals());
   }
 }

@@ -1,10 +1,11 @@
 import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
-import type { Conversations, Messages } from '../../../generated/db';
+import type { Conversations, Messages, ToolApprovals } from '../../../generated/db';
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
 
 export type ConversationRow = Selectable<Conversations>;
 export type MessageRow = Selectable<Messages>;
+export type ApprovalRow = Selectable<ToolApprovals>;
 
 export function findConversation(db: Database, ownerUserId: string, id: string) {
   return db
@@ -128,6 +129,97 @@ export async function interruptReplies(trx: Transaction<DB>, now: Date, error: s
     .set({ status: 'failed', error_code: 'interrupted', error_message: error, locked_until: null, updated_at: now })
     .where('id', 'in', picked)
     .where('status', '=', 'generating')
+    .returningAll()
+    .execute();
+}
+
+/** The user message a reply answers: the last user message before it. */
+export function userMessageBefore(db: Database, conversationId: string, replyId: string) {
+  return db
+    .selectFrom('messages')
+    .selectAll()
+    .where('conversation_id', '=', conversationId)
+    .where('role', '=', 'user')
+    .where('id', '<', replyId)
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+/** Records a reply's progress between model calls (its parts and usage so far), while it is generated. */
+export function updateGenerating(trx: Transaction<DB>, id: string, changes: Updateable<Messages>) {
+  return trx.updateTable('messages').set(changes).where('id', '=', id).where('status', '=', 'generating').returningAll().executeTakeFirst();
+}
+
+/** Pauses a reply being generated for an approval (its lease released); undefined when it already ended. */
+export function pauseReply(trx: Transaction<DB>, id: string, changes: Updateable<Messages>) {
+  return trx
+    .updateTable('messages')
+    .set({ ...changes, status: 'awaiting_approval', locked_until: null })
+    .where('id', '=', id)
+    .where('status', '=', 'generating')
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Resumes a paused reply (generating again, under this instance's lease); undefined when it is not paused. */
+export function resumeReply(trx: Transaction<DB>, id: string, lockedUntil: Date, now: Date) {
+  return trx
+    .updateTable('messages')
+    .set({ status: 'generating', locked_until: lockedUntil, updated_at: now })
+    .where('id', '=', id)
+    .where('status', '=', 'awaiting_approval')
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export function insertApproval(trx: Transaction<DB>, row: Insertable<ToolApprovals>) {
+  return trx.insertInto('tool_approvals').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function findApproval(db: Database, userId: string, id: string) {
+  return db.selectFrom('tool_approvals').selectAll().where('user_id', '=', userId).where('id', '=', id).executeTakeFirst();
+}
+
+/** The user's approvals still pending at `now`; read a page at a time. */
+export const pendingApprovalList = listQuery({
+  id: 'id',
+  rows: (db, { userId, now }: { userId: string; now: Date }) =>
+    db.selectFrom('tool_approvals').selectAll().where('user_id', '=', userId).where('status', '=', 'pending').where('expires_at', '>', now),
+});
+
+/** Decides a pending approval once; undefined when it was decided (or expired) meanwhile. */
+export function decideApproval(trx: Transaction<DB>, id: string, status: 'approved' | 'denied', now: Date) {
+  return trx
+    .updateTable('tool_approvals')
+    .set({ status, decided_at: now })
+    .where('id', '=', id)
+    .where('status', '=', 'pending')
+    .where('expires_at', '>', now)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/**
+ * Expires up to `limit` pending approvals past their expiry and fails the replies they paused,
+ * in one transaction (rows locked, so of several instances one ends each). Returns the replies ended.
+ */
+export async function expireApprovals(trx: Transaction<DB>, now: Date, error: string, limit: number) {
+  const picked = trx
+    .selectFrom('tool_approvals')
+    .select('id')
+    .where('status', '=', 'pending')
+    .where('expires_at', '<=', now)
+    .limit(limit)
+    .forUpdate()
+    .skipLocked();
+  const expired = await trx.updateTable('tool_approvals').set({ status: 'expired' }).where('id', 'in', picked).where('status', '=', 'pending').returning('message_id').execute();
+  if (expired.length === 0) return [];
+  return trx
+    .updateTable('messages')
+    .set({ status: 'failed', error_code: 'approval_expired', error_message: error, locked_until: null, updated_at: now })
+    .where('id', 'in', expired.map((e) => e.message_id))
+    .where('status', '=', 'awaiting_approval')
     .returningAll()
     .execute();
 }

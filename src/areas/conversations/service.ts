@@ -1,8 +1,11 @@
+import { createHash } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { RequestInput } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
-import { type ChatMessage, type ChatUsage, ModelProviderFailure } from '../../platform/ai/models';
+import { type ChatMessage, type ChatPart, type ChatUsage, type ModelToolCall, ModelProviderFailure, type ToolSpec } from '../../platform/ai/models';
+import type { Actor, AuditService } from '../audit/service';
+import type { ToolDefinition, ToolRunResult, ToolService, TurnTools } from '../tools/service';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { type Grounding, groundingBlock } from '../../platform/ai/grounding';
@@ -14,6 +17,7 @@ import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import type { BudgetGate } from '../billing/service';
 import { costMicroCents, presentUsage } from '../../platform/usage';
+import type { Schemas } from '../../platform/api-types';
 import type { WebhookService } from '../webhooks/service';
 import { presentCitations, type StoredCitation } from './presenter';
 import * as repo from './repository';
@@ -26,6 +30,32 @@ type KnowledgeSources = Array<'files' | 'memory' | 'notes' | 'projects'>;
 
 export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled';
 
+export type MessagePart = Schemas['MessagePart'];
+type ToolCallPart = Schemas['ToolCallPart'];
+type ToolResultPart = Schemas['ToolResultPart'];
+
+/** How chat turns use tools. */
+export interface ChatToolSettings {
+  /** Whether turns offer the caller's tools to the model at all (CHAT_TOOLS). */
+  enabled: boolean;
+  /** The most model calls in one turn; the last is made without tools, so the turn ends with an answer. */
+  maxSteps: number;
+  /** How long an approval waits for the user's decision. */
+  approvalTtlMs: number;
+}
+
+/** What the chat service reports to the metrics. */
+export interface ChatObserver {
+  /** Seconds from a streamed model call to its first text or tool call. */
+  firstToken(seconds: number): void;
+  /** Seconds an approval waited for its decision. */
+  approvalWait(seconds: number, decision: 'approve' | 'deny'): void;
+  /** A tool call's outcome (`tool` is `unknown` for a name the caller has no tool by). */
+  toolCall(tool: string, outcome: ToolRunResult['outcome']): void;
+}
+
+export const APPROVAL_DECIDE_ACTION = 'tool.approval.decide';
+
 /** How a reply's instance holds it while generating it (see `ChatService.recoverInterrupted`). */
 export interface ReplyLeaseSettings {
   /** How long a reply's lease lasts; renewed at a third of it while the reply is generated. */
@@ -36,7 +66,23 @@ export interface SendOutcome {
   message: repo.MessageRow;
   reply: repo.MessageRow;
   failure: { code: FailureCode; error: string } | null;
+  /** The approval the turn paused for (the reply is `awaiting_approval`), or null. */
+  approval: repo.ApprovalRow | null;
 }
+
+/** The canonical JSON of a value: object keys sorted, no white space (what approvals digest). */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** SHA-256 (hex) of the canonical JSON of `args`. */
+export const argumentsDigest = (args: unknown) => createHash('sha256').update(canonicalJson(args)).digest('hex');
 
 export interface SendHooks {
   /** The client went away: cancels the reply. */
@@ -47,6 +93,10 @@ export interface SendHooks {
   onDelta?: (text: string) => void;
   /** A grounded turn's sources, before the reply is written (`failed`: the knowledge could not be searched). */
   onCitations?: (citations: StoredCitation[], retrieval: 'hybrid' | 'lexical' | 'failed') => void;
+  /** The model called a tool (streamed replies). */
+  onToolCall?: (part: ToolCallPart) => void;
+  /** A tool call's result, as the model is given it (streamed replies). */
+  onToolResult?: (part: ToolResultPart) => void;
 }
 
 /** How a grounded turn went, for the metrics: sources given, none matched, or the search failed. */
@@ -59,11 +109,29 @@ interface TurnGrounding {
   retrieval: 'hybrid' | 'lexical' | 'failed';
 }
 
+/** A turn in progress: the reply's parts and usage so far, and what it runs with. */
+interface Turn {
+  userId: string;
+  model: ResolvedModel;
+  reply: repo.MessageRow;
+  message: repo.MessageRow;
+  prompt: ChatMessage[];
+  tools: TurnTools | null;
+  parts: MessagePart[];
+  usage: ChatUsage;
+  cost: number;
+  steps: number;
+  hooks: SendHooks;
+  /** Decisions on approvals, by tool call id (a continued turn's). */
+  decisions: Map<string, { approve: boolean; arguments: Record<string, unknown> }>;
+}
+
 const HISTORY_MESSAGES = 20;
 const MEMORY_ITEMS = 5;
 const TITLE_LENGTH = 60;
 const SYSTEM_PROMPT = 'You are the assistant of an AI workspace. Answer in Markdown.';
 const INTERRUPTED = 'The instance writing the reply stopped before it ended.';
+const APPROVAL_EXPIRED = 'The tool call the reply waited on was not approved or denied in time.';
 const INTERRUPT_BATCH = 100;
 /** A grounded turn gives the model at most this many sources… */
 export const GROUNDING_SOURCES = 5;
@@ -107,7 +175,15 @@ export interface ChatServiceDeps {
   warn?: (message: string, meta: Record<string, unknown>) => void;
   /** Called once per grounded turn (metrics). */
   onGrounded?: (outcome: GroundingOutcome, sources: number) => void;
+  /** The tool registry (null: turns use no tools). */
+  tools?: Pick<ToolService, 'forTurn'> | null;
+  toolSettings?: ChatToolSettings;
+  audit?: Pick<AuditService, 'record'>;
+  observer?: ChatObserver;
 }
+
+const NO_TOOLS: ChatToolSettings = { enabled: false, maxSteps: 1, approvalTtlMs: 3_600_000 };
+const NOT_OBSERVED: ChatObserver = { firstToken: () => undefined, approvalWait: () => undefined, toolCall: () => undefined };
 
 /**
  * Conversations and chat: a user message, the model's reply (whole or streamed) through the
@@ -129,7 +205,16 @@ export class ChatService {
   private readonly warn: NonNullable<ChatServiceDeps['warn']>;
   private readonly onGrounded: NonNullable<ChatServiceDeps['onGrounded']>;
 
-  constructor({ db, models, projects, skills, webhooks, timeoutMs, billing, lease, memory, knowledge, settings, warn, onGrounded }: ChatServiceDeps) {
+  private tools: Pick<ToolService, 'forTurn'> | null;
+  private readonly toolSettings: ChatToolSettings;
+  private readonly audit: Pick<AuditService, 'record'> | null;
+  private readonly observer: ChatObserver;
+
+  constructor({ db, models, projects, skills, webhooks, timeoutMs, billing, lease, memory, knowledge, settings, warn, onGrounded, tools, toolSettings, audit, observer }: ChatServiceDeps) {
+    this.tools = tools ?? null;
+    this.toolSettings = toolSettings ?? NO_TOOLS;
+    this.audit = audit ?? null;
+    this.observer = observer ?? NOT_OBSERVED;
     this.db = db;
     this.models = models;
     this.projects = projects;
@@ -143,6 +228,11 @@ export class ChatService {
     this.settings = settings;
     this.warn = warn ?? (() => undefined);
     this.onGrounded = onGrounded ?? (() => undefined);
+  }
+
+  /** Sets the tool registry turns use (built after this service: its built-in tools use areas that use chat). */
+  useTools(tools: Pick<ToolService, 'forTurn'>): void {
+    this.tools = tools;
   }
 
   /** The replies this instance is generating: their leases are renewed while they are. */
@@ -289,25 +379,64 @@ export class ChatService {
     hooks.onStart?.(message);
     const grounding = knowledge ? await this.ground(userId, reply, message.content, knowledge) : null;
     if (grounding) hooks.onCitations?.(grounding.citations, grounding.retrieval);
-    const prompt = await this.prompt(userId, conversation, message, grounding?.grounding);
-    const timeout = AbortSignal.timeout(this.timeoutMs);
-    const signal = AbortSignal.any([hooks.signal, timeout]);
-    let text = '';
+    const [prompt, tools] = await Promise.all([this.prompt(userId, conversation, message, grounding?.grounding), this.turnTools(userId)]);
+    const turn: Turn = { userId, model, reply, message, prompt, tools, parts: [], usage: { inputTokens: 0, outputTokens: 0 }, cost: 0, steps: 0, hooks, decisions: new Map() };
+    return this.runTurn(turn);
+  }
+
+  /** The caller's tools for a turn, or null when turns use none. */
+  private async turnTools(userId: string): Promise<TurnTools | null> {
+    if (!this.tools || !this.toolSettings.enabled) return null;
+    return this.tools.forTurn(userId);
+  }
+
+  /**
+   * Runs a turn to its next stop: the calls still without a result, then model calls (each its
+   * own step, charged), until the model answers without calling a tool (complete), a call needs
+   * approval (paused), or the model fails (failed).
+   */
+  private async runTurn(turn: Turn): Promise<SendOutcome> {
+    const { hooks, model } = turn;
+    let stepText = '';
+    let timeout: AbortSignal | null = null;
     try {
-      let usage: ChatUsage = { inputTokens: 0, outputTokens: 0 };
-      if (hooks.onDelta) {
-        for await (const part of model.caller.stream({ model: model.providerModelId, messages: prompt, signal })) {
-          if (part.type === 'delta') {
-            text += part.text;
-            hooks.onDelta(part.text);
-          } else usage = part.usage;
+      for (;;) {
+        const paused = await this.runPendingCalls(turn);
+        if (paused) return paused;
+        // The last step is asked without tools, so that the turn ends with an answer.
+        const offered = turn.tools && turn.steps < this.toolSettings.maxSteps - 1 ? turn.tools.definitions.filter((d) => d.policy !== 'deny').map(toSpec) : [];
+        timeout = AbortSignal.timeout(this.timeoutMs);
+        const signal = AbortSignal.any([hooks.signal, timeout]);
+        const request = { model: model.providerModelId, messages: [...turn.prompt, ...promptOfParts(turn.parts)], signal, tools: offered.length > 0 ? offered : undefined };
+        stepText = '';
+        let usage: ChatUsage = { inputTokens: 0, outputTokens: 0 };
+        let calls: ModelToolCall[] = [];
+        if (hooks.onDelta) {
+          const started = performance.now();
+          let first = true;
+          for await (const part of model.caller.stream(request) as AsyncIterable<ChatPart>) {
+            if (first && part.type !== 'finish') {
+              first = false;
+              this.observer.firstToken((performance.now() - started) / 1000);
+            }
+            if (part.type === 'delta') {
+              stepText += part.text;
+              hooks.onDelta(part.text);
+            } else if (part.type === 'tool-call') calls.push(part.call);
+            else usage = part.usage;
+          }
+        } else {
+          ({ text: stepText, usage, toolCalls: calls } = await model.caller.generate(request));
         }
-      } else {
-        ({ text, usage } = await model.caller.generate({ model: model.providerModelId, messages: prompt, signal }));
+        // A tool call from a model that was offered none is not run (nor answered).
+        if (offered.length === 0) calls = [];
+        const step = this.addStep(turn, stepText, usage, calls);
+        stepText = '';
+        if (calls.length === 0) return { message: turn.message, reply: await this.complete(turn, step), failure: null, approval: null };
+        await this.recordStep(turn, step);
       }
-      return { message, reply: await this.complete(userId, reply, model, text, usage), failure: null };
     } catch (error) {
-      const failure = timeout.aborted
+      const failure = timeout?.aborted
         ? { code: 'model_provider_timeout' as const, error: `no answer within ${this.timeoutMs} ms` }
         : hooks.signal.aborted
           ? { code: 'cancelled' as const, error: 'the client closed the connection' }
@@ -315,7 +444,253 @@ export class ChatService {
             ? { code: 'model_provider_error' as const, error: error.message }
             : null;
       if (!failure) throw error;
-      return { message, reply: await this.fail(userId, reply, model.info.id, text, failure), failure };
+      return { message: turn.message, reply: await this.fail(turn.userId, turn.reply, model.info.id, contentOf(turn.parts) + stepText, failure), failure, approval: null };
+    }
+  }
+
+  /** Adds a model call's text and tool calls to the turn; returns the step's usage and cost. */
+  private addStep(turn: Turn, text: string, usage: ChatUsage, calls: ModelToolCall[]) {
+    if (text !== '') turn.parts.push({ type: 'text', text });
+    for (const call of calls) {
+      const definition = turn.tools?.find(call.toolName);
+      const part: ToolCallPart = {
+        type: 'tool-call',
+        toolCallId: call.toolCallId,
+        toolName: call.toolName,
+        arguments: isObject(call.arguments) ? call.arguments : {},
+        policy: definition?.policy ?? null,
+        approvalId: null,
+      };
+      turn.parts.push(part);
+      turn.hooks.onToolCall?.(part);
+      // Arguments that are not an object cannot be run (nor approved): the model is told at once.
+      if (!isObject(call.arguments)) this.addResult(turn, part, { outcome: 'error', output: 'The arguments must be a JSON object.', isError: true, truncated: false });
+    }
+    const index = turn.steps;
+    turn.steps += 1;
+    const cost = turn.model.connectionId === null ? costMicroCents(turn.model.info, usage) : 0;
+    turn.usage = { inputTokens: turn.usage.inputTokens + usage.inputTokens, outputTokens: turn.usage.outputTokens + usage.outputTokens };
+    turn.cost += cost;
+    return { index, usage };
+  }
+
+  private addResult(turn: Turn, call: ToolCallPart, result: ToolRunResult): void {
+    const part: ToolResultPart = { type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, ...result };
+    turn.parts.push(part);
+    this.observer.toolCall(turn.tools?.find(call.toolName) ? call.toolName : 'unknown', result.outcome);
+    turn.hooks.onToolResult?.(part);
+  }
+
+  /** The usage ledger's id of a turn's step: the reply's own for the first, `<replyId>:<n>` for the next. */
+  private stepResource(turn: Turn, index: number) {
+    return index === 0 ? turn.reply.id : `${turn.reply.id}:${index + 1}`;
+  }
+
+  /** Stores a step that called tools (parts and usage so far) and charges it. */
+  private async recordStep(turn: Turn, step: { index: number; usage: ChatUsage }): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const now = new Date();
+      const stored = await repo.updateGenerating(trx, turn.reply.id, { ...this.progress(turn), updated_at: now });
+      // Ended meanwhile (interrupted after its lease, or its conversation deleted): nothing to charge to it.
+      if (!stored) return;
+      const { model } = turn;
+      await this.billing.charge(trx, { userId: turn.userId, kind: 'chat.reply', resourceId: this.stepResource(turn, step.index), model: model.info, connectionId: model.connectionId, usage: step.usage, at: now });
+    });
+  }
+
+  /** The columns recording a turn's progress. */
+  private progress(turn: Turn) {
+    return {
+      content: contentOf(turn.parts),
+      parts: JSON.stringify(turn.parts),
+      model_calls: turn.steps,
+      input_tokens: turn.usage.inputTokens,
+      output_tokens: turn.usage.outputTokens,
+      cost_micro_cents: turn.cost,
+    };
+  }
+
+  /**
+   * Runs the turn's tool calls that have no result yet, in order: a `deny` tool or one the caller
+   * does not have is answered at once; an `approval_required` one pauses the turn (unless decided).
+   * Resolves with the paused outcome, or null when every call has its result.
+   */
+  private async runPendingCalls(turn: Turn): Promise<SendOutcome | null> {
+    const answered = new Set(turn.parts.filter((p): p is ToolResultPart => p.type === 'tool-result').map((p) => p.toolCallId));
+    const pending = turn.parts.filter((p): p is ToolCallPart => p.type === 'tool-call' && !answered.has(p.toolCallId));
+    for (const call of pending) {
+      const definition: ToolDefinition | undefined = turn.tools?.find(call.toolName);
+      const decision = turn.decisions.get(call.toolCallId);
+      if (!definition || !turn.tools) {
+        this.addResult(turn, call, { outcome: 'not_found', output: `There is no tool named ${call.toolName}.`, isError: true, truncated: false });
+      } else if (definition.policy === 'deny') {
+        this.addResult(turn, call, { outcome: 'denied', output: `The tool ${call.toolName} is not allowed: its policy is deny. It did not run.`, isError: true, truncated: false });
+      } else if (decision && !decision.approve) {
+        this.addResult(turn, call, { outcome: 'denied', output: `The user denied this call of ${call.toolName}. It did not run.`, isError: true, truncated: false });
+      } else if (definition.policy === 'approval_required' && !decision) {
+        return this.pause(turn, call);
+      } else {
+        this.addResult(turn, call, await turn.tools.run(call.toolName, decision ? decision.arguments : call.arguments, turn.hooks.signal));
+      }
+    }
+    return null;
+  }
+
+  /** Pauses the turn for the user's decision on `call`: an approval, the reply `awaiting_approval`, `approval.requested`. */
+  private async pause(turn: Turn, call: ToolCallPart): Promise<SendOutcome> {
+    return this.db.transaction().execute(async (trx) => {
+      const now = new Date();
+      const approvalId = uuidv7(now.getTime());
+      call.approvalId = approvalId;
+      const reply = await repo.pauseReply(trx, turn.reply.id, { ...this.progress(turn), updated_at: now });
+      if (!reply) {
+        // Ended meanwhile (interrupted, or its conversation deleted): nothing waits.
+        const ended = (await repo.findMessage(trx, turn.reply.id)) ?? turn.reply;
+        return { message: turn.message, reply: ended, failure: null, approval: null };
+      }
+      const approval = await repo.insertApproval(trx, {
+        id: approvalId,
+        user_id: turn.userId,
+        conversation_id: reply.conversation_id,
+        message_id: reply.id,
+        tool_call_id: call.toolCallId,
+        tool_name: call.toolName,
+        arguments: JSON.stringify(call.arguments),
+        arguments_digest: argumentsDigest(call.arguments),
+        status: 'pending',
+        created_at: now,
+        expires_at: new Date(now.getTime() + this.toolSettings.approvalTtlMs),
+      });
+      await this.webhooks.emitEvent(trx, 'approval.requested', turn.userId, {
+        approvalId: approval.id,
+        conversationId: approval.conversation_id,
+        messageId: approval.message_id,
+        toolName: approval.tool_name,
+        arguments: call.arguments,
+        argumentsDigest: approval.arguments_digest,
+        expiresAt: approval.expires_at.getTime(),
+      });
+      return { message: turn.message, reply, failure: null, approval };
+    });
+  }
+
+  /** The caller's approval `approvalId` (404 when it is not theirs). */
+  async approval(userId: string, approvalId: string): Promise<repo.ApprovalRow> {
+    const row = await repo.findApproval(this.db, userId, approvalId);
+    if (!row) throw errors.notFound('Approval not found.');
+    return row;
+  }
+
+  /** A page of the caller's pending approvals. */
+  pendingApprovals(userId: string, page: PageRequest) {
+    return repo.pendingApprovalList.page(this.db, { userId, now: new Date() }, page);
+  }
+
+  /**
+   * Decides the caller's pending approval once (audited), then continues the paused turn to its
+   * next stop. Refused (and nothing runs): not theirs (404), decided (409), expired (410), other
+   * arguments than the approval's (409).
+   */
+  async decide(actor: Actor, input: { approvalId: string; decision: 'approve' | 'deny'; arguments?: Record<string, unknown> }): Promise<{ approval: repo.ApprovalRow; reply: repo.MessageRow }> {
+    const userId = actor.userId;
+    const found = await this.approval(userId, input.approvalId);
+    const now = new Date();
+    if (found.status === 'expired' || (found.status === 'pending' && found.expires_at.getTime() <= now.getTime())) throw errors.approvalExpired();
+    if (found.status !== 'pending') throw errors.conflict(`This approval was already decided (${found.status}); a decision is single use.`);
+    if (input.arguments !== undefined && argumentsDigest(input.arguments) !== found.arguments_digest) {
+      throw errors.conflict('The arguments differ from those the approval is bound to (their digest does not match); nothing ran.');
+    }
+    const approve = input.decision === 'approve';
+    const decided = await this.db.transaction().execute(async (trx) => {
+      const approval = await repo.decideApproval(trx, found.id, approve ? 'approved' : 'denied', now);
+      if (!approval) return null;
+      const reply = await repo.resumeReply(trx, approval.message_id, new Date(now.getTime() + this.lease.leaseMs), now);
+      if (!reply) throw new Error(`the reply of pending approval ${approval.id} is not awaiting approval`);
+      await this.audit?.record(
+        actor,
+        {
+          action: APPROVAL_DECIDE_ACTION,
+          resourceType: 'approval',
+          resourceId: approval.id,
+          outcome: 'success',
+          metadata: { decision: input.decision, toolName: approval.tool_name, argumentsDigest: approval.arguments_digest, conversationId: approval.conversation_id, messageId: approval.message_id },
+        },
+        trx,
+      );
+      return { approval, reply };
+    });
+    if (!decided) {
+      // Decided or expired by a concurrent call between the read and the update.
+      const again = await this.approval(userId, input.approvalId);
+      if (again.status === 'expired' || again.status === 'pending') throw errors.approvalExpired();
+      throw errors.conflict(`This approval was already decided (${again.status}); a decision is single use.`);
+    }
+    const { approval, reply } = decided;
+    this.observer.approvalWait((now.getTime() - approval.created_at.getTime()) / 1000, input.decision);
+    this.generating.add(reply.id);
+    try {
+      return { approval, reply: await this.continueTurn(userId, reply, approval, approve) };
+    } finally {
+      this.generating.delete(reply.id);
+    }
+  }
+
+  /** Continues a turn resumed by a decision, to its next stop; returns the reply as it then is. */
+  private async continueTurn(userId: string, reply: repo.MessageRow, approval: repo.ApprovalRow, approve: boolean): Promise<repo.MessageRow> {
+    const conversation = await repo.findConversation(this.db, userId, reply.conversation_id);
+    const message = conversation ? await repo.userMessageBefore(this.db, conversation.id, reply.id) : undefined;
+    if (!conversation || !message) return (await repo.findMessage(this.db, reply.id)) ?? reply;
+    let model: ResolvedModel;
+    try {
+      model = await this.models.resolve(userId, reply.model, 'chat', { fallback: true });
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      return this.fail(userId, reply, reply.model ?? '', reply.content, { code: 'model_provider_error', error: `The reply's model cannot be called: ${error.message}` });
+    }
+    // A grounded reply keeps its sources: the stored citations' snippets stand for the passages,
+    // which are not stored, so the continued turn cites the same numbers.
+    const cited = presentCitations(reply.citations);
+    const grounding: Grounding | undefined = cited.length > 0 ? { state: 'found', sources: cited.map((c) => ({ number: c.number, kind: c.sourceType, title: c.title, text: c.snippet })) } : undefined;
+    const [prompt, tools] = await Promise.all([this.prompt(userId, conversation, message, grounding), this.turnTools(userId)]);
+    const turn: Turn = {
+      userId,
+      model,
+      reply,
+      message,
+      prompt,
+      tools,
+      parts: reply.parts as unknown as MessagePart[],
+      usage: { inputTokens: reply.input_tokens ?? 0, outputTokens: reply.output_tokens ?? 0 },
+      cost: Number(reply.cost_micro_cents ?? 0),
+      steps: reply.model_calls,
+      hooks: { signal: new AbortController().signal },
+      decisions: new Map([[approval.tool_call_id, { approve, arguments: approval.arguments as Record<string, unknown> }]]),
+    };
+    return (await this.runTurn(turn)).reply;
+  }
+
+  /**
+   * Ends the replies whose approval expired undecided: the approval `expired`, the reply `failed`
+   * (`approval_expired`) with its `chat.failed`, in one transaction per batch. Resolves with how many.
+   */
+  async expireApprovals(now: Date = new Date()): Promise<number> {
+    let ended = 0;
+    for (;;) {
+      const batch = await this.db.transaction().execute(async (trx) => {
+        const replies = await repo.expireApprovals(trx, now, APPROVAL_EXPIRED, INTERRUPT_BATCH);
+        for (const reply of replies) {
+          await this.webhooks.emitEvent(trx, 'chat.failed', reply.owner_user_id, {
+            conversationId: reply.conversation_id,
+            messageId: reply.id,
+            model: reply.model,
+            errorCode: 'approval_expired',
+            error: APPROVAL_EXPIRED,
+          });
+        }
+        return replies.length;
+      });
+      ended += batch;
+      if (batch < INTERRUPT_BATCH) return ended;
     }
   }
 
@@ -433,27 +808,22 @@ export class ChatService {
     ];
   }
 
-  private complete(userId: string, reply: repo.MessageRow, model: ResolvedModel, text: string, usage: ChatUsage) {
+  /** Ends the turn's reply as complete: its totals stored, its last step charged, `chat.completed`. */
+  private complete(turn: Turn, step: { index: number; usage: ChatUsage }) {
+    const { userId, reply, model } = turn;
+    const text = contentOf(turn.parts);
     return this.db.transaction().execute(async (trx) => {
       const now = new Date();
-      const cost = model.connectionId === null ? costMicroCents(model.info, usage) : 0;
-      const stored = await repo.endReply(trx, reply.id, {
-        content: text,
-        status: 'complete',
-        input_tokens: usage.inputTokens,
-        output_tokens: usage.outputTokens,
-        cost_micro_cents: cost,
-        updated_at: now,
-      });
+      const stored = await repo.endReply(trx, reply.id, { ...this.progress(turn), status: 'complete', updated_at: now });
       // Already failed as interrupted (this instance outlived its lease), or the conversation was deleted meanwhile.
       if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'complete' };
-      await this.billing.charge(trx, { userId, kind: 'chat.reply', resourceId: reply.id, model: model.info, connectionId: model.connectionId, usage, at: now });
+      await this.billing.charge(trx, { userId, kind: 'chat.reply', resourceId: this.stepResource(turn, step.index), model: model.info, connectionId: model.connectionId, usage: step.usage, at: now });
       await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,
         model: model.info.id,
         content: text,
-        usage: presentUsage(usage, cost),
+        usage: presentUsage(turn.usage, turn.cost),
         citations: presentCitations(stored.citations),
       });
       return stored;
@@ -480,4 +850,31 @@ export class ChatService {
       return stored;
     });
   }
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+const toSpec = (d: ToolDefinition): ToolSpec => ({ name: d.name, description: d.description, inputSchema: d.inputSchema });
+
+/** A reply's text: its text parts, concatenated. */
+const contentOf = (parts: MessagePart[]) => parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+
+/** The model's view of a turn so far: each step's text and tool calls, then their results. */
+function promptOfParts(parts: MessagePart[]): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  let assistant: Extract<ChatMessage, { role: 'assistant' }> | null = null;
+  for (const part of parts) {
+    if (part.type === 'tool-result') {
+      assistant = null;
+      messages.push({ role: 'tool', toolCallId: part.toolCallId, toolName: part.toolName, content: part.output, isError: part.isError });
+      continue;
+    }
+    if (!assistant) {
+      assistant = { role: 'assistant', content: '', toolCalls: [] };
+      messages.push(assistant);
+    }
+    if (part.type === 'text') assistant.content += part.text;
+    else if (part.type === 'tool-call') assistant.toolCalls?.push({ toolCallId: part.toolCallId, toolName: part.toolName, arguments: part.arguments });
+  }
+  return messages;
 }

@@ -216,3 +216,14 @@ export async function searchChunks(
     limit ${limit}`.execute(db);
   return result.rows;
 }
+
+/** The chunks of a file's current generation, in order: its extracted text, piece by piece. */
+export function currentChunks(db: Database, fileId: string, generation: number) {
+  return db
+    .selectFrom('file_chunks')
+    .select(['start_offset', 'content'])
+    .where('file_id', '=', fileId)
+    .where('generation', '=', generation)
+    .orderBy('seq')
+    .execute();
+}

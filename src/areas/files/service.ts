@@ -298,6 +298,24 @@ export class FileService {
     }
   }
 
+  /**
+   * The extracted text of a file the caller may read (their own or shared with them), from its
+   * ingested chunks, cut at `maxChars`; `409` when the file has not been ingested.
+   */
+  async ingestedText(userId: string, fileId: string, maxChars: number): Promise<{ file: FileRow; text: string; truncated: boolean }> {
+    const file = await this.readable(userId, fileId);
+    if (file.ingest_status !== 'ready' || file.chunk_count === null || file.chunk_count === 0) {
+      throw errors.conflict('The file has not been ingested: ingest it (POST /api/v1/files/ingest) to read its text.');
+    }
+    let text = '';
+    for (const chunk of await repo.currentChunks(this.db, fileId, file.chunk_generation)) {
+      // Chunks may overlap: each adds what lies past the text so far.
+      if (chunk.start_offset + chunk.content.length > text.length) text += chunk.content.slice(Math.max(0, text.length - chunk.start_offset));
+      if (text.length > maxChars) break;
+    }
+    return { file, text: text.slice(0, maxChars), truncated: text.length > maxChars };
+  }
+
   async search(userId: string, query: string, filter: { fileId?: string; projectId?: string }, limit: number) {
     if (filter.fileId !== undefined) await this.get(userId, filter.fileId);
     if (filter.projectId !== undefined) await this.projects.requireOwned(userId, filter.projectId);

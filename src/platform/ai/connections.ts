@@ -1,7 +1,7 @@
 import type { EmbeddingModel, LanguageModel } from 'ai';
 import { AddressNotAllowed, RedirectRefused, UrlNotAllowed } from '../net/outbound';
 import { type Embedder, EmbeddingsFailure } from './embeddings';
-import { type ChatRequest, describeProviderError, errorDetail, type FailureLog, type ModelProvider, ModelProviderFailure, SdkChat, withoutAddresses } from './models';
+import { type ChatRequest, type ChatResult, describeProviderError, errorDetail, type FailureLog, type ModelProvider, ModelProviderFailure, SdkChat, withoutAddresses } from './models';
 
 /**
  * Model provider connections that users bring with their own API key: the provider's wire format,
@@ -178,7 +178,7 @@ export class ConnectionChat implements Pick<ModelProvider, 'generate' | 'stream'
     );
   }
 
-  generate(request: ChatRequest) {
+  generate(request: ChatRequest): Promise<ChatResult> {
     return this.chat.generate(request);
   }
 

@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { LanguageModel, LanguageModelUsage } from 'ai';
+import type { JSONSchema7, LanguageModel, LanguageModelUsage, ModelMessage, ToolSet } from 'ai';
 import { groundingIn } from './grounding';
 
 /** A model as the service offers it, with the prices the deployment configured. */
@@ -12,16 +12,44 @@ export interface ModelInfo {
   default: boolean;
 }
 
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
-  content: string;
+/** A tool the model may call: its name, what it does, and the JSON Schema of its input. */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
 }
+
+/** A call the model made: `arguments` as the model gave them (an object, or a string it could not parse). */
+export interface ModelToolCall {
+  toolCallId: string;
+  toolName: string;
+  arguments: unknown;
+}
+
+/**
+ * One message of a prompt. An assistant message may carry the tool calls the model made; a `tool`
+ * message is one call's result (`content`), as given back to the model.
+ */
+export type ChatMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string }
+  | { role: 'assistant'; content: string; toolCalls?: ModelToolCall[] }
+  | { role: 'tool'; content: string; toolCallId: string; toolName: string; isError: boolean };
 
 export interface ChatRequest {
   model: string;
   messages: ChatMessage[];
   /** Aborts the call: the client went away, or the deployment's timeout ran out. */
   signal: AbortSignal;
+  /** The tools the model may call (none when absent or empty). The caller runs them. */
+  tools?: ToolSpec[];
+}
+
+/** One model call's answer: its text, the tool calls it made (none: the turn's answer), its usage. */
+export interface ChatResult {
+  text: string;
+  usage: ChatUsage;
+  toolCalls: ModelToolCall[];
 }
 
 export interface ChatUsage {
@@ -29,7 +57,7 @@ export interface ChatUsage {
   outputTokens: number;
 }
 
-export type ChatPart = { type: 'delta'; text: string } | { type: 'finish'; usage: ChatUsage };
+export type ChatPart = { type: 'delta'; text: string } | { type: 'tool-call'; call: ModelToolCall } | { type: 'finish'; usage: ChatUsage };
 
 export interface ProviderInfo {
   providerId: string;
@@ -42,9 +70,9 @@ export interface ProviderInfo {
 export interface ModelProvider {
   readonly info: ProviderInfo;
   readonly models: readonly ModelInfo[];
-  /** The whole reply at once. */
-  generate(request: ChatRequest): Promise<{ text: string; usage: ChatUsage }>;
-  /** The reply as it is written, then its usage. */
+  /** The whole reply at once (with the tool calls the model made, if it was offered tools). */
+  generate(request: ChatRequest): Promise<ChatResult>;
+  /** The reply as it is written (and its tool calls), then its usage. */
   stream(request: ChatRequest): AsyncIterable<ChatPart>;
 }
 
@@ -127,11 +155,36 @@ export interface ModelPrice {
   outputCentsPerMillionTokens: number;
 }
 
+/** A message as the AI SDK takes it (tool calls and results as its content parts). */
+function toModelMessage(m: Exclude<ChatMessage, { role: 'system' }>): ModelMessage {
+  if (m.role === 'user') return { role: 'user', content: m.content };
+  if (m.role === 'tool') {
+    const output = m.isError ? { type: 'error-text' as const, value: m.content } : { type: 'text' as const, value: m.content };
+    return { role: 'tool', content: [{ type: 'tool-result', toolCallId: m.toolCallId, toolName: m.toolName, output }] };
+  }
+  if (!m.toolCalls?.length) return { role: 'assistant', content: m.content };
+  return {
+    role: 'assistant',
+    content: [
+      ...(m.content !== '' ? [{ type: 'text' as const, text: m.content }] : []),
+      ...m.toolCalls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.toolCallId, toolName: c.toolName, input: c.arguments })),
+    ],
+  };
+}
+
 /** The AI SDK takes the system prompt apart from the conversation. */
 const split = (messages: ChatMessage[]) => ({
   system: messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n\n') || undefined,
-  messages: messages.filter((m): m is ChatMessage & { role: 'user' | 'assistant' } => m.role !== 'system'),
+  messages: messages.filter((m): m is Exclude<ChatMessage, { role: 'system' }> => m.role !== 'system').map(toModelMessage),
 });
+
+/** The AI SDK's tool set for `specs`: definitions only (no `execute`), so calls come back to the caller. */
+function toolSet(ai: typeof import('ai'), specs: ToolSpec[] | undefined): ToolSet | undefined {
+  if (!specs?.length) return undefined;
+  return Object.fromEntries(specs.map((spec) => [spec.name, ai.tool({ description: spec.description, inputSchema: ai.jsonSchema(spec.inputSchema as JSONSchema7) })]));
+}
+
+const callOf = (c: { toolCallId: string; toolName: string; input: unknown }): ModelToolCall => ({ toolCallId: c.toolCallId, toolName: c.toolName, arguments: c.input });
 
 const usageOf = (usage: LanguageModelUsage | undefined): ChatUsage => ({
   inputTokens: usage?.inputTokens ?? 0,
@@ -196,16 +249,17 @@ export class SdkChat {
     return failure;
   }
 
-  async generate(request: ChatRequest) {
+  async generate(request: ChatRequest): Promise<ChatResult> {
     try {
       const { ai, model } = await this.load();
       const result = await ai.generateText({
         model: model(request.model),
         ...split(request.messages),
+        tools: toolSet(ai, request.tools),
         abortSignal: request.signal,
         maxRetries: 0,
       });
-      return { text: result.text, usage: usageOf(result.usage) };
+      return { text: result.text, usage: usageOf(result.usage), toolCalls: result.toolCalls.map(callOf) };
     } catch (error) {
       throw this.failure(error, request);
     }
@@ -217,12 +271,14 @@ export class SdkChat {
       const result = ai.streamText({
         model: model(request.model),
         ...split(request.messages),
+        tools: toolSet(ai, request.tools),
         abortSignal: request.signal,
         maxRetries: 0,
         onError: () => undefined, // errors arrive in the stream below (the default prints them)
       });
       for await (const part of result.fullStream) {
         if (part.type === 'text-delta' && part.text !== '') yield { type: 'delta', text: part.text };
+        else if (part.type === 'tool-call') yield { type: 'tool-call', call: callOf(part) };
         else if (part.type === 'error') throw part.error;
         else if (part.type === 'abort') throw request.signal.reason ?? new Error('aborted');
         else if (part.type === 'finish') yield { type: 'finish', usage: usageOf(part.totalUsage) };
@@ -257,7 +313,7 @@ export class OpenAICompatibleProvider implements ModelProvider {
     }, log);
   }
 
-  generate(request: ChatRequest) {
+  generate(request: ChatRequest): Promise<ChatResult> {
     return this.chat.generate(request);
   }
 
@@ -270,10 +326,27 @@ export const DEVELOPMENT_MODEL = 'development';
 
 const words = (text: string) => text.split(/\s+/).filter((w) => w !== '').length;
 
+/** A line `/tool <name> <json arguments>` of a user message: what the development model calls. */
+const TOOL_LINE = /^\/tool\s+([a-zA-Z0-9_-]{1,64})(?:\s+(.*))?$/;
+
+/** The arguments of a `/tool` line: its JSON (`{}` when absent), or the text when it is not JSON. */
+function lineArguments(text: string | undefined): unknown {
+  if (text === undefined || text.trim() === '') return {};
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
 /**
  * The built-in development provider, used when no provider is configured: deterministic, free
  * and not an AI. Its reply quotes the last user message, so that chat can be developed and tested
  * without a model; token counts are word counts.
+ *
+ * Tools, deterministically: offered tools, when the last message is the user's and has lines
+ * `/tool <name> <json arguments>`, it calls those tools (ids `call_<n>`, counted over the prompt),
+ * with no text; when the last messages are tool results, it answers quoting each result.
  */
 export class DevelopmentProvider implements ModelProvider {
   readonly info: ProviderInfo = {
@@ -294,31 +367,50 @@ export class DevelopmentProvider implements ModelProvider {
     },
   ];
 
-  /**
-   * Quotes the last user message and, for a grounded turn, lists the sources the prompt gave it
-   * (`Sources: [1] title; [2] title`), or says that none matched or the search failed.
-   */
-  private reply(messages: ChatMessage[]): { text: string; usage: ChatUsage } {
+  private reply(request: Pick<ChatRequest, 'messages' | 'tools'>): ChatResult {
+    const { messages } = request;
+    const usage = (text: string) => ({ inputTokens: messages.reduce((n, m) => n + words(m.content), 0), outputTokens: words(text) });
+    const results: Array<Extract<ChatMessage, { role: 'tool' }>> = [];
+    for (let i = messages.length - 1; i >= 0 && messages[i]?.role === 'tool'; i -= 1) results.unshift(messages[i] as Extract<ChatMessage, { role: 'tool' }>);
+    if (results.length > 0) {
+      const text = `Development model (no AI provider is configured). ${results.map((r) => `The tool ${r.toolName} ${r.isError ? 'failed' : 'returned'}: ${r.content}`).join('\n')}`;
+      return { text, usage: usage(text), toolCalls: [] };
+    }
     const last = [...messages].reverse().find((m) => m.role === 'user')?.content ?? '';
+    if (request.tools?.length && messages.at(-1)?.role === 'user') {
+      const earlier = messages.reduce((n, m) => n + (m.role === 'assistant' ? (m.toolCalls?.length ?? 0) : 0), 0);
+      const toolCalls = last
+        .split('\n')
+        .map((line) => TOOL_LINE.exec(line.trim()))
+        .filter((match): match is RegExpExecArray => match !== null)
+        .map((match, i) => ({ toolCallId: `call_${earlier + i + 1}`, toolName: match[1] as string, arguments: lineArguments(match[2]) }));
+      if (toolCalls.length > 0) return { text: '', usage: usage(''), toolCalls };
+    }
     let text = `Development model (no AI provider is configured). You wrote: ${last}`;
+    // A grounded turn: the sources the prompt gave it, or that none matched or the search failed.
     const grounding = groundingIn(messages);
     if (grounding?.state === 'found') text += `\n\nSources: ${grounding.sources.map((s) => `[${s.number}] ${s.title}`).join('; ')}`;
     else if (grounding?.state === 'none') text += '\n\nSources: none of your knowledge matched.';
     else if (grounding?.state === 'failed') text += '\n\nSources: unavailable (your knowledge could not be searched).';
-    return { text, usage: { inputTokens: messages.reduce((n, m) => n + words(m.content), 0), outputTokens: words(text) } };
+    return { text, usage: usage(text), toolCalls: [] };
   }
 
-  async generate(request: ChatRequest) {
+  async generate(request: ChatRequest): Promise<ChatResult> {
     request.signal.throwIfAborted();
-    return this.reply(request.messages);
+    return this.reply(request);
   }
 
   async *stream(request: ChatRequest): AsyncIterable<ChatPart> {
-    const { text, usage } = this.reply(request.messages);
+    const { text, usage, toolCalls } = this.reply(request);
     for (const piece of text.match(/\S+\s*/g) ?? []) {
       await nextTurn();
       request.signal.throwIfAborted();
       yield { type: 'delta', text: piece };
+    }
+    for (const call of toolCalls) {
+      await nextTurn();
+      request.signal.throwIfAborted();
+      yield { type: 'tool-call', call };
     }
     yield { type: 'finish', usage };
   }

@@ -16,6 +16,7 @@ import * as m0014 from './migrations/0014_embedding_models';
 import * as m0015 from './migrations/0015_model_connections';
 import * as m0016 from './migrations/0016_settings_onboarding';
 import * as m0017 from './migrations/0017_embeddings_model_setting';
+import * as m0018 from './migrations/0018_tools_approvals';
 import * as m0020 from './migrations/0020_message_citations';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
@@ -37,6 +38,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0015_model_connections': m0015,
   '0016_settings_onboarding': m0016,
   '0017_embeddings_model_setting': m0017,
+  '0018_tools_approvals': m0018,
   '0020_message_citations': m0020,
 };
 

@@ -1,0 +1,162 @@
+import type { SettingsService } from '../settings/service';
+
+export interface ToolDefinition { name: string; description: string; inputSchema: Record<string, unknown>; source: { type: 'builtin' } | { type: 'mcp'; serverId: string; serverName: string }; policy: 'allow' | 'approval_required' | 'deny'; }
+export interface ToolCallResult { output: string; isError: boolean; }
+export interface ToolSource {
+  /** The caller's enabled tools of this source; servers that failed are named in `unavailable` (left out of the turn). */
+  listTools(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: Array<{ serverId: string; serverName: string; reason: string }> }>;
+  /** Calls one of the caller's tools; `output` is capped at maxResultBytes; throws only on programming errors. */
+  callTool(userId: string, name: string, args: Record<string, unknown>, options: { signal: AbortSignal; maxResultBytes: number }): Promise<ToolCallResult>;
+}
+
+export type ToolPolicy = ToolDefinition['policy'];
+export type ToolApprovalPreference = 'ask_for_changes' | 'always_ask' | 'auto_approve';
+export type Unavailable = Awaited<ReturnType<ToolSource['listTools']>>['unavailable'];
+
+/** How one tool call ended, as its result part records it and the model is told. */
+export type ToolOutcome = 'success' | 'error' | 'timeout' | 'denied' | 'not_found';
+
+export interface ToolRunResult {
+  outcome: ToolOutcome;
+  output: string;
+  isError: boolean;
+  truncated: boolean;
+}
+
+/** Names model APIs accept for tools. */
+export const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
+ * A tool's policy for a caller: its own, adjusted by their `toolApproval` setting (`always_ask`
+ * asks for every call, `auto_approve` runs what would ask); `deny` never changes.
+ */
+export function effectivePolicy(policy: ToolPolicy, preference: ToolApprovalPreference): ToolPolicy {
+  if (policy === 'deny') return 'deny';
+  if (preference === 'always_ask') return 'approval_required';
+  if (preference === 'auto_approve') return 'allow';
+  return policy;
+}
+
+const TRUNCATED = '\n[truncated: the result was longer than the cap]';
+
+/** `text` cut to at most `maxBytes` bytes of UTF-8 (a marker saying so at its end), and whether it was. */
+export function capOutput(text: string, maxBytes: number): { output: string; truncated: boolean } {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= maxBytes) return { output: text, truncated: false };
+  const room = Math.max(0, maxBytes - Buffer.byteLength(TRUNCATED));
+  // A character cut in half decodes as U+FFFD: dropped.
+  const head = bytes.subarray(0, room).toString('utf8').replace(/\uFFFD+$/, '');
+  return { output: `${head}${TRUNCATED}`.slice(0, maxBytes), truncated: true };
+}
+
+export interface ToolLimits {
+  /** How long one call may take. */
+  timeoutMs: number;
+  /** The most bytes of a call's result the model is given. */
+  maxResultBytes: number;
+}
+
+/** What a ToolService is built from. */
+export interface ToolServiceDeps {
+  /** The built-in tools (first: their names win). */
+  builtins: ToolSource;
+  /** Other sources (the MCP servers'), in order. */
+  sources: ToolSource[];
+  settings: Pick<SettingsService, 'get'>;
+  limits: ToolLimits;
+  log?: (message: string, meta: Record<string, unknown>) => void;
+}
+
+/** The caller's tools for one chat turn: their definitions (effective policies) and how to run them. */
+export interface TurnTools {
+  readonly definitions: ToolDefinition[];
+  readonly unavailable: Unavailable;
+  find(name: string): ToolDefinition | undefined;
+  /** Runs a tool (its policy already checked): a timeout, a result cap; never throws for the tool's failure. */
+  run(name: string, args: unknown, signal: AbortSignal): Promise<ToolRunResult>;
+}
+
+/**
+ * The tool registry: the built-in tools and the other sources' (MCP servers), with each tool's
+ * policy for the caller, and the running of a call under the deployment's limits.
+ */
+export class ToolService {
+  private readonly builtins: ToolSource;
+  private readonly sources: ToolSource[];
+  private readonly settings: Pick<SettingsService, 'get'>;
+  readonly limits: ToolLimits;
+  private readonly log: (message: string, meta: Record<string, unknown>) => void;
+
+  constructor({ builtins, sources, settings, limits, log }: ToolServiceDeps) {
+    this.builtins = builtins;
+    this.sources = sources;
+    this.settings = settings;
+    this.limits = limits;
+    this.log = log ?? (() => undefined);
+  }
+
+  /** The caller's tools with their effective policies, and the sources that could not be read. */
+  async list(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: Unavailable }> {
+    const turn = await this.forTurn(userId);
+    return { tools: turn.definitions, unavailable: turn.unavailable };
+  }
+
+  /** The caller's tools, read once for a turn (or its continuation). */
+  async forTurn(userId: string): Promise<TurnTools> {
+    const { toolApproval } = await this.settings.get(userId);
+    const bySource = new Map<string, ToolSource>();
+    const definitions: ToolDefinition[] = [];
+    const unavailable: Unavailable = [];
+    for (const source of [this.builtins, ...this.sources]) {
+      let listed: Awaited<ReturnType<ToolSource['listTools']>>;
+      try {
+        listed = await source.listTools(userId);
+      } catch (error) {
+        // A source is to report its failures in `unavailable`; one that throws is left out all the same.
+        this.log('a tool source failed to list its tools', { error: (error as Error).message });
+        continue;
+      }
+      unavailable.push(...listed.unavailable);
+      for (const tool of listed.tools) {
+        if (!TOOL_NAME.test(tool.name) || bySource.has(tool.name)) continue;
+        bySource.set(tool.name, source);
+        definitions.push({ ...tool, policy: effectivePolicy(tool.policy, toolApproval as ToolApprovalPreference) });
+      }
+    }
+    const byName = new Map(definitions.map((d) => [d.name, d]));
+    return {
+      definitions,
+      unavailable,
+      find: (name) => byName.get(name),
+      run: async (name, args, signal) => {
+        const source = bySource.get(name);
+        if (!source) return { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false };
+        return this.call(source, userId, name, args, signal);
+      },
+    };
+  }
+
+  private async call(source: ToolSource, userId: string, name: string, args: unknown, turn: AbortSignal): Promise<ToolRunResult> {
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+      return { outcome: 'error', output: 'The arguments must be a JSON object.', isError: true, truncated: false };
+    }
+    const { timeoutMs, maxResultBytes } = this.limits;
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(new Error(`no result within ${timeoutMs} ms`)), timeoutMs);
+    const signal = AbortSignal.any([turn, timeout.signal]);
+    try {
+      const timedOut = new Promise<'timeout'>((resolve) => signal.addEventListener('abort', () => resolve('timeout'), { once: true }));
+      const result = await Promise.race([source.callTool(userId, name, args as Record<string, unknown>, { signal, maxResultBytes }), timedOut]);
+      if (result === 'timeout') {
+        return { outcome: 'timeout', output: turn.aborted ? 'The call was cancelled.' : `The tool gave no result within ${timeoutMs} ms.`, isError: true, truncated: false };
+      }
+      const { output, truncated } = capOutput(result.output, maxResultBytes);
+      return { outcome: result.isError ? 'error' : 'success', output, isError: result.isError, truncated };
+    } catch (error) {
+      this.log('a tool call failed', { tool: name, error: (error as Error).message });
+      return { outcome: 'error', output: 'The tool failed.', isError: true, truncated: false };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
