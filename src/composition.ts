@@ -13,6 +13,7 @@ import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
 import { FileService } from './areas/files/service';
 import { OutputService } from './areas/outputs/service';
 import { CapabilityService } from './areas/capabilities/service';
+import { McpServerService, sealedColumns as mcpSealedColumns } from './areas/mcp-servers/service';
 import { MemoryService } from './areas/memory/service';
 import { NoteService } from './areas/notes/service';
 import { PrincipalService } from './areas/principals/service';
@@ -69,6 +70,8 @@ export interface Services {
   /** The model provider chat and automations call. */
   /** The models of the deployment and of users' own connections, the model policy, and the connections. */
   models: ModelService;
+  /** Users' MCP servers, and their tools as a tool source of chat. */
+  mcpServers: McpServerService;
   settings: SettingsService;
   onboarding: OnboardingService;
   bootstrap: BootstrapService;
@@ -150,7 +153,7 @@ export function openObjectStore(config: Config): ObjectStore {
 }
 
 /** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
-export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns];
+export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns, ...mcpSealedColumns];
 
 /**
  * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
@@ -188,9 +191,11 @@ export interface ServicesDeps {
   outbound: Outbound;
   /** The API document (the app shell reports its version and limits). */
   doc: OpenAPIV3.DocumentV3;
+  /** Where the services count what they do (the MCP exchanges); none when absent. */
+  metrics?: Metrics;
 }
 
-export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc }: ServicesDeps): Services {
+export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics }: ServicesDeps): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
@@ -231,6 +236,19 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     // The callers' chosen defaults come from their settings, which are built on these models (below).
     defaults: NO_DEFAULTS,
     log: warn,
+  });
+  const mcpServers = new McpServerService({
+    db,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    settings: config.mcp,
+    log: warn,
+    observe: (operation, outcome, seconds) => {
+      metrics?.mcpCalls.observe({ operation, outcome }, seconds);
+      if (outcome !== 'ok') metrics?.mcpErrors.inc({ operation, outcome });
+    },
   });
   const memory = new MemoryService(db, projects);
   const chat = new ChatService({
@@ -278,6 +296,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     automations: new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing }),
     agents: new AgentEnvironmentService(db, config.agents),
     models,
+    mcpServers,
     settings,
     onboarding,
     bootstrap: new BootstrapService({
@@ -414,7 +433,7 @@ export async function compose(config: Config, logger: Logger, database?: Databas
     });
     const modelList = await resolveModels(config, logger);
     const doc = loadApiDocument();
-    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc });
+    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics });
     const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },

@@ -15,6 +15,7 @@ import * as m0013 from './migrations/0013_reply_leases';
 import * as m0014 from './migrations/0014_embedding_models';
 import * as m0015 from './migrations/0015_model_connections';
 import * as m0016 from './migrations/0016_settings_onboarding';
+import * as m0019 from './migrations/0019_mcp_servers';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -34,6 +35,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0014_embedding_models': m0014,
   '0015_model_connections': m0015,
   '0016_settings_onboarding': m0016,
+  '0019_mcp_servers': m0019,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
