@@ -135,12 +135,15 @@ export class McpConnector {
     if (signal?.aborted) onAbort();
 
     const guarded = this.outbound.fetcher({ timeoutMs: target.timeoutMs, maxBytes });
+    // The first request that failed: the SSE transport reports it only as text.
+    let fetchError: unknown;
     // A refusal of the guard ends the exchange at once (the SDK may only report it to onerror).
     const fetcher: typeof fetch = async (input, init) => {
       try {
         const response = await guarded(input, init);
         return response.body ? new Response(watched(response.body, stop), { status: response.status, statusText: response.statusText, headers: response.headers }) : response;
       } catch (error) {
+        fetchError ??= error;
         if (isGuardError(error)) stop(error);
         throw error;
       }
@@ -160,7 +163,8 @@ export class McpConnector {
       return await work(client, options);
     } catch (error) {
       const reason = controller.signal.aborted ? (controller.signal.reason as Stopped).reason : error;
-      throw describe(reason, target.timeoutMs, secret);
+      const failure = describe(reason, target.timeoutMs, secret);
+      throw failure.outcome === 'protocol' && fetchError !== undefined && !(reason instanceof McpFailure) ? describe(fetchError, target.timeoutMs, secret) : failure;
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
