@@ -35,7 +35,7 @@ beforeAll(async () => {
   [bearer, header, open] = await Promise.all([
     startMcpServer({ header: 'authorization', value: `Bearer ${TOKEN}` }),
     startMcpServer({ header: 'x-api-key', value: HEADER_VALUE }),
-    startMcpServer(),
+    startMcpServer(null, { stateful: true }),
   ]);
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -323,6 +323,17 @@ describe('the tool source', () => {
     expect(res.text).toMatch(/mcp_call_duration_seconds_count\{operation="list_tools",outcome="ok"\} [1-9]/);
     expect(res.text).toMatch(/mcp_call_errors_total\{operation="call_tool",outcome="timeout"\} [1-9]/);
     expect(res.text).toMatch(/mcp_call_errors_total\{operation="list_tools",outcome="http_error"\} [1-9]/);
+  });
+
+  test('a server that keeps sessions: each exchange ends its session', async () => {
+    const res = await create(alice, { name: 'Stateful', url: open.streamableUrl, transport: 'streamable_http', toolPolicies: { echo: 'allow' } });
+    expect(res.body.server.status).toBe('active');
+    const result = await h.runtime.services.mcpServers.callTool(alice.userId, 'stateful__echo', { text: 'session' }, { signal: controller(), maxResultBytes: 100 });
+    expect(result).toEqual({ output: 'echo: session', isError: false });
+    expect(open.sessionsEnded).toBe(2);
+    expect(open.openSessions()).toBe(0);
+    expect(open.requests.filter((r) => r.method === 'DELETE')).toHaveLength(2);
+    expect((await remove(alice, res.body.server.serverId)).status).toBe(200);
   });
 });
 

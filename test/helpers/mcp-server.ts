@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -26,6 +27,10 @@ export interface TestMcpServer {
   requests: Array<{ method: string; path: string; headers: http.IncomingHttpHeaders }>;
   /** The calls of tools, with their arguments. */
   calls: Array<{ name: string; args: Record<string, unknown> }>;
+  /** Sessions the client ended (stateful only). */
+  sessionsEnded: number;
+  /** Sessions open now (stateful only). */
+  openSessions: () => number;
   close(): Promise<void>;
 }
 
@@ -69,14 +74,27 @@ async function answer(name: string, args: Record<string, unknown>, closed: Promi
   }
 }
 
-export async function startMcpServer(required: { header: string; value: string } | null = null): Promise<TestMcpServer> {
+/**
+ * `stateful`: the Streamable HTTP endpoint keeps sessions (`Mcp-Session-Id`, ended by a DELETE)
+ * instead of answering each request with a server of its own.
+ */
+export async function startMcpServer(required: { header: string; value: string } | null = null, options: { stateful?: boolean } = {}): Promise<TestMcpServer> {
   let closing!: () => void;
   const closed = new Promise<void>((resolve) => {
     closing = resolve;
   });
   const sseSessions = new Map<string, SSEServerTransport>();
+  const httpSessions = new Map<string, StreamableHTTPServerTransport>();
 
-  const state: Omit<TestMcpServer, 'streamableUrl' | 'sseUrl' | 'close'> = { required, hang: false, extraTools: 0, requests: [], calls: [] };
+  const state: Omit<TestMcpServer, 'streamableUrl' | 'sseUrl' | 'close'> = {
+    required,
+    hang: false,
+    extraTools: 0,
+    requests: [],
+    calls: [],
+    sessionsEnded: 0,
+    openSessions: () => httpSessions.size,
+  };
 
   function newServer(): McpServer {
     const mcp = new McpServer({ name: 'test-mcp-server', version: '1.0.0' }, { capabilities: { tools: {} } });
@@ -104,7 +122,29 @@ export async function startMcpServer(required: { header: string; value: string }
       return;
     }
     try {
-      if (url.pathname === '/mcp') {
+      if (url.pathname === '/mcp' && options.stateful) {
+        const sessionId = req.headers['mcp-session-id'];
+        let transport = typeof sessionId === 'string' ? httpSessions.get(sessionId) : undefined;
+        if (!transport) {
+          if (sessionId !== undefined || req.method !== 'POST') {
+            res.writeHead(404).end('no such session');
+            return;
+          }
+          const created = new StreamableHTTPServerTransport({
+            sessionIdGenerator: () => randomUUID(),
+            onsessioninitialized: (id) => {
+              httpSessions.set(id, created);
+            },
+            onsessionclosed: (id) => {
+              httpSessions.delete(id);
+              state.sessionsEnded += 1;
+            },
+          });
+          await newServer().connect(created);
+          transport = created;
+        }
+        await transport.handleRequest(req, res);
+      } else if (url.pathname === '/mcp') {
         if (req.method !== 'POST') {
           res.writeHead(405, { allow: 'POST' }).end();
           return;

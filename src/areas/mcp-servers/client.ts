@@ -160,7 +160,10 @@ export class McpConnector {
     const options = { signal: controller.signal, timeout: target.timeoutMs };
     try {
       await client.connect(transport, options);
-      return await work(client, options);
+      const result = await work(client, options);
+      // A server that keeps sessions is told this one is over (Streamable HTTP: DELETE with its id).
+      if ('terminateSession' in transport && transport.sessionId !== undefined) await transport.terminateSession().catch(() => undefined);
+      return result;
     } catch (error) {
       const reason = controller.signal.aborted ? (controller.signal.reason as Stopped).reason : error;
       const failure = describe(reason, target.timeoutMs, secret);
