@@ -124,15 +124,11 @@ export class McpConnector {
     signal: AbortSignal | undefined,
     work: (client: Client, options: { signal: AbortSignal; timeout: number }) => Promise<T>,
   ): Promise<T> {
-    const [sdk, transports] = await Promise.all([import('@modelcontextprotocol/sdk/client/index.js'), this.transports(target.transport)]);
+    const sdk = await import('@modelcontextprotocol/sdk/client/index.js');
     const controller = new AbortController();
     const stop = (reason: unknown) => {
       if (!controller.signal.aborted) controller.abort(new Stopped(reason));
     };
-    const timer = setTimeout(() => stop(new OutboundTimeout(target.timeoutMs)), target.timeoutMs);
-    const onAbort = () => stop(new McpFailure('cancelled', 'The call was cancelled.', 'cancelled'));
-    signal?.addEventListener('abort', onAbort);
-    if (signal?.aborted) onAbort();
 
     const guarded = this.outbound.fetcher({ timeoutMs: target.timeoutMs, maxBytes });
     // The first request that failed: the SSE transport reports it only as text.
@@ -148,16 +144,16 @@ export class McpConnector {
         throw error;
       }
     };
-    const url = new URL(target.url);
-    const transport =
-      target.transport === 'sse'
-        ? new transports.SSEClientTransport(url, { fetch: fetcher, requestInit: { headers: target.headers }, eventSourceInit: { fetch: fetcher } })
-        : new transports.StreamableHTTPClientTransport(url, { fetch: fetcher, requestInit: { headers: target.headers } });
+    const transport = await openTransport(target, fetcher);
     const client = new sdk.Client(CLIENT_INFO, { capabilities: {} });
     client.onerror = (error) => {
       if (isGuardError(error)) stop(error);
     };
     const options = { signal: controller.signal, timeout: target.timeoutMs };
+    const timer = setTimeout(() => stop(new OutboundTimeout(target.timeoutMs)), target.timeoutMs);
+    const onAbort = () => stop(new McpFailure('cancelled', 'The call was cancelled.', 'cancelled'));
+    signal?.addEventListener('abort', onAbort);
+    if (signal?.aborted) onAbort();
     try {
       await client.connect(transport, options);
       const result = await work(client, options);
@@ -166,23 +162,25 @@ export class McpConnector {
       return result;
     } catch (error) {
       const reason = controller.signal.aborted ? (controller.signal.reason as Stopped).reason : error;
-      const failure = describe(reason, target.timeoutMs, secret);
-      throw failure.outcome === 'protocol' && fetchError !== undefined && !(reason instanceof McpFailure) ? describe(fetchError, target.timeoutMs, secret) : failure;
+      const failure = describeFailure(reason, target.timeoutMs, secret);
+      throw failure.outcome === 'protocol' && fetchError !== undefined && !(reason instanceof McpFailure) ? describeFailure(fetchError, target.timeoutMs, secret) : failure;
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       await client.close().catch(() => undefined);
     }
   }
+}
 
-  private async transports(kind: McpTransportKind) {
-    if (kind === 'sse') {
-      const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
-      return { SSEClientTransport, StreamableHTTPClientTransport: null as never };
-    }
-    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-    return { StreamableHTTPClientTransport, SSEClientTransport: null as never };
+/** The SDK's client transport of the target's kind, every request through `fetcher`. */
+async function openTransport(target: McpTarget, fetcher: typeof fetch) {
+  const url = new URL(target.url);
+  if (target.transport === 'sse') {
+    const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
+    return new SSEClientTransport(url, { fetch: fetcher, requestInit: { headers: target.headers }, eventSourceInit: { fetch: fetcher } });
   }
+  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+  return new StreamableHTTPClientTransport(url, { fetch: fetcher, requestInit: { headers: target.headers } });
 }
 
 /**
@@ -238,7 +236,7 @@ export function scrub(text: string, secret: string | null): string {
 }
 
 /** What a failure is called: an McpFailure whose message is safe to store and show. */
-export function describe(error: unknown, timeoutMs: number, secret: string | null): McpFailure {
+export function describeFailure(error: unknown, timeoutMs: number, secret: string | null): McpFailure {
   const detail = scrub(errorDetail(error), secret);
   const chain = causes(error);
   const find = <E>(type: abstract new (...args: never[]) => E) => chain.find((e): e is E => e instanceof type);
