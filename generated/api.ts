@@ -71,7 +71,7 @@ export interface paths {
         /**
          * Read the deployment's capabilities
          * @description The capability flags a client reads at start-up to hide what is switched off: `automations`,
-         *     `billing`, `vectorSearch`, `byok`, and the billing provider (`none` whenever billing is off). Flags are
+         *     `billing`, `vectorSearch`, `byok`, `mcp`, and the billing provider (`none` whenever billing is off). Flags are
          *     stored by the service with defaults from its configuration and may change at run time; every
          *     instance sees a change within a few seconds. Routes of a disabled capability answer
          *     `403 capability_disabled`.
@@ -787,7 +787,7 @@ export interface paths {
         head?: never;
         /**
          * Switch capabilities at run time
-         * @description Switches `automations`, `billing`, `vectorSearch` and `byok` (users' own model providers) for the whole deployment. The flags are
+         * @description Switches `automations`, `billing`, `vectorSearch`, `byok` (users' own model providers) and `mcp` (MCP servers) for the whole deployment. The flags are
          *     stored by the service: every instance sees the change within a few seconds (its capability
          *     cache). Turning billing on uses the payment provider of the configuration. Role: `admin`.
          *     Writes the audit event `administration.capability.update` with the changes, in the same
@@ -1279,6 +1279,116 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/mcp-servers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's MCP servers, or read one
+         * @description A page of the caller's MCP servers, newest first, with `nextCursor`; with `serverId` in the
+         *     query the answer carries that one server as `server` instead (`404` if it is not one of the
+         *     caller's). Each server carries its stored tool catalog (`tools`, with each tool's effective
+         *     policy), when it was read (`catalogRefreshedAt`), `status` and `lastError`. Credentials are
+         *     never returned (`hasCredentials`). Capability `mcp`.
+         */
+        get: operations["getMcpServers"];
+        put?: never;
+        /**
+         * Connect an MCP server
+         * @description Saves an MCP server owned by the caller: a display `name`, its `url` (checked by the outbound
+         *     guard, `400` naming `/body/url` when refused), `transport`, `authentication` with
+         *     `credentials` (write-only, stored encrypted) and `headerName` for `header`, `enabled`,
+         *     `timeoutMs`, `defaultToolPolicy` and `toolPolicies`. `authentication: oauth` is reserved for
+         *     the Integrations area and is `400` in this version.
+         *
+         *     When it is saved enabled, its tool catalog is read at once with the MCP client (connect,
+         *     initialize, `tools/list`): the answer carries the server `active` with its `tools`, or `error`
+         *     with `lastError` (a server that cannot be reached is saved all the same: fix it and refresh).
+         *     A catalog of more than 1 MiB or 500 tools is refused (`error`). Saved disabled, it stays
+         *     `untested` and nothing is called.
+         *
+         *     A user has at most 20 servers by default (`409 conflict`; the deployment's
+         *     `MCP_SERVERS_PER_USER`). Accepts `Idempotency-Key`: a retry with the same key and body returns
+         *     the first response and creates nothing; the same key with another body is
+         *     `422 idempotency_key_reused`. Audited as `mcp_server.create` (never with the credentials).
+         *     Capability `mcp`.
+         */
+        post: operations["createMcpServer"];
+        /**
+         * Delete one of the caller's MCP servers
+         * @description Deletes the caller's server named by `serverId` (query, or JSON body; if both are given they
+         *     must agree; `404` if it is not one of the caller's) with its stored credentials and catalog;
+         *     its tools are no longer offered. Audited as `mcp_server.delete`. Capability `mcp`.
+         */
+        delete: operations["deleteMcpServer"];
+        options?: never;
+        head?: never;
+        /**
+         * Update one of the caller's MCP servers
+         * @description Changes the fields present in the body of the caller's server `serverId` (`404` if it is not
+         *     one of the caller's). A new `url` is checked as on create. A new `url`, `transport`,
+         *     `authentication`, `headerName` or `credentials` sets the status back to `untested`; the catalog
+         *     is then read again if the server is enabled, as it is when `enabled` turns `true`. Renaming
+         *     keeps `toolPrefix` (tool names do not change). Policies apply to the next call. Audited as
+         *     `mcp_server.update` with the names of the fields changed (never the credentials). Capability
+         *     `mcp`.
+         */
+        patch: operations["updateMcpServer"];
+        trace?: never;
+    };
+    "/api/v1/mcp-servers/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test a draft MCP server without saving it
+         * @description Takes the body of a create (checked as a create checks it: `400` for a refused URL or bad
+         *     authentication) and reads the server's tool list with the MCP client, without saving
+         *     anything. A server that cannot be reached, refuses the credentials, times out or answers an
+         *     oversized catalog is a test that failed (`result.ok: false`, `200`), not an error of this
+         *     call. Neither the credentials nor the server's address appear in the answer. Capability
+         *     `mcp`.
+         */
+        post: operations["testMcpServer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/mcp-servers/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read an MCP server's tool catalog again
+         * @description Connects to the caller's server `serverId` (`404` if it is not one of the caller's; enabled or
+         *     not) with the MCP client and reads its tool list. The outcome is stored: `status` becomes
+         *     `active` with the tools found and `catalogRefreshedAt`, or `error` with `lastError` (the tools
+         *     found before are kept, but not offered while it is in error). A server that cannot be
+         *     reached, times out, or answers a catalog of more than 1 MiB or 500 tools is a refresh that
+         *     failed (`200`), not an error of this call. Capability `mcp`.
+         */
+        post: operations["refreshMcpServer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/conversations": {
         parameters: {
             query?: never;
@@ -1719,6 +1829,11 @@ export interface components {
              * @example true
              */
             byok: boolean;
+            /**
+             * @description Users may connect MCP servers and models may call their tools. When `false` the MCP server routes answer `403 capability_disabled` and no MCP tool is offered or called.
+             * @example true
+             */
+            mcp: boolean;
             /**
              * @description The payment provider, `none` when billing is off. Clients must tolerate new values.
              * @example none
@@ -2385,6 +2500,7 @@ export interface components {
             billing?: boolean;
             vectorSearch?: boolean;
             byok?: boolean;
+            mcp?: boolean;
         };
         /**
          * @description `file` holds content; `folder` only groups files (through `parentId`).
@@ -5017,6 +5133,271 @@ export interface components {
             result: components["schemas"]["ModelConnectionTestResult"];
             connection?: components["schemas"]["ModelConnection"];
         };
+        /**
+         * @description A display name of the caller's choosing.
+         * @example GitHub
+         */
+        McpServerName: string;
+        /**
+         * @description How the service speaks to the server: `streamable_http` (the MCP Streamable HTTP transport, one endpoint) or `sse` (the older HTTP+SSE transport: an event stream and a message endpoint). Clients must tolerate new values.
+         * @example streamable_http
+         * @enum {string}
+         */
+        McpTransport: "streamable_http" | "sse";
+        /**
+         * @description How requests to the server are authenticated: `none`; `bearer` (`credentials` sent as `Authorization: Bearer <credentials>`); `header` (`credentials` sent as the value of the header `headerName`). `oauth` is reserved for the Integrations area and refused (`400`) in this version. Clients must tolerate new values.
+         * @example bearer
+         * @enum {string}
+         */
+        McpAuthentication: "none" | "bearer" | "header" | "oauth";
+        /**
+         * @description How long one exchange with the server may take (connecting and listing its tools, or connecting and calling one), in milliseconds. Default 30000.
+         * @example 30000
+         */
+        McpTimeoutMs: number;
+        /**
+         * @description What happens when a model calls the tool: `allow` (it runs), `approval_required` (it waits for the user's approval) or `deny` (it never runs).
+         * @example approval_required
+         * @enum {string}
+         */
+        ToolPolicy: "allow" | "approval_required" | "deny";
+        /**
+         * @description Policies of single tools, by the tool's name as the server names it (not the namespaced name); a tool not named here has `defaultToolPolicy`. Names of tools the server does not (yet) list are kept.
+         * @example {
+         *       "create_issue": "approval_required",
+         *       "search_issues": "allow"
+         *     }
+         */
+        McpToolPolicies: {
+            [key: string]: components["schemas"]["ToolPolicy"];
+        };
+        McpTool: {
+            /**
+             * @description The tool's name as the server names it.
+             * @example create_issue
+             */
+            name: string;
+            /**
+             * @description The name models call it by: `<toolPrefix>__<tool name>`. A tool name with characters other than letters, digits, `_` and `-`, or too long for 64 characters in all, is cut and given `_` and 8 hexadecimal digits of its SHA-256, so the name stays the same on every refresh. Built-in tools never have `__` in their names.
+             * @example github__create_issue
+             */
+            namespacedName: string;
+            /**
+             * @description The server's description of the tool (at most 4000 characters kept).
+             * @example Create an issue in a repository.
+             */
+            description: string;
+            /**
+             * @description The JSON Schema of the tool's arguments, as the server gives it.
+             * @example {
+             *       "type": "object",
+             *       "properties": {
+             *         "repository": {
+             *           "type": "string"
+             *         },
+             *         "title": {
+             *           "type": "string"
+             *         }
+             *       },
+             *       "required": [
+             *         "repository",
+             *         "title"
+             *       ]
+             *     }
+             */
+            inputSchema: {
+                [key: string]: unknown;
+            };
+            policy: components["schemas"]["ToolPolicy"];
+        };
+        McpServer: {
+            serverId: components["schemas"]["Id"];
+            name: components["schemas"]["McpServerName"];
+            /**
+             * @description The namespace of the server's tool names, made from its name when it was created (lower case letters, digits and `-`; `-2`, `-3`… added when another of the caller's servers has it) and kept when it is renamed, so its tools' names do not change.
+             * @example github
+             */
+            toolPrefix: string;
+            /** @example https://mcp.example.com/mcp */
+            url: string;
+            transport: components["schemas"]["McpTransport"];
+            authentication: components["schemas"]["McpAuthentication"];
+            /**
+             * @description The header carrying the credentials (`authentication` `header`), else `null`.
+             * @example null
+             */
+            headerName: string | null;
+            /**
+             * @description Whether credentials are stored (their value is never returned).
+             * @example true
+             */
+            hasCredentials: boolean;
+            /**
+             * @description Whether its tools are offered to models.
+             * @example true
+             */
+            enabled: boolean;
+            timeoutMs: components["schemas"]["McpTimeoutMs"];
+            defaultToolPolicy: components["schemas"]["ToolPolicy"];
+            toolPolicies: components["schemas"]["McpToolPolicies"];
+            /** @description The tools as the server last listed them (its catalog), each with its effective policy. A failed refresh keeps the tools found before. */
+            tools: components["schemas"]["McpTool"][];
+            /**
+             * Format: int64
+             * @description When the catalog was last read successfully (milliseconds since the epoch), or `null`.
+             * @example 1763784000000
+             */
+            catalogRefreshedAt: number | null;
+            /**
+             * @description `untested` until its catalog is first read (a server created or saved disabled, or whose address or credentials changed while disabled), then `active` (the last read worked) or `error` (`lastError` says why; its tools are not offered until a refresh works). A tool call that fails does not change it. Clients must tolerate new values.
+             * @example active
+             * @enum {string}
+             */
+            status: "untested" | "active" | "error";
+            /**
+             * @description Why the last read of the catalog failed (never the credentials, host or address), or `null`.
+             * @example null
+             */
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        McpServerListResponse: {
+            /** @description A page of the caller's servers (without `serverId` in the query), newest first. */
+            servers?: components["schemas"]["McpServer"][];
+            nextCursor?: components["schemas"]["NextCursor"];
+            server?: components["schemas"]["McpServer"];
+        };
+        /**
+         * @description The server's MCP endpoint (for `sse`, its event-stream URL). Checked by the outbound guard when saved and on every request: http or https, no credentials in the URL, the scheme's default port, and no private, loopback, link-local or metadata address (`400`); loopback only where the deployment allows it (development). Redirects are never followed.
+         * @example https://mcp.example.com/mcp
+         */
+        McpServerUrl: string;
+        /**
+         * @description The header that carries `credentials` when `authentication` is `header` (required then, and refused otherwise). Not one the transport sets itself (`Host`, `Content-Type`, `Content-Length`, `Accept`, `Mcp-Session-Id`, `Mcp-Protocol-Version`…).
+         * @example X-Api-Key
+         */
+        McpHeaderName: string;
+        /**
+         * @description The bearer token or header value. Write-only: stored encrypted, never returned (responses say `hasCredentials`), never logged, and removed from any error text the server sends back.
+         * @example ghp_example
+         */
+        McpCredentials: string;
+        /**
+         * @example {
+         *       "name": "GitHub",
+         *       "url": "https://mcp.example.com/mcp",
+         *       "transport": "streamable_http",
+         *       "authentication": "bearer",
+         *       "credentials": "ghp_example",
+         *       "defaultToolPolicy": "approval_required",
+         *       "toolPolicies": {
+         *         "search_issues": "allow"
+         *       }
+         *     }
+         */
+        McpServerCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            name: components["schemas"]["McpServerName"];
+            url: components["schemas"]["McpServerUrl"];
+            transport: components["schemas"]["McpTransport"];
+            /** @description Default `none`; `oauth` is refused (`400`) in this version. */
+            authentication?: components["schemas"]["McpAuthentication"];
+            headerName?: components["schemas"]["McpHeaderName"];
+            credentials?: components["schemas"]["McpCredentials"];
+            /**
+             * @description Default `true`.
+             * @example true
+             */
+            enabled?: boolean;
+            timeoutMs?: components["schemas"]["McpTimeoutMs"];
+            /** @description The policy of tools `toolPolicies` does not name. Default `approval_required`. */
+            defaultToolPolicy?: components["schemas"]["ToolPolicy"];
+            toolPolicies?: components["schemas"]["McpToolPolicies"];
+        };
+        McpServerResponse: {
+            server: components["schemas"]["McpServer"];
+        };
+        /**
+         * @example {
+         *       "serverId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0"
+         *     }
+         */
+        McpServerIdRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            serverId?: components["schemas"]["Id"];
+        };
+        McpServerDeleteResponse: {
+            serverId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        /**
+         * @description Only the fields present change.
+         * @example {
+         *       "serverId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+         *       "toolPolicies": {
+         *         "create_issue": "deny"
+         *       }
+         *     }
+         */
+        McpServerUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            serverId: components["schemas"]["Id"];
+            name?: components["schemas"]["McpServerName"];
+            url?: components["schemas"]["McpServerUrl"];
+            transport?: components["schemas"]["McpTransport"];
+            authentication?: components["schemas"]["McpAuthentication"];
+            /**
+             * @description The header carrying the credentials (`authentication` `header`), or `null`.
+             * @example X-Api-Key
+             */
+            headerName?: string | null;
+            /**
+             * @description New credentials (write-only, never returned), or `null` to remove the stored ones.
+             * @example ghp_example
+             */
+            credentials?: string | null;
+            /** @example true */
+            enabled?: boolean;
+            timeoutMs?: components["schemas"]["McpTimeoutMs"];
+            defaultToolPolicy?: components["schemas"]["ToolPolicy"];
+            toolPolicies?: components["schemas"]["McpToolPolicies"];
+        };
+        McpServerTestResult: {
+            /**
+             * @description Whether the server was reached and its tool list read.
+             * @example true
+             */
+            ok: boolean;
+            /** @description The tools the server listed, named as they would be for this draft, with the policies of the draft (empty when the test failed). */
+            tools: components["schemas"]["McpTool"][];
+            /**
+             * @description Why the test failed (never the credentials, host or address), or `null`.
+             * @example null
+             */
+            error: string | null;
+            testedAt: components["schemas"]["Timestamp"];
+        };
+        McpServerTestResponse: {
+            result: components["schemas"]["McpServerTestResult"];
+        };
+        /**
+         * @example {
+         *       "serverId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0"
+         *     }
+         */
+        McpServerRefreshRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            serverId: components["schemas"]["Id"];
+        };
         TextPart: {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -5124,7 +5505,7 @@ export interface components {
          * @example allow
          * @enum {string}
          */
-        ToolPolicy: "allow" | "approval_required" | "deny";
+        "ToolPolicy-2": "allow" | "approval_required" | "deny";
         Tool: {
             name: components["schemas"]["ToolName"];
             /**
@@ -5158,7 +5539,7 @@ export interface components {
                 [key: string]: unknown;
             };
             source: components["schemas"]["ToolSource"];
-            policy: components["schemas"]["ToolPolicy"];
+            policy: components["schemas"]["ToolPolicy-2"];
         };
         UnavailableToolSource: {
             serverId: components["schemas"]["Id"];
@@ -5981,6 +6362,7 @@ export interface operations {
                      *           "billing": false,
                      *           "vectorSearch": true,
                      *           "byok": true,
+                     *           "mcp": true,
                      *           "billingProvider": "none"
                      *         },
                      *         "links": {
@@ -6025,6 +6407,7 @@ export interface operations {
                      *         "billing": false,
                      *         "vectorSearch": true,
                      *         "byok": true,
+                     *         "mcp": true,
                      *         "billingProvider": "none"
                      *       }
                      *     }
@@ -6086,6 +6469,7 @@ export interface operations {
                      *           "billing": false,
                      *           "vectorSearch": true,
                      *           "byok": true,
+                     *           "mcp": true,
                      *           "billingProvider": "none"
                      *         },
                      *         "settings": {
@@ -8652,6 +9036,7 @@ export interface operations {
                      *         "billing": false,
                      *         "vectorSearch": true,
                      *         "byok": true,
+                     *         "mcp": true,
                      *         "billingProvider": "none"
                      *       }
                      *     }
@@ -10162,6 +10547,309 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ModelConnectionTestResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getMcpServers: {
+        parameters: {
+            query?: {
+                /** @description Read this server of the caller's. */
+                serverId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the caller's servers (or one of them). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createMcpServer: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["McpServerCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The saved server, with its catalog when it was read. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteMcpServer: {
+        parameters: {
+            query?: {
+                /** @description The server to delete (or give it in the body). */
+                serverId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["McpServerIdRequest"];
+            };
+        };
+        responses: {
+            /** @description The server was deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "serverId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["McpServerDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["McpServerUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated server. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "server": {
+                     *         "serverId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *         "name": "GitHub",
+                     *         "toolPrefix": "github",
+                     *         "url": "https://mcp.example.com/mcp",
+                     *         "transport": "streamable_http",
+                     *         "authentication": "bearer",
+                     *         "headerName": null,
+                     *         "hasCredentials": true,
+                     *         "enabled": true,
+                     *         "timeoutMs": 30000,
+                     *         "defaultToolPolicy": "approval_required",
+                     *         "toolPolicies": {
+                     *           "search_issues": "allow"
+                     *         },
+                     *         "tools": [
+                     *           {
+                     *             "name": "search_issues",
+                     *             "namespacedName": "github__search_issues",
+                     *             "description": "Search the issues of a repository.",
+                     *             "inputSchema": {
+                     *               "type": "object",
+                     *               "properties": {
+                     *                 "query": {
+                     *                   "type": "string"
+                     *                 }
+                     *               },
+                     *               "required": [
+                     *                 "query"
+                     *               ]
+                     *             },
+                     *             "policy": "allow"
+                     *           },
+                     *           {
+                     *             "name": "create_issue",
+                     *             "namespacedName": "github__create_issue",
+                     *             "description": "Create an issue in a repository.",
+                     *             "inputSchema": {
+                     *               "type": "object",
+                     *               "properties": {
+                     *                 "repository": {
+                     *                   "type": "string"
+                     *                 },
+                     *                 "title": {
+                     *                   "type": "string"
+                     *                 }
+                     *               },
+                     *               "required": [
+                     *                 "repository",
+                     *                 "title"
+                     *               ]
+                     *             },
+                     *             "policy": "approval_required"
+                     *           }
+                     *         ],
+                     *         "catalogRefreshedAt": 1763784000000,
+                     *         "status": "active",
+                     *         "lastError": null,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["McpServerResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    testMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["McpServerCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The test's outcome. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerTestResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    refreshMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["McpServerRefreshRequest"];
+            };
+        };
+        responses: {
+            /** @description The server after the refresh. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpServerResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -246,6 +246,28 @@ export interface LedgerEntries {
   user_id: string;
 }
 
+export interface McpServers {
+  authentication: string;
+  catalog_refreshed_at: Timestamp | null;
+  created_at: Generated<Timestamp>;
+  credentials: string | null;
+  default_tool_policy: string;
+  enabled: Generated<boolean>;
+  header_name: string | null;
+  id: string;
+  last_error: string | null;
+  name: string;
+  owner_user_id: string;
+  status: Generated<string>;
+  timeout_ms: number;
+  tool_policies: Generated<Json>;
+  tool_prefix: string;
+  tools: Generated<Json>;
+  transport: string;
+  updated_at: Generated<Timestamp>;
+  url: string;
+}
+
 export interface MemoryItems {
   content: string;
   content_key: string;
@@ -507,6 +529,7 @@ export interface DB {
   idempotency_keys: IdempotencyKeys;
   knowledge_embeddings: KnowledgeEmbeddings;
   ledger_entries: LedgerEntries;
+  mcp_servers: McpServers;
   memory_items: MemoryItems;
   messages: Messages;
   model_connections: ModelConnections;

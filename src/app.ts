@@ -22,6 +22,7 @@ import { skillHandlers } from './areas/skills/handlers';
 import { automationHandlers } from './areas/automations/handlers';
 import type { AutomationRunner } from './areas/automations/runner';
 import { conversationHandlers } from './areas/conversations/handlers';
+import { mcpServerHandlers } from './areas/mcp-servers/handlers';
 import { toolHandlers } from './areas/tools/handlers';
 import { modelHandlers } from './areas/models/handlers';
 import { webhookHandlers } from './areas/webhooks/handlers';
@@ -83,6 +84,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...knowledgeHandlers(services.knowledge),
     ...webhookHandlers(services.webhooks),
     ...modelHandlers(services.models, services.capabilities),
+    ...mcpServerHandlers(services.mcpServers),
     ...conversationHandlers(services.chat, config.models.timeoutMs),
     ...toolHandlers(services.tools),
     ...automationHandlers(services.automations, runner),

@@ -13,6 +13,7 @@ import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
 import { FileService } from './areas/files/service';
 import { OutputService } from './areas/outputs/service';
 import { CapabilityService } from './areas/capabilities/service';
+import { McpServerService, sealedColumns as mcpSealedColumns } from './areas/mcp-servers/service';
 import { MemoryService } from './areas/memory/service';
 import { NoteService } from './areas/notes/service';
 import { PrincipalService } from './areas/principals/service';
@@ -25,7 +26,7 @@ import { AutomationService } from './areas/automations/service';
 import { ReplyRecovery } from './areas/conversations/recovery';
 import { ChatService } from './areas/conversations/service';
 import { BuiltinTools } from './areas/tools/builtins';
-import { type ToolSource, ToolService } from './areas/tools/service';
+import { ToolService } from './areas/tools/service';
 import { ModelService, NO_DEFAULTS, sealedColumns as modelSealedColumns } from './areas/models/service';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { countPendingDeliveries } from './areas/webhooks/repository';
@@ -71,6 +72,8 @@ export interface Services {
   /** The model provider chat and automations call. */
   /** The models of the deployment and of users' own connections, the model policy, and the connections. */
   models: ModelService;
+  /** Users' MCP servers, and their tools as a tool source of chat. */
+  mcpServers: McpServerService;
   settings: SettingsService;
   /** The tool registry: built-in tools and the other tool sources (MCP servers). */
   tools: ToolService;
@@ -154,7 +157,7 @@ export function openObjectStore(config: Config): ObjectStore {
 }
 
 /** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
-export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns];
+export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns, ...mcpSealedColumns];
 
 /**
  * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
@@ -193,11 +196,9 @@ export interface ServicesDeps {
   /** The API document (the app shell reports its version and limits). */
   doc: OpenAPIV3.DocumentV3;
   metrics: Metrics;
-  /** Tool sources besides the built-in tools (the MCP servers'). */
-  toolSources?: ToolSource[];
 }
 
-export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics, toolSources = [] }: ServicesDeps): Services {
+export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics }: ServicesDeps): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
@@ -238,6 +239,19 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     // The callers' chosen defaults come from their settings, which are built on these models (below).
     defaults: NO_DEFAULTS,
     log: warn,
+  });
+  const mcpServers = new McpServerService({
+    db,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    settings: config.mcp,
+    log: warn,
+    observe: (operation, outcome, seconds) => {
+      metrics.mcpCalls.observe({ operation, outcome }, seconds);
+      if (outcome !== 'ok') metrics.mcpErrors.inc({ operation, outcome });
+    },
   });
   const memory = new MemoryService(db, projects);
   const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(deployment)?.id } } });
@@ -299,7 +313,8 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
   const tools = new ToolService({
     builtins: new BuiltinTools({ knowledge, memory, notes, files, projects, automations, policies: config.tools.builtinPolicies }),
-    sources: toolSources,
+    // The caller's MCP servers' tools, beside the built-in ones.
+    sources: [mcpServers],
     settings,
     limits: { timeoutMs: config.tools.callTimeoutMs, maxResultBytes: config.tools.maxResultBytes },
     log: warn,
@@ -327,6 +342,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     automations,
     agents: new AgentEnvironmentService(db, config.agents),
     models,
+    mcpServers,
     settings,
     tools,
     onboarding,

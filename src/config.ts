@@ -43,6 +43,8 @@ export interface Config {
     vectorSearch: boolean;
     /** Users may connect their own model providers (bring your own key). */
     byok: boolean;
+    /** Users may connect MCP servers, and models may call their tools. */
+    mcp: boolean;
     /** The payment provider while billing is on (the capability reports `none` while it is off). */
     billingProvider: 'stripe';
     cacheMs: number;
@@ -172,6 +174,13 @@ export interface Config {
     minClientVersion: string | null;
     /** ONBOARDING_STEPS: the steps a new user walks through, in order. */
     onboardingSteps: string[];
+  };
+  /** Users' MCP servers (src/areas/mcp-servers). */
+  mcp: {
+    /** The most MCP servers one user may have. */
+    serversPerUser: number;
+    /** The most bytes one answer of an MCP server may have (a longer one fails the exchange). */
+    maxResponseBytes: number;
   };
   /** The guard of every call to a URL a user chose (src/platform/net/outbound.ts). */
   outbound: {
@@ -488,6 +497,7 @@ export function loadConfig(env: Env = process.env): Config {
       billing: r.bool('CAPABILITY_BILLING', false),
       vectorSearch: r.bool('CAPABILITY_VECTOR_SEARCH', true),
       byok: r.bool('CAPABILITY_BYOK', true),
+      mcp: r.bool('CAPABILITY_MCP', true),
       billingProvider: r.oneOf('BILLING_PROVIDER', ['stripe'] as const, 'stripe'),
       cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
     },
@@ -570,6 +580,10 @@ export function loadConfig(env: Env = process.env): Config {
       pollIntervalMs: r.int('WEBHOOK_POLL_INTERVAL_MS', 1000, 10, 60_000),
       concurrency: r.int('WEBHOOK_CONCURRENCY', 32, 1, 256),
       retentionMs: r.int('WEBHOOK_LOG_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
+    },
+    mcp: {
+      serversPerUser: r.int('MCP_SERVERS_PER_USER', 20, 0, 1000),
+      maxResponseBytes: r.int('MCP_MAX_RESPONSE_BYTES', 16 * 1024 * 1024, 64 * 1024, 256 * 1024 * 1024),
     },
     shell: shellSettings(r),
     ...secretsAndOutbound(r, nodeEnv),

@@ -38,6 +38,7 @@ const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
   billing: 'Billing is disabled for this deployment.',
   vectorSearch: 'Vector search is disabled for this deployment.',
   byok: 'Model provider connections (bring your own key) are disabled for this deployment.',
+  mcp: 'MCP servers are disabled for this deployment.',
 };
 
 /** The realm of the service's RFC 6750 challenges. */

@@ -23,7 +23,8 @@ function scrapedGauge(registry: Registry, name: string, help: string, read: () =
 
 /**
  * The service's Prometheus metrics: requests by operation and status with latency, the webhook
- * and automation queues, delivery and run outcomes, the database pool, and the process.
+ * and automation queues, delivery and run outcomes, exchanges with MCP servers, the database pool,
+ * and the process.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -81,6 +82,19 @@ export class Metrics {
     name: 'chat_model_first_token_seconds',
     help: 'Time from a streamed model call to its first text or tool call.',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly mcpCalls = new Histogram({
+    name: 'mcp_call_duration_seconds',
+    help: 'Exchanges of this instance with MCP servers (a catalog read or a tool call, connecting included), by operation and outcome.',
+    labelNames: ['operation', 'outcome'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  readonly mcpErrors = new Counter({
+    name: 'mcp_call_errors_total',
+    help: 'Exchanges of this instance with MCP servers that failed, by operation and outcome (timeout, unreachable, http_error, not_allowed, too_large, protocol, tool_error, cancelled).',
+    labelNames: ['operation', 'outcome'] as const,
     registers: [this.registry],
   });
 

@@ -32,7 +32,7 @@ describe("the writer of the operations' 200 bodies", () => {
   test('finds every list route of the document', () => {
     expect(listOperations().map(([operationId]) => operationId).sort()).toEqual([
       'getAdminUsage', 'getAgentCommands', 'getAgentEnvironments', 'getApprovals', 'getAutomationRuns', 'getAutomations', 'getConversations',
-      'getFiles', 'getMemory', 'getMessages', 'getModelProviders', 'getNotes', 'getOutputs', 'getProjects', 'getSkills', 'getWebhookDeliveries', 'getWebhooks',
+      'getFiles', 'getMcpServers', 'getMemory', 'getMessages', 'getModelProviders', 'getNotes', 'getOutputs', 'getProjects', 'getSkills', 'getWebhookDeliveries', 'getWebhooks',
     ]);
   });
 

@@ -17,6 +17,7 @@ import * as m0015 from './migrations/0015_model_connections';
 import * as m0016 from './migrations/0016_settings_onboarding';
 import * as m0017 from './migrations/0017_embeddings_model_setting';
 import * as m0018 from './migrations/0018_tools_approvals';
+import * as m0019 from './migrations/0019_mcp_servers';
 import * as m0020 from './migrations/0020_message_citations';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
@@ -39,6 +40,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0016_settings_onboarding': m0016,
   '0017_embeddings_model_setting': m0017,
   '0018_tools_approvals': m0018,
+  '0019_mcp_servers': m0019,
   '0020_message_citations': m0020,
 };
 

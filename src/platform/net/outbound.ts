@@ -395,12 +395,20 @@ function send(target: ResolvedTarget, init: OutboundRequest): http.ClientRequest
 function cappedStream(exchange: Exchange, maxBytes: number): ReadableStream<Uint8Array> {
   const { response } = exchange;
   let read = 0;
+  // Once the stream is closed, errored or cancelled (the reader gave up: an MCP client closing
+  // its event stream), what the socket still emits is dropped.
+  let settled = false;
+  const settle = () => {
+    settled = true;
+    exchange.done();
+  };
   return new ReadableStream<Uint8Array>({
     start(controller) {
       response.on('data', (chunk: Buffer) => {
+        if (settled) return;
         read += chunk.length;
         if (read > maxBytes) {
-          exchange.done();
+          settle();
           controller.error(new ResponseTooLarge(maxBytes));
           response.destroy();
           return;
@@ -409,11 +417,13 @@ function cappedStream(exchange: Exchange, maxBytes: number): ReadableStream<Uint
         if ((controller.desiredSize ?? 0) <= 0) response.pause();
       });
       response.on('end', () => {
-        exchange.done();
+        if (settled) return;
+        settle();
         controller.close();
       });
       response.on('error', (error) => {
-        exchange.done();
+        if (settled) return;
+        settle();
         controller.error(error);
       });
     },
@@ -421,7 +431,7 @@ function cappedStream(exchange: Exchange, maxBytes: number): ReadableStream<Uint
       response.resume();
     },
     cancel() {
-      exchange.done();
+      settle();
       response.destroy();
     },
   });

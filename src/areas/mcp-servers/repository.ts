@@ -1,0 +1,53 @@
+import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { McpServers } from '../../../generated/db';
+import type { Database } from '../../platform/db';
+import { listQuery } from '../../platform/db/list-query';
+
+export type ServerRow = Selectable<McpServers>;
+
+export function findServer(db: Database, ownerUserId: string, id: string) {
+  return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+}
+
+export function findServerByPrefix(db: Database, ownerUserId: string, toolPrefix: string) {
+  return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('tool_prefix', '=', toolPrefix).executeTakeFirst();
+}
+
+/** The owner's servers; read a page at a time. */
+export const serverList = listQuery({
+  id: 'id',
+  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId),
+});
+
+/** The owner's enabled servers, oldest first (the order their tools are offered in). */
+export function enabledServers(db: Database, ownerUserId: string) {
+  return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('enabled', '=', true).orderBy('id', 'asc').execute();
+}
+
+export async function countServers(db: Database, ownerUserId: string): Promise<number> {
+  const row = await db
+    .selectFrom('mcp_servers')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('owner_user_id', '=', ownerUserId)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+/** The tool prefixes the owner's servers use. */
+export async function prefixes(db: Database, ownerUserId: string): Promise<Set<string>> {
+  const rows = await db.selectFrom('mcp_servers').select('tool_prefix').where('owner_user_id', '=', ownerUserId).execute();
+  return new Set(rows.map((row) => row.tool_prefix));
+}
+
+export function insertServer(db: Database, row: Insertable<McpServers>) {
+  return db.insertInto('mcp_servers').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function updateServer(db: Database, ownerUserId: string, id: string, changes: Updateable<McpServers>) {
+  return db.updateTable('mcp_servers').set(changes).where('owner_user_id', '=', ownerUserId).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+export async function deleteServer(db: Database, ownerUserId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('mcp_servers').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+  return Number(result.numDeletedRows) > 0;
+}

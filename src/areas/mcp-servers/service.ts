@@ -1,0 +1,505 @@
+import type { RequestInput } from '../../platform/api-types';
+import type { FailureLog } from '../../platform/ai/models';
+import type { Database } from '../../platform/db';
+import { lockForTransaction } from '../../platform/db/locks';
+import { type ErrorDetail, errors } from '../../platform/errors';
+import { uuidv7 } from '../../platform/ids';
+import type { Outbound } from '../../platform/net/outbound';
+import type { PageRequest } from '../../platform/pagination';
+import type { SealedColumn, Secrets } from '../../platform/secrets';
+import type { Actor, AuditService } from '../audit/service';
+import type { CapabilityService } from '../capabilities/service';
+import { type ListedTool, McpConnector, McpFailure, type McpOutcome, type McpTarget, type McpTransportKind, type RawToolResult } from './client';
+import { namespacedName, prefixFrom, prefixOf, uniquePrefix } from './names';
+import * as repo from './repository';
+
+type CreateInput = RequestInput<'McpServerCreateRequest'>;
+type UpdateInput = RequestInput<'McpServerUpdateRequest'>;
+
+// ---- the tool-source interface (the same shapes as the tools area declares) ----
+
+export type ToolPolicy = 'allow' | 'approval_required' | 'deny';
+
+/** A tool a model may be offered. */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  source: { type: 'builtin' } | { type: 'mcp'; serverId: string; serverName: string };
+  policy: ToolPolicy;
+}
+
+/** What a tool call gave: its output for the model, and whether it is an error. */
+export interface ToolCallResult {
+  output: string;
+  isError: boolean;
+}
+
+/** A server whose tools are left out, and why (for the reply to say so). */
+export interface UnavailableServer {
+  serverId: string;
+  serverName: string;
+  reason: string;
+}
+
+// ---- the area ----
+
+/** A tool of a server's catalog, as stored. */
+export interface CatalogTool extends ListedTool {
+  namespacedName: string;
+}
+
+/** A catalog tool with its effective policy. */
+export interface PolicedTool extends CatalogTool {
+  policy: ToolPolicy;
+}
+
+export interface McpServerSettings {
+  /** Servers per user. */
+  serversPerUser: number;
+  /** The most bytes one answer of a server may have. */
+  maxResponseBytes: number;
+}
+
+/** Metrics of each exchange: what it was, how it ended, and how long it took. */
+export type McpObserver = (operation: 'list_tools' | 'call_tool', outcome: McpOutcome, seconds: number) => void;
+
+export const SERVER_CREATE_ACTION = 'mcp_server.create';
+export const SERVER_UPDATE_ACTION = 'mcp_server.update';
+export const SERVER_DELETE_ACTION = 'mcp_server.delete';
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
+export const DEFAULT_TOOL_POLICY: ToolPolicy = 'approval_required';
+
+/** What a server's credentials are sealed for. */
+export const credentialsContext = (serverId: string) => `mcp-server-credentials:${serverId}`;
+
+/** The column holding sealed credentials, for key rotation. */
+export const sealedColumns: SealedColumn[] = [{ table: 'mcp_servers', idColumn: 'id', column: 'credentials', context: credentialsContext }];
+
+const NOT_FOUND = 'MCP server not found.';
+
+/** Headers the transports set themselves (or that would change how the exchange is framed). */
+const RESERVED_HEADERS = new Set([
+  'host',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'accept',
+  'accept-encoding',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'trailer',
+  'last-event-id',
+  'mcp-session-id',
+  'mcp-protocol-version',
+]);
+
+export const toolsOf = (row: repo.ServerRow): CatalogTool[] => (row.tools as unknown as CatalogTool[] | null) ?? [];
+export const policiesOf = (row: repo.ServerRow): Record<string, ToolPolicy> => (row.tool_policies as unknown as Record<string, ToolPolicy> | null) ?? {};
+
+/** The catalog's tools with the policies of the server (stored, or a draft's). */
+export function policed(tools: CatalogTool[], defaultPolicy: ToolPolicy, policies: Record<string, ToolPolicy>): PolicedTool[] {
+  return tools.map((tool) => ({ ...tool, policy: policies[tool.name] ?? defaultPolicy }));
+}
+
+export interface McpServerServiceDeps {
+  db: Database;
+  capabilities: Pick<CapabilityService, 'isEnabled'>;
+  secrets: Secrets;
+  /** The guard every request to a server goes through. */
+  outbound: Outbound;
+  audit: AuditService;
+  settings: McpServerSettings;
+  /** Where failed exchanges are logged (never with the credentials or the address). */
+  log?: FailureLog;
+  observe?: McpObserver;
+  now?: () => number;
+}
+
+/** The state a server's fields must be consistent in (a create, or an update merged with the row). */
+interface Reach {
+  url: string;
+  transport: McpTransportKind;
+  authentication: string;
+  headerName: string | null;
+  /** Credentials in clear: new ones, or null when there are none (or they are stored unchanged). */
+  credentials: string | null;
+  hasCredentials: boolean;
+}
+
+/**
+ * Users' MCP servers: their CRUD, reading their tool catalogs (on create, enable, refresh, and a
+ * draft's test), and, as a tool source of chat, their tools with the effective policies and the
+ * calls of those tools. Each exchange with a server is one short session (see McpConnector).
+ */
+export class McpServerService {
+  private readonly db: Database;
+  private readonly capabilities: Pick<CapabilityService, 'isEnabled'>;
+  private readonly secrets: Secrets;
+  private readonly outbound: Outbound;
+  private readonly audit: AuditService;
+  private readonly settings: McpServerSettings;
+  private readonly connector: McpConnector;
+  private readonly log: FailureLog;
+  private readonly observe: McpObserver;
+  private readonly now: () => number;
+
+  constructor({ db, capabilities, secrets, outbound, audit, settings, log = () => undefined, observe = () => undefined, now = Date.now }: McpServerServiceDeps) {
+    this.db = db;
+    this.capabilities = capabilities;
+    this.secrets = secrets;
+    this.outbound = outbound;
+    this.audit = audit;
+    this.settings = settings;
+    this.connector = new McpConnector(outbound, { maxResponseBytes: settings.maxResponseBytes });
+    this.log = log;
+    this.observe = observe;
+    this.now = now;
+  }
+
+  // ---- the caller's servers ----
+
+  async server(userId: string, serverId: string): Promise<repo.ServerRow> {
+    const row = await repo.findServer(this.db, userId, serverId);
+    if (!row) throw errors.notFound(NOT_FOUND);
+    return row;
+  }
+
+  servers(userId: string, page: PageRequest) {
+    return repo.serverList.page(this.db, { ownerUserId: userId }, page);
+  }
+
+  async createServer(actor: Actor, input: CreateInput): Promise<repo.ServerRow> {
+    const reach = await this.checkReach({
+      url: input.url,
+      transport: input.transport,
+      authentication: input.authentication ?? 'none',
+      headerName: input.headerName ?? null,
+      credentials: input.credentials ?? null,
+      hasCredentials: input.credentials !== undefined,
+    });
+    const now = new Date(this.now());
+    const id = uuidv7(now.getTime());
+    const created = await this.db.transaction().execute(async (trx) => {
+      // Serialized per user, so that concurrent creates can pass neither the limit nor take one prefix twice.
+      await lockForTransaction(trx, `mcp-servers:${actor.userId}`);
+      const limit = this.settings.serversPerUser;
+      if ((await repo.countServers(trx, actor.userId)) >= limit) {
+        throw errors.conflict(`You already have ${limit} MCP servers, the most a user may have.`);
+      }
+      const row = await repo.insertServer(trx, {
+        id,
+        owner_user_id: actor.userId,
+        name: input.name,
+        tool_prefix: uniquePrefix(prefixFrom(input.name), await repo.prefixes(trx, actor.userId)),
+        url: reach.url,
+        transport: reach.transport,
+        authentication: reach.authentication,
+        header_name: reach.headerName,
+        credentials: reach.credentials === null ? null : this.secrets.seal(reach.credentials, credentialsContext(id)),
+        enabled: input.enabled ?? true,
+        timeout_ms: input.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+        default_tool_policy: input.defaultToolPolicy ?? DEFAULT_TOOL_POLICY,
+        tool_policies: JSON.stringify(input.toolPolicies ?? {}),
+        created_at: now,
+        updated_at: now,
+      });
+      await this.audit.record(actor, { action: SERVER_CREATE_ACTION, resourceType: 'mcp_server', resourceId: id, outcome: 'success', metadata: auditMetadata(row) }, trx);
+      return row;
+    });
+    return created.enabled ? this.readCatalog(created) : created;
+  }
+
+  async updateServer(actor: Actor, input: UpdateInput): Promise<repo.ServerRow> {
+    const current = await this.server(actor.userId, input.serverId);
+    const authentication = input.authentication ?? current.authentication;
+    // Credentials and a header name belong to the authentication that uses them.
+    const keepsCredentials = authentication !== 'none' && input.credentials !== null;
+    const reachFields = ['url', 'transport', 'authentication', 'headerName', 'credentials'] as const;
+    const reachChanged = reachFields.some((field) => input[field] !== undefined);
+    const reach = await this.checkReach({
+      url: input.url ?? current.url,
+      transport: (input.transport ?? current.transport) as McpTransportKind,
+      authentication,
+      headerName: input.headerName !== undefined ? input.headerName : authentication === 'header' ? current.header_name : null,
+      credentials: typeof input.credentials === 'string' ? input.credentials : null,
+      hasCredentials: typeof input.credentials === 'string' || (keepsCredentials && input.credentials === undefined && current.credentials !== null),
+      // Only a new URL is resolved again (a stored one is checked on every request anyway).
+      urlChanged: input.url !== undefined,
+      given: new Set(Object.keys(input)),
+    });
+    const enabling = input.enabled === true && !current.enabled;
+    const updated = await this.db.transaction().execute(async (trx) => {
+      const row = await repo.updateServer(trx, actor.userId, input.serverId, {
+        name: input.name,
+        url: input.url,
+        transport: input.transport,
+        authentication: input.authentication,
+        header_name: reach.headerName,
+        credentials:
+          typeof input.credentials === 'string'
+            ? this.secrets.seal(input.credentials, credentialsContext(input.serverId))
+            : !keepsCredentials
+              ? null
+              : undefined,
+        enabled: input.enabled,
+        timeout_ms: input.timeoutMs,
+        default_tool_policy: input.defaultToolPolicy,
+        tool_policies: input.toolPolicies === undefined ? undefined : JSON.stringify(input.toolPolicies),
+        // Another address or other credentials have not been tried yet.
+        ...(reachChanged ? { status: 'untested', last_error: null } : {}),
+        updated_at: new Date(this.now()),
+      });
+      if (!row) throw errors.notFound(NOT_FOUND);
+      const changed = Object.keys(input).filter((name) => name !== 'serverId');
+      await this.audit.record(actor, { action: SERVER_UPDATE_ACTION, resourceType: 'mcp_server', resourceId: row.id, outcome: 'success', metadata: { ...auditMetadata(row), changed } }, trx);
+      return row;
+    });
+    return updated.enabled && (enabling || reachChanged) ? this.readCatalog(updated) : updated;
+  }
+
+  async deleteServer(actor: Actor, serverId: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const row = await repo.findServer(trx, actor.userId, serverId);
+      if (!row || !(await repo.deleteServer(trx, actor.userId, serverId))) throw errors.notFound(NOT_FOUND);
+      await this.audit.record(actor, { action: SERVER_DELETE_ACTION, resourceType: 'mcp_server', resourceId: serverId, outcome: 'success', metadata: auditMetadata(row) }, trx);
+    });
+  }
+
+  /** Reads the caller's server's catalog again, storing the outcome. */
+  async refresh(userId: string, serverId: string): Promise<repo.ServerRow> {
+    return this.readCatalog(await this.server(userId, serverId));
+  }
+
+  /** Reads a draft's catalog (checked as a create), storing nothing. */
+  async test(input: CreateInput): Promise<{ ok: boolean; tools: PolicedTool[]; error: string | null; testedAt: Date }> {
+    const reach = await this.checkReach({
+      url: input.url,
+      transport: input.transport,
+      authentication: input.authentication ?? 'none',
+      headerName: input.headerName ?? null,
+      credentials: input.credentials ?? null,
+      hasCredentials: input.credentials !== undefined,
+    });
+    const target: McpTarget = { url: reach.url, transport: reach.transport, headers: headersFor(reach.authentication, reach.headerName, reach.credentials), timeoutMs: input.timeoutMs ?? DEFAULT_TIMEOUT_MS };
+    const testedAt = new Date(this.now());
+    const prefix = prefixFrom(input.name);
+    try {
+      const listed = await this.list(target, reach.credentials, { serverId: null });
+      const tools = policed(catalogOf(prefix, listed), input.defaultToolPolicy ?? DEFAULT_TOOL_POLICY, input.toolPolicies ?? {});
+      return { ok: true, tools, error: null, testedAt };
+    } catch (failure) {
+      if (!(failure instanceof McpFailure)) throw failure;
+      return { ok: false, tools: [], error: failure.message, testedAt };
+    }
+  }
+
+  // ---- the tool source ----
+
+  /** The enabled servers' tools with their effective policies; servers in error (or all, with `mcp` off) are unavailable. */
+  async listTools(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: UnavailableServer[] }> {
+    const rows = await repo.enabledServers(this.db, userId);
+    if (rows.length === 0) return { tools: [], unavailable: [] };
+    if (!(await this.capabilities.isEnabled('mcp'))) {
+      return { tools: [], unavailable: rows.map((row) => ({ serverId: row.id, serverName: row.name, reason: 'MCP servers are disabled for this deployment.' })) };
+    }
+    const tools: ToolDefinition[] = [];
+    const unavailable: UnavailableServer[] = [];
+    for (const row of rows) {
+      if (row.status !== 'active') {
+        unavailable.push({ serverId: row.id, serverName: row.name, reason: row.last_error ?? 'Its tool catalog has not been read yet.' });
+        continue;
+      }
+      for (const tool of policed(toolsOf(row), row.default_tool_policy as ToolPolicy, policiesOf(row))) {
+        tools.push({
+          name: tool.namespacedName,
+          description: tool.description,
+          inputSchema: tool.inputSchema,
+          source: { type: 'mcp', serverId: row.id, serverName: row.name },
+          policy: tool.policy,
+        });
+      }
+    }
+    return { tools, unavailable };
+  }
+
+  /**
+   * Calls the tool `name` (a namespaced name of one of the user's servers) with the SDK. Never
+   * throws for the server's sake: an unknown or denied tool, a server off or failing, a timeout or
+   * an answer past the transport's cap are error results; output past `maxResultBytes` is cut.
+   */
+  async callTool(userId: string, name: string, args: Record<string, unknown>, options: { signal: AbortSignal; maxResultBytes: number }): Promise<ToolCallResult> {
+    const prefix = prefixOf(name);
+    const row = prefix === null ? undefined : await repo.findServerByPrefix(this.db, userId, prefix);
+    const tool = row ? toolsOf(row).find((t) => t.namespacedName === name) : undefined;
+    const refuse = (output: string): ToolCallResult => ({ output, isError: true });
+    if (!row || !tool) return refuse(`There is no tool named ${name}.`);
+    if (!(await this.capabilities.isEnabled('mcp'))) return refuse('MCP servers are disabled for this deployment.');
+    if (!row.enabled) return refuse(`The MCP server "${row.name}" is disabled.`);
+    if ((policiesOf(row)[tool.name] ?? row.default_tool_policy) === 'deny') return refuse(`The tool ${name} is denied by its policy.`);
+    const secret = this.credentialsOf(row);
+    const target: McpTarget = { url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms };
+    const started = performance.now();
+    try {
+      const raw = await this.connector.callTool(target, secret, tool.name, args, options.signal);
+      const result = toResult(raw, options.maxResultBytes);
+      this.observe('call_tool', result.isError ? 'tool_error' : 'ok', (performance.now() - started) / 1000);
+      return result;
+    } catch (failure) {
+      const known = failure instanceof McpFailure ? failure : new McpFailure('protocol', "The MCP server's answer could not be read.", String(failure));
+      this.observe('call_tool', known.outcome, (performance.now() - started) / 1000);
+      this.log('MCP tool call failed', { serverId: row.id, tool: tool.name, outcome: known.outcome, error: known.message, detail: known.detail });
+      return refuse(known.message);
+    }
+  }
+
+  // ---- internals ----
+
+  private credentialsOf(row: repo.ServerRow): string | null {
+    return row.credentials === null ? null : this.secrets.open(row.credentials, credentialsContext(row.id));
+  }
+
+  /** Reads a stored server's catalog and stores the outcome (a failure keeps the tools found before). */
+  private async readCatalog(row: repo.ServerRow): Promise<repo.ServerRow> {
+    const secret = this.credentialsOf(row);
+    const target: McpTarget = { url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms };
+    let changes: Parameters<typeof repo.updateServer>[3];
+    try {
+      const listed = await this.list(target, secret, { serverId: row.id });
+      changes = { tools: JSON.stringify(catalogOf(row.tool_prefix, listed)), catalog_refreshed_at: new Date(this.now()), status: 'active', last_error: null };
+    } catch (failure) {
+      if (!(failure instanceof McpFailure)) throw failure;
+      changes = { status: 'error', last_error: failure.message };
+    }
+    const updated = await repo.updateServer(this.db, row.owner_user_id, row.id, changes);
+    if (!updated) throw errors.notFound(NOT_FOUND);
+    return updated;
+  }
+
+  private async list(target: McpTarget, secret: string | null, context: { serverId: string | null }): Promise<ListedTool[]> {
+    const started = performance.now();
+    try {
+      const tools = await this.connector.listTools(target, secret);
+      this.observe('list_tools', 'ok', (performance.now() - started) / 1000);
+      return tools;
+    } catch (failure) {
+      if (failure instanceof McpFailure) {
+        this.observe('list_tools', failure.outcome, (performance.now() - started) / 1000);
+        this.log('MCP tool catalog could not be read', { serverId: context.serverId, outcome: failure.outcome, error: failure.message, detail: failure.detail });
+      }
+      throw failure;
+    }
+  }
+
+  /** `400` naming the field unless the fields of a server's reach are consistent and its URL allowed. */
+  private async checkReach(reach: Reach & { urlChanged?: boolean; given?: Set<string> }): Promise<Reach> {
+    const details: ErrorDetail[] = [];
+    const { authentication, headerName } = reach;
+    if (authentication === 'oauth') {
+      details.push({ path: '/body/authentication', message: 'oauth is reserved for the Integrations area and not available yet: use bearer or header' });
+    }
+    if (authentication === 'header') {
+      if (headerName === null) details.push({ path: '/body/headerName', message: 'is required with authentication header' });
+      else if (RESERVED_HEADERS.has(headerName.toLowerCase())) details.push({ path: '/body/headerName', message: `${headerName} is set by the transport itself` });
+    } else if (headerName !== null && (reach.given === undefined || reach.given.has('headerName'))) {
+      details.push({ path: '/body/headerName', message: 'is only allowed with authentication header' });
+    }
+    if ((authentication === 'bearer' || authentication === 'header') && !reach.hasCredentials) {
+      details.push({ path: '/body/credentials', message: `are required with authentication ${authentication}` });
+    }
+    if (authentication === 'none' && reach.credentials !== null) {
+      details.push({ path: '/body/credentials', message: 'are only allowed with authentication bearer or header' });
+    }
+    if (reach.urlChanged !== false) {
+      const refused = await this.outbound.whyRefused(reach.url);
+      if (refused) details.push({ path: '/body/url', message: refused });
+    }
+    if (details.length > 0) throw errors.invalidRequest('The MCP server cannot be saved as given.', details);
+    return { ...reach, headerName: authentication === 'header' ? headerName : null };
+  }
+}
+
+/** The headers that carry the credentials. */
+function headersFor(authentication: string, headerName: string | null, secret: string | null): Record<string, string> {
+  if (secret === null) return {};
+  if (authentication === 'bearer') return { authorization: `Bearer ${secret}` };
+  if (authentication === 'header' && headerName) return { [headerName.toLowerCase()]: secret };
+  return {};
+}
+
+/** The listed tools named for models (a name the server lists twice is kept once). */
+function catalogOf(prefix: string, listed: ListedTool[]): CatalogTool[] {
+  const seen = new Set<string>();
+  const tools: CatalogTool[] = [];
+  for (const tool of listed) {
+    const name = namespacedName(prefix, tool.name);
+    if (seen.has(name)) continue;
+    seen.add(name);
+    tools.push({ name: tool.name, namespacedName: name, description: tool.description, inputSchema: tool.inputSchema });
+  }
+  return tools;
+}
+
+/**
+ * A tool's answer as output for the model: its text content joined, other content summarized
+ * (`[image: image/png, 2048 bytes]`), structured content as JSON when there is no content; cut to
+ * `maxBytes` (UTF-8) with a note of how much was left out.
+ */
+export function toResult(raw: RawToolResult, maxBytes: number): ToolCallResult {
+  const parts: string[] = [];
+  if (Array.isArray(raw.content)) {
+    for (const item of raw.content as Array<Record<string, unknown>>) parts.push(summarize(item));
+  }
+  if (parts.length === 0 && raw.structuredContent !== undefined) parts.push(JSON.stringify(raw.structuredContent));
+  if (parts.length === 0 && raw.toolResult !== undefined) parts.push(JSON.stringify(raw.toolResult));
+  return { output: truncate(parts.join('\n'), maxBytes), isError: raw.isError === true };
+}
+
+function summarize(item: Record<string, unknown>): string {
+  const bytesOf = (data: unknown) => (typeof data === 'string' ? Math.floor((data.length * 3) / 4) : 0);
+  switch (item.type) {
+    case 'text':
+      return typeof item.text === 'string' ? item.text : '';
+    case 'image':
+    case 'audio':
+      return `[${item.type}: ${String(item.mimeType ?? 'unknown type')}, ${bytesOf(item.data)} bytes]`;
+    case 'resource': {
+      const resource = (item.resource ?? {}) as Record<string, unknown>;
+      if (typeof resource.text === 'string') return resource.text;
+      return `[resource: ${String(resource.uri ?? '')}${resource.mimeType ? `, ${String(resource.mimeType)}` : ''}, ${bytesOf(resource.blob)} bytes]`;
+    }
+    case 'resource_link':
+      return `[resource link: ${String(item.name ?? '')} ${String(item.uri ?? '')}]`;
+    default:
+      return `[${String(item.type)} content]`;
+  }
+}
+
+/** The text cut to `maxBytes` of UTF-8 (on a character boundary), with a note saying so. */
+export function truncate(text: string, maxBytes: number): string {
+  const total = Buffer.byteLength(text);
+  if (total <= maxBytes) return text;
+  const note = `\n[output truncated: ${total} bytes, only the first part is shown]`;
+  const room = Math.max(0, maxBytes - Buffer.byteLength(note));
+  const kept = Buffer.from(text).subarray(0, room).toString('utf8').replace(/\uFFFD+$/, '');
+  return room === 0 ? Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD+$/, '') : `${kept}${note}`;
+}
+
+/** What the audit log keeps of a server: never its credentials. */
+function auditMetadata(row: repo.ServerRow): Record<string, unknown> {
+  return {
+    name: row.name,
+    url: row.url,
+    transport: row.transport,
+    authentication: row.authentication,
+    headerName: row.header_name,
+    hasCredentials: row.credentials !== null,
+    enabled: row.enabled,
+    defaultToolPolicy: row.default_tool_policy,
+    toolPolicies: policiesOf(row),
+  };
+}
