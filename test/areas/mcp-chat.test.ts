@@ -1,0 +1,117 @@
+import { type TestUser, textBody, useHarnessWith } from '../helpers/harness';
+import { startMcpServer, type TestMcpServer } from '../helpers/mcp-server';
+import { type Behaviour, parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
+
+// A chat turn that calls a tool of the caller's MCP server: the local OpenAI-format model server
+// emits the tool call, the service calls the MCP server (Streamable HTTP and SSE) with the
+// caller's credentials, and the model is given the result.
+const TOKEN = 'mcp-chat-token-ALICE-4f1c9a7e2b6d8053';
+let mcp: TestMcpServer;
+beforeAll(async () => {
+  mcp = await startMcpServer({ header: 'authorization', value: `Bearer ${TOKEN}` });
+});
+afterAll(() => mcp.close());
+
+const servers = useFakeModelAndReceiver();
+const ctx = useHarnessWith(
+  () => ({ MODEL_PROVIDER_BASE_URL: servers.model.baseUrl, MODEL_PROVIDER_MODELS: 'test-model', OUTBOUND_ALLOW_LOOPBACK: 'true' }),
+  'alice',
+  'bob',
+);
+
+/** The fake model's next answers, in order, from now on (then a plain reply). */
+function script(...answers: Behaviour[]): void {
+  const first = servers.model.requests.length;
+  servers.model.behaviour = (n) => answers[n - first] ?? { kind: 'reply', chunks: ['Done', '.'] };
+}
+
+async function register(user: TestUser, transport: 'streamable_http' | 'sse', policy: 'allow' | 'approval_required' | 'deny') {
+  const url = transport === 'sse' ? mcp.sseUrl : mcp.streamableUrl;
+  const res = await ctx.h
+    .http()
+    .post('/api/v1/mcp-servers')
+    .set(user.auth)
+    .send({ name: `Tracker ${transport}`, url, transport, authentication: 'bearer', credentials: TOKEN, defaultToolPolicy: policy });
+  expect(res.status).toBe(200);
+  expect(res.body.server.status).toBe('active');
+  return res.body.server as { serverId: string; toolPrefix: string };
+}
+
+async function conversation(user: TestUser): Promise<string> {
+  const res = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({});
+  expect(res.status).toBe(200);
+  return res.body.conversation.conversationId;
+}
+
+describe('chat with MCP tools', () => {
+  test.each(['streamable_http', 'sse'] as const)('a turn calls a tool of the caller\'s %s server and answers with its result', async (transport) => {
+    const server = await register(ctx.alice, transport, 'allow');
+    const tool = `${server.toolPrefix}__echo`;
+    const listed = await ctx.h.http().get('/api/v1/tools').set(ctx.alice.auth);
+    expect(listed.body.tools.map((t: { name: string }) => t.name)).toContain(tool);
+
+    const conversationId = await conversation(ctx.alice);
+    const first = servers.model.requests.length;
+    const calls = mcp.calls.length;
+    script({ kind: 'tool-calls', calls: [{ id: 'call_m1', name: tool, arguments: JSON.stringify({ text: 'hello from chat' }) }] }, { kind: 'reply', chunks: ['It said ', 'hello.'] });
+    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Echo something.', stream: true }).buffer(true).parse(textBody);
+    expect(res.status).toBe(200);
+    const events = parseEvents(res.body as string);
+    const names = events.map((e) => e.event);
+    expect(names.indexOf('tool-call')).toBeLessThan(names.indexOf('tool-result'));
+    const result = events.find((e) => e.event === 'tool-result')!.data as { part: { toolName: string; outcome: string; output: string; isError: boolean } };
+    expect(result.part).toMatchObject({ toolName: tool, outcome: 'success', isError: false });
+    expect(result.part.output).toContain('echo: hello from chat');
+    const done = events.find((e) => e.event === 'done')!.data as { message: { status: string; content: string } };
+    expect(done.message).toMatchObject({ status: 'complete', content: 'It said hello.' });
+
+    // The MCP server ran the call once, with the arguments the model gave and the caller's credential.
+    expect(mcp.calls.slice(calls)).toEqual([{ name: 'echo', args: { text: 'hello from chat' } }]);
+    expect(mcp.requests.at(-1)?.headers.authorization).toBe(`Bearer ${TOKEN}`);
+    // The model was offered the namespaced tool, and given its result in the second request.
+    const [offered, followUp] = servers.model.requests.slice(first);
+    expect(offered!.body.tools?.map((t) => t.function.name)).toContain(tool);
+    const toolMessage = followUp!.body.messages.find((m) => m.role === 'tool');
+    expect(toolMessage).toMatchObject({ tool_call_id: 'call_m1' });
+    expect(toolMessage!.content).toContain('echo: hello from chat');
+    await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
+  });
+
+  test("another user's turn is never offered the caller's MCP tools, and a call to one by name runs nothing", async () => {
+    const server = await register(ctx.alice, 'streamable_http', 'allow');
+    const tool = `${server.toolPrefix}__echo`;
+    const conversationId = await conversation(ctx.bob);
+    const first = servers.model.requests.length;
+    const calls = mcp.calls.length;
+    script({ kind: 'tool-calls', calls: [{ id: 'call_b1', name: tool, arguments: JSON.stringify({ text: 'not yours' }) }] });
+    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.bob.auth).send({ conversationId, content: 'Use their tool.' });
+    expect(res.status).toBe(200);
+    expect(servers.model.requests[first]!.body.tools?.map((t) => t.function.name) ?? []).not.toContain(tool);
+    expect(res.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result')).toMatchObject({ toolName: tool, outcome: 'not_found', isError: true });
+    expect(mcp.calls.length).toBe(calls);
+    await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
+  });
+
+  test('a `deny` MCP tool is never offered nor run; an `approval_required` one pauses the turn until approved', async () => {
+    const denied = await register(ctx.alice, 'streamable_http', 'deny');
+    const asked = await register(ctx.alice, 'sse', 'approval_required');
+    const conversationId = await conversation(ctx.alice);
+    const first = servers.model.requests.length;
+    const calls = mcp.calls.length;
+    const askedTool = `${asked.toolPrefix}__echo`;
+    script({ kind: 'tool-calls', calls: [{ id: 'call_a1', name: askedTool, arguments: JSON.stringify({ text: 'approved words' }) }] }, { kind: 'reply', chunks: ['Echoed.'] });
+    const paused = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Echo, with my approval.' });
+    expect(paused.status).toBe(200);
+    expect(paused.body.reply.status).toBe('awaiting_approval');
+    const offered = servers.model.requests[first]!.body.tools?.map((t) => t.function.name) ?? [];
+    expect(offered).toContain(askedTool);
+    expect(offered).not.toContain(`${denied.toolPrefix}__echo`);
+    expect(mcp.calls.length).toBe(calls);
+
+    const approvalId = paused.body.reply.parts.find((p: { type: string }) => p.type === 'tool-call').approvalId as string;
+    const decided = await ctx.h.http().post('/api/v1/approvals/decide').set(ctx.alice.auth).send({ approvalId, decision: 'approve', arguments: { text: 'approved words' } });
+    expect(decided.status).toBe(200);
+    expect(decided.body.reply).toMatchObject({ status: 'complete', content: 'Echoed.' });
+    expect(mcp.calls.slice(calls)).toEqual([{ name: 'echo', args: { text: 'approved words' } }]);
+  });
+});
