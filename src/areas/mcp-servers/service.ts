@@ -14,6 +14,16 @@ import { namespacedName, prefixFrom, prefixOf, uniquePrefix } from './names';
 import * as repo from './repository';
 
 type CreateInput = RequestInput<'McpServerCreateRequest'>;
+
+/** How a create (or test) request's draft would reach its server, before it is checked. */
+const draftReach = (input: CreateInput): Reach => ({
+  url: input.url,
+  transport: input.transport,
+  authentication: input.authentication ?? 'none',
+  headerName: input.headerName ?? null,
+  credentials: input.credentials ?? null,
+  hasCredentials: input.credentials !== undefined,
+});
 type UpdateInput = RequestInput<'McpServerUpdateRequest'>;
 
 // ---- the tool-source interface (the same shapes as the tools area declares) ----
@@ -174,14 +184,7 @@ export class McpServerService {
   }
 
   async createServer(actor: Actor, input: CreateInput): Promise<repo.ServerRow> {
-    const reach = await this.checkReach({
-      url: input.url,
-      transport: input.transport,
-      authentication: input.authentication ?? 'none',
-      headerName: input.headerName ?? null,
-      credentials: input.credentials ?? null,
-      hasCredentials: input.credentials !== undefined,
-    });
+    const reach = await this.checkReach(draftReach(input));
     const now = new Date(this.now());
     const id = uuidv7(now.getTime());
     const created = await this.db.transaction().execute(async (trx) => {
@@ -277,14 +280,7 @@ export class McpServerService {
 
   /** Reads a draft's catalog (checked as a create), storing nothing. */
   async test(input: CreateInput): Promise<{ ok: boolean; tools: PolicedTool[]; error: string | null; testedAt: Date }> {
-    const reach = await this.checkReach({
-      url: input.url,
-      transport: input.transport,
-      authentication: input.authentication ?? 'none',
-      headerName: input.headerName ?? null,
-      credentials: input.credentials ?? null,
-      hasCredentials: input.credentials !== undefined,
-    });
+    const reach = await this.checkReach(draftReach(input));
     const target: McpTarget = { url: reach.url, transport: reach.transport, headers: headersFor(reach.authentication, reach.headerName, reach.credentials), timeoutMs: input.timeoutMs ?? DEFAULT_TIMEOUT_MS };
     const testedAt = new Date(this.now());
     const prefix = prefixFrom(input.name);
