@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import type { DB } from '../../../generated/db';
+import { parseTimestamptz } from './timestamps';
 
 export type Database = Kysely<DB>;
 export type { DB };
@@ -18,6 +19,7 @@ export interface DatabaseHandle {
 
 // int8 (counts, sums) as numbers, as PGlite returns them; values stay far below 2^53 here.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, parseTimestamptz);
 
 /** Statement texts run as named statements, with their names (see `preparedStatement`). */
 const preparedNames = new Map<string, string>();
