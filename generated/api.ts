@@ -3618,7 +3618,7 @@ export interface components {
             errorMessage: string | null;
             usage: components["schemas"]["Usage"];
             /**
-             * @description An assistant reply's parts in order: text, tool calls and their results (see `MessagePart`); empty for user messages and greetings. A reply without tool calls has at most one `text` part. The reply's `usage` sums all its model calls (steps).
+             * @description An assistant reply's parts in order: text, tool calls and their results, and the MCP servers the turn went on without (`tool-source-unavailable`; see `MessagePart`); empty for user messages and greetings. A reply without tool calls has at most one `text` part. The reply's `usage` sums all its model calls (steps).
              * @example []
              */
             parts: components["schemas"]["MessagePart"][];
@@ -3748,6 +3748,9 @@ export interface components {
          *         call's effective policy);
          *       - `event: tool-result`, `data: { "part": ToolResultPart }`: the call's result, as given to
          *         the model (a failed, timed-out or denied call is a result too, never an `error`);
+         *       - `event: tool-source-unavailable`, `data: { "part": ToolSourceUnavailablePart }`: one of
+         *         the caller's MCP servers is unavailable and the turn goes on without its tools (at the
+         *         start of the turn, or after a call that could not reach it);
          *     - then one of: `event: done`, `data: { "message": Message }` (the stored, complete reply: its
          *       content is the concatenation of the deltas); `event: error`,
          *       `data: { "error": string, "code": string, "message": Message }` (the reply as stored,
@@ -5473,8 +5476,22 @@ export interface components {
              */
             truncated: boolean;
         };
+        /** @description One of the caller's MCP servers whose tools the turn went on without: it was unavailable when the turn started (its tool catalog could not be read, or MCP is switched off; the same entry `GET /api/v1/tools` lists in `unavailable`), or a call of one of its tools could not reach it during the turn (it could not be reached, did not answer in time, or answered an HTTP error), in which case the part follows that call's result. From then on the turn offers none of its tools, and the model is told. A server is named once per reply. `reason` never holds the server's address or credentials. */
+        ToolSourceUnavailablePart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool-source-unavailable";
+            /** @description The caller's MCP server. */
+            serverId: components["schemas"]["Id"];
+            /** @example Issue tracker */
+            serverName: string;
+            /** @example The MCP server could not be reached. */
+            reason: string;
+        };
         /** @description One part of an assistant reply, in order: its text, the tool calls the model made and their results. The reply's `content` is the concatenation of its `text` parts. Clients must tolerate new part types. */
-        MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"];
+        MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"] | components["schemas"]["ToolSourceUnavailablePart"];
         /**
          * @description A tool's name as models call it: 1 to 64 letters, digits, `_` or `-` (what model APIs accept). Built-in tool names are fixed; an MCP server's tools are namespaced by the server.
          * @example notes_search
