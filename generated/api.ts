@@ -1607,7 +1607,10 @@ export interface paths {
          *     `410 approval_expired`. Each decision (approve or deny) writes exactly one audit event
          *     (action `tool.approval.decide`, resource type `approval`, the decision, tool and digest in its
          *     metadata). The tool's own charges (an automation run) and the continued turn's model calls are
-         *     charged as usual.
+         *     charged as usual. On a model of the deployment, the budget is checked again before the turn
+         *     continues (it may have been spent while the turn waited): when nothing is left, the decision
+         *     is still recorded, but the approved call does not run and the reply ends `failed` with
+         *     `errorCode: budget_exhausted` (and its `chat.failed` event).
          */
         post: operations["decideApproval"];
         delete?: never;
@@ -3240,7 +3243,7 @@ export interface components {
                  */
                 model: string | null;
                 /**
-                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection) or `interrupted` (the instance writing it stopped). Clients must tolerate new values.
+                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection), `interrupted` (the instance writing it stopped), `approval_expired` (the tool call it waited on was not decided in time) or `budget_exhausted` (the budget was spent while it waited for approval). Clients must tolerate new values.
                  * @example model_provider_timeout
                  */
                 errorCode: string;
@@ -3609,11 +3612,11 @@ export interface components {
              */
             model: string | null;
             /**
-             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time. Clients must tolerate new values.
+             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time; `budget_exhausted` when the caller's budget was spent while it waited for approval (the turn did not continue). Clients must tolerate new values.
              * @example null
              * @enum {string|null}
              */
-            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | null;
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | "budget_exhausted" | null;
             /** @example null */
             errorMessage: string | null;
             usage: components["schemas"]["Usage"];

@@ -28,7 +28,7 @@ type SendInput = RequestInput<'MessageCreateRequest'>;
 /** The knowledge sources a grounded turn searches. */
 type KnowledgeSources = Array<'files' | 'memory' | 'notes' | 'projects'>;
 
-export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled';
+export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled' | 'budget_exhausted';
 
 export type MessagePart = Schemas['MessagePart'];
 type ToolCallPart = Schemas['ToolCallPart'];
@@ -662,6 +662,17 @@ export class ChatService {
     }
   }
 
+  /** Whether the caller may still spend on the deployment's models (false: `requireBudget` would answer 402). */
+  private async hasBudget(userId: string): Promise<boolean> {
+    try {
+      await this.billing.requireBudget(userId);
+      return true;
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'budget_exhausted') return false;
+      throw error;
+    }
+  }
+
   /** Continues a turn resumed by a decision, to its next stop; returns the reply as it then is. */
   private async continueTurn(userId: string, reply: repo.MessageRow, approval: repo.ApprovalRow, approve: boolean): Promise<repo.MessageRow> {
     const conversation = await repo.findConversation(this.db, userId, reply.conversation_id);
@@ -673,6 +684,14 @@ export class ChatService {
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       return this.fail(userId, reply, reply.model ?? '', reply.content, { code: 'model_provider_error', error: `The reply's model cannot be called: ${error.message}` });
+    }
+    // The budget may have run out while the turn waited (its first steps were charged, or other
+    // spending meanwhile): the continued turn calls the model again, so it is checked again.
+    if (model.connectionId === null && !(await this.hasBudget(userId))) {
+      const error = approve
+        ? 'The budget for this period was spent while the reply waited for approval: the approved call did not run and the reply ended.'
+        : 'The budget for this period was spent while the reply waited for approval: the reply ended after the denial.';
+      return this.fail(userId, reply, model.info.id, reply.content, { code: 'budget_exhausted', error });
     }
     // A grounded reply keeps its sources: the stored citations' snippets stand for the passages,
     // which are not stored, so the continued turn cites the same numbers.
