@@ -15,12 +15,14 @@
  *   - B6 (Postgres): webhook deliveries per second, automation slot claims on three instances
  *     (bench/workers.ts);
  *   - B7 (Postgres): bootstrap's latency next to the capabilities' (bench/bootstrap.ts);
+ *   - chat (Postgres): the time to first token and the tool-call round trip the service adds to
+ *     a local model server's, called directly in the same run (bench/chat.ts);
  *   - the audit export of 100,000 events, and the validator's operation lookup in-process.
  * Postgres: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process write a CPU profile.
  * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, lists, throughput, files,
- * knowledge, workers, bootstrap, export, lookup.
+ * knowledge, workers, bootstrap, chat, export, lookup.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -31,6 +33,7 @@ import { openPostgres } from '../src/platform/db';
 import { migrateToLatest } from '../src/platform/db/migrate';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { bootstrapBench } from './bootstrap';
+import { chatBench } from './chat';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
 import { LIST_ROUTES } from './lists';
@@ -299,6 +302,7 @@ async function main(): Promise<void> {
       if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
       if (selected('workers')) rows.push(...(await workersBench({ ...pgEnv, PORT: port(5) })));
       if (selected('bootstrap')) rows.push(...(await bootstrapBench({ ...pgEnv, PORT: port(0) }, token)));
+      if (selected('chat')) rows.push(...(await chatBench({ ...pgEnv, PORT: port(0) }, token)));
       if (selected('export')) rows.push(...(await auditExport(dataDir, pgEnv, token)));
     } else {
       rows.push(['B1-B4, B6 (Postgres)', 'no Postgres server answered: set DATABASE_URL']);

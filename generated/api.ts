@@ -1607,7 +1607,10 @@ export interface paths {
          *     `410 approval_expired`. Each decision (approve or deny) writes exactly one audit event
          *     (action `tool.approval.decide`, resource type `approval`, the decision, tool and digest in its
          *     metadata). The tool's own charges (an automation run) and the continued turn's model calls are
-         *     charged as usual.
+         *     charged as usual. On a model of the deployment, the budget is checked again before the turn
+         *     continues (it may have been spent while the turn waited): when nothing is left, the decision
+         *     is still recorded, but the approved call does not run and the reply ends `failed` with
+         *     `errorCode: budget_exhausted` (and its `chat.failed` event).
          */
         post: operations["decideApproval"];
         delete?: never;
@@ -3240,7 +3243,7 @@ export interface components {
                  */
                 model: string | null;
                 /**
-                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection) or `interrupted` (the instance writing it stopped). Clients must tolerate new values.
+                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection), `interrupted` (the instance writing it stopped), `approval_expired` (the tool call it waited on was not decided in time) or `budget_exhausted` (the budget was spent while it waited for approval). Clients must tolerate new values.
                  * @example model_provider_timeout
                  */
                 errorCode: string;
@@ -3609,16 +3612,16 @@ export interface components {
              */
             model: string | null;
             /**
-             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time. Clients must tolerate new values.
+             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time; `budget_exhausted` when the caller's budget was spent while it waited for approval (the turn did not continue). Clients must tolerate new values.
              * @example null
              * @enum {string|null}
              */
-            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | null;
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | "budget_exhausted" | null;
             /** @example null */
             errorMessage: string | null;
             usage: components["schemas"]["Usage"];
             /**
-             * @description An assistant reply's parts in order: text, tool calls and their results (see `MessagePart`); empty for user messages and greetings. A reply without tool calls has at most one `text` part. The reply's `usage` sums all its model calls (steps).
+             * @description An assistant reply's parts in order: text, tool calls and their results, and the MCP servers the turn went on without (`tool-source-unavailable`; see `MessagePart`); empty for user messages and greetings. A reply without tool calls has at most one `text` part. The reply's `usage` sums all its model calls (steps).
              * @example []
              */
             parts: components["schemas"]["MessagePart"][];
@@ -3748,6 +3751,9 @@ export interface components {
          *         call's effective policy);
          *       - `event: tool-result`, `data: { "part": ToolResultPart }`: the call's result, as given to
          *         the model (a failed, timed-out or denied call is a result too, never an `error`);
+         *       - `event: tool-source-unavailable`, `data: { "part": ToolSourceUnavailablePart }`: one of
+         *         the caller's MCP servers is unavailable and the turn goes on without its tools (at the
+         *         start of the turn, or after a call that could not reach it);
          *     - then one of: `event: done`, `data: { "message": Message }` (the stored, complete reply: its
          *       content is the concatenation of the deltas); `event: error`,
          *       `data: { "error": string, "code": string, "message": Message }` (the reply as stored,
@@ -5473,8 +5479,22 @@ export interface components {
              */
             truncated: boolean;
         };
+        /** @description One of the caller's MCP servers whose tools the turn went on without: it was unavailable when the turn started (its tool catalog could not be read, or MCP is switched off; the same entry `GET /api/v1/tools` lists in `unavailable`), or a call of one of its tools could not reach it during the turn (it could not be reached, did not answer in time, or answered an HTTP error), in which case the part follows that call's result. From then on the turn offers none of its tools, and the model is told. A server is named once per reply. `reason` never holds the server's address or credentials. */
+        ToolSourceUnavailablePart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool-source-unavailable";
+            /** @description The caller's MCP server. */
+            serverId: components["schemas"]["Id"];
+            /** @example Issue tracker */
+            serverName: string;
+            /** @example The MCP server could not be reached. */
+            reason: string;
+        };
         /** @description One part of an assistant reply, in order: its text, the tool calls the model made and their results. The reply's `content` is the concatenation of its `text` parts. Clients must tolerate new part types. */
-        MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"];
+        MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"] | components["schemas"]["ToolSourceUnavailablePart"];
         /**
          * @description A tool's name as models call it: 1 to 64 letters, digits, `_` or `-` (what model APIs accept). Built-in tool names are fixed; an MCP server's tools are namespaced by the server.
          * @example notes_search

@@ -307,6 +307,36 @@ describe('budgets enforced on charged actions', () => {
     expect((await chat(user, conversationId)).status).toBe(200);
   });
 
+  test('deciding an approval checks the budget again: spent while the turn waited, the reply fails budget_exhausted and the call does not run', async () => {
+    const user = await ctx.h.newUser('waiter');
+    await adjust(user.userId, 300);
+    const conversationId = await conversation(user);
+    // The first step, a call of notes_create (which needs approval), costs 150 + 150 cents: nothing is left.
+    const args = { title: 'Paid for', content: 'Written after the budget ran out.' };
+    servers.model.behaviour = () => ({ kind: 'tool-calls', calls: [{ id: 'call_b1', name: 'notes_create', arguments: JSON.stringify(args) }], usage: { prompt: 1_500_000, completion: 750_000 } });
+    const paused = await chat(user, conversationId).expect(200);
+    expect(paused.body.reply).toMatchObject({ status: 'awaiting_approval', usage: { costCents: 300 } });
+    const approvalId = paused.body.reply.parts.find((p: { type: string }) => p.type === 'tool-call').approvalId as string;
+    const requests = servers.model.requests.length;
+
+    // Another user cannot decide it (404), and that changes nothing.
+    expect((await ctx.h.http().post('/api/v1/approvals/decide').set(ctx.bob.auth).send({ approvalId, decision: 'approve' })).status).toBe(404);
+    const decided = await ctx.h.http().post('/api/v1/approvals/decide').set(user.auth).send({ approvalId, decision: 'approve' });
+    expect(decided.status).toBe(200);
+    expect(decided.body.approval).toMatchObject({ approvalId, status: 'approved' });
+    expect(decided.body.reply).toMatchObject({ status: 'failed', errorCode: 'budget_exhausted', errorMessage: expect.stringContaining('the approved call did not run'), usage: null });
+    // Neither the tool nor the model ran; nothing more was charged.
+    expect(servers.model.requests.length).toBe(requests);
+    const notes = (await ctx.h.http().get('/api/v1/notes').set(user.auth).expect(200)).body.notes as Array<{ title: string }>;
+    expect(notes.map((n) => n.title)).not.toContain(args.title);
+    const usage = await ctx.h.http().get('/api/v1/admin/usage').query({ userId: user.userId }).set((await admin()).auth).expect(200);
+    expect(usage.body.budget.balanceCents).toBe(0);
+    const stored = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(user.auth).expect(200);
+    expect(stored.body.messages[0]).toMatchObject({ messageId: paused.body.reply.messageId, status: 'failed', errorCode: 'budget_exhausted' });
+    // A decision is single use, also when the turn could not continue.
+    expect((await ctx.h.http().post('/api/v1/approvals/decide').set(user.auth).send({ approvalId, decision: 'deny' })).status).toBe(409);
+  });
+
   test('a scheduled run that starts with nothing left fails with budget_exhausted, without calling the model', async () => {
     const user = await ctx.h.newUser('scheduled');
     const automationId = (

@@ -115,3 +115,100 @@ describe('chat with MCP tools', () => {
     expect(mcp.calls.slice(calls)).toEqual([{ name: 'echo', args: { text: 'approved words' } }]);
   });
 });
+
+describe('a server that fails never breaks a chat turn', () => {
+  type Part = { type: string; serverId?: string; serverName?: string; reason?: string; toolName?: string; outcome?: string };
+
+  const failures: Array<[string, (server: TestMcpServer) => Promise<void>]> = [
+    ['is down', (server) => server.close()],
+    [
+      'answers HTTP errors',
+      async (server) => {
+        server.failWith = 500;
+      },
+    ],
+  ];
+  test.each(failures)('a server that %s during a turn: the turn goes on with the other tools, and the reply names it', async (_, fail) => {
+    const flaky = await startMcpServer({ header: 'authorization', value: `Bearer ${TOKEN}` });
+    try {
+      const good = await register(ctx.alice, 'streamable_http', 'allow');
+      const created = await ctx.h
+        .http()
+        .post('/api/v1/mcp-servers')
+        .set(ctx.alice.auth)
+        .send({ name: 'Flaky tracker', url: flaky.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: TOKEN, defaultToolPolicy: 'allow' });
+      expect(created.body.server.status).toBe('active');
+      const bad = created.body.server as { serverId: string; toolPrefix: string };
+      await fail(flaky);
+
+      const conversationId = await conversation(ctx.alice);
+      const first = servers.model.requests.length;
+      script(
+        { kind: 'tool-calls', calls: [{ id: 'call_f1', name: `${bad.toolPrefix}__echo`, arguments: JSON.stringify({ text: 'one' }) }] },
+        { kind: 'tool-calls', calls: [{ id: 'call_g1', name: `${good.toolPrefix}__echo`, arguments: JSON.stringify({ text: 'two' }) }] },
+        { kind: 'reply', chunks: ['The tracker is down; ', 'the other one said two.'] },
+      );
+      const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Echo twice.', stream: true }).buffer(true).parse(textBody);
+      expect(res.status).toBe(200);
+      const events = parseEvents(res.body as string);
+      expect(events.map((e) => e.event).filter((e) => e !== 'delta')).toEqual(['message', 'tool-call', 'tool-result', 'tool-source-unavailable', 'tool-call', 'tool-result', 'done']);
+      const results = events.filter((e) => e.event === 'tool-result').map((e) => (e.data as { part: Part }).part);
+      expect(results[0]).toMatchObject({ toolName: `${bad.toolPrefix}__echo`, outcome: 'error', isError: true });
+      expect(results[1]).toMatchObject({ toolName: `${good.toolPrefix}__echo`, outcome: 'success', isError: false });
+      const unavailable = (events.find((e) => e.event === 'tool-source-unavailable')!.data as { part: Part }).part;
+      expect(unavailable).toEqual({ type: 'tool-source-unavailable', serverId: bad.serverId, serverName: 'Flaky tracker', reason: expect.stringMatching(/^The MCP server (could not be reached|answered 500)\.$/) });
+
+      // The reply is complete, and keeps the part (read back through the API, validated).
+      const done = (events.at(-1)!.data as { message: { messageId: string; status: string; content: string; parts: Part[] } }).message;
+      expect(done).toMatchObject({ status: 'complete', content: 'The tracker is down; the other one said two.' });
+      expect(done.parts.filter((p) => p.type === 'tool-source-unavailable')).toEqual([unavailable]);
+      const listed = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(ctx.alice.auth);
+      expect(listed.status).toBe(200);
+      expect(listed.body.messages[0].parts).toEqual(done.parts);
+
+      // From the failure on, the model is not offered the server's tools; the other server's it is.
+      const [offered, afterFailure] = servers.model.requests.slice(first).map((r) => r.body.tools?.map((t) => t.function.name) ?? []);
+      expect(offered).toEqual(expect.arrayContaining([`${bad.toolPrefix}__echo`, `${good.toolPrefix}__echo`]));
+      expect(afterFailure).toContain(`${good.toolPrefix}__echo`);
+      expect(afterFailure!.some((name) => name.startsWith(`${bad.toolPrefix}__`))).toBe(false);
+
+      // Neither the server's address nor its credential reaches the client or the model.
+      const { host } = new URL(flaky.streamableUrl);
+      for (const text of [res.body as string, JSON.stringify(servers.model.requests.slice(first).map((r) => r.body))]) {
+        expect(text).not.toContain(host);
+        expect(text).not.toContain(TOKEN);
+      }
+      for (const id of [good.serverId, bad.serverId]) await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: id }).set(ctx.alice.auth).expect(200);
+    } finally {
+      await flaky.close();
+    }
+  });
+
+  test('a server already failing when the turn starts: its tools are not offered, the model is told, and the reply names it first', async () => {
+    const gone = await startMcpServer();
+    const url = gone.sseUrl;
+    await gone.close();
+    const created = await ctx.h.http().post('/api/v1/mcp-servers').set(ctx.alice.auth).send({ name: 'Gone tracker', url, transport: 'sse', defaultToolPolicy: 'allow' });
+    expect(created.status).toBe(200);
+    expect(created.body.server).toMatchObject({ status: 'error', lastError: 'The MCP server could not be reached.' });
+    const serverId = created.body.server.serverId as string;
+
+    const conversationId = await conversation(ctx.alice);
+    const first = servers.model.requests.length;
+    script({ kind: 'reply', chunks: ['I cannot reach your tracker now.'] });
+    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'What is in my tracker?' });
+    expect(res.status).toBe(200);
+    expect(res.body.reply).toMatchObject({ status: 'complete', content: 'I cannot reach your tracker now.' });
+    expect(res.body.reply.parts).toEqual([
+      { type: 'tool-source-unavailable', serverId, serverName: 'Gone tracker', reason: 'The MCP server could not be reached.' },
+      { type: 'text', text: 'I cannot reach your tracker now.' },
+    ]);
+    const request = servers.model.requests[first]!.body;
+    expect(request.messages[0]!.content).toContain('the MCP server "Gone tracker": The MCP server could not be reached.');
+    expect(JSON.stringify(request)).not.toContain(new URL(url).host);
+    // Bob's turns say nothing of Alice's servers.
+    const bobs = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.bob.auth).send({ conversationId: await conversation(ctx.bob), content: 'Hello.' });
+    expect(bobs.body.reply.parts.some((p: Part) => p.type === 'tool-source-unavailable')).toBe(false);
+    await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId }).set(ctx.alice.auth).expect(200);
+  });
+});

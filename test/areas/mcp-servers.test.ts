@@ -285,11 +285,16 @@ describe('the tool source', () => {
     expect(bearer.calls.length).toBe(calls);
   });
 
-  test('a tool that hangs ends at the server’s timeout, or when the caller aborts', async () => {
+  test('a tool that hangs ends at the server’s timeout (the server unavailable for the turn), or when the caller aborts', async () => {
     const mcp = h.runtime.services.mcpServers;
     await patch(alice, { serverId: githubId, timeoutMs: 1000 });
     try {
-      expect(await mcp.callTool(alice.userId, 'github__hang', {}, { signal: controller(), maxResultBytes: 100 })).toEqual({ output: 'The MCP server did not answer within 1000 ms.', isError: true });
+      const reason = 'The MCP server did not answer within 1000 ms.';
+      expect(await mcp.callTool(alice.userId, 'github__hang', {}, { signal: controller(), maxResultBytes: 100 })).toEqual({
+        output: reason,
+        isError: true,
+        unavailable: { serverId: githubId, serverName: 'GitHub (work)', reason },
+      });
     } finally {
       await patch(alice, { serverId: githubId, timeoutMs: 30000 });
     }
@@ -520,9 +525,11 @@ describe('MCP servers: the collection contract', () => {
     });
     const refreshed = await strictOnH.refresh(alice.userId, saved.body.server.serverId);
     expect(refreshed).toMatchObject({ status: 'error', last_error: "The MCP server's address is not allowed (a loopback address)." });
+    const reason = "The MCP server's address is not allowed (a loopback address).";
     expect(await strictOnH.callTool(alice.userId, 'loop__echo', { text: 'x' }, { signal: controller(), maxResultBytes: 100 })).toEqual({
-      output: "The MCP server's address is not allowed (a loopback address).",
+      output: reason,
       isError: true,
+      unavailable: { serverId: saved.body.server.serverId, serverName: 'Loop', reason },
     });
     await h.http().delete('/api/v1/mcp-servers').query({ serverId: saved.body.server.serverId }).set(alice.auth);
   });

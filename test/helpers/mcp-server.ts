@@ -9,7 +9,8 @@ import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } fr
 /**
  * A real MCP server on loopback, built with the SDK's server classes: Streamable HTTP at `/mcp`
  * (stateless: a server per request) and the older HTTP+SSE transport at `/sse` (with its message
- * endpoint at `/messages`). It can require a credential header, never answer at all (`hang`), and
+ * endpoint at `/messages`). It can require a credential header, never answer at all (`hang`),
+ * answer every request with an HTTP error (`failWith`), and
  * offers tools that echo, fail, return an image, return `bytes` of text, or never return.
  */
 export interface TestMcpServer {
@@ -21,6 +22,11 @@ export interface TestMcpServer {
   required: { header: string; value: string } | null;
   /** While true, every request is accepted and never answered. */
   hang: boolean;
+  /**
+   * While set, every request is answered with this HTTP status and a body that echoes the
+   * server's address and the credential it was given (a client must pass on neither).
+   */
+  failWith: number | null;
   /** Extra tools to list (to grow the catalog). */
   extraTools: number;
   /** Every request received: method, path and the headers. */
@@ -89,6 +95,7 @@ export async function startMcpServer(required: { header: string; value: string }
   const state: Omit<TestMcpServer, 'streamableUrl' | 'sseUrl' | 'close'> = {
     required,
     hang: false,
+    failWith: null,
     extraTools: 0,
     requests: [],
     calls: [],
@@ -116,6 +123,12 @@ export async function startMcpServer(required: { header: string; value: string }
     const url = new URL(req.url ?? '/', 'http://localhost');
     state.requests.push({ method: req.method ?? '', path: url.pathname, headers: req.headers });
     if (state.hang) return; // accepted, never answered
+    if (state.failWith !== null) {
+      const presented = state.required ? String(req.headers[state.required.header] ?? '') : '';
+      const body = { error: `upstream at ${req.headers.host ?? ''} failed for ${presented}` };
+      res.writeHead(state.failWith, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      return;
+    }
     if (state.required && req.headers[state.required.header] !== state.required.value) {
       // Echoes what it was given, as some servers do: the client must not pass it on.
       res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: `invalid credentials: ${String(req.headers[state.required.header] ?? '')}` }));

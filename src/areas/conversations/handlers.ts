@@ -63,6 +63,7 @@ export function conversationHandlers(
         onDelta: (text) => events.send('delta', { text }),
         onToolCall: (part) => events.send('tool-call', { part }),
         onToolResult: (part) => events.send('tool-result', { part }),
+        onToolSourceUnavailable: (part) => events.send('tool-source-unavailable', { part }),
       });
       if (outcome.approval) {
         events.send('approval-required', { approval: presentApproval(outcome.approval), message: presentMessage(outcome.reply) });

@@ -5,7 +5,7 @@ import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import { type ChatMessage, type ChatPart, type ChatUsage, type ModelToolCall, ModelProviderFailure, type ToolSpec } from '../../platform/ai/models';
 import type { Actor, AuditService } from '../audit/service';
-import type { ToolDefinition, ToolRunResult, ToolService, TurnTools } from '../tools/service';
+import type { ToolDefinition, ToolRunResult, ToolService, TurnTools, UnavailableSource } from '../tools/service';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import { type Grounding, groundingBlock } from '../../platform/ai/grounding';
@@ -28,11 +28,12 @@ type SendInput = RequestInput<'MessageCreateRequest'>;
 /** The knowledge sources a grounded turn searches. */
 type KnowledgeSources = Array<'files' | 'memory' | 'notes' | 'projects'>;
 
-export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled';
+export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled' | 'budget_exhausted';
 
 export type MessagePart = Schemas['MessagePart'];
 type ToolCallPart = Schemas['ToolCallPart'];
 type ToolResultPart = Schemas['ToolResultPart'];
+type UnavailablePart = Schemas['ToolSourceUnavailablePart'];
 
 /** How chat turns use tools. */
 export interface ChatToolSettings {
@@ -97,6 +98,8 @@ export interface SendHooks {
   onToolCall?: (part: ToolCallPart) => void;
   /** A tool call's result, as the model is given it (streamed replies). */
   onToolResult?: (part: ToolResultPart) => void;
+  /** One of the caller's MCP servers is unavailable: the turn goes on without its tools (streamed replies). */
+  onToolSourceUnavailable?: (part: UnavailablePart) => void;
 }
 
 /** How a grounded turn went, for the metrics: sources given, none matched, or the search failed. */
@@ -379,8 +382,10 @@ export class ChatService {
     hooks.onStart?.(message);
     const grounding = knowledge ? await this.ground(userId, reply, message.content, knowledge) : null;
     if (grounding) hooks.onCitations?.(grounding.citations, grounding.retrieval);
-    const [prompt, tools] = await Promise.all([this.prompt(userId, conversation, message, grounding?.grounding), this.turnTools(userId)]);
+    const loading = this.turnTools(userId);
+    const [prompt, tools] = await Promise.all([this.prompt(userId, conversation, message, grounding?.grounding, loading), loading]);
     const turn: Turn = { userId, model, reply, message, prompt, tools, parts: [], usage: { inputTokens: 0, outputTokens: 0 }, cost: 0, steps: 0, hooks, decisions: new Map() };
+    this.addUnavailable(turn, tools?.unavailable ?? []);
     return this.runTurn(turn);
   }
 
@@ -403,8 +408,11 @@ export class ChatService {
       for (;;) {
         const paused = await this.runPendingCalls(turn);
         if (paused) return paused;
-        // The last step is asked without tools, so that the turn ends with an answer.
-        const offered = turn.tools && turn.steps < this.toolSettings.maxSteps - 1 ? turn.tools.definitions.filter((d) => d.policy !== 'deny').map(toSpec) : [];
+        // The last step is asked without tools, so that the turn ends with an answer; a server found
+        // unavailable in the turn is not offered again.
+        const down = unavailableIn(turn.parts);
+        const offered =
+          turn.tools && turn.steps < this.toolSettings.maxSteps - 1 ? turn.tools.definitions.filter((d) => d.policy !== 'deny' && !down.has(serverOf(d) ?? '')).map(toSpec) : [];
         timeout = AbortSignal.timeout(this.timeoutMs);
         const signal = AbortSignal.any([hooks.signal, timeout]);
         const request = { model: model.providerModelId, messages: [...turn.prompt, ...promptOfParts(turn.parts)], signal, tools: offered.length > 0 ? offered : undefined };
@@ -475,10 +483,24 @@ export class ChatService {
   }
 
   private addResult(turn: Turn, call: ToolCallPart, result: ToolRunResult): void {
-    const part: ToolResultPart = { type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, ...result };
+    const { outcome, output, isError, truncated } = result;
+    const part: ToolResultPart = { type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, outcome, output, isError, truncated };
     turn.parts.push(part);
     this.observer.toolCall(turn.tools?.find(call.toolName) ? call.toolName : 'unknown', result.outcome);
     turn.hooks.onToolResult?.(part);
+    if (result.unavailable) this.addUnavailable(turn, [result.unavailable]);
+  }
+
+  /** Records in the reply the sources the turn goes on without (each server once per reply). */
+  private addUnavailable(turn: Turn, sources: UnavailableSource[]): void {
+    const named = unavailableIn(turn.parts);
+    for (const source of sources) {
+      if (named.has(source.serverId)) continue;
+      named.set(source.serverId, source);
+      const part: UnavailablePart = { type: 'tool-source-unavailable', serverId: source.serverId, serverName: source.serverName, reason: source.reason };
+      turn.parts.push(part);
+      turn.hooks.onToolSourceUnavailable?.(part);
+    }
   }
 
   /** The usage ledger's id of a turn's step: the reply's own for the first, `<replyId>:<n>` for the next. */
@@ -521,8 +543,13 @@ export class ChatService {
     for (const call of pending) {
       const definition: ToolDefinition | undefined = turn.tools?.find(call.toolName);
       const decision = turn.decisions.get(call.toolCallId);
+      const down = definition ? unavailableIn(turn.parts).get(serverOf(definition) ?? '') : undefined;
       if (!definition || !turn.tools) {
         this.addResult(turn, call, { outcome: 'not_found', output: `There is no tool named ${call.toolName}.`, isError: true, truncated: false });
+      } else if (down) {
+        // Its server failed earlier in the turn: not called again (nor asked for approval).
+        const output = `The MCP server "${down.serverName}" is unavailable in this turn (${down.reason}). The call did not run.`;
+        this.addResult(turn, call, { outcome: 'error', output, isError: true, truncated: false });
       } else if (definition.policy === 'deny') {
         this.addResult(turn, call, { outcome: 'denied', output: `The tool ${call.toolName} is not allowed: its policy is deny. It did not run.`, isError: true, truncated: false });
       } else if (decision && !decision.approve) {
@@ -635,6 +662,17 @@ export class ChatService {
     }
   }
 
+  /** Whether the caller may still spend on the deployment's models (false: `requireBudget` would answer 402). */
+  private async hasBudget(userId: string): Promise<boolean> {
+    try {
+      await this.billing.requireBudget(userId);
+      return true;
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'budget_exhausted') return false;
+      throw error;
+    }
+  }
+
   /** Continues a turn resumed by a decision, to its next stop; returns the reply as it then is. */
   private async continueTurn(userId: string, reply: repo.MessageRow, approval: repo.ApprovalRow, approve: boolean): Promise<repo.MessageRow> {
     const conversation = await repo.findConversation(this.db, userId, reply.conversation_id);
@@ -647,11 +685,20 @@ export class ChatService {
       if (!(error instanceof ApiError)) throw error;
       return this.fail(userId, reply, reply.model ?? '', reply.content, { code: 'model_provider_error', error: `The reply's model cannot be called: ${error.message}` });
     }
+    // The budget may have run out while the turn waited (its first steps were charged, or other
+    // spending meanwhile): the continued turn calls the model again, so it is checked again.
+    if (model.connectionId === null && !(await this.hasBudget(userId))) {
+      const error = approve
+        ? 'The budget for this period was spent while the reply waited for approval: the approved call did not run and the reply ended.'
+        : 'The budget for this period was spent while the reply waited for approval: the reply ended after the denial.';
+      return this.fail(userId, reply, model.info.id, reply.content, { code: 'budget_exhausted', error });
+    }
     // A grounded reply keeps its sources: the stored citations' snippets stand for the passages,
     // which are not stored, so the continued turn cites the same numbers.
     const cited = presentCitations(reply.citations);
     const grounding: Grounding | undefined = cited.length > 0 ? { state: 'found', sources: cited.map((c) => ({ number: c.number, kind: c.sourceType, title: c.title, text: c.snippet })) } : undefined;
-    const [prompt, tools] = await Promise.all([this.prompt(userId, conversation, message, grounding), this.turnTools(userId)]);
+    const loading = this.turnTools(userId);
+    const [prompt, tools] = await Promise.all([this.prompt(userId, conversation, message, grounding, loading), loading]);
     const turn: Turn = {
       userId,
       model,
@@ -666,6 +713,7 @@ export class ChatService {
       hooks: { signal: new AbortController().signal },
       decisions: new Map([[approval.tool_call_id, { approve, arguments: approval.arguments as Record<string, unknown> }]]),
     };
+    this.addUnavailable(turn, tools?.unavailable ?? []);
     return (await this.runTurn(turn)).reply;
   }
 
@@ -790,16 +838,25 @@ export class ChatService {
     return { grounding: citations.length > 0 ? { state: 'found', sources: given } : { state: 'none' }, citations, retrieval: found.retrieval };
   }
 
-  /** System prompt (project instructions, relevant memory, a grounded turn's sources), recent history and the new message. */
-  private async prompt(userId: string, conversation: repo.ConversationRow, message: repo.MessageRow, grounding?: Grounding): Promise<ChatMessage[]> {
+  /**
+   * System prompt (project instructions, relevant memory, the tool sources the turn goes without, a
+   * grounded turn's sources), recent history and the new message.
+   */
+  private async prompt(userId: string, conversation: repo.ConversationRow, message: repo.MessageRow, grounding: Grounding | undefined, tools: Promise<TurnTools | null>): Promise<ChatMessage[]> {
     const project = conversation.project_id ? await this.projects.get(userId, conversation.project_id).catch(() => null) : null;
-    const [memory, history] = await Promise.all([
+    const [memory, history, turnTools] = await Promise.all([
       this.memory.relevant(userId, conversation.project_id, message.content, MEMORY_ITEMS),
       repo.history(this.db, conversation.id, message.id, HISTORY_MESSAGES),
+      tools,
     ]);
     let system = SYSTEM_PROMPT;
     if (project) system += `\n\nThe conversation belongs to the project "${project.name}".${project.instructions ? `\nProject instructions:\n${project.instructions}` : ''}`;
     if (memory.length > 0) system += `\n\nWhat you know about the user:\n${memory.map((m) => `- ${m.content}`).join('\n')}`;
+    const unavailable = turnTools?.unavailable ?? [];
+    if (unavailable.length > 0) {
+      const servers = unavailable.map((u) => `- the MCP server "${u.serverName}": ${u.reason}`).join('\n');
+      system += `\n\nThese tool sources of the user are unavailable now; their tools are not offered. If the user asks for what they would do, say so.\n${servers}`;
+    }
     if (grounding) system += `\n\n${groundingBlock(grounding)}`;
     return [
       { role: 'system', content: system },
@@ -856,6 +913,16 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 
 const toSpec = (d: ToolDefinition): ToolSpec => ({ name: d.name, description: d.description, inputSchema: d.inputSchema });
 
+/** The MCP server a tool comes from, or null for a built-in one. */
+const serverOf = (d: ToolDefinition): string | null => (d.source.type === 'mcp' ? d.source.serverId : null);
+
+/** The sources a reply says the turn went without, by server id. */
+function unavailableIn(parts: MessagePart[]): Map<string, UnavailableSource> {
+  const named = new Map<string, UnavailableSource>();
+  for (const part of parts) if (part.type === 'tool-source-unavailable') named.set(part.serverId, part);
+  return named;
+}
+
 /** A reply's text: its text parts, concatenated. */
 const contentOf = (parts: MessagePart[]) => parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
@@ -864,6 +931,8 @@ function promptOfParts(parts: MessagePart[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
   let assistant: Extract<ChatMessage, { role: 'assistant' }> | null = null;
   for (const part of parts) {
+    // What the turn went without is told in the system prompt and in the failed call's result.
+    if (part.type === 'tool-source-unavailable') continue;
     if (part.type === 'tool-result') {
       assistant = null;
       messages.push({ role: 'tool', toolCallId: part.toolCallId, toolName: part.toolName, content: part.output, isError: part.isError });

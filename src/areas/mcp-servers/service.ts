@@ -39,10 +39,11 @@ export interface ToolDefinition {
   policy: ToolPolicy;
 }
 
-/** What a tool call gave: its output for the model, and whether it is an error. */
+/** What a tool call gave: its output for the model, whether it is an error, and whether its server is unavailable. */
 export interface ToolCallResult {
   output: string;
   isError: boolean;
+  unavailable?: UnavailableServer;
 }
 
 /** A server whose tools are left out, and why (for the reply to say so). */
@@ -88,6 +89,9 @@ export const credentialsContext = (serverId: string) => `mcp-server-credentials:
 export const sealedColumns: SealedColumn[] = [{ table: 'mcp_servers', idColumn: 'id', column: 'credentials', context: credentialsContext }];
 
 const NOT_FOUND = 'MCP server not found.';
+
+/** How a call fails when its server is down (rather than the call itself: too large an answer, a JSON-RPC error, a cancelled turn). */
+const SERVER_DOWN: ReadonlySet<McpOutcome> = new Set(['timeout', 'unreachable', 'http_error', 'not_allowed']);
 
 /** Headers the transports set themselves (or that would change how the exchange is framed). */
 const RESERVED_HEADERS = new Set([
@@ -349,7 +353,9 @@ export class McpServerService {
       const known = failure instanceof McpFailure ? failure : new McpFailure('protocol', "The MCP server's answer could not be read.", String(failure));
       this.observe('call_tool', known.outcome, (performance.now() - started) / 1000);
       this.log('MCP tool call failed', { serverId: row.id, tool: tool.name, outcome: known.outcome, error: known.message, detail: known.detail });
-      return refuse(known.message);
+      // A server that cannot be reached (or answers HTTP errors) is left out for the rest of the turn.
+      if (!SERVER_DOWN.has(known.outcome)) return refuse(known.message);
+      return { output: known.message, isError: true, unavailable: { serverId: row.id, serverName: row.name, reason: known.message } };
     }
   }
 

@@ -1,10 +1,13 @@
 import type { SettingsService } from '../settings/service';
 
 export interface ToolDefinition { name: string; description: string; inputSchema: Record<string, unknown>; source: { type: 'builtin' } | { type: 'mcp'; serverId: string; serverName: string }; policy: 'allow' | 'approval_required' | 'deny'; }
-export interface ToolCallResult { output: string; isError: boolean; }
+/** A source (an MCP server) whose tools are left out, and why (never its address or credentials). */
+export interface UnavailableSource { serverId: string; serverName: string; reason: string; }
+/** A call's output for the model; `unavailable` when the call could not reach its source (the turn goes on without the source's tools). */
+export interface ToolCallResult { output: string; isError: boolean; unavailable?: UnavailableSource; }
 export interface ToolSource {
   /** The caller's enabled tools of this source; servers that failed are named in `unavailable` (left out of the turn). */
-  listTools(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: Array<{ serverId: string; serverName: string; reason: string }> }>;
+  listTools(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: UnavailableSource[] }>;
   /** Calls one of the caller's tools; `output` is capped at maxResultBytes; throws only on programming errors. */
   callTool(userId: string, name: string, args: Record<string, unknown>, options: { signal: AbortSignal; maxResultBytes: number }): Promise<ToolCallResult>;
 }
@@ -21,6 +24,8 @@ export interface ToolRunResult {
   output: string;
   isError: boolean;
   truncated: boolean;
+  /** The call could not reach its source (see ToolCallResult). */
+  unavailable?: UnavailableSource;
 }
 
 /** Names model APIs accept for tools. */
@@ -151,7 +156,9 @@ export class ToolService {
         return { outcome: 'timeout', output: turn.aborted ? 'The call was cancelled.' : `The tool gave no result within ${timeoutMs} ms.`, isError: true, truncated: false };
       }
       const { output, truncated } = capOutput(result.output, maxResultBytes);
-      return { outcome: result.isError ? 'error' : 'success', output, isError: result.isError, truncated };
+      const run: ToolRunResult = { outcome: result.isError ? 'error' : 'success', output, isError: result.isError, truncated };
+      if (result.unavailable) run.unavailable = result.unavailable;
+      return run;
     } catch (error) {
       this.log('a tool call failed', { tool: name, error: (error as Error).message });
       return { outcome: 'error', output: 'The tool failed.', isError: true, truncated: false };
