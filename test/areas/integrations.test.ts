@@ -79,6 +79,8 @@ beforeAll(async () => {
       CAPABILITY_CACHE_MS: '0',
       INTEGRATIONS: JSON.stringify({
         mock: { name: 'Mock OIDC', issuer, clientId: 'workspace-client', clientSecret: 'workspace-secret-4b9e1f', scopes: ['openid', 'email'] },
+        // Nothing listens there: its discovery fails.
+        down: { name: 'Down', issuer: 'http://127.0.0.1:1', clientId: 'down-client' },
         plain: { name: 'Plain OAuth', authorizationUrl: `${issuer}/authorize`, tokenUrl: `${issuer}/token`, revocationUrl: `${issuer}/revoke`, clientId: 'plain-client', scopes: ['repo'] },
       }),
     },
@@ -129,6 +131,7 @@ describe('integrations with configured providers', () => {
     expect(res.status).toBe(200);
     expect(res.body.integrations).toEqual([
       { integrationId: 'mock', kind: 'provider', name: 'Mock OIDC', serverId: null, scopes: ['openid', 'email'], connection: null },
+      { integrationId: 'down', kind: 'provider', name: 'Down', serverId: null, scopes: [], connection: null },
       { integrationId: 'plain', kind: 'provider', name: 'Plain OAuth', serverId: null, scopes: ['repo'], connection: null },
     ]);
     expect((await h.http().get('/api/v1/integrations').query({ integrationId: 'nosuch' }).set(alice.auth)).status).toBe(404);
@@ -297,6 +300,21 @@ describe('integrations with configured providers', () => {
     }
     expect((await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'nosuch' })).status).toBe(404);
     expect((await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0' })).status).toBe(404);
+
+    // An authorization server that cannot be used: 502 with why, audited, nothing stored.
+    const down = await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'down' });
+    expect(down.status).toBe(502);
+    expect(down.body).toEqual({ code: 'integration_error', error: 'The provider could not be reached for the discovery.' });
+    const noServer = await h.http().post('/api/v1/mcp-servers').set(alice.auth).send({ name: 'No AS', url: mcp.streamableUrl, transport: 'streamable_http', authentication: 'oauth' });
+    const integrationId = `mcp:${noServer.body.server.serverId as string}`;
+    const announcesNone = await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId });
+    expect(announcesNone.status).toBe(502);
+    expect(announcesNone.body.code).toBe('integration_error');
+    expect(announcesNone.body.error).toBe('The MCP server announces no OAuth authorization server (no protected-resource or authorization server metadata was found).');
+    expect(JSON.stringify(announcesNone.body)).not.toContain('127.0.0.1');
+    const failures = await h.runtime.services.audit.list({ action: 'integration.authorize', actorUserId: alice.userId }, { limit: 50, before: null });
+    expect(failures.events.filter((e) => e.outcome === 'failure').map((e) => e.resource_id)).toEqual(expect.arrayContaining(['down', integrationId]));
+    expect(await h.runtime.database.db.selectFrom('integration_authorizations').select('state_hash').where('integration_id', 'in', ['down', integrationId]).execute()).toEqual([]);
 
     const pending = await connect(alice, 'mock');
     const callback = await approve(pending.url);
