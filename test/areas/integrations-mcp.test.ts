@@ -112,6 +112,14 @@ describe('an MCP server that requires OAuth', () => {
     expect(server.refreshes).toBeGreaterThan(refreshes);
     expect(server.calls.at(-1)).toEqual({ text: 'refreshed', token: server.issued.at(-1) });
 
+    // The server stops accepting the (unexpired) token: the call is made again once with a refreshed one.
+    server.dropAccessTokens();
+    const beforeRetry = server.refreshes;
+    const retried = await turn(ctx.bob, `${saved.toolPrefix}__echo`, 'after a 401');
+    expect((retried.find((e) => e.event === 'tool-result')!.data as { part: { outcome: string } }).part.outcome).toBe('success');
+    expect(server.refreshes).toBe(beforeRetry + 1);
+    expect(server.calls.at(-1)).toEqual({ text: 'after a 401', token: server.issued.at(-1) });
+
     // Disconnect: the refresh token is revoked at the server's authorization server.
     const latestRefresh = server.refreshTokens.at(-1) as string;
     const disconnected = await ctx.h.http().delete('/api/v1/integrations/connection').query({ integrationId }).set(ctx.bob.auth);

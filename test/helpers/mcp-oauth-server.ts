@@ -43,6 +43,8 @@ export interface TestOAuthMcpServer {
   resources: Array<string | undefined>;
   /** The calls of its `echo` tool, with the token they carried. */
   calls: Array<{ text: string; token: string }>;
+  /** Forgets every access token issued so far (as a revocation at the provider would): they are answered 401. */
+  dropAccessTokens(): void;
   close(): Promise<void>;
 }
 
@@ -57,7 +59,7 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
   const refresh = new Map<string, { clientId: string; resource?: URL }>();
   const registered = new Map<string, OAuthClientInformationFull>();
 
-  const state: Omit<TestOAuthMcpServer, 'mcpUrl' | 'close'> = {
+  const state: Omit<TestOAuthMcpServer, 'mcpUrl' | 'close' | 'dropAccessTokens'> = {
     expiresIn: 3600,
     refuseRefresh: false,
     clients: [],
@@ -168,6 +170,7 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
 
   return Object.assign(state, {
     mcpUrl,
+    dropAccessTokens: () => access.clear(),
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

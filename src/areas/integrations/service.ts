@@ -373,16 +373,22 @@ export class IntegrationService {
   /**
    * A usable access token of the user's connection, refreshed first when it expires within a
    * minute (once, however many callers ask at the same time: the refresh that stores first wins,
-   * the others use its tokens). NotConnected when there is none or it cannot be refreshed;
-   * IntegrationUnavailable when the authorization server cannot be reached now.
+   * the others use its tokens). With `rejected` (the token a resource server just refused with
+   * 401), that token is refreshed whatever its expiry. NotConnected when there is none or it
+   * cannot be refreshed; IntegrationUnavailable when the authorization server cannot be reached now.
    */
-  async accessToken(userId: string, integrationId: string, name: string): Promise<string> {
+  async accessToken(userId: string, integrationId: string, name: string, rejected?: string): Promise<string> {
     const row = await repo.findConnection(this.db, userId, integrationId);
     if (!row) throw new NotConnected(integrationId, 'missing', name);
     if (row.status === 'expired') throw new NotConnected(integrationId, 'expired', name);
-    if (row.expires_at === null || row.expires_at.getTime() - REFRESH_SKEW_MS > this.now()) return this.secrets.open(row.access_token, accessContext(row.id));
+    const current = this.secrets.open(row.access_token, accessContext(row.id));
+    // `rejected`: the resource server refused this token; a newer one (refreshed meanwhile) is used as it is.
+    const refused = rejected !== undefined && rejected === current;
+    const fresh = row.expires_at === null || row.expires_at.getTime() - REFRESH_SKEW_MS > this.now();
+    if (fresh && !refused) return current;
     if (row.refresh_token === null) {
-      if (row.expires_at.getTime() > this.now()) return this.secrets.open(row.access_token, accessContext(row.id));
+      if (!refused && (row.expires_at as Date).getTime() > this.now()) return current;
+      if (refused) await repo.updateConnectionAtVersion(this.db, row.id, row.version, { status: 'expired', updated_at: new Date(this.now()) });
       throw new NotConnected(integrationId, 'expired', name);
     }
     return this.refresh(row, name);

@@ -369,30 +369,21 @@ export class McpServerService implements OAuthServers {
     if (!(await this.capabilities.isEnabled('mcp'))) return refuse('MCP servers are disabled for this deployment.');
     if (!row.enabled) return refuse(`The MCP server "${row.name}" is disabled.`);
     if ((policiesOf(row)[tool.name] ?? row.default_tool_policy) === 'deny') return refuse(`The tool ${name} is denied by its policy.`);
-    let secret: string | null;
-    try {
-      secret = await this.secretOf(row);
-    } catch (error) {
-      // A connection that is missing, expired or cannot be refreshed now: the model is told to have the user connect.
-      if (error instanceof NotConnected || error instanceof IntegrationUnavailable) return refuse(error.message);
-      throw error;
-    }
-    const target: McpTarget = { url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms };
     const started = performance.now();
     try {
-      const raw = await this.connector.callTool(target, secret, tool.name, args, options.signal);
+      const raw = await this.signedIn(row, (target, secret) => this.connector.callTool(target, secret, tool.name, args, options.signal));
       const result = toResult(raw, options.maxResultBytes);
       this.observe('call_tool', result.isError ? 'tool_error' : 'ok', (performance.now() - started) / 1000);
       return result;
     } catch (failure) {
+      // A connection that is missing, expired or cannot be refreshed now: the model is told to have the user connect.
+      if (failure instanceof NotConnected || failure instanceof IntegrationUnavailable) return refuse(failure.message);
       const known = failure instanceof McpFailure ? failure : new McpFailure('protocol', "The MCP server's answer could not be read.", String(failure));
       this.observe('call_tool', known.outcome, (performance.now() - started) / 1000);
       this.log('MCP tool call failed', { serverId: row.id, tool: tool.name, outcome: known.outcome, error: known.message, detail: known.detail });
       return refuse(known.message);
     }
   }
-
-  // ---- internals ----
 
   // ---- servers that sign in with an integration (OAuthServers, for the integrations area) ----
 
@@ -423,31 +414,41 @@ export class McpServerService implements OAuthServers {
     return row.credentials === null ? null : this.secrets.open(row.credentials, credentialsContext(row.id));
   }
 
-  private async oauthToken(userId: string, integrationId: string, serverName: string): Promise<string> {
+  /** The connection's access token; `rejected`: the one the server just refused, which is refreshed. */
+  private async oauthToken(userId: string, integrationId: string, serverName: string, rejected?: string): Promise<string> {
     if (!this.integrations) throw new IntegrationUnavailable('Integrations are not available in this deployment.');
     if (!(await this.capabilities.isEnabled('integrations'))) throw new IntegrationUnavailable('Integrations are disabled for this deployment, so this MCP server cannot sign in.');
     const name = integrationId.startsWith(MCP_PREFIX) ? serverName : (this.integrations.providerName(integrationId) ?? integrationId);
-    return this.integrations.accessToken(userId, integrationId, name);
+    return this.integrations.accessToken(userId, integrationId, name, rejected);
+  }
+
+  /**
+   * One exchange with the server, with its credentials; an `oauth` server that refuses the access
+   * token (401: revoked or expired early at the provider) gets one more exchange with a refreshed
+   * one. Throws NotConnected or IntegrationUnavailable when the connection gives no usable token.
+   */
+  private async signedIn<T>(row: repo.ServerRow, exchange: (target: McpTarget, secret: string | null) => Promise<T>): Promise<T> {
+    const targetWith = (secret: string | null): McpTarget => ({ url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms });
+    const integrationId = integrationIdOf(row);
+    const secret = await this.secretOf(row);
+    try {
+      return await exchange(targetWith(secret), secret);
+    } catch (failure) {
+      if (!(failure instanceof McpFailure && failure.status === 401) || integrationId === null || secret === null) throw failure;
+      const refreshed = await this.oauthToken(row.owner_user_id, integrationId, row.name, secret);
+      return exchange(targetWith(refreshed), refreshed);
+    }
   }
 
   /** Reads a stored server's catalog and stores the outcome (a failure keeps the tools found before). */
   private async readCatalog(row: repo.ServerRow): Promise<repo.ServerRow> {
-    let secret: string | null;
-    try {
-      secret = await this.secretOf(row);
-    } catch (error) {
-      if (!(error instanceof NotConnected || error instanceof IntegrationUnavailable)) throw error;
-      const updated = await repo.updateServer(this.db, row.owner_user_id, row.id, { status: 'error', last_error: error.message });
-      if (!updated) throw errors.notFound(NOT_FOUND);
-      return updated;
-    }
-    const target: McpTarget = { url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms };
     let changes: Parameters<typeof repo.updateServer>[3];
     try {
-      const listed = await this.list(target, secret, { serverId: row.id });
+      const listed = await this.signedIn(row, (target, secret) => this.list(target, secret, { serverId: row.id }));
       changes = { tools: JSON.stringify(catalogOf(row.tool_prefix, listed)), catalog_refreshed_at: new Date(this.now()), status: 'active', last_error: null };
     } catch (failure) {
-      if (!(failure instanceof McpFailure)) throw failure;
+      // A connection that is missing or cannot give a token is an error of the server, naming the route to connect.
+      if (!(failure instanceof McpFailure || failure instanceof NotConnected || failure instanceof IntegrationUnavailable)) throw failure;
       changes = { status: 'error', last_error: failure.message };
     }
     const updated = await repo.updateServer(this.db, row.owner_user_id, row.id, changes);
