@@ -201,7 +201,7 @@ export class IntegrationService {
     return this.serverView(server, (await repo.findConnection(this.db, userId, integrationId)) ?? null);
   }
 
-  /** Whether a connection is usable now (or after a refresh): for the expiry a client is shown. */
+  /** Whether a connection can no longer be used (refused, or expired with nothing to refresh it): the `expired` clients see. */
   isExpired(row: repo.ConnectionRow): boolean {
     return row.status === 'expired' || (row.refresh_token === null && row.expires_at !== null && row.expires_at.getTime() <= this.now());
   }
