@@ -243,7 +243,16 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     defaults: NO_DEFAULTS,
     log: warn,
   });
-  const integrations = new IntegrationService({ db, capabilities, secrets, outbound, audit, settings: config.integrations, log: warn });
+  const integrations = new IntegrationService({
+    db,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    settings: config.integrations,
+    log: warn,
+    onRefresh: (outcome) => metrics.integrationRefreshes.inc({ outcome }),
+  });
   const mcpServers = new McpServerService({
     db,
     capabilities,

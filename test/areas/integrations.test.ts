@@ -267,6 +267,8 @@ describe('integrations with configured providers', () => {
     expect((await catalogEntry(bob, 'mock')).connection.status).toBe('expired');
     const { events } = await h.runtime.services.audit.list({ action: 'integration.refresh', actorUserId: bob.userId }, { limit: 50, before: null });
     expect(events.map((e) => e.outcome)).toEqual(expect.arrayContaining(['success', 'failure']));
+    const counted = Object.fromEntries((await h.runtime.metrics.integrationRefreshes.get()).values.map((v) => [v.labels.outcome, v.value]));
+    expect(counted).toEqual({ success: 2, refused: 1 });
     provider.refuseRefresh = false;
     provider.expiresIn = 3600;
     expectNoToken(JSON.stringify(events));

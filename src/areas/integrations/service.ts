@@ -126,6 +126,8 @@ export interface IntegrationServiceDeps {
   audit: AuditService;
   settings: IntegrationSettings;
   log?: FailureLog;
+  /** Counts each refresh of an access token by its outcome. */
+  onRefresh?: (outcome: 'success' | 'refused' | 'unavailable') => void;
   now?: () => number;
 }
 
@@ -145,10 +147,11 @@ export class IntegrationService {
   private readonly providers: Map<string, ProviderFlow>;
   private readonly mcpFlow: McpServerFlow;
   private readonly log: FailureLog;
+  private readonly onRefresh: NonNullable<IntegrationServiceDeps['onRefresh']>;
   private readonly now: () => number;
   private servers: OAuthServers | null = null;
 
-  constructor({ db, capabilities, secrets, outbound, audit, settings, log = () => undefined, now = Date.now }: IntegrationServiceDeps) {
+  constructor({ db, capabilities, secrets, outbound, audit, settings, log = () => undefined, onRefresh = () => undefined, now = Date.now }: IntegrationServiceDeps) {
     this.db = db;
     this.capabilities = capabilities;
     this.secrets = secrets;
@@ -157,6 +160,7 @@ export class IntegrationService {
     this.providers = new Map(settings.providers.map((provider) => [provider.id, new ProviderFlow(provider, settings.timeoutMs)]));
     this.mcpFlow = new McpServerFlow(outbound, settings.timeoutMs);
     this.log = log;
+    this.onRefresh = onRefresh;
     this.now = now;
   }
 
@@ -413,12 +417,14 @@ export class IntegrationService {
       // Another caller may have refreshed meanwhile (a rotated refresh token then fails here): use its tokens.
       const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
       if (latest && latest.version !== row.version && latest.status === 'active') return this.secrets.open(latest.access_token, accessContext(latest.id));
+      this.onRefresh(error.kind);
       this.log('an integration token could not be refreshed', { integrationId: row.integration_id, kind: error.kind, error: error.message, detail: error.detail });
       await record('failure', { reason: error.kind, error: error.message });
       if (error.kind === 'unavailable') throw new IntegrationUnavailable(`${error.message} Try again shortly.`);
       await repo.updateConnectionAtVersion(this.db, row.id, row.version, { status: 'expired', updated_at: new Date(this.now()) });
       throw new NotConnected(row.integration_id, 'expired', name);
     }
+    this.onRefresh('success');
     const now = new Date(this.now());
     const stored = await repo.updateConnectionAtVersion(this.db, row.id, row.version, {
       access_token: this.secrets.seal(tokens.accessToken, accessContext(row.id)),
