@@ -93,7 +93,7 @@ export async function knowledgeBench(log: (line: string) => void = () => undefin
     log(`built the HNSW index in ${((performance.now() - indexStarted) / 1000).toFixed(1)} s`);
 
     const audit = new AuditService(db);
-    const defaults = { automations: true, billing: false, vectorSearch: true, byok: true, mcp: true, billingProvider: 'stripe' as const, cacheMs: 0 };
+    const defaults = { automations: true, billing: false, vectorSearch: true, byok: true, mcp: true, integrations: true, billingProvider: 'stripe' as const, cacheMs: 0 };
     const capabilities = new CapabilityService({ db, audit, defaults, vectorAvailable: true });
     const knowledge = new KnowledgeService({ db, capabilities, projects: new ProjectService(db), embedder, vectorAvailable: true });
     const queries = ['quarterly revenue forecast', 'coral reef research', 'hotel in lisbon', 'security audit export', 'vector index search', 'garden tomato basil'];

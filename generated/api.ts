@@ -71,7 +71,7 @@ export interface paths {
         /**
          * Read the deployment's capabilities
          * @description The capability flags a client reads at start-up to hide what is switched off: `automations`,
-         *     `billing`, `vectorSearch`, `byok`, `mcp`, and the billing provider (`none` whenever billing is off). Flags are
+         *     `billing`, `vectorSearch`, `byok`, `mcp`, `integrations`, and the billing provider (`none` whenever billing is off). Flags are
          *     stored by the service with defaults from its configuration and may change at run time; every
          *     instance sees a change within a few seconds. Routes of a disabled capability answer
          *     `403 capability_disabled`.
@@ -787,7 +787,7 @@ export interface paths {
         head?: never;
         /**
          * Switch capabilities at run time
-         * @description Switches `automations`, `billing`, `vectorSearch`, `byok` (users' own model providers) and `mcp` (MCP servers) for the whole deployment. The flags are
+         * @description Switches `automations`, `billing`, `vectorSearch`, `byok` (users' own model providers), `mcp` (MCP servers) and `integrations` (OAuth connections) for the whole deployment. The flags are
          *     stored by the service: every instance sees the change within a few seconds (its capability
          *     cache). Turning billing on uses the payment provider of the configuration. Role: `admin`.
          *     Writes the audit event `administration.capability.update` with the changes, in the same
@@ -1301,8 +1301,13 @@ export interface paths {
          * @description Saves an MCP server owned by the caller: a display `name`, its `url` (checked by the outbound
          *     guard, `400` naming `/body/url` when refused), `transport`, `authentication` with
          *     `credentials` (write-only, stored encrypted) and `headerName` for `header`, `enabled`,
-         *     `timeoutMs`, `defaultToolPolicy` and `toolPolicies`. `authentication: oauth` is reserved for
-         *     the Integrations area and is `400` in this version.
+         *     `timeoutMs`, `defaultToolPolicy` and `toolPolicies`. With `authentication: oauth` the server
+         *     signs in with the caller's integration connection: `integrationId` names a configured
+         *     provider (`400` naming `/body/integrationId` if there is none by that id), or, omitted, the
+         *     server's own authorization server is used as the integration `mcp:<serverId>` (connect it
+         *     with `POST /api/v1/integrations/connect`). Until the connection exists the catalog cannot be
+         *     read: the server is `error` with a `lastError` that names the route to connect, and it is
+         *     read again as soon as the connection is stored.
          *
          *     When it is saved enabled, its tool catalog is read at once with the MCP client (connect,
          *     initialize, `tools/list`): the answer carries the server `active` with its `tools`, or `error`
@@ -1384,6 +1389,98 @@ export interface paths {
          */
         post: operations["refreshMcpServer"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/integrations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The integrations the caller can connect, with their connection state
+         * @description The catalog of integrations with the caller's connection to each: first the OAuth 2.0 /
+         *     OpenID Connect providers the deployment configured (`INTEGRATIONS`), in their configured
+         *     order, then the caller's MCP servers that authenticate with `oauth` through their own
+         *     authorization server (`integrationId` `mcp:<serverId>`). `connection` is `null` until the
+         *     caller connects (`POST /api/v1/integrations/connect`); tokens are never returned. With
+         *     `integrationId` in the query the answer carries that one as `integration` (`404` if it is
+         *     neither a configured provider nor one of the caller's OAuth MCP servers). Capability
+         *     `integrations`.
+         */
+        get: operations["getIntegrations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/integrations/connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start connecting the caller to an integration
+         * @description Answers the authorization URL to open in the caller's browser. The service generates a PKCE
+         *     verifier (kept server-side, sealed; the URL carries its S256 challenge) and a random `state`
+         *     bound to the caller, usable once, that expires at `expiresAt` (10 minutes by default,
+         *     `INTEGRATION_STATE_TTL_SECONDS`). The provider sends the browser back to the web-app route
+         *     `GET /integrations/callback` (outside `/api/v1`, at the deployment's `PUBLIC_URL`), which
+         *     exchanges the code, stores the tokens encrypted and tells the browser the outcome (a small
+         *     page, or a redirect to `INTEGRATIONS_RETURN_URL` with `integration`, `status` and `reason` in
+         *     the query). A state already used, expired, or completed in a browser signed in (session
+         *     cookie) as another user is refused there, and nothing is stored. Connecting again replaces
+         *     the caller's earlier connection once the new one completes.
+         *
+         *     For a configured provider with an `issuer`, its endpoints come from OpenID Connect
+         *     discovery. For an MCP server (`mcp:<serverId>`), its authorization server is discovered per
+         *     the MCP authorization spec (protected-resource metadata, then the authorization server's
+         *     metadata), a client is registered dynamically (reused on later connections), and the
+         *     resource indicator is sent; every request to it goes through the outbound guard.
+         *
+         *     `404` when the integration is not in the caller's catalog; `409 conflict` when the
+         *     deployment has no `PUBLIC_URL` (production); `502 integration_error` when discovery or
+         *     registration fails (the message says why). Audited as `integration.authorize` (`success` or
+         *     `failure`); the callback is audited as `integration.connect`. Capability `integrations`.
+         */
+        post: operations["connectIntegration"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/integrations/connection": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Disconnect the caller from an integration
+         * @description Deletes the caller's connection to `integrationId` (query, or JSON body; if both are given
+         *     they must agree; `404` when the caller has no connection to it) after asking the provider to
+         *     revoke its tokens (RFC 7009: the refresh token, else the access token) where the provider has
+         *     a revocation endpoint. `revoked` says whether it confirmed; the connection is deleted either
+         *     way. MCP servers that signed in with it are then told to connect again when their tools are
+         *     called. Audited as `integration.disconnect` with `revoked`. Capability `integrations`.
+         */
+        delete: operations["disconnectIntegration"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1750,7 +1847,7 @@ export interface components {
              * @example invalid_request
              * @enum {string}
              */
-            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
+            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "integration_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
             /** @description With `invalid_request`, one entry per problem found in the request. With `not_found` for a body field that names another record (`projectId`, `parentId`, `conversationId`, `skillIds/0`, `agentId`…) that does not exist or is not the caller's, one entry whose `path` names that field (`/body/projectId`). */
             details?: components["schemas"]["ErrorDetail"][];
             /**
@@ -1837,6 +1934,11 @@ export interface components {
              * @example true
              */
             mcp: boolean;
+            /**
+             * @description Users may connect integrations (OAuth) and MCP servers may sign in with them. When `false` the integration routes answer `403 capability_disabled`, the callback completes nothing, and tools of MCP servers that sign in with a connection answer that it cannot be used.
+             * @example true
+             */
+            integrations: boolean;
             /**
              * @description The payment provider, `none` when billing is off. Clients must tolerate new values.
              * @example none
@@ -2370,11 +2472,11 @@ export interface components {
             revoked: components["schemas"]["Role"][];
         };
         /**
-         * @description `success`: the action was carried out; `denied`: the caller lacked the role. Clients must tolerate new values.
+         * @description `success`: the action was carried out; `denied`: the caller lacked the role (or, for `integration.connect`, the browser was signed in as another user); `failure`: the action was attempted and failed (an integration's authorization server refused or could not be reached). Clients must tolerate new values.
          * @example success
          * @enum {string}
          */
-        AuditOutcome: "success" | "denied";
+        AuditOutcome: "success" | "denied" | "failure";
         AuditEvent: {
             eventId: components["schemas"]["Id"];
             /**
@@ -2504,6 +2606,7 @@ export interface components {
             vectorSearch?: boolean;
             byok?: boolean;
             mcp?: boolean;
+            integrations?: boolean;
         };
         /**
          * @description `file` holds content; `folder` only groups files (through `parentId`).
@@ -5151,7 +5254,7 @@ export interface components {
          */
         McpTransport: "streamable_http" | "sse";
         /**
-         * @description How requests to the server are authenticated: `none`; `bearer` (`credentials` sent as `Authorization: Bearer <credentials>`); `header` (`credentials` sent as the value of the header `headerName`). `oauth` is reserved for the Integrations area and refused (`400`) in this version. Clients must tolerate new values.
+         * @description How requests to the server are authenticated: `none`; `bearer` (`credentials` sent as `Authorization: Bearer <credentials>`); `header` (`credentials` sent as the value of the header `headerName`); `oauth` (the access token of the caller's integration connection sent as `Authorization: Bearer`, refreshed when it expires: the connection of the configured provider `integrationId`, or, without one, of the server's own authorization server, integration `mcp:<serverId>`, connected through `POST /api/v1/integrations/connect`). Clients must tolerate new values.
          * @example bearer
          * @enum {string}
          */
@@ -5239,6 +5342,11 @@ export interface components {
              */
             hasCredentials: boolean;
             /**
+             * @description With `authentication` `oauth`, the integration whose connection it signs in with (a configured provider's id, or `mcp:<serverId>` for its own authorization server); else `null`. See `GET /api/v1/integrations` for the caller's connection to it.
+             * @example null
+             */
+            integrationId: string | null;
+            /**
              * @description Whether its tools are offered to models.
              * @example true
              */
@@ -5290,6 +5398,11 @@ export interface components {
          */
         McpCredentials: string;
         /**
+         * @description With `authentication` `oauth`: the id of a provider the deployment configured (see `GET /api/v1/integrations`) whose connection the server signs in with; omitted, the server's own authorization server (discovered per the MCP authorization spec) is used, as the integration `mcp:<serverId>`. Refused with other authentications.
+         * @example github
+         */
+        McpIntegrationId: string;
+        /**
          * @example {
          *       "name": "GitHub",
          *       "url": "https://mcp.example.com/mcp",
@@ -5308,10 +5421,11 @@ export interface components {
             name: components["schemas"]["McpServerName"];
             url: components["schemas"]["McpServerUrl"];
             transport: components["schemas"]["McpTransport"];
-            /** @description Default `none`; `oauth` is refused (`400`) in this version. */
+            /** @description Default `none`. */
             authentication?: components["schemas"]["McpAuthentication"];
             headerName?: components["schemas"]["McpHeaderName"];
             credentials?: components["schemas"]["McpCredentials"];
+            integrationId?: components["schemas"]["McpIntegrationId"];
             /**
              * @description Default `true`.
              * @example true
@@ -5370,6 +5484,11 @@ export interface components {
              * @example ghp_example
              */
             credentials?: string | null;
+            /**
+             * @description With `authentication` `oauth`, a configured provider's id, or `null` for the server's own authorization server (see `McpIntegrationId`).
+             * @example github
+             */
+            integrationId?: string | null;
             /** @example true */
             enabled?: boolean;
             timeoutMs?: components["schemas"]["McpTimeoutMs"];
@@ -5403,6 +5522,124 @@ export interface components {
             accessToken?: components["schemas"]["AccessTokenField"];
             userId?: components["schemas"]["UserIdField"];
             serverId: components["schemas"]["Id"];
+        };
+        /**
+         * @description An integration: the id of a provider the deployment configured (`github`), or `mcp:<serverId>` for one of the caller's MCP servers that signs in with its own authorization server.
+         * @example github
+         */
+        IntegrationId: string;
+        /** @description The caller's connection (`null` when not connected). Its tokens are never returned: they are stored encrypted and used by the service on the caller's behalf (MCP servers that sign in with it). */
+        IntegrationConnection: {
+            /**
+             * @description `connected`: usable (an access token that expires is refreshed when it is next used); `expired`: the provider refused to refresh it, or it expired with nothing to refresh it with: connect again. Clients must tolerate new values.
+             * @example connected
+             * @enum {string}
+             */
+            status: "connected" | "expired";
+            /**
+             * @description Who the caller is at the provider (the ID token's email, name or subject), when it says.
+             * @example alice@example.com
+             */
+            account: string | null;
+            /**
+             * @description The scopes the provider granted (as it said; may be empty).
+             * @example [
+             *       "repo",
+             *       "read:user"
+             *     ]
+             */
+            scopes: string[];
+            connectedAt: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @description When the tokens were last refreshed, or `null`.
+             * @example null
+             */
+            refreshedAt: number | null;
+            /**
+             * Format: int64
+             * @description When the current access token expires (it is refreshed on use), or `null` when the provider did not say.
+             * @example 1763787600000
+             */
+            expiresAt: number | null;
+        } | null;
+        Integration: {
+            integrationId: components["schemas"]["IntegrationId"];
+            /**
+             * @description `provider`: an OAuth 2.0 / OpenID Connect provider the deployment configured; `mcp_server`: one of the caller's MCP servers (`authentication: oauth` without an `integrationId`), whose authorization server is discovered when connecting. Clients must tolerate new values.
+             * @example provider
+             * @enum {string}
+             */
+            kind: "provider" | "mcp_server";
+            /**
+             * @description The provider's display name, or the MCP server's name.
+             * @example GitHub
+             */
+            name: string;
+            /**
+             * @description The MCP server (`kind` `mcp_server`), else `null`.
+             * @example null
+             */
+            serverId: string | null;
+            /**
+             * @description The scopes a connection asks for (for an MCP server, those its metadata announced when it was connected).
+             * @example [
+             *       "repo",
+             *       "read:user"
+             *     ]
+             */
+            scopes: string[];
+            connection: components["schemas"]["IntegrationConnection"];
+        };
+        IntegrationListResponse: {
+            /** @description The integrations the caller can connect (without `integrationId` in the query): the deployment's providers in their configured order, then the caller's MCP servers that sign in with their own authorization server, oldest first. */
+            integrations?: components["schemas"]["Integration"][];
+            integration?: components["schemas"]["Integration"];
+        };
+        /**
+         * @example {
+         *       "integrationId": "github"
+         *     }
+         */
+        IntegrationConnectRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            integrationId: components["schemas"]["IntegrationId"];
+        };
+        IntegrationAuthorization: {
+            integrationId: components["schemas"]["IntegrationId"];
+            /**
+             * @description Open it in the caller's browser: the provider's authorization page, with the redirect URI `<PUBLIC_URL>/integrations/callback`, a PKCE challenge (S256) and a single-use `state`.
+             * @example https://github.com/login/oauth/authorize?response_type=code&client_id=Iv1.0a1b2c&redirect_uri=https%3A%2F%2Fapi.example.com%2Fintegrations%2Fcallback&scope=repo&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256&state=6Jx1p0w7VvXq0sZc3k9mQm3b7n2aY5rT8uW1eH4dF0g
+             */
+            authorizationUrl: string;
+            expiresAt: components["schemas"]["Timestamp"];
+        };
+        IntegrationConnectResponse: {
+            authorization: components["schemas"]["IntegrationAuthorization"];
+        };
+        /**
+         * @example {
+         *       "integrationId": "github"
+         *     }
+         */
+        IntegrationDisconnectRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            integrationId?: components["schemas"]["IntegrationId"];
+        };
+        IntegrationDisconnectResponse: {
+            integrationId: components["schemas"]["IntegrationId"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            disconnected: true;
+            /**
+             * @description Whether the provider confirmed the revocation of the tokens (RFC 7009); `false` when it has no revocation endpoint or could not be reached (the connection is deleted all the same).
+             * @example true
+             */
+            revoked: boolean;
         };
         TextPart: {
             /**
@@ -5998,6 +6235,25 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
+        /** @description `integration_error`: the integration's authorization server could not be used to start connecting (OpenID Connect or MCP discovery, dynamic client registration): it could not be reached, answered an error, or does not offer what the flow needs. The message says which, never with an address or a token. Nothing was stored. */
+        IntegrationError: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The MCP server's authorization server does not allow dynamic client registration.",
+                 *       "code": "integration_error"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
         /** @description `rate_limited`: the caller sent more requests than the deployment allows per user and minute (600 by default), counted across every instance. Nothing was done; retry after `Retry-After` seconds. Every answer to an authenticated request carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the window ends). */
         RateLimited: {
             headers: {
@@ -6383,6 +6639,7 @@ export interface operations {
                      *           "vectorSearch": true,
                      *           "byok": true,
                      *           "mcp": true,
+                     *           "integrations": true,
                      *           "billingProvider": "none"
                      *         },
                      *         "links": {
@@ -6428,6 +6685,7 @@ export interface operations {
                      *         "vectorSearch": true,
                      *         "byok": true,
                      *         "mcp": true,
+                     *         "integrations": true,
                      *         "billingProvider": "none"
                      *       }
                      *     }
@@ -6490,6 +6748,7 @@ export interface operations {
                      *           "vectorSearch": true,
                      *           "byok": true,
                      *           "mcp": true,
+                     *           "integrations": true,
                      *           "billingProvider": "none"
                      *         },
                      *         "settings": {
@@ -9057,6 +9316,7 @@ export interface operations {
                      *         "vectorSearch": true,
                      *         "byok": true,
                      *         "mcp": true,
+                     *         "integrations": true,
                      *         "billingProvider": "none"
                      *       }
                      *     }
@@ -10744,6 +11004,7 @@ export interface operations {
                      *         "authentication": "bearer",
                      *         "headerName": null,
                      *         "hasCredentials": true,
+                     *         "integrationId": null,
                      *         "enabled": true,
                      *         "timeoutMs": 30000,
                      *         "defaultToolPolicy": "approval_required",
@@ -10877,6 +11138,132 @@ export interface operations {
             403: components["responses"]["ForbiddenOrCapabilityDisabled"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getIntegrations: {
+        parameters: {
+            query?: {
+                /** @description Read this integration only. */
+                integrationId?: components["schemas"]["IntegrationId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The catalog (or one integration), with the caller's connections. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    connectIntegration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IntegrationConnectRequest"];
+            };
+        };
+        responses: {
+            /** @description The authorization URL to open. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "authorization": {
+                     *         "integrationId": "github",
+                     *         "authorizationUrl": "https://github.com/login/oauth/authorize?response_type=code&client_id=Iv1.0a1b2c&redirect_uri=https%3A%2F%2Fapi.example.com%2Fintegrations%2Fcallback&scope=repo&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256&state=6Jx1p0w7VvXq0sZc3k9mQm3b7n2aY5rT8uW1eH4dF0g",
+                     *         "expiresAt": 1763784600000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["IntegrationConnectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["IntegrationError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    disconnectIntegration: {
+        parameters: {
+            query?: {
+                /** @description The integration to disconnect (or give it in the body). */
+                integrationId?: components["schemas"]["IntegrationId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["IntegrationDisconnectRequest"];
+            };
+        };
+        responses: {
+            /** @description The connection was deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "integrationId": "github",
+                     *       "disconnected": true,
+                     *       "revoked": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["IntegrationDisconnectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

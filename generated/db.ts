@@ -224,6 +224,39 @@ export interface IdempotencyKeys {
   user_id: string;
 }
 
+export interface IntegrationAuthorizations {
+  code_verifier: string;
+  created_at: Generated<Timestamp>;
+  expires_at: Timestamp;
+  integration_id: string;
+  oauth_client: string | null;
+  oauth_server: Json | null;
+  owner_user_id: string;
+  redirect_uri: string;
+  server_id: string | null;
+  state_hash: string;
+}
+
+export interface IntegrationConnections {
+  access_token: string;
+  account: string | null;
+  created_at: Generated<Timestamp>;
+  expires_at: Timestamp | null;
+  id: string;
+  integration_id: string;
+  oauth_client: string | null;
+  oauth_server: Json | null;
+  owner_user_id: string;
+  refresh_token: string | null;
+  refreshed_at: Timestamp | null;
+  scope: string | null;
+  server_id: string | null;
+  status: Generated<string>;
+  token_type: string;
+  updated_at: Generated<Timestamp>;
+  version: Generated<number>;
+}
+
 export interface KnowledgeEmbeddings {
   created_at: Generated<Timestamp>;
   embedding: string;
@@ -255,6 +288,7 @@ export interface McpServers {
   enabled: Generated<boolean>;
   header_name: string | null;
   id: string;
+  integration_id: string | null;
   last_error: string | null;
   name: string;
   owner_user_id: string;
@@ -527,6 +561,8 @@ export interface DB {
   file_shares: FileShares;
   files: Files;
   idempotency_keys: IdempotencyKeys;
+  integration_authorizations: IntegrationAuthorizations;
+  integration_connections: IntegrationConnections;
   knowledge_embeddings: KnowledgeEmbeddings;
   ledger_entries: LedgerEntries;
   mcp_servers: McpServers;

@@ -22,6 +22,8 @@ import { skillHandlers } from './areas/skills/handlers';
 import { automationHandlers } from './areas/automations/handlers';
 import type { AutomationRunner } from './areas/automations/runner';
 import { conversationHandlers } from './areas/conversations/handlers';
+import { integrationCallbackRouter } from './areas/integrations/callback-route';
+import { integrationHandlers } from './areas/integrations/handlers';
 import { mcpServerHandlers } from './areas/mcp-servers/handlers';
 import { toolHandlers } from './areas/tools/handlers';
 import { modelHandlers } from './areas/models/handlers';
@@ -85,6 +87,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...webhookHandlers(services.webhooks),
     ...modelHandlers(services.models, services.capabilities),
     ...mcpServerHandlers(services.mcpServers),
+    ...integrationHandlers(services.integrations),
     ...conversationHandlers(services.chat, config.models.timeoutMs),
     ...toolHandlers(services.tools),
     ...automationHandlers(services.automations, runner),
@@ -123,6 +126,8 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
   serveDocs(app);
   if (services.stripeEvents) app.use(stripeWebhookRouter(services.stripeEvents));
   app.use(cookieParser(composition.cookieSecret));
+  // The OAuth redirect URI of integrations (a web-app route outside /api/v1, authenticated by its state).
+  app.use(integrationCallbackRouter(services.integrations, services.sessions, { returnUrl: config.integrations.returnUrl }));
   app.use(
     await apiRouter(doc, handlerMap(services, config, composition.workers.runner), {
       validateResponses: config.validateResponses,

@@ -13,6 +13,7 @@ import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
 import { FileService } from './areas/files/service';
 import { OutputService } from './areas/outputs/service';
 import { CapabilityService } from './areas/capabilities/service';
+import { IntegrationService, sealedColumns as integrationSealedColumns } from './areas/integrations/service';
 import { McpServerService, sealedColumns as mcpSealedColumns } from './areas/mcp-servers/service';
 import { MemoryService } from './areas/memory/service';
 import { NoteService } from './areas/notes/service';
@@ -74,6 +75,8 @@ export interface Services {
   models: ModelService;
   /** Users' MCP servers, and their tools as a tool source of chat. */
   mcpServers: McpServerService;
+  /** Users' OAuth connections to the configured providers and to MCP servers. */
+  integrations: IntegrationService;
   settings: SettingsService;
   /** The tool registry: built-in tools and the other tool sources (MCP servers). */
   tools: ToolService;
@@ -157,7 +160,7 @@ export function openObjectStore(config: Config): ObjectStore {
 }
 
 /** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
-export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns, ...mcpSealedColumns];
+export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns, ...mcpSealedColumns, ...integrationSealedColumns];
 
 /**
  * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
@@ -240,12 +243,23 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     defaults: NO_DEFAULTS,
     log: warn,
   });
+  const integrations = new IntegrationService({
+    db,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    settings: config.integrations,
+    log: warn,
+    onRefresh: (outcome) => metrics.integrationRefreshes.inc({ outcome }),
+  });
   const mcpServers = new McpServerService({
     db,
     capabilities,
     secrets,
     outbound,
     audit,
+    integrations,
     settings: config.mcp,
     log: warn,
     observe: (operation, outcome, seconds) => {
@@ -253,6 +267,8 @@ export function createServices({ config, database, store, signedUrls, logger, ve
       if (outcome !== 'ok') metrics.mcpErrors.inc({ operation, outcome });
     },
   });
+  // Servers that sign in with a connection: the integrations area lists them and tells them when one is stored.
+  integrations.useServers(mcpServers);
   const memory = new MemoryService(db, projects);
   const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(deployment)?.id } } });
   models.useDefaults(settings);
@@ -343,6 +359,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     agents: new AgentEnvironmentService(db, config.agents),
     models,
     mcpServers,
+    integrations,
     settings,
     tools,
     onboarding,

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import cron from 'node-cron';
 import type { Entitlements, Plan } from './areas/billing/service';
+import type { IntegrationProvider } from './areas/integrations/service';
 import { DEFAULT_ONBOARDING_STEPS } from './areas/onboarding/service';
 import type { HttpLimits } from './http/server';
 import { parseSecretKeys, type SecretKey } from './platform/secrets';
@@ -45,6 +46,8 @@ export interface Config {
     byok: boolean;
     /** Users may connect MCP servers, and models may call their tools. */
     mcp: boolean;
+    /** Users may connect integrations (OAuth), and MCP servers may sign in with them. */
+    integrations: boolean;
     /** The payment provider while billing is on (the capability reports `none` while it is off). */
     billingProvider: 'stripe';
     cacheMs: number;
@@ -181,6 +184,23 @@ export interface Config {
     serversPerUser: number;
     /** The most bytes one answer of an MCP server may have (a longer one fails the exchange). */
     maxResponseBytes: number;
+  };
+  /** Integrations: OAuth connections of users to operator-configured providers and to MCP servers (src/areas/integrations). */
+  integrations: {
+    /**
+     * PUBLIC_URL: the service's public base URL, which browsers reach; the OAuth redirect URI is
+     * `<publicUrl>/integrations/callback`. Outside production it defaults to http://localhost:<PORT>;
+     * null in production without it (connecting is then refused).
+     */
+    publicUrl: string | null;
+    /** INTEGRATIONS: the operator's OAuth 2.0 / OpenID Connect providers, in the order listed. */
+    providers: IntegrationProvider[];
+    /** How long an authorization URL (its state) can be completed. */
+    stateTtlMs: number;
+    /** INTEGRATIONS_RETURN_URL: the web-app page the callback sends the browser back to with the outcome; null: a small page says it. */
+    returnUrl: string | null;
+    /** How long one request to an authorization server may take. */
+    timeoutMs: number;
   };
   /** The guard of every call to a URL a user chose (src/platform/net/outbound.ts). */
   outbound: {
@@ -430,6 +450,127 @@ function secretsAndOutbound(r: Reader, env: Config['env']): Pick<Config, 'secret
   return { secrets: { keys: parsed.keys, webhookSecretsKey }, outbound: { allowLoopback, allowedPorts } };
 }
 
+const INTEGRATION_ID = /^[a-z][a-z0-9_-]{0,39}$/;
+const INTEGRATION_EXAMPLE =
+  '{"github":{"name":"GitHub","authorizationUrl":"https://github.com/login/oauth/authorize","tokenUrl":"https://github.com/login/oauth/access_token","clientId":"…","clientSecret":"…","scopes":["repo"]}}';
+
+/**
+ * INTEGRATIONS: a JSON object of integration id → provider: `name`, either `issuer` (an OpenID
+ * Connect issuer, whose endpoints are discovered) or `authorizationUrl` and `tokenUrl` (and
+ * optionally `revocationUrl`), `clientId`, optionally `clientSecret` (without one the client is
+ * public: PKCE only), `scopes` and `authorizationParams` (extra parameters of the authorization
+ * request, such as `{"access_type":"offline"}`). URLs are https (http outside production).
+ */
+function parseIntegrationProviders(r: Reader, env: Config['env']): IntegrationProvider[] {
+  const raw = r.raw('INTEGRATIONS');
+  if (raw === undefined) return [];
+  const problem = (message: string) => r.problems.push(`INTEGRATIONS ${message}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    problem(`must be a JSON object of integration ids, such as ${INTEGRATION_EXAMPLE}`);
+    return [];
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    problem(`must be a JSON object of integration ids, such as ${INTEGRATION_EXAMPLE}`);
+    return [];
+  }
+  const providers: IntegrationProvider[] = [];
+  for (const [id, value] of Object.entries(parsed as Record<string, unknown>)) {
+    if (!INTEGRATION_ID.test(id)) problem(`ids are 1 to 40 lower-case letters, digits, _ or -, starting with a letter (got "${id}")`);
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      problem(`"${id}" must be an object with name, clientId and either issuer or authorizationUrl and tokenUrl`);
+      continue;
+    }
+    const entry = value as Record<string, unknown>;
+    const known = ['name', 'issuer', 'authorizationUrl', 'tokenUrl', 'revocationUrl', 'clientId', 'clientSecret', 'scopes', 'authorizationParams'];
+    for (const field of Object.keys(entry)) if (!known.includes(field)) problem(`"${id}" has an unknown field "${field}" (known: ${known.join(', ')})`);
+    const text = (field: string, required: boolean): string | null => {
+      const v = entry[field];
+      if (v === undefined || v === null) {
+        if (required) problem(`"${id}" needs ${field}`);
+        return null;
+      }
+      if (typeof v !== 'string' || v.trim() === '') {
+        problem(`"${id}": ${field} must be a non-empty string`);
+        return null;
+      }
+      return v.trim();
+    };
+    const url = (field: string): string | null => {
+      const v = text(field, false);
+      if (v === null) return null;
+      try {
+        const parsedUrl = new URL(v);
+        const allowed = env === 'production' ? ['https:'] : ['https:', 'http:'];
+        if (!allowed.includes(parsedUrl.protocol)) throw new Error('protocol');
+        if (parsedUrl.hash) throw new Error('fragment');
+      } catch {
+        problem(`"${id}": ${field} must be an ${env === 'production' ? 'https' : 'https (or, outside production, http)'} URL without a fragment`);
+        return null;
+      }
+      return v;
+    };
+    const name = text('name', true);
+    if (name !== null && name.length > 100) problem(`"${id}": name must be at most 100 characters`);
+    const issuer = url('issuer');
+    const authorizationUrl = url('authorizationUrl');
+    const tokenUrl = url('tokenUrl');
+    const revocationUrl = url('revocationUrl');
+    if (issuer !== null && (authorizationUrl !== null || tokenUrl !== null)) problem(`"${id}": give either issuer (discovery) or authorizationUrl and tokenUrl, not both`);
+    if (entry.issuer === undefined && (entry.authorizationUrl === undefined || entry.tokenUrl === undefined)) problem(`"${id}" needs issuer, or authorizationUrl and tokenUrl`);
+    const clientId = text('clientId', true);
+    const clientSecret = text('clientSecret', false);
+    const scopes = entry.scopes ?? [];
+    if (!Array.isArray(scopes) || !scopes.every((s) => typeof s === 'string' && /^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s))) {
+      problem(`"${id}": scopes must be a list of scope names (printable characters, no spaces or quotes)`);
+    }
+    const params = entry.authorizationParams ?? {};
+    const reserved = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'code_challenge', 'code_challenge_method'];
+    if (typeof params !== 'object' || params === null || Array.isArray(params) || !Object.values(params).every((v) => typeof v === 'string')) {
+      problem(`"${id}": authorizationParams must be an object of strings, such as {"access_type":"offline","prompt":"consent"}`);
+    } else {
+      for (const key of Object.keys(params)) if (reserved.includes(key)) problem(`"${id}": authorizationParams cannot set ${key} (the service sets it)`);
+    }
+    providers.push({
+      id,
+      name: name ?? id,
+      issuer,
+      authorizationUrl,
+      tokenUrl,
+      revocationUrl,
+      clientId: clientId ?? '',
+      clientSecret,
+      scopes: Array.isArray(scopes) ? scopes.map(String) : [],
+      authorizationParams: typeof params === 'object' && params !== null && !Array.isArray(params) ? (params as Record<string, string>) : {},
+    });
+  }
+  return providers;
+}
+
+function integrationSettings(r: Reader, env: Config['env']): Config['integrations'] {
+  const providers = parseIntegrationProviders(r, env);
+  let publicUrl = r.url('PUBLIC_URL', env === 'production' ? ['https:'] : ['https:', 'http:']);
+  if (publicUrl !== null) {
+    const url = new URL(publicUrl);
+    if (url.search || url.hash || url.username || url.password) r.problems.push('PUBLIC_URL must be a base URL such as https://api.example.com (no query, fragment or credentials)');
+    publicUrl = publicUrl.replace(/\/+$/, '');
+  } else if (env !== 'production') {
+    const port = r.raw('PORT');
+    publicUrl = `http://localhost:${port !== undefined && /^\d{1,5}$/.test(port) ? Number(port) : 8080}`;
+  } else if (providers.length > 0) {
+    r.problems.push('INTEGRATIONS needs PUBLIC_URL in production: the https base URL browsers reach the service at (the OAuth redirect URI is <PUBLIC_URL>/integrations/callback)');
+  }
+  return {
+    publicUrl,
+    providers,
+    stateTtlMs: r.int('INTEGRATION_STATE_TTL_SECONDS', 600, 60, 3600) * 1000,
+    returnUrl: r.url('INTEGRATIONS_RETURN_URL', env === 'production' ? ['https:'] : ['https:', 'http:']),
+    timeoutMs: r.int('INTEGRATION_TIMEOUT_MS', 15_000, 100, 120_000),
+  };
+}
+
 const SEMVER = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/;
 const STEP_ID = /^[a-z][a-z0-9_]{0,39}$/;
 
@@ -498,6 +639,7 @@ export function loadConfig(env: Env = process.env): Config {
       vectorSearch: r.bool('CAPABILITY_VECTOR_SEARCH', true),
       byok: r.bool('CAPABILITY_BYOK', true),
       mcp: r.bool('CAPABILITY_MCP', true),
+      integrations: r.bool('CAPABILITY_INTEGRATIONS', true),
       billingProvider: r.oneOf('BILLING_PROVIDER', ['stripe'] as const, 'stripe'),
       cacheMs: r.int('CAPABILITY_CACHE_MS', 2000, 0, 60_000),
     },
@@ -586,6 +728,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxResponseBytes: r.int('MCP_MAX_RESPONSE_BYTES', 16 * 1024 * 1024, 64 * 1024, 256 * 1024 * 1024),
     },
     shell: shellSettings(r),
+    integrations: integrationSettings(r, nodeEnv),
     ...secretsAndOutbound(r, nodeEnv),
   };
 

@@ -39,6 +39,7 @@ const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
   vectorSearch: 'Vector search is disabled for this deployment.',
   byok: 'Model provider connections (bring your own key) are disabled for this deployment.',
   mcp: 'MCP servers are disabled for this deployment.',
+  integrations: 'Integrations are disabled for this deployment.',
 };
 
 /** The realm of the service's RFC 6750 challenges. */
@@ -111,6 +112,8 @@ export const errors = {
     new ApiError(416, 'range_not_satisfiable', 'The requested range is not satisfiable.', {}, { 'Content-Range': `bytes */${size}` }),
   /** `message` says what failed without any address (see describeProviderError). */
   modelProviderError: (message: string, messageId: string) => new ApiError(502, 'model_provider_error', message, { messageId }),
+  /** An integration's authorization server could not be used (discovery, registration); `message` names no address or token. */
+  integrationError: (message: string) => new ApiError(502, 'integration_error', message),
   modelProviderTimeout: (timeoutMs: number, messageId: string) =>
     new ApiError(504, 'model_provider_timeout', `The model provider did not answer within ${timeoutMs} ms.`, { messageId }),
   databaseUnavailable: () =>

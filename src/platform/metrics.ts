@@ -97,6 +97,12 @@ export class Metrics {
     labelNames: ['operation', 'outcome'] as const,
     registers: [this.registry],
   });
+  readonly integrationRefreshes = new Counter({
+    name: 'integration_token_refreshes_total',
+    help: 'Refreshes of integration access tokens by this instance, by outcome (success; refused: the user must connect again; unavailable: the provider could not be reached).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
 
   constructor(probe: QueueProbe) {
     collectDefaultMetrics({ register: this.registry });

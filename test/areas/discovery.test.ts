@@ -59,7 +59,7 @@ describe('discovery', () => {
           ],
           oidc: { issuer: ISSUER, metadataUrl: 'https://login.example.com/realms/workspace/.well-known/openid-configuration' },
         },
-        capabilities: { automations: true, billing: false, vectorSearch: expect.any(Boolean), byok: true, mcp: true, billingProvider: 'none' },
+        capabilities: { automations: true, billing: false, vectorSearch: expect.any(Boolean), byok: true, mcp: true, integrations: true, billingProvider: 'none' },
         links: { openapi: '/openapi.json', openapiYaml: '/openapi.yaml', docs: '/docs' },
       },
     });

@@ -375,7 +375,9 @@ describe('refusals', () => {
   test('bad input is 400 and changes nothing', async () => {
     const base = { name: 'Bad', url: open.streamableUrl, transport: 'streamable_http' };
     const invalid: Array<[Record<string, unknown>, string]> = [
-      [{ ...base, authentication: 'oauth' }, '/body/authentication'],
+      [{ ...base, authentication: 'oauth', integrationId: 'nosuch' }, '/body/integrationId'],
+      [{ ...base, authentication: 'oauth', credentials: 'v' }, '/body/credentials'],
+      [{ ...base, integrationId: 'github' }, '/body/integrationId'],
       [{ ...base, authentication: 'bearer' }, '/body/credentials'],
       [{ ...base, authentication: 'header', credentials: 'v' }, '/body/headerName'],
       [{ ...base, authentication: 'header', headerName: 'Content-Type', credentials: 'v' }, '/body/headerName'],
@@ -398,13 +400,13 @@ describe('refusals', () => {
       expect(res.body.details).toEqual(expect.arrayContaining([expect.objectContaining({ path: expect.stringContaining(path) })]));
     }
     const current = (await get(alice, githubId)).body.server;
-    for (const body of [{}, { serverId: githubId, authentication: 'oauth' }, { serverId: githubId, credentials: null }, { serverId: githubId, authentication: 'none', credentials: 'x' }, { serverId: githubId, headerName: 'X-Key' }, { serverId: githubId, enabled: 'yes' }]) {
+    for (const body of [{}, { serverId: githubId, authentication: 'oauth', integrationId: 'nosuch' }, { serverId: githubId, integrationId: 'github' }, { serverId: githubId, credentials: null }, { serverId: githubId, authentication: 'none', credentials: 'x' }, { serverId: githubId, headerName: 'X-Key' }, { serverId: githubId, enabled: 'yes' }]) {
       expect((await patch(alice, body)).status).toBe(400);
     }
     expect((await patch(alice, { serverId: '01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0', name: 'x' })).status).toBe(404);
     expect((await call(h.http().post('/api/v1/mcp-servers/refresh').set(alice.auth).send({}))).status).toBe(400);
     expect((await call(h.http().delete('/api/v1/mcp-servers').set(alice.auth))).status).toBe(400);
-    expect((await draft(alice, { ...base, authentication: 'oauth' })).status).toBe(400);
+    expect((await draft(alice, { ...base, authentication: 'oauth', integrationId: 'nosuch' })).status).toBe(400);
     expect((await call(h.http().get('/api/v1/mcp-servers').set(alice.auth))).body.servers.length).toBe(before);
     expect((await get(alice, githubId)).body.server).toEqual(current);
   });

@@ -1,4 +1,5 @@
 import { SEALED_COLUMNS } from '../../src/composition';
+import { accessContext } from '../../src/areas/integrations/service';
 import { apiKeyContext } from '../../src/areas/models/service';
 import { signingSecretContext } from '../../src/areas/webhooks/signing';
 import { uuidv7 } from '../../src/platform/ids';
@@ -108,5 +109,22 @@ describe('secrets at rest', () => {
     const { api_key } = await stored();
     expect(api_key).toMatch(/^s1:k2:/);
     expect(ctx.h.runtime.secrets.open(api_key as string, apiKeyContext(id))).toBe('sk-rotate-me');
+  });
+
+  test('rotation re-seals the tokens of integration connections too', async () => {
+    const { db } = ctx.h.runtime.database;
+    const id = uuidv7();
+    const k1Only = new Secrets([{ id: 'k1', key: Buffer.alloc(32, 1) }]);
+    const now = new Date();
+    await db
+      .insertInto('integration_connections')
+      .values({ id, owner_user_id: ctx.alice.userId, integration_id: 'github', access_token: k1Only.seal('gho_rotate-me', accessContext(id)), token_type: 'bearer', created_at: now, updated_at: now })
+      .execute();
+    const report = await resealAll(db, ctx.h.runtime.secrets, SEALED_COLUMNS);
+    expect(report.resealed).toBe(1);
+    expect(report.unreadable.filter((u) => u.table === 'integration_connections')).toEqual([]);
+    const { access_token } = await db.selectFrom('integration_connections').select('access_token').where('id', '=', id).executeTakeFirstOrThrow();
+    expect(access_token).toMatch(/^s1:k2:/);
+    expect(ctx.h.runtime.secrets.open(access_token, accessContext(id))).toBe('gho_rotate-me');
   });
 });

@@ -57,9 +57,9 @@ describe('inventory', () => {
     expect(documented.length).toBeGreaterThanOrEqual(17);
   });
 
-  test('the web-app session routes are served too', () => {
+  test('the web-app session routes and the OAuth callback are served too', () => {
     const router = (h.runtime.app as unknown as { router: { stack: Layer[] } }).router;
-    expect(servedRoutes(router.stack)).toEqual(expect.arrayContaining(['POST /auth/session', 'DELETE /auth/session']));
+    expect(servedRoutes(router.stack)).toEqual(expect.arrayContaining(['POST /auth/session', 'DELETE /auth/session', 'GET /integrations/callback']));
   });
 });
 

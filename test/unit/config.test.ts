@@ -30,6 +30,39 @@ describe('configuration', () => {
     expect(problems({ BILLING_PROVIDER: 'paypal' })).toEqual([expect.stringContaining('BILLING_PROVIDER')]);
   });
 
+  test('integrations: INTEGRATIONS is checked at start, PUBLIC_URL gives the redirect URI', () => {
+    const github = { name: 'GitHub', authorizationUrl: 'https://github.com/login/oauth/authorize', tokenUrl: 'https://github.com/login/oauth/access_token', clientId: 'c', clientSecret: 's', scopes: ['repo'] };
+    const google = { name: 'Google', issuer: 'https://accounts.google.com', clientId: 'g', scopes: ['openid'], authorizationParams: { access_type: 'offline' } };
+    const config = loadConfig({ PORT: '9000', INTEGRATIONS: JSON.stringify({ github, google }) });
+    expect(config.integrations).toEqual({
+      publicUrl: 'http://localhost:9000',
+      providers: [
+        { id: 'github', name: 'GitHub', issuer: null, authorizationUrl: github.authorizationUrl, tokenUrl: github.tokenUrl, revocationUrl: null, clientId: 'c', clientSecret: 's', scopes: ['repo'], authorizationParams: {} },
+        { id: 'google', name: 'Google', issuer: google.issuer, authorizationUrl: null, tokenUrl: null, revocationUrl: null, clientId: 'g', clientSecret: null, scopes: ['openid'], authorizationParams: { access_type: 'offline' } },
+      ],
+      stateTtlMs: 600_000,
+      returnUrl: null,
+      timeoutMs: 15_000,
+    });
+    expect(config.capabilities.integrations).toBe(true);
+    expect(loadConfig({ PUBLIC_URL: 'https://api.example.com/' }).integrations.publicUrl).toBe('https://api.example.com');
+    expect(problems({ INTEGRATIONS: 'github' })).toEqual([expect.stringContaining('INTEGRATIONS must be a JSON object')]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ GitHub: github }) })).toEqual([expect.stringContaining('ids are 1 to 40')]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, clientId: undefined } }) })).toEqual([expect.stringContaining('"github" needs clientId')]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { name: 'GitHub', clientId: 'c' } }) })).toEqual([expect.stringContaining('needs issuer, or authorizationUrl and tokenUrl')]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, issuer: 'https://github.com' } }) })).toEqual([expect.stringContaining('not both')]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, scopes: 'repo' } }) })).toEqual([expect.stringContaining('scopes must be a list')]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, authorizationParams: { state: 'x' } } }) })).toEqual([expect.stringContaining('cannot set state')]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, secret: 'x' } }) })).toEqual([expect.stringContaining('unknown field "secret"')]);
+    const production = { NODE_ENV: 'production', AUTH_JWKS_URL: 'https://idp.example.com/jwks', AUTH_ISSUER: 'i', AUTH_AUDIENCE: 'a', COOKIE_SECRET: 'x'.repeat(32), SECRETS_KEY: `k1:${KEY}`, MODEL_PROVIDER: 'development' };
+    expect(problems(production)).toEqual([]);
+    expect(loadConfig(production).integrations.publicUrl).toBeNull();
+    expect(problems({ ...production, INTEGRATIONS: JSON.stringify({ github }) })).toEqual([expect.stringContaining('INTEGRATIONS needs PUBLIC_URL')]);
+    expect(problems({ ...production, INTEGRATIONS: JSON.stringify({ github: { ...github, tokenUrl: 'http://github.com/token' } }), PUBLIC_URL: 'https://api.example.com' })).toEqual([
+      expect.stringContaining('tokenUrl must be an https URL'),
+    ]);
+  });
+
   test('the app shell: MIN_CLIENT_VERSION is a semantic version, ONBOARDING_STEPS lists distinct step ids', () => {
     expect(loadConfig({}).shell).toEqual({ minClientVersion: null, onboardingSteps: ['profile', 'model', 'first_project', 'first_file'] });
     expect(loadConfig({ MIN_CLIENT_VERSION: '2.3.0-beta.1', ONBOARDING_STEPS: 'profile, tour,first_project' }).shell).toEqual({

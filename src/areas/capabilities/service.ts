@@ -16,7 +16,7 @@ export interface CapabilityDefaults extends Flags {
   cacheMs: number;
 }
 
-export const CAPABILITY_NAMES: readonly CapabilityName[] = ['automations', 'billing', 'vectorSearch', 'byok', 'mcp'];
+export const CAPABILITY_NAMES: readonly CapabilityName[] = ['automations', 'billing', 'vectorSearch', 'byok', 'mcp', 'integrations'];
 
 /** What a CapabilityService is built from. */
 export interface CapabilityServiceDeps {
@@ -102,6 +102,7 @@ export class CapabilityService {
       vectorSearch: this.defaults.vectorSearch,
       byok: this.defaults.byok,
       mcp: this.defaults.mcp,
+      integrations: this.defaults.integrations,
     };
     for (const row of await repo.listCapabilityRows(db)) {
       if ((CAPABILITY_NAMES as readonly string[]).includes(row.name)) flags[row.name as CapabilityName] = row.enabled;

@@ -47,6 +47,8 @@ export class McpFailure extends Error {
     readonly outcome: Exclude<McpOutcome, 'ok' | 'tool_error'>,
     message: string,
     readonly detail: string,
+    /** The HTTP status the server answered (`http_error`), when it answered one. */
+    readonly status: number | null = null,
   ) {
     super(message);
   }
@@ -259,7 +261,7 @@ export function describeFailure(error: unknown, timeoutMs: number, secret: strin
     }
     if (typeof code === 'number' && code >= 300) {
       const hint = code === 401 || code === 403 ? ' (check the credentials)' : '';
-      return new McpFailure('http_error', `The MCP server answered ${code}${hint}.`, detail);
+      return new McpFailure('http_error', `The MCP server answered ${code}${hint}.`, detail, code);
     }
     if (typeof code === 'string' || (e instanceof TypeError && /fetch failed/.test(e.message))) {
       return new McpFailure('unreachable', 'The MCP server could not be reached.', detail);

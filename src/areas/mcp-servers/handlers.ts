@@ -20,8 +20,8 @@ export function mcpServerHandlers(
       return { serverId, deleted: true };
     },
     refreshMcpServer: async ({ caller, body }) => ({ server: presentServer(await servers.refresh(caller.userId, body.serverId)) }),
-    testMcpServer: async ({ body }) => {
-      const result = await servers.test(body);
+    testMcpServer: async ({ caller, body }) => {
+      const result = await servers.test(caller.userId, body);
       return { result: { ok: result.ok, tools: result.tools.map(presentTool), error: result.error, testedAt: result.testedAt.getTime() } };
     },
   };

@@ -1,6 +1,6 @@
 import type { Schemas } from '../../platform/api-types';
 import type { ServerRow } from './repository';
-import { type PolicedTool, policed, policiesOf, type ToolPolicy, toolsOf } from './service';
+import { integrationIdOf, type PolicedTool, policed, policiesOf, type ToolPolicy, toolsOf } from './service';
 
 export function presentTool(tool: PolicedTool): Schemas['McpTool'] {
   return { name: tool.name, namespacedName: tool.namespacedName, description: tool.description, inputSchema: tool.inputSchema, policy: tool.policy };
@@ -18,6 +18,7 @@ export function presentServer(row: ServerRow): Schemas['McpServer'] {
     authentication: row.authentication as Schemas['McpAuthentication'],
     headerName: row.header_name,
     hasCredentials: row.credentials !== null,
+    integrationId: integrationIdOf(row),
     enabled: row.enabled,
     timeoutMs: row.timeout_ms,
     defaultToolPolicy: row.default_tool_policy as ToolPolicy,

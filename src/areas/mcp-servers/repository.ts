@@ -24,6 +24,18 @@ export function enabledServers(db: Database, ownerUserId: string) {
   return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('enabled', '=', true).orderBy('id', 'asc').execute();
 }
 
+/** The owner's servers that sign in with their own authorization server (`oauth` without an integration), oldest first. */
+export function ownAuthorizationServers(db: Database, ownerUserId: string) {
+  return db
+    .selectFrom('mcp_servers')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('authentication', '=', 'oauth')
+    .where('integration_id', 'is', null)
+    .orderBy('id', 'asc')
+    .execute();
+}
+
 export async function countServers(db: Database, ownerUserId: string): Promise<number> {
   const row = await db
     .selectFrom('mcp_servers')

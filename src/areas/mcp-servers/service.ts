@@ -9,6 +9,7 @@ import type { PageRequest } from '../../platform/pagination';
 import type { SealedColumn, Secrets } from '../../platform/secrets';
 import type { Actor, AuditService } from '../audit/service';
 import type { CapabilityService } from '../capabilities/service';
+import { IntegrationUnavailable, type IntegrationService, MCP_PREFIX, NotConnected, type OAuthServer, type OAuthServers } from '../integrations/service';
 import { type ListedTool, McpConnector, McpFailure, type McpOutcome, type McpTarget, type McpTransportKind, type RawToolResult } from './client';
 import { namespacedName, prefixFrom, prefixOf, uniquePrefix } from './names';
 import * as repo from './repository';
@@ -23,6 +24,7 @@ const draftReach = (input: CreateInput): Reach => ({
   headerName: input.headerName ?? null,
   credentials: input.credentials ?? null,
   hasCredentials: input.credentials !== undefined,
+  integrationId: input.integrationId ?? null,
 });
 type UpdateInput = RequestInput<'McpServerUpdateRequest'>;
 
@@ -82,6 +84,10 @@ export const SERVER_DELETE_ACTION = 'mcp_server.delete';
 export const DEFAULT_TIMEOUT_MS = 30_000;
 export const DEFAULT_TOOL_POLICY: ToolPolicy = 'approval_required';
 
+/** The integration whose connection an `oauth` server signs in with: a configured provider, or its own (`mcp:<id>`). */
+export const integrationIdOf = (row: Pick<repo.ServerRow, 'id' | 'authentication' | 'integration_id'>): string | null =>
+  row.authentication === 'oauth' ? (row.integration_id ?? `${MCP_PREFIX}${row.id}`) : null;
+
 /** What a server's credentials are sealed for. */
 export const credentialsContext = (serverId: string) => `mcp-server-credentials:${serverId}`;
 
@@ -127,6 +133,8 @@ export interface McpServerServiceDeps {
   /** The guard every request to a server goes through. */
   outbound: Outbound;
   audit: AuditService;
+  /** The connections `oauth` servers sign in with; without it such servers cannot be reached. */
+  integrations?: Pick<IntegrationService, 'accessToken' | 'hasProvider' | 'providerName' | 'forget'>;
   settings: McpServerSettings;
   /** Where failed exchanges are logged (never with the credentials or the address). */
   log?: FailureLog;
@@ -143,6 +151,8 @@ interface Reach {
   /** Credentials in clear: new ones, or null when there are none (or they are stored unchanged). */
   credentials: string | null;
   hasCredentials: boolean;
+  /** With `oauth`: the configured provider whose connection it uses; null: its own authorization server. */
+  integrationId: string | null;
 }
 
 /**
@@ -150,8 +160,9 @@ interface Reach {
  * draft's test), and, as a tool source of chat, their tools with the effective policies and the
  * calls of those tools. Each exchange with a server is one short session (see McpConnector).
  */
-export class McpServerService {
+export class McpServerService implements OAuthServers {
   private readonly db: Database;
+  private readonly integrations: McpServerServiceDeps['integrations'];
   private readonly capabilities: Pick<CapabilityService, 'isEnabled'>;
   private readonly secrets: Secrets;
   private readonly outbound: Outbound;
@@ -162,8 +173,9 @@ export class McpServerService {
   private readonly observe: McpObserver;
   private readonly now: () => number;
 
-  constructor({ db, capabilities, secrets, outbound, audit, settings, log = () => undefined, observe = () => undefined, now = Date.now }: McpServerServiceDeps) {
+  constructor({ db, capabilities, secrets, outbound, audit, integrations, settings, log = () => undefined, observe = () => undefined, now = Date.now }: McpServerServiceDeps) {
     this.db = db;
+    this.integrations = integrations;
     this.capabilities = capabilities;
     this.secrets = secrets;
     this.outbound = outbound;
@@ -208,6 +220,7 @@ export class McpServerService {
         authentication: reach.authentication,
         header_name: reach.headerName,
         credentials: reach.credentials === null ? null : this.secrets.seal(reach.credentials, credentialsContext(id)),
+        integration_id: reach.integrationId,
         enabled: input.enabled ?? true,
         timeout_ms: input.timeoutMs ?? DEFAULT_TIMEOUT_MS,
         default_tool_policy: input.defaultToolPolicy ?? DEFAULT_TOOL_POLICY,
@@ -224,9 +237,10 @@ export class McpServerService {
   async updateServer(actor: Actor, input: UpdateInput): Promise<repo.ServerRow> {
     const current = await this.server(actor.userId, input.serverId);
     const authentication = input.authentication ?? current.authentication;
-    // Credentials and a header name belong to the authentication that uses them.
-    const keepsCredentials = authentication !== 'none' && input.credentials !== null;
-    const reachFields = ['url', 'transport', 'authentication', 'headerName', 'credentials'] as const;
+    // Credentials and a header name belong to the authentication that uses them (as an integration to oauth).
+    const keepsCredentials = (authentication === 'bearer' || authentication === 'header') && input.credentials !== null;
+    const integrationId = authentication !== 'oauth' ? (input.integrationId ?? null) : input.integrationId !== undefined ? input.integrationId : current.integration_id;
+    const reachFields = ['url', 'transport', 'authentication', 'headerName', 'credentials', 'integrationId'] as const;
     const reachChanged = reachFields.some((field) => input[field] !== undefined);
     const reach = await this.checkReach({
       url: input.url ?? current.url,
@@ -235,6 +249,7 @@ export class McpServerService {
       headerName: input.headerName !== undefined ? input.headerName : authentication === 'header' ? current.header_name : null,
       credentials: typeof input.credentials === 'string' ? input.credentials : null,
       hasCredentials: typeof input.credentials === 'string' || (keepsCredentials && input.credentials === undefined && current.credentials !== null),
+      integrationId,
       // Only a new URL is resolved again (a stored one is checked on every request anyway).
       urlChanged: input.url !== undefined,
       given: new Set(Object.keys(input)),
@@ -253,6 +268,7 @@ export class McpServerService {
             : !keepsCredentials
               ? null
               : undefined,
+        integration_id: authentication === 'oauth' ? integrationId : null,
         enabled: input.enabled,
         timeout_ms: input.timeoutMs,
         default_tool_policy: input.defaultToolPolicy,
@@ -270,6 +286,9 @@ export class McpServerService {
   }
 
   async deleteServer(actor: Actor, serverId: string): Promise<void> {
+    const current = await this.server(actor.userId, serverId);
+    // Its own authorization server's connection goes with it: revoked first where the server can.
+    if (current.authentication === 'oauth' && current.integration_id === null) await this.integrations?.forget(actor, `${MCP_PREFIX}${serverId}`);
     await this.db.transaction().execute(async (trx) => {
       const row = await repo.findServer(trx, actor.userId, serverId);
       if (!row || !(await repo.deleteServer(trx, actor.userId, serverId))) throw errors.notFound(NOT_FOUND);
@@ -283,13 +302,26 @@ export class McpServerService {
   }
 
   /** Reads a draft's catalog (checked as a create), storing nothing. */
-  async test(input: CreateInput): Promise<{ ok: boolean; tools: PolicedTool[]; error: string | null; testedAt: Date }> {
+  async test(userId: string, input: CreateInput): Promise<{ ok: boolean; tools: PolicedTool[]; error: string | null; testedAt: Date }> {
     const reach = await this.checkReach(draftReach(input));
-    const target: McpTarget = { url: reach.url, transport: reach.transport, headers: headersFor(reach.authentication, reach.headerName, reach.credentials), timeoutMs: input.timeoutMs ?? DEFAULT_TIMEOUT_MS };
     const testedAt = new Date(this.now());
+    let secret = reach.credentials;
+    if (reach.authentication === 'oauth') {
+      // A draft signs in with a configured provider's connection; its own authorization server is connected once it is saved.
+      if (reach.integrationId === null) {
+        return { ok: false, tools: [], error: 'A server that signs in with its own authorization server is connected once saved (POST /api/v1/integrations/connect), then read.', testedAt };
+      }
+      try {
+        secret = await this.oauthToken(userId, reach.integrationId, input.name);
+      } catch (error) {
+        if (error instanceof NotConnected || error instanceof IntegrationUnavailable) return { ok: false, tools: [], error: error.message, testedAt };
+        throw error;
+      }
+    }
+    const target: McpTarget = { url: reach.url, transport: reach.transport, headers: headersFor(reach.authentication, reach.headerName, secret), timeoutMs: input.timeoutMs ?? DEFAULT_TIMEOUT_MS };
     const prefix = prefixFrom(input.name);
     try {
-      const listed = await this.list(target, reach.credentials, { serverId: null });
+      const listed = await this.list(target, secret, { serverId: null });
       const tools = policed(catalogOf(prefix, listed), input.defaultToolPolicy ?? DEFAULT_TOOL_POLICY, input.toolPolicies ?? {});
       return { ok: true, tools, error: null, testedAt };
     } catch (failure) {
@@ -341,15 +373,15 @@ export class McpServerService {
     if (!(await this.capabilities.isEnabled('mcp'))) return refuse('MCP servers are disabled for this deployment.');
     if (!row.enabled) return refuse(`The MCP server "${row.name}" is disabled.`);
     if ((policiesOf(row)[tool.name] ?? row.default_tool_policy) === 'deny') return refuse(`The tool ${name} is denied by its policy.`);
-    const secret = this.credentialsOf(row);
-    const target: McpTarget = { url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms };
     const started = performance.now();
     try {
-      const raw = await this.connector.callTool(target, secret, tool.name, args, options.signal);
+      const raw = await this.signedIn(row, (target, secret) => this.connector.callTool(target, secret, tool.name, args, options.signal));
       const result = toResult(raw, options.maxResultBytes);
       this.observe('call_tool', result.isError ? 'tool_error' : 'ok', (performance.now() - started) / 1000);
       return result;
     } catch (failure) {
+      // A connection that is missing, expired or cannot be refreshed now: the model is told to have the user connect.
+      if (failure instanceof NotConnected || failure instanceof IntegrationUnavailable) return refuse(failure.message);
       const known = failure instanceof McpFailure ? failure : new McpFailure('protocol', "The MCP server's answer could not be read.", String(failure));
       this.observe('call_tool', known.outcome, (performance.now() - started) / 1000);
       this.log('MCP tool call failed', { serverId: row.id, tool: tool.name, outcome: known.outcome, error: known.message, detail: known.detail });
@@ -359,22 +391,70 @@ export class McpServerService {
     }
   }
 
+  // ---- servers that sign in with an integration (OAuthServers, for the integrations area) ----
+
+  async oauthServer(userId: string, serverId: string): Promise<OAuthServer | null> {
+    const row = await repo.findServer(this.db, userId, serverId);
+    return row && row.authentication === 'oauth' && row.integration_id === null ? { serverId: row.id, name: row.name, url: row.url } : null;
+  }
+
+  async oauthServers(userId: string): Promise<OAuthServer[]> {
+    const rows = await repo.ownAuthorizationServers(this.db, userId);
+    return rows.map((row) => ({ serverId: row.id, name: row.name, url: row.url }));
+  }
+
+  /** A connection was stored: the user's enabled servers that sign in with it read their catalog again. */
+  async connected(userId: string, integrationId: string): Promise<void> {
+    if (!(await this.capabilities.isEnabled('mcp'))) return;
+    for (const row of await repo.enabledServers(this.db, userId)) {
+      if (integrationIdOf(row) === integrationId) await this.readCatalog(row);
+    }
+  }
+
   // ---- internals ----
 
-  private credentialsOf(row: repo.ServerRow): string | null {
+  /** What authenticates requests to the server: its credentials, or its connection's access token (refreshed if due). */
+  private async secretOf(row: repo.ServerRow): Promise<string | null> {
+    const integrationId = integrationIdOf(row);
+    if (integrationId !== null) return this.oauthToken(row.owner_user_id, integrationId, row.name);
     return row.credentials === null ? null : this.secrets.open(row.credentials, credentialsContext(row.id));
+  }
+
+  /** The connection's access token; `rejected`: the one the server just refused, which is refreshed. */
+  private async oauthToken(userId: string, integrationId: string, serverName: string, rejected?: string): Promise<string> {
+    if (!this.integrations) throw new IntegrationUnavailable('Integrations are not available in this deployment.');
+    if (!(await this.capabilities.isEnabled('integrations'))) throw new IntegrationUnavailable('Integrations are disabled for this deployment, so this MCP server cannot sign in.');
+    const name = integrationId.startsWith(MCP_PREFIX) ? serverName : (this.integrations.providerName(integrationId) ?? integrationId);
+    return this.integrations.accessToken(userId, integrationId, name, rejected);
+  }
+
+  /**
+   * One exchange with the server, with its credentials; an `oauth` server that refuses the access
+   * token (401: revoked or expired early at the provider) gets one more exchange with a refreshed
+   * one. Throws NotConnected or IntegrationUnavailable when the connection gives no usable token.
+   */
+  private async signedIn<T>(row: repo.ServerRow, exchange: (target: McpTarget, secret: string | null) => Promise<T>): Promise<T> {
+    const targetWith = (secret: string | null): McpTarget => ({ url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms });
+    const integrationId = integrationIdOf(row);
+    const secret = await this.secretOf(row);
+    try {
+      return await exchange(targetWith(secret), secret);
+    } catch (failure) {
+      if (!(failure instanceof McpFailure && failure.status === 401) || integrationId === null || secret === null) throw failure;
+      const refreshed = await this.oauthToken(row.owner_user_id, integrationId, row.name, secret);
+      return exchange(targetWith(refreshed), refreshed);
+    }
   }
 
   /** Reads a stored server's catalog and stores the outcome (a failure keeps the tools found before). */
   private async readCatalog(row: repo.ServerRow): Promise<repo.ServerRow> {
-    const secret = this.credentialsOf(row);
-    const target: McpTarget = { url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms };
     let changes: Parameters<typeof repo.updateServer>[3];
     try {
-      const listed = await this.list(target, secret, { serverId: row.id });
+      const listed = await this.signedIn(row, (target, secret) => this.list(target, secret, { serverId: row.id }));
       changes = { tools: JSON.stringify(catalogOf(row.tool_prefix, listed)), catalog_refreshed_at: new Date(this.now()), status: 'active', last_error: null };
     } catch (failure) {
-      if (!(failure instanceof McpFailure)) throw failure;
+      // A connection that is missing or cannot give a token is an error of the server, naming the route to connect.
+      if (!(failure instanceof McpFailure || failure instanceof NotConnected || failure instanceof IntegrationUnavailable)) throw failure;
       changes = { status: 'error', last_error: failure.message };
     }
     const updated = await repo.updateServer(this.db, row.owner_user_id, row.id, changes);
@@ -400,9 +480,10 @@ export class McpServerService {
   /** `400` naming the field unless the fields of a server's reach are consistent and its URL allowed. */
   private async checkReach(reach: Reach & { urlChanged?: boolean; given?: Set<string> }): Promise<Reach> {
     const details: ErrorDetail[] = [];
-    const { authentication, headerName } = reach;
-    if (authentication === 'oauth') {
-      details.push({ path: '/body/authentication', message: 'oauth is reserved for the Integrations area and not available yet: use bearer or header' });
+    const { authentication, headerName, integrationId } = reach;
+    if (integrationId !== null && (reach.given === undefined || reach.given.has('integrationId') || reach.given.has('authentication'))) {
+      if (authentication !== 'oauth') details.push({ path: '/body/integrationId', message: 'is only allowed with authentication oauth' });
+      else if (!this.integrations?.hasProvider(integrationId)) details.push({ path: '/body/integrationId', message: `names no integration this deployment configured (see GET /api/v1/integrations)` });
     }
     if (authentication === 'header') {
       if (headerName === null) details.push({ path: '/body/headerName', message: 'is required with authentication header' });
@@ -413,7 +494,7 @@ export class McpServerService {
     if ((authentication === 'bearer' || authentication === 'header') && !reach.hasCredentials) {
       details.push({ path: '/body/credentials', message: `are required with authentication ${authentication}` });
     }
-    if (authentication === 'none' && reach.credentials !== null) {
+    if ((authentication === 'none' || authentication === 'oauth') && reach.credentials !== null) {
       details.push({ path: '/body/credentials', message: 'are only allowed with authentication bearer or header' });
     }
     if (reach.urlChanged !== false) {
@@ -421,14 +502,14 @@ export class McpServerService {
       if (refused) details.push({ path: '/body/url', message: refused });
     }
     if (details.length > 0) throw errors.invalidRequest('The MCP server cannot be saved as given.', details);
-    return { ...reach, headerName: authentication === 'header' ? headerName : null };
+    return { ...reach, headerName: authentication === 'header' ? headerName : null, integrationId: authentication === 'oauth' ? integrationId : null };
   }
 }
 
-/** The headers that carry the credentials. */
+/** The headers that carry the credentials (or an `oauth` connection's access token). */
 function headersFor(authentication: string, headerName: string | null, secret: string | null): Record<string, string> {
   if (secret === null) return {};
-  if (authentication === 'bearer') return { authorization: `Bearer ${secret}` };
+  if (authentication === 'bearer' || authentication === 'oauth') return { authorization: `Bearer ${secret}` };
   if (authentication === 'header' && headerName) return { [headerName.toLowerCase()]: secret };
   return {};
 }
@@ -500,6 +581,7 @@ function auditMetadata(row: repo.ServerRow): Record<string, unknown> {
     authentication: row.authentication,
     headerName: row.header_name,
     hasCredentials: row.credentials !== null,
+    integrationId: integrationIdOf(row),
     enabled: row.enabled,
     defaultToolPolicy: row.default_tool_policy,
     toolPolicies: policiesOf(row),
