@@ -12,6 +12,7 @@ import { BUILT_IN_DEFAULTS, SettingsService } from './areas/settings/service';
 import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
 import { FileService } from './areas/files/service';
 import { OutputService } from './areas/outputs/service';
+import { MediaService } from './areas/media/service';
 import { CapabilityService } from './areas/capabilities/service';
 import { McpServerService, sealedColumns as mcpSealedColumns } from './areas/mcp-servers/service';
 import { MemoryService } from './areas/memory/service';
@@ -75,6 +76,8 @@ export interface Services {
   /** Users' MCP servers, and their tools as a tool source of chat. */
   mcpServers: McpServerService;
   settings: SettingsService;
+  /** Generated media: images, transcripts and speech, stored as outputs. */
+  media: MediaService;
   /** The tool registry: built-in tools and the other tool sources (MCP servers). */
   tools: ToolService;
   onboarding: OnboardingService;
@@ -221,7 +224,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
   }
   const deployment: ModelProvider = config.models.baseUrl
-    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
+    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList, media: config.models.media }, warn)
     : new DevelopmentProvider();
   const models = new ModelService({
     db,
@@ -235,6 +238,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
       testTimeoutMs: Math.min(config.models.timeoutMs, 15_000),
       connectionsPerUser: config.models.connectionsPerUser,
       policyCacheMs: config.capabilities.cacheMs,
+      mediaTimeoutMs: config.media.timeoutMs,
     },
     // The callers' chosen defaults come from their settings, which are built on these models (below).
     defaults: NO_DEFAULTS,
@@ -322,10 +326,25 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   // Chat is built before the areas its built-in tools act through (files needs chat).
   chat.useTools(tools);
   const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
+  const outputs = new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn, entitlements: billing });
+  const media = new MediaService({
+    db,
+    models,
+    outputs,
+    files,
+    notes,
+    projects,
+    conversations: chat,
+    billing,
+    webhooks,
+    settings: config.media,
+    log: warn,
+  });
   return {
     knowledge,
     files,
-    outputs: new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn }),
+    outputs,
+    media,
     audit,
     principals,
     budgets: new BudgetService(db, audit),

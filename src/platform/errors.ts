@@ -113,6 +113,9 @@ export const errors = {
   modelProviderError: (message: string, messageId: string) => new ApiError(502, 'model_provider_error', message, { messageId }),
   modelProviderTimeout: (timeoutMs: number, messageId: string) =>
     new ApiError(504, 'model_provider_timeout', `The model provider did not answer within ${timeoutMs} ms.`, { messageId }),
+  /** A media call failed at the provider (`message` without any address); nothing was stored or charged. */
+  mediaProviderError: (message: string, generationId: string) => new ApiError(502, 'model_provider_error', message, { generationId }),
+  mediaProviderTimeout: (message: string, generationId: string) => new ApiError(504, 'model_provider_timeout', message, { generationId }),
   databaseUnavailable: () =>
     new ApiError(503, 'database_unavailable', 'The database is unavailable; try again shortly.', {}, { 'Retry-After': '2' }),
   storageUnavailable: () =>
