@@ -258,7 +258,10 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     },
   });
   const memory = new MemoryService(db, projects);
-  const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(deployment)?.id } } });
+  // The deployment's default chat model, and its first model of each media kind.
+  const firstMedia = (kind: 'image' | 'transcription' | 'speech') => deployment.media?.models.find((m) => m.kind === kind)?.id;
+  const defaultModels = { chat: findModel(deployment)?.id, image: firstMedia('image'), transcription: firstMedia('transcription'), speech: firstMedia('speech') };
+  const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: defaultModels } });
   models.useDefaults(settings);
   const knowledge = new KnowledgeService({
     db,

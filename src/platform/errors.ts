@@ -109,13 +109,12 @@ export const errors = {
   unsupportedMediaType: (message: string) => new ApiError(415, 'unsupported_media_type', message),
   rangeNotSatisfiable: (size: number) =>
     new ApiError(416, 'range_not_satisfiable', 'The requested range is not satisfiable.', {}, { 'Content-Range': `bytes */${size}` }),
-  /** `message` says what failed without any address (see describeProviderError). */
-  modelProviderError: (message: string, messageId: string) => new ApiError(502, 'model_provider_error', message, { messageId }),
-  modelProviderTimeout: (timeoutMs: number, messageId: string) =>
-    new ApiError(504, 'model_provider_timeout', `The model provider did not answer within ${timeoutMs} ms.`, { messageId }),
-  /** A media call failed at the provider (`message` without any address); nothing was stored or charged. */
-  mediaProviderError: (message: string, generationId: string) => new ApiError(502, 'model_provider_error', message, { generationId }),
-  mediaProviderTimeout: (message: string, generationId: string) => new ApiError(504, 'model_provider_timeout', message, { generationId }),
+  /**
+   * `message` says what failed without any address (see describeProviderError); `ref` names what
+   * failed: a chat reply's `messageId`, or a media call's `generationId`.
+   */
+  modelProviderError: (message: string, ref: { messageId: string } | { generationId: string }) => new ApiError(502, 'model_provider_error', message, ref),
+  modelProviderTimeout: (message: string, ref: { messageId: string } | { generationId: string }) => new ApiError(504, 'model_provider_timeout', message, ref),
   databaseUnavailable: () =>
     new ApiError(503, 'database_unavailable', 'The database is unavailable; try again shortly.', {}, { 'Retry-After': '2' }),
   storageUnavailable: () =>

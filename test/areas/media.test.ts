@@ -205,6 +205,23 @@ describe('media on the development provider', () => {
     expect(inProject.body.outputs).toEqual([expect.objectContaining({ outputId: mine.body.output.outputId })]);
   });
 
+  test("the deployment's model policy applies: a blocked media model is refused, and is no one's default", async () => {
+    const models = ctx.h.runtime.services.models;
+    const admin = { userId: 'policy-admin', requestId: null };
+    await models.updatePolicy(admin, { block: ['development-speech'] });
+    try {
+      const res = await ctx.h.http().post('/api/v1/media/speech').set(ctx.bob.auth).send({ text: 'Blocked', model: 'development-speech' });
+      expect(res.status).toBe(400);
+      expect(res.body.details).toEqual([{ path: '/body/model', message: "the deployment's model policy blocks this model" }]);
+      const byDefault = await ctx.h.http().post('/api/v1/media/speech').set(ctx.bob.auth).send({ text: 'Blocked too' });
+      expect(byDefault.status).toBe(400);
+      expect(byDefault.body.error).toBe('No speech model is available.');
+    } finally {
+      await models.updatePolicy(admin, { block: [] });
+    }
+    expect((await ctx.h.http().post('/api/v1/media/speech').set(ctx.bob.auth).send({ text: 'Allowed again' })).status).toBe(200);
+  });
+
   test('an Idempotency-Key makes a retried call answer the first result and call the model once', async () => {
     const user = await ctx.h.newUser('media-retry');
     const send = (body: Record<string, unknown>) => ctx.h.http().post('/api/v1/media/speech').set(user.auth).set('Idempotency-Key', 'speak-1').send(body);

@@ -120,7 +120,7 @@ export class MediaService {
           error: error.message,
         });
       });
-      throw error.code === 'model_provider_timeout' ? errors.mediaProviderTimeout(error.message, generationId) : errors.mediaProviderError(error.message, generationId);
+      throw error.code === 'model_provider_timeout' ? errors.modelProviderTimeout(error.message, { generationId }) : errors.modelProviderError(error.message, { generationId });
     }
   }
 
