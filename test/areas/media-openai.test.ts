@@ -176,6 +176,17 @@ describe('media through an OpenAI-format provider', () => {
     expect(await ledger(ctx.h, bob.userId)).toEqual([expect.objectContaining({ kind: 'media.image', model: `${connectionId}/dall-e-3`, connection_id: connectionId, cost: 0, units: 1 })]);
     // Another user cannot name it.
     expect((await ctx.h.http().post('/api/v1/media/images').set(ctx.alice.auth).send({ prompt: 'x', model: `${connectionId}/dall-e-3` })).status).toBe(400);
+    // A provider that refuses the key and echoes it: the answer names neither the key nor the address.
+    fake.catalogue.requiredKey = 'sk-other';
+    try {
+      const refused = await ctx.h.http().post('/api/v1/media/speech').set(bob.auth).send({ text: 'x', model: `${connectionId}/tts-1` });
+      expect(refused.status).toBe(502);
+      expect(refused.body.error).toBe('The model provider answered 401: Incorrect API key provided: [api key]');
+      expect(JSON.stringify(refused.body)).not.toMatch(/sk-bob|127\.0\.0\.1/);
+    } finally {
+      delete fake.catalogue.requiredKey;
+    }
+    expect(await ledger(ctx.h, bob.userId)).toHaveLength(1);
   });
 });
 

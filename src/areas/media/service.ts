@@ -150,7 +150,13 @@ export class MediaService {
   }
 
   private settingsFor(model: ResolvedMediaModel) {
-    return { timeoutMs: this.deps.settings.timeoutMs, describe: model.describe, log: this.deps.log };
+    const log = this.deps.log;
+    return {
+      timeoutMs: this.deps.settings.timeoutMs,
+      describe: model.describe,
+      // The provider's own text may echo a connection's key: the log never shows it.
+      log: log && ((message: string, meta: Record<string, unknown>) => log(message, { ...meta, error: model.scrub(String(meta.error)), detail: model.scrub(String(meta.detail)) })),
+    };
   }
 
   async images(userId: string, input: ImageInput): Promise<MediaResult> {
@@ -228,8 +234,12 @@ export class MediaService {
     };
     // Priced by the seconds of audio, rounded up (0 when the model does not say how long it was).
     const seconds = Math.ceil(transcript.durationSeconds ?? 0);
-    const { rows, result: usage } = await this.deps.outputs.createGenerated(userId, [output], (trx, rows) =>
-      this.complete(trx, rows, { userId, generationId, operation: 'transcription', kind: 'transcription', model, units: seconds, tokens: { inputTokens: 0, outputTokens: 0 } }),
+    // With `ingest`, the transcript's file must fit too: its bytes are counted in the same check.
+    const { rows, result: usage } = await this.deps.outputs.createGenerated(
+      userId,
+      [output],
+      (trx, rows) => this.complete(trx, rows, { userId, generationId, operation: 'transcription', kind: 'transcription', model, units: seconds, tokens: { inputTokens: 0, outputTokens: 0 } }),
+      input.ingest ? text.length : 0,
     );
     const projectId = input.projectId ?? null;
     const noteId = input.saveAsNote ? (await this.deps.notes.create(userId, { title: `Transcript of ${file.name}`.slice(0, 200), content: transcript.text, projectId: projectId ?? undefined })).id : null;

@@ -6,6 +6,7 @@ import {
   ConnectionEmbedder,
   type ConnectionKind,
   describeConnectionError,
+  scrub,
   type ConnectionTarget,
   type DiscoveredModel,
   discoverModels,
@@ -75,6 +76,8 @@ export interface ResolvedMediaModel {
   media: MediaModels;
   /** What a caller is told of a failure (never an address or a key). */
   describe: (error: unknown) => string;
+  /** A text for the log without the connection's key. */
+  scrub: (text: string) => string;
 }
 
 /** What chat and automations call: the model as priced and stored, and how to call it. */
@@ -242,7 +245,7 @@ export class ModelService {
     if (model.connectionId === null) {
       const media = this.deployment.media;
       if (!media) throw new Error(`the deployment's provider offers no media, yet lists ${model.modelId}`);
-      return { info, providerModelId: model.providerModelId, connectionId: null, microCentsPerUnit: model.unitPrice?.microCentsPerUnit ?? 0, media, describe: (error) => describeProviderError(error) };
+      return { info, providerModelId: model.providerModelId, connectionId: null, microCentsPerUnit: model.unitPrice?.microCentsPerUnit ?? 0, media, describe: (error) => describeProviderError(error), scrub: (text) => text };
     }
     const row = await repo.findConnection(this.db, userId, model.connectionId);
     if (!row) throw errors.invalidRequest(`The model "${model.modelId}" is not available.`, [{ path: field, message: 'its connection was deleted' }]);
@@ -254,7 +257,15 @@ export class ModelService {
     const target = this.target(row);
     const fetcher = this.outbound.fetcher({ timeoutMs: this.settings.mediaTimeoutMs ?? this.settings.callTimeoutMs, maxBytes: MAX_MEDIA_REPLY_BYTES });
     const media = new OpenAIMediaModels({ baseUrl: baseUrlOf(target), apiKey: target.apiKey, providerId: row.kind, fetch: fetcher });
-    return { info, providerModelId: model.providerModelId, connectionId: row.id, microCentsPerUnit: 0, media, describe: (error) => describeConnectionError(error, target.apiKey) };
+    return {
+      info,
+      providerModelId: model.providerModelId,
+      connectionId: row.id,
+      microCentsPerUnit: 0,
+      media,
+      describe: (error) => describeConnectionError(error, target.apiKey),
+      scrub: (text) => scrub(text, target.apiKey),
+    };
   }
 
   /** The available model `modelId` names for `kind` (the default when null); `400` as `resolve` says. */

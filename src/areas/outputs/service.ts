@@ -89,9 +89,15 @@ export class OutputService {
   /**
    * Stores generated media: the bytes first, then in one transaction the storage entitlement's
    * check (`402 quota_exceeded`), the records and `then` (the charge and the event). When any step
-   * fails, no object and no record is left and nothing `then` wrote is kept.
+   * fails, no object and no record is left and nothing `then` wrote is kept. `alsoBytes` more
+   * (what the caller stores next, such as a file of the same content) must fit as well.
    */
-  async createGenerated<T>(ownerUserId: string, outputs: GeneratedOutput[], then: (trx: Transaction<DB>, rows: OutputRow[]) => Promise<T>): Promise<{ rows: OutputRow[]; result: T }> {
+  async createGenerated<T>(
+    ownerUserId: string,
+    outputs: GeneratedOutput[],
+    then: (trx: Transaction<DB>, rows: OutputRow[]) => Promise<T>,
+    alsoBytes = 0,
+  ): Promise<{ rows: OutputRow[]; result: T }> {
     for (const output of outputs) {
       if (output.body.length > this.maxBytes) throw errors.payloadTooLarge(`Outputs may be at most ${this.maxBytes} bytes; the model returned ${output.body.length}.`);
     }
@@ -106,7 +112,7 @@ export class OutputService {
         stored.push({ output, id, key, size: object.size, sha256: object.sha256 });
       }
       return await this.db.transaction().execute(async (trx) => {
-        await this.entitlements?.requireStorage(trx, ownerUserId, stored.reduce((sum, s) => sum + s.size, 0));
+        await this.entitlements?.requireStorage(trx, ownerUserId, stored.reduce((sum, s) => sum + s.size, alsoBytes));
         const rows: OutputRow[] = [];
         for (const { output, id, key, size, sha256 } of stored) {
           rows.push(
