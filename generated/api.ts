@@ -620,7 +620,8 @@ export interface paths {
          * List generated outputs, or read one
          * @description With `outputId`, returns that output of the caller's as `{ output }` (`404` otherwise).
          *     Without it, a page of the caller's outputs (automation results, generated media), newest first,
-         *     as `{ outputs, nextCursor }`, optionally by `type`, `conversationId` or `automationId`.
+         *     as `{ outputs, nextCursor }`, optionally by `type`, `origin`, `conversationId`, `automationId`,
+         *     `projectId` or `generationId`.
          *     When `outputId` is given the other parameters are ignored.
          */
         get: operations["getOutputs"];
@@ -653,6 +654,147 @@ export interface paths {
         get: operations["getOutputContent"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/media/images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Generate images, or edit an image
+         * @description Makes `count` (1 to 4) images from `prompt` with an image model the caller can use (`model`,
+         *     else their default image model), each stored as an output of the caller's (`origin:
+         *     image_generation`, the prompt and model recorded) and read with the outputs operations. With
+         *     `inputFileId`, one of the caller's own image files is edited as the prompt says (`origin:
+         *     image_edit`; `404` for a file that is not theirs, `415` for one that is not an image).
+         *     `conversationId` and `projectId` must be the caller's (`404`); `size` and `aspectRatio` are
+         *     exclusive (`400`).
+         *
+         *     The built-in development model (`development-image`) makes a real PNG offline whose pattern
+         *     and colours follow from the prompt (and the input image), and says in the PNG's text that it
+         *     is the development provider's.
+         *
+         *     **Synchronous.** The call answers when the model has finished, with the stored output(s). It
+         *     never holds the request past the deployment's `MEDIA_TIMEOUT_MS` (2 minutes by default): then
+         *     the model call is aborted and the answer is `504 model_provider_timeout`. A provider that
+         *     fails answers `502 model_provider_error` (its status and message, never its address). Either
+         *     way nothing is stored, nothing is charged, and the `media.failed` webhook event is emitted; a
+         *     finished call emits `media.completed` with its `outputIds`.
+         *
+         *     **Charged.** A charged action: with nothing left to spend the answer is `402
+         *     budget_exhausted` before the model is called; afterwards the usage (`usage`, priced per
+         *     `unit` at the model's `unitPrice`) is recorded in the usage ledger with the model and the
+         *     connection and charged (a model of the caller's own connection is recorded at cost 0). The
+         *     outputs count against the plan's storage entitlement: `402 quota_exceeded` when they do not
+         *     fit (nothing is stored or charged then).
+         *
+         *     Accepts `Idempotency-Key`: a retry with the same key and body answers the first response and
+         *     calls the model once.
+         */
+        post: operations["generateImages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/media/transcriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Transcribe an audio file
+         * @description Transcribes one of the caller's own audio files (`fileId`: uploaded and ready; WAV, MP3, OGG,
+         *     FLAC, WebM or M4A, recognised by its bytes) with a transcription model the caller can use
+         *     (`model`, else their default). `404` for a file that is not theirs, `415 unsupported_media_type`
+         *     for a file that is not audio, `413` for one larger than `MEDIA_MAX_AUDIO_BYTES` (25 MiB by
+         *     default). The answer has the text, the language and duration where the model says them, and
+         *     timed `segments` where the model gives them.
+         *
+         *     The transcript is stored as a text output (`origin: transcription`, `sourceFileId` the audio
+         *     file). With `saveAsNote` it is also saved as a note (found by knowledge search); with `ingest`
+         *     it is stored as a text file and ingested (found by knowledge and file search).
+         *
+         *     The development model (`development-transcription`) decodes exactly the audio the development
+         *     speech model made; any other audio gets a transcript that says the development provider cannot
+         *     transcribe it.
+         *
+         *     **Synchronous.** The call answers when the model has finished, with the stored output(s). It
+         *     never holds the request past the deployment's `MEDIA_TIMEOUT_MS` (2 minutes by default): then
+         *     the model call is aborted and the answer is `504 model_provider_timeout`. A provider that
+         *     fails answers `502 model_provider_error` (its status and message, never its address). Either
+         *     way nothing is stored, nothing is charged, and the `media.failed` webhook event is emitted; a
+         *     finished call emits `media.completed` with its `outputIds`.
+         *
+         *     **Charged.** A charged action: with nothing left to spend the answer is `402
+         *     budget_exhausted` before the model is called; afterwards the usage (`usage`, priced per
+         *     `unit` at the model's `unitPrice`) is recorded in the usage ledger with the model and the
+         *     connection and charged (a model of the caller's own connection is recorded at cost 0). The
+         *     outputs count against the plan's storage entitlement: `402 quota_exceeded` when they do not
+         *     fit (nothing is stored or charged then).
+         *
+         *     Accepts `Idempotency-Key`: a retry with the same key and body answers the first response and
+         *     calls the model once.
+         */
+        post: operations["createTranscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/media/speech": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Speak a text
+         * @description Speaks `text` (at most 4096 characters) with a speech model the caller can use (`model`, else
+         *     their default), in `voice` and `format`, and stores the audio as an output of the caller's
+         *     (`origin: speech`, the text as its `prompt`). The output's `mimeType` is the format the model
+         *     returned. `conversationId` and `projectId` must be the caller's (`404`).
+         *
+         *     The development model (`development-speech`) makes a real WAV offline (16-bit PCM, 8 kHz,
+         *     mono) whose tones encode the text, which the development transcription model decodes back
+         *     exactly; it always answers WAV, whatever `format` asks.
+         *
+         *     **Synchronous.** The call answers when the model has finished, with the stored output(s). It
+         *     never holds the request past the deployment's `MEDIA_TIMEOUT_MS` (2 minutes by default): then
+         *     the model call is aborted and the answer is `504 model_provider_timeout`. A provider that
+         *     fails answers `502 model_provider_error` (its status and message, never its address). Either
+         *     way nothing is stored, nothing is charged, and the `media.failed` webhook event is emitted; a
+         *     finished call emits `media.completed` with its `outputIds`.
+         *
+         *     **Charged.** A charged action: with nothing left to spend the answer is `402
+         *     budget_exhausted` before the model is called; afterwards the usage (`usage`, priced per
+         *     `unit` at the model's `unitPrice`) is recorded in the usage ledger with the model and the
+         *     connection and charged (a model of the caller's own connection is recorded at cost 0). The
+         *     outputs count against the plan's storage entitlement: `402 quota_exceeded` when they do not
+         *     fit (nothing is stored or charged then).
+         *
+         *     Accepts `Idempotency-Key`: a retry with the same key and body answers the first response and
+         *     calls the model once.
+         */
+        post: operations["createSpeech"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2963,6 +3105,37 @@ export interface components {
              */
             automationId: string | null;
             createdAt: components["schemas"]["Timestamp"];
+            origin: components["schemas"]["OutputOrigin"];
+            /**
+             * @description The media call that made it (the `generationId` its operation answered), or `null` for an automation's output.
+             * @example null
+             */
+            generationId: string | null;
+            /**
+             * @description The project it belongs to, if any.
+             * @example null
+             */
+            projectId: string | null;
+            /**
+             * @description What it was made from, for generated media (an image's prompt, the text spoken); `null` otherwise.
+             * @example null
+             */
+            prompt: string | null;
+            /**
+             * @description The model that made it, for generated media; `null` otherwise.
+             * @example null
+             */
+            model: string | null;
+            /**
+             * @description The caller's own model provider connection the model was called through, or `null`.
+             * @example null
+             */
+            connectionId: string | null;
+            /**
+             * @description The caller's file it was made from (an edited image, a transcribed audio file), or `null`.
+             * @example null
+             */
+            sourceFileId: string | null;
         };
         OutputResponse: {
             output: components["schemas"]["Output"];
@@ -2990,6 +3163,229 @@ export interface components {
              * @enum {boolean}
              */
             deleted: true;
+        };
+        /**
+         * @description What made the output: an automation's run, or a media operation (an image made from a prompt or edited from an input image, a transcript, spoken audio). Clients must tolerate new values.
+         * @example automation
+         * @enum {string}
+         */
+        OutputOrigin: "automation" | "image_generation" | "image_edit" | "transcription" | "speech";
+        /** @description What the call used and cost. Media is priced per `unit` (`image`: images made; `second`: seconds of audio transcribed, rounded up; `character`: characters of text spoken) at the model's `unitPrice`; `inputTokens` and `outputTokens` are the tokens the provider reported (0 when it reports none). A model of the caller's own connection costs 0. */
+        MediaUsage: {
+            /**
+             * @description What the call is priced by. Clients must tolerate new values.
+             * @example image
+             * @enum {string}
+             */
+            unit: "image" | "second" | "character";
+            /** @example 2 */
+            units: number;
+            /** @example 0 */
+            inputTokens: number;
+            /** @example 0 */
+            outputTokens: number;
+            /**
+             * @description What the call cost at the model's configured price, in cents (fractional).
+             * @example 8
+             */
+            costCents: number;
+        };
+        /** @description The price of a media model per unit (`image`, `second` of audio, `character` of text), in cents (fractional), as the deployment configured it. Absent for models priced by tokens. */
+        ModelUnitPrice: {
+            /**
+             * @description Clients must tolerate new values.
+             * @example image
+             * @enum {string}
+             */
+            unit: "image" | "second" | "character";
+            /** @example 4 */
+            cents: number;
+        };
+        /**
+         * @example {
+         *       "prompt": "A lighthouse on a cliff at dusk, watercolour",
+         *       "model": "development-image",
+         *       "size": "512x512",
+         *       "count": 2
+         *     }
+         */
+        ImageGenerationRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /**
+             * @description What to draw (with `inputFileId`, how to change the input image).
+             * @example A lighthouse on a cliff at dusk, watercolour
+             */
+            prompt: string;
+            model?: components["schemas"]["MediaModelField"];
+            /**
+             * @description `{width}x{height}` in pixels, as the model supports them (the development model: 16 to 1024 each). Not with `aspectRatio`.
+             * @example 1024x1024
+             */
+            size?: string;
+            /**
+             * @description `{width}:{height}`, for models that take a ratio rather than a size. Not with `size`.
+             * @example 16:9
+             */
+            aspectRatio?: string;
+            /**
+             * @description How many images to make (each is an output).
+             * @default 1
+             * @example 1
+             */
+            count?: number;
+            /** @description An image file of the caller's own (PNG, JPEG, WebP or GIF, uploaded and ready) to edit as the prompt says; `404` if it is not one of theirs, `415` if it is not an image. */
+            inputFileId?: components["schemas"]["Id"];
+            /** @description The caller's conversation the images belong to (`404` otherwise). */
+            conversationId?: components["schemas"]["Id"];
+            /** @description The caller's project the images belong to (`404` otherwise). */
+            projectId?: components["schemas"]["Id"];
+        };
+        ImageGenerationResponse: {
+            /** @description This call (also in its `media.completed` event and on each output). */
+            generationId: components["schemas"]["Id"];
+            /**
+             * @description The model that made the images.
+             * @example development-image
+             */
+            model: string;
+            /** @description The images, one output each (read their bytes with `GET /api/v1/outputs/{outputId}/content`). */
+            outputs: components["schemas"]["Output"][];
+            usage: components["schemas"]["MediaUsage"];
+            /**
+             * @description What the model said it did not support (a setting it ignored), for people.
+             * @example []
+             */
+            warnings: string[];
+        };
+        /**
+         * @example {
+         *       "fileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e20",
+         *       "language": "en",
+         *       "saveAsNote": true
+         *     }
+         */
+        TranscriptionRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /** @description An audio file of the caller's own, uploaded and ready: WAV, MP3, OGG, FLAC, WebM or M4A (recognised by its bytes, not its declared type). `404` if it is not one of theirs, `415` if it is not audio, `413` above the deployment's `MEDIA_MAX_AUDIO_BYTES`. */
+            fileId: components["schemas"]["Id"];
+            model?: components["schemas"]["MediaModelField"];
+            /**
+             * @description The spoken language as an ISO-639-1 code, a hint for the model.
+             * @example en
+             */
+            language?: string;
+            /**
+             * @description Also save the transcript as a note of the caller's (in `projectId` if given), found by knowledge search.
+             * @default false
+             * @example false
+             */
+            saveAsNote?: boolean;
+            /**
+             * @description Also store the transcript as a text file of the caller's (in `projectId` if given) and ingest it, so that knowledge search and file search find its passages. It counts against the storage entitlement like any file.
+             * @default false
+             * @example false
+             */
+            ingest?: boolean;
+            /** @description The caller's conversation the transcript belongs to (`404` otherwise). */
+            conversationId?: components["schemas"]["Id"];
+            /** @description The caller's project the transcript belongs to (`404` otherwise). */
+            projectId?: components["schemas"]["Id"];
+        };
+        TranscriptSegment: {
+            /** @example Hello from the development provider. */
+            text: string;
+            /** @example 0 */
+            startSecond: number;
+            /** @example 1.6 */
+            endSecond: number;
+        };
+        Transcription: {
+            /**
+             * @description The whole transcript.
+             * @example Hello from the development provider.
+             */
+            text: string;
+            /**
+             * @description The language the model detected (ISO-639-1), where it says.
+             * @example en
+             */
+            language: string | null;
+            /**
+             * @description The audio's length, where the model says.
+             * @example 1.6
+             */
+            durationSeconds: number | null;
+            /** @description Timed parts of the transcript, where the model gives them (`[]` otherwise). */
+            segments: components["schemas"]["TranscriptSegment"][];
+        };
+        TranscriptionResponse: {
+            generationId: components["schemas"]["Id"];
+            /** @example development-transcription */
+            model: string;
+            transcription: components["schemas"]["Transcription"];
+            output: components["schemas"]["Output"];
+            /**
+             * @description The note the transcript was saved as (`saveAsNote`), else `null`.
+             * @example null
+             */
+            noteId: string | null;
+            /**
+             * @description The ingested text file of the transcript (`ingest`), else `null`.
+             * @example null
+             */
+            fileId: string | null;
+            usage: components["schemas"]["MediaUsage"];
+            /** @example [] */
+            warnings: string[];
+        };
+        /**
+         * @example {
+         *       "text": "Your meeting starts in five minutes.",
+         *       "format": "wav"
+         *     }
+         */
+        SpeechRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /**
+             * @description What to say (at most 4096 characters).
+             * @example Your meeting starts in five minutes.
+             */
+            text: string;
+            model?: components["schemas"]["MediaModelField"];
+            /**
+             * @description The model's voice name (the development model has one voice and ignores it).
+             * @default alloy
+             * @example alloy
+             */
+            voice?: string;
+            /**
+             * @description The audio format asked for. The output's `mimeType` is what the model actually returned (the development model always answers WAV).
+             * @default mp3
+             * @example wav
+             * @enum {string}
+             */
+            format?: "mp3" | "wav" | "opus" | "aac" | "flac" | "pcm";
+            /**
+             * @description Speaking speed, where the model supports it.
+             * @example 1
+             */
+            speed?: number;
+            /** @description The caller's conversation the audio belongs to (`404` otherwise). */
+            conversationId?: components["schemas"]["Id"];
+            /** @description The caller's project the audio belongs to (`404` otherwise). */
+            projectId?: components["schemas"]["Id"];
+        };
+        SpeechResponse: {
+            generationId: components["schemas"]["Id"];
+            /** @example development-speech */
+            model: string;
+            output: components["schemas"]["Output"];
+            usage: components["schemas"]["MediaUsage"];
+            /** @example [] */
+            warnings: string[];
         };
         /**
          * @description Where results may come from. Clients must tolerate new values.
@@ -3105,7 +3501,7 @@ export interface components {
          * @example automation.finished
          * @enum {string}
          */
-        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed" | "approval.requested";
+        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed" | "approval.requested" | "media.completed" | "media.failed";
         /**
          * @description The event kinds to deliver; at least one.
          * @example [
@@ -3283,7 +3679,7 @@ export interface components {
             deleted: true;
         };
         /** @description The body of every delivery (exactly these bytes are signed): `{ id, type, createdAt, data }`, where `type` says which of the shapes below `data` has. `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. Clients must tolerate new event types (a subscription receives only the kinds it selected) and new properties in `data`. */
-        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventApprovalRequested"] | components["schemas"]["WebhookEventTest"];
+        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventApprovalRequested"] | components["schemas"]["WebhookEventMediaCompleted"] | components["schemas"]["WebhookEventMediaFailed"] | components["schemas"]["WebhookEventTest"];
         /**
          * @description The event id (`msg_` and a UUIDv7), also sent as the `webhook-id` header.
          * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
@@ -3420,6 +3816,61 @@ export interface components {
                 error: string;
             };
         };
+        /** @description `media.completed`: a media call finished; its results are outputs of the caller. */
+        WebhookEventMediaCompleted: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "media.completed";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                generationId: components["schemas"]["Id"];
+                operation: components["schemas"]["WebhookEventMediaOperation"];
+                /**
+                 * @description The model that made the outputs.
+                 * @example development-image
+                 */
+                model: string;
+                /**
+                 * @description The caller's connection the model was called through, or `null`.
+                 * @example null
+                 */
+                connectionId: string | null;
+                /** @description The outputs made (read them with the outputs operations). */
+                outputIds: components["schemas"]["Id"][];
+                usage: components["schemas"]["MediaUsage"];
+            };
+        };
+        /** @description `media.failed`: a media call failed at the model provider; nothing was stored or charged. */
+        WebhookEventMediaFailed: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "media.failed";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                generationId: components["schemas"]["Id"];
+                operation: components["schemas"]["WebhookEventMediaOperation"];
+                /** @example development-image */
+                model: string;
+                /** @example null */
+                connectionId: string | null;
+                /**
+                 * @description `model_provider_error` or `model_provider_timeout`. Clients must tolerate new values.
+                 * @example model_provider_timeout
+                 */
+                errorCode: string;
+                /**
+                 * @description The reason, for people (never the provider's address).
+                 * @example The model provider did not finish within 120000 ms.
+                 */
+                error: string;
+            };
+        };
         /** @description `webhook.test`: sent only by the test operation, to check a receiver. */
         WebhookEventTest: {
             id: components["schemas"]["WebhookEventId"];
@@ -3551,6 +4002,8 @@ export interface components {
              *     ]
              */
             defaultFor: ("chat" | "image" | "transcription" | "speech" | "embeddings")[];
+            /** @description For the deployment's media models: the price per image, second of audio or character of text. Absent for models priced by tokens and for the caller's own connections' models. */
+            unitPrice?: components["schemas"]["ModelUnitPrice"];
         };
         ModelListResponse: {
             models: components["schemas"]["Model"][];
@@ -4601,7 +5054,7 @@ export interface components {
             monthlyBudgetCents: number | null;
             /**
              * Format: int64
-             * @description Total declared size of the user's files (pending and stored).
+             * @description Total declared size of the user's files (pending and stored) and outputs (generated media included).
              * @example 10737418240
              */
             storageBytes: number | null;
@@ -4611,6 +5064,11 @@ export interface components {
              */
             automations: number | null;
         };
+        /**
+         * @description The model to call: one `GET /api/v1/models` lists with this operation's kind (`image`, `transcription` or `speech`), else `400`. Absent: the caller's default for the kind (their setting, else the deployment's first model of the kind).
+         * @example development-image
+         */
+        MediaModelField: string;
         /** @description Which models the deployment lets its users call. A model is blocked when its `modelId` or the provider's model id (the part after `<connectionId>/` for a connection's model) is in `block`, or when `allow` is a list that names neither. Blocked models disappear from `GET /api/v1/models` and every route that takes a `model` refuses them (`400`). */
         ModelPolicy: {
             /**
@@ -4957,6 +5415,7 @@ export interface components {
             availableCents: number | null;
             /**
              * Format: int64
+             * @description The declared size of the user's files and of their outputs, which the storage entitlement limits.
              * @example 52428800
              */
             storageUsedBytes: number;
@@ -5068,6 +5527,12 @@ export interface components {
                 expiresAt: components["schemas"]["Timestamp"];
             };
         };
+        /**
+         * @description The media operation. Clients must tolerate new values.
+         * @example image_generation
+         * @enum {string}
+         */
+        WebhookEventMediaOperation: "image_generation" | "image_edit" | "transcription" | "speech";
         /**
          * @description The wire format of the provider: `openai` (OpenAI's API), `anthropic` (Anthropic's Messages API), `google` (the Gemini API), `openai_compatible` (any OpenAI-compatible API: Ollama, vLLM, LiteLLM, LM Studio…; `baseUrl` required). Clients must tolerate new values.
          * @example anthropic
@@ -6292,6 +6757,78 @@ export interface components {
                  *       "entitlement": "automations",
                  *       "limit": 50,
                  *       "used": 50
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `budget_exhausted`: nothing is left to spend in this period (checked before the model is called; `periodEnd` says when the next period starts); or `quota_exceeded`: what was generated does not fit in the plan's storage entitlement (`entitlement: storageBytes`, with its `limit` and what is `used`). Nothing was stored or charged. */
+        BudgetOrQuota: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `unsupported_media_type`: the input file is not of the kind the operation takes (an image to edit, audio to transcribe), judged by its bytes. */
+        MediaUnsupportedType: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The file is not audio: WAV, MP3, OGG, FLAC, WebM and M4A can be transcribed.",
+                 *       "code": "unsupported_media_type"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `model_provider_error`: the model provider failed (its status and message, or that it could not be reached or its answer could not be read; never its address). Nothing was stored or charged; `generationId` names the call in its `media.failed` event. */
+        MediaProviderError: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The model provider answered 500: upstream overloaded",
+                 *       "code": "model_provider_error",
+                 *       "generationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `model_provider_timeout`: the model did not finish within the deployment's `MEDIA_TIMEOUT_MS`; the call was aborted. Nothing was stored or charged; `generationId` names the call in its `media.failed` event. */
+        MediaProviderTimeout: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The model provider did not finish within 120000 ms.",
+                 *       "code": "model_provider_timeout",
+                 *       "generationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80"
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorResponse"];
@@ -8705,6 +9242,12 @@ export interface operations {
                 conversationId?: string;
                 /** @description Only outputs of this automation. */
                 automationId?: string;
+                /** @description Only outputs of this origin. */
+                origin?: components["schemas"]["OutputOrigin"];
+                /** @description Only outputs of this project. */
+                projectId?: string;
+                /** @description Only the outputs of this media call. */
+                generationId?: string;
                 /**
                  * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
                  * @example 50
@@ -8744,7 +9287,14 @@ export interface operations {
                      *           "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                      *           "conversationId": null,
                      *           "automationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
-                     *           "createdAt": 1763784000000
+                     *           "createdAt": 1763784000000,
+                     *           "origin": "automation",
+                     *           "generationId": null,
+                     *           "projectId": null,
+                     *           "prompt": null,
+                     *           "model": null,
+                     *           "connectionId": null,
+                     *           "sourceFileId": null
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -8887,6 +9437,260 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    generateImages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImageGenerationRequest"];
+            };
+        };
+        responses: {
+            /** @description The images, stored as outputs. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "generationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
+                     *       "model": "development-image",
+                     *       "outputs": [
+                     *         {
+                     *           "outputId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e81",
+                     *           "type": "image",
+                     *           "name": "image-1.png",
+                     *           "mimeType": "image/png",
+                     *           "sizeBytes": 4113,
+                     *           "sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+                     *           "conversationId": null,
+                     *           "automationId": null,
+                     *           "createdAt": 1763784000000,
+                     *           "origin": "image_generation",
+                     *           "generationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80",
+                     *           "projectId": null,
+                     *           "prompt": "A lighthouse on a cliff at dusk, watercolour",
+                     *           "model": "development-image",
+                     *           "connectionId": null,
+                     *           "sourceFileId": null
+                     *         }
+                     *       ],
+                     *       "usage": {
+                     *         "unit": "image",
+                     *         "units": 1,
+                     *         "inputTokens": 0,
+                     *         "outputTokens": 0,
+                     *         "costCents": 0
+                     *       },
+                     *       "warnings": []
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ImageGenerationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetOrQuota"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["MediaUnsupportedType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["MediaProviderError"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["MediaProviderTimeout"];
+        };
+    };
+    createTranscription: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TranscriptionRequest"];
+            };
+        };
+        responses: {
+            /** @description The transcript, stored as an output. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "generationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *       "model": "development-transcription",
+                     *       "transcription": {
+                     *         "text": "Your meeting starts in five minutes.",
+                     *         "language": "en",
+                     *         "durationSeconds": 7.44,
+                     *         "segments": [
+                     *           {
+                     *             "text": "Your meeting starts in five minutes.",
+                     *             "startSecond": 0,
+                     *             "endSecond": 7.44
+                     *           }
+                     *         ]
+                     *       },
+                     *       "output": {
+                     *         "outputId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
+                     *         "type": "text",
+                     *         "name": "transcript.txt",
+                     *         "mimeType": "text/plain; charset=utf-8",
+                     *         "sizeBytes": 36,
+                     *         "sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+                     *         "conversationId": null,
+                     *         "automationId": null,
+                     *         "createdAt": 1763784000000,
+                     *         "origin": "transcription",
+                     *         "generationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "projectId": null,
+                     *         "prompt": null,
+                     *         "model": "development-transcription",
+                     *         "connectionId": null,
+                     *         "sourceFileId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e20"
+                     *       },
+                     *       "noteId": null,
+                     *       "fileId": null,
+                     *       "usage": {
+                     *         "unit": "second",
+                     *         "units": 8,
+                     *         "inputTokens": 0,
+                     *         "outputTokens": 0,
+                     *         "costCents": 0
+                     *       },
+                     *       "warnings": []
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TranscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetOrQuota"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["MediaUnsupportedType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["MediaProviderError"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["MediaProviderTimeout"];
+        };
+    };
+    createSpeech: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SpeechRequest"];
+            };
+        };
+        responses: {
+            /** @description The audio, stored as an output. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "generationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *       "model": "development-speech",
+                     *       "output": {
+                     *         "outputId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea1",
+                     *         "type": "audio",
+                     *         "name": "speech.wav",
+                     *         "mimeType": "audio/wav",
+                     *         "sizeBytes": 119084,
+                     *         "sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+                     *         "conversationId": null,
+                     *         "automationId": null,
+                     *         "createdAt": 1763784000000,
+                     *         "origin": "speech",
+                     *         "generationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *         "projectId": null,
+                     *         "prompt": "Your meeting starts in five minutes.",
+                     *         "model": "development-speech",
+                     *         "connectionId": null,
+                     *         "sourceFileId": null
+                     *       },
+                     *       "usage": {
+                     *         "unit": "character",
+                     *         "units": 36,
+                     *         "inputTokens": 0,
+                     *         "outputTokens": 0,
+                     *         "costCents": 0
+                     *       },
+                     *       "warnings": []
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SpeechResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetOrQuota"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["MediaProviderError"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["MediaProviderTimeout"];
         };
     };
     listAdminPrincipals: {

@@ -383,14 +383,21 @@ export interface OnboardingSteps {
 
 export interface Outputs {
   automation_id: string | null;
+  connection_id: string | null;
   conversation_id: string | null;
   created_at: Generated<Timestamp>;
+  generation_id: string | null;
   id: string;
   mime_type: string;
+  model: string | null;
   name: string;
+  origin: Generated<string>;
   owner_user_id: string;
+  project_id: string | null;
+  prompt: string | null;
   sha256: string;
   size_bytes: number;
+  source_file_id: string | null;
   storage_key: string;
   type: string;
 }
@@ -471,6 +478,8 @@ export interface UsageRecords {
   model: string;
   output_tokens: number;
   resource_id: string;
+  unit: string | null;
+  units: number | null;
   user_id: string;
 }
 

@@ -13,6 +13,7 @@ import { settingsHandlers } from './areas/settings/handlers';
 import { knowledgeHandlers } from './areas/knowledge/handlers';
 import { fileHandlers } from './areas/files/handlers';
 import { outputHandlers } from './areas/outputs/handlers';
+import { mediaHandlers } from './areas/media/handlers';
 import { memoryHandlers } from './areas/memory/handlers';
 import { noteHandlers } from './areas/notes/handlers';
 import { principalHandlers } from './areas/principals/handlers';
@@ -83,6 +84,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...agentHandlers(services.agents),
     ...fileHandlers(services.files),
     ...outputHandlers(services.outputs),
+    ...mediaHandlers(services.media),
     ...knowledgeHandlers(services.knowledge),
     ...webhookHandlers(services.webhooks),
     ...modelHandlers(services.models, services.capabilities),

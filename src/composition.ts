@@ -12,6 +12,7 @@ import { BUILT_IN_DEFAULTS, SettingsService } from './areas/settings/service';
 import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
 import { FileService } from './areas/files/service';
 import { OutputService } from './areas/outputs/service';
+import { MediaService } from './areas/media/service';
 import { CapabilityService } from './areas/capabilities/service';
 import { IntegrationService, sealedColumns as integrationSealedColumns } from './areas/integrations/service';
 import { McpServerService, sealedColumns as mcpSealedColumns } from './areas/mcp-servers/service';
@@ -78,6 +79,8 @@ export interface Services {
   /** Users' OAuth connections to the configured providers and to MCP servers. */
   integrations: IntegrationService;
   settings: SettingsService;
+  /** Generated media: images, transcripts and speech, stored as outputs. */
+  media: MediaService;
   /** The tool registry: built-in tools and the other tool sources (MCP servers). */
   tools: ToolService;
   onboarding: OnboardingService;
@@ -224,7 +227,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
   }
   const deployment: ModelProvider = config.models.baseUrl
-    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList }, warn)
+    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList, media: config.models.media }, warn)
     : new DevelopmentProvider();
   const models = new ModelService({
     db,
@@ -238,6 +241,7 @@ export function createServices({ config, database, store, signedUrls, logger, ve
       testTimeoutMs: Math.min(config.models.timeoutMs, 15_000),
       connectionsPerUser: config.models.connectionsPerUser,
       policyCacheMs: config.capabilities.cacheMs,
+      mediaTimeoutMs: config.media.timeoutMs,
     },
     // The callers' chosen defaults come from their settings, which are built on these models (below).
     defaults: NO_DEFAULTS,
@@ -270,7 +274,10 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   // Servers that sign in with a connection: the integrations area lists them and tells them when one is stored.
   integrations.useServers(mcpServers);
   const memory = new MemoryService(db, projects);
-  const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: { chat: findModel(deployment)?.id } } });
+  // The deployment's default chat model, and its first model of each media kind.
+  const firstMedia = (kind: 'image' | 'transcription' | 'speech') => deployment.media?.models.find((m) => m.kind === kind)?.id;
+  const defaultModels = { chat: findModel(deployment)?.id, image: firstMedia('image'), transcription: firstMedia('transcription'), speech: firstMedia('speech') };
+  const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: defaultModels } });
   models.useDefaults(settings);
   const knowledge = new KnowledgeService({
     db,
@@ -338,10 +345,25 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   // Chat is built before the areas its built-in tools act through (files needs chat).
   chat.useTools(tools);
   const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
+  const outputs = new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn, entitlements: billing });
+  const media = new MediaService({
+    db,
+    models,
+    outputs,
+    files,
+    notes,
+    projects,
+    conversations: chat,
+    billing,
+    webhooks,
+    settings: config.media,
+    log: warn,
+  });
   return {
     knowledge,
     files,
-    outputs: new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn }),
+    outputs,
+    media,
     audit,
     principals,
     budgets: new BudgetService(db, audit),

@@ -4,6 +4,7 @@ import type { Entitlements, Plan } from './areas/billing/service';
 import type { IntegrationProvider } from './areas/integrations/service';
 import { DEFAULT_ONBOARDING_STEPS } from './areas/onboarding/service';
 import type { HttpLimits } from './http/server';
+import type { MediaModelPrice } from './platform/ai/media';
 import { parseSecretKeys, type SecretKey } from './platform/secrets';
 
 /** Configuration of the service, read from the environment once at start-up and validated. */
@@ -123,6 +124,20 @@ export interface Config {
     replyRecoveryIntervalMs: number;
     /** The most model provider connections (bring your own key) one user may have. */
     connectionsPerUser: number;
+    /**
+     * The provider's image, transcription and speech models (MODEL_PROVIDER_IMAGE_MODELS…), each
+     * with its price per image, second of audio or character, in millionths of a cent.
+     */
+    media: { image: MediaModelPrice[]; transcription: MediaModelPrice[]; speech: MediaModelPrice[] };
+  };
+  /** Generated media (src/areas/media). */
+  media: {
+    /** How long a media call may take before it is aborted and answered `504` (MEDIA_TIMEOUT_MS). */
+    timeoutMs: number;
+    /** The largest audio file that may be transcribed (MEDIA_MAX_AUDIO_BYTES). */
+    maxAudioBytes: number;
+    /** The largest image that may be edited (MEDIA_MAX_IMAGE_BYTES). */
+    maxImageBytes: number;
   };
   tools: {
     /** Whether chat turns offer the caller's tools to the model (CHAT_TOOLS). */
@@ -406,6 +421,23 @@ function parseToolPolicies(r: Reader, name: string): Record<string, 'allow' | 'a
     else r.problems.push(`${name} must be a comma-separated list of tool=policy, the policy allow, approval_required or deny (got "${entry}")`);
   }
   return policies;
+}
+
+const MEDIA_PRICE = /^(.+)=(\d{1,9}(?:\.\d{1,6})?)$/;
+
+/**
+ * A MODEL_PROVIDER_IMAGE_MODELS (…_TRANSCRIPTION_…, …_SPEECH_…) list: model ids, each optionally
+ * with its price in cents per unit after `=` (`dall-e-3=4`: 4 cents an image; `whisper-1=0.01`:
+ * a hundredth of a cent a second; `tts-1=0.0015`: per character), at most six decimals.
+ */
+function parseMediaModels(r: Reader, name: string): MediaModelPrice[] {
+  return r.list(name).map((entry) => {
+    const priced = MEDIA_PRICE.exec(entry);
+    const id = priced ? (priced[1] as string) : entry;
+    if (id.length > 200 || /\s|=/.test(id)) r.problems.push(`${name} entries are model ids, optionally with a price in cents per unit: dall-e-3=4 (got "${entry}")`);
+    const [whole, fraction = ''] = (priced?.[2] ?? '0').split('.');
+    return { id, microCentsPerUnit: Number(whole) * 1_000_000 + Number(fraction.padEnd(6, '0')) };
+  });
 }
 
 function parseModelEntry(r: { problems: string[] }, entry: string): { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number } {
@@ -696,6 +728,16 @@ export function loadConfig(env: Env = process.env): Config {
       replyLeaseMs: r.int('CHAT_REPLY_LEASE_MS', 30_000, 300, 600_000),
       replyRecoveryIntervalMs: r.int('CHAT_REPLY_RECOVERY_INTERVAL_MS', 10_000, 10, 600_000),
       connectionsPerUser: r.int('MODEL_CONNECTIONS_PER_USER', 20, 0, 1000),
+      media: {
+        image: parseMediaModels(r, 'MODEL_PROVIDER_IMAGE_MODELS'),
+        transcription: parseMediaModels(r, 'MODEL_PROVIDER_TRANSCRIPTION_MODELS'),
+        speech: parseMediaModels(r, 'MODEL_PROVIDER_SPEECH_MODELS'),
+      },
+    },
+    media: {
+      timeoutMs: r.int('MEDIA_TIMEOUT_MS', 120_000, 100, 600_000),
+      maxAudioBytes: parseSize(r, 'MEDIA_MAX_AUDIO_BYTES', 25 * 1024 * 1024),
+      maxImageBytes: parseSize(r, 'MEDIA_MAX_IMAGE_BYTES', 20 * 1024 * 1024),
     },
     tools: {
       enabled: r.bool('CHAT_TOOLS', true),
@@ -747,6 +789,11 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (!config.models.baseUrl && config.models.models.length > 0) {
     r.problems.push('MODEL_PROVIDER_MODELS needs MODEL_PROVIDER_BASE_URL (an OpenAI-compatible API)');
+  }
+  for (const kind of ['image', 'transcription', 'speech'] as const) {
+    if (!config.models.baseUrl && config.models.media[kind].length > 0) {
+      r.problems.push(`MODEL_PROVIDER_${kind.toUpperCase()}_MODELS needs MODEL_PROVIDER_BASE_URL (an API in OpenAI's format); the development provider has its own media models`);
+    }
   }
   if (config.storage.incomingMaxAgeMs < 60_000) r.problems.push('INCOMING_UPLOAD_MAX_AGE must be at least 1m (longer than any upload, e.g. 24h)');
   if (config.storage.incomingSweepIntervalMs < 1000 || config.storage.incomingSweepIntervalMs > 2 ** 31 - 1) {

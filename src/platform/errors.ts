@@ -110,12 +110,14 @@ export const errors = {
   unsupportedMediaType: (message: string) => new ApiError(415, 'unsupported_media_type', message),
   rangeNotSatisfiable: (size: number) =>
     new ApiError(416, 'range_not_satisfiable', 'The requested range is not satisfiable.', {}, { 'Content-Range': `bytes */${size}` }),
-  /** `message` says what failed without any address (see describeProviderError). */
-  modelProviderError: (message: string, messageId: string) => new ApiError(502, 'model_provider_error', message, { messageId }),
+  /**
+   * `message` says what failed without any address (see describeProviderError); `ref` names what
+   * failed: a chat reply's `messageId`, or a media call's `generationId`.
+   */
+  modelProviderError: (message: string, ref: { messageId: string } | { generationId: string }) => new ApiError(502, 'model_provider_error', message, ref),
   /** An integration's authorization server could not be used (discovery, registration); `message` names no address or token. */
   integrationError: (message: string) => new ApiError(502, 'integration_error', message),
-  modelProviderTimeout: (timeoutMs: number, messageId: string) =>
-    new ApiError(504, 'model_provider_timeout', `The model provider did not answer within ${timeoutMs} ms.`, { messageId }),
+  modelProviderTimeout: (message: string, ref: { messageId: string } | { generationId: string }) => new ApiError(504, 'model_provider_timeout', message, ref),
   databaseUnavailable: () =>
     new ApiError(503, 'database_unavailable', 'The database is unavailable; try again shortly.', {}, { 'Retry-After': '2' }),
   storageUnavailable: () =>

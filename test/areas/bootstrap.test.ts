@@ -22,7 +22,15 @@ describe('bootstrap', () => {
     expect(b.settings).toMatchObject({ theme: 'dark', ui: { pane: 'left' } });
     expect(b.onboarding).toEqual((await get('/api/v1/onboarding')).onboarding);
     expect(b.onboarding.steps.map((s: { step: string }) => s.step)).toEqual(['profile', 'first_project', 'tour']);
-    expect(b.models).toEqual({ available: [{ modelId: 'development', kinds: ['chat'] }], defaults: { chat: 'development', image: null, transcription: null, speech: null } });
+    expect(b.models).toEqual({
+      available: [
+        { modelId: 'development', kinds: ['chat'] },
+        { modelId: 'development-image', kinds: ['image'] },
+        { modelId: 'development-transcription', kinds: ['transcription'] },
+        { modelId: 'development-speech', kinds: ['speech'] },
+      ],
+      defaults: { chat: 'development', image: 'development-image', transcription: 'development-transcription', speech: 'development-speech' },
+    });
     const subscription = (await get('/api/v1/subscription')).subscription;
     expect(b.subscription).toEqual({
       plan: subscription.plan,

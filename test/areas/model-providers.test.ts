@@ -290,7 +290,7 @@ describe('the model policy', () => {
     const fallback = await streamChat(alice, `${ollamaId}/llama3.1:8b`, 'Still there?');
     expect(fallback.done.message.status).toBe('complete');
     await call(h.http().patch('/api/v1/admin/model-policy').set(admin.auth).send({ allow: null }));
-    expect((await models(alice)).length).toBe(4);
+    expect((await models(alice)).length).toBe(7);
   });
 });
 
@@ -313,7 +313,7 @@ describe('the byok capability', () => {
       }
       const list = await call(h.http().get('/api/v1/model-providers').set(alice.auth));
       expect(list.body).toMatchObject({ connections: [], nextCursor: null, providers: [expect.any(Object)] });
-      expect((await models(alice)).map((m) => m.modelId)).toEqual(['development']);
+      expect((await models(alice)).map((m) => m.modelId)).toEqual(['development', 'development-image', 'development-transcription', 'development-speech']);
       const refused = await call(h.http().post('/api/v1/conversations').set(alice.auth).send({ model: `${anthropicId}/claude-sonnet-4-5` }));
       expect(refused.status).toBe(400);
       expect(refused.body.details[0].message).toMatch(/disabled/);

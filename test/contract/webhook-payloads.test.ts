@@ -38,6 +38,7 @@ const ctx = useHarnessWith(
   () => ({
     MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
     MODEL_PROVIDER_MODELS: 'test-model:100:200',
+    MODEL_PROVIDER_IMAGE_MODELS: 'gpt-image-1=4',
     AUTOMATION_POLL_INTERVAL_MS: '20',
     AUTOMATION_TICK_CRON: '0 0 0 1 1 *',
     WEBHOOK_ALLOW_LOOPBACK: 'true',
@@ -64,12 +65,12 @@ describe('webhook payloads', () => {
       if (!(union.oneOf as Array<{ $ref: string }>).some((variant) => variant.$ref === ref)) problems.push(`${ref} (${type}) is mapped but not one of WebhookEvent's oneOf`);
     }
     expect(problems).toEqual([]);
-    expect(emittedTypes()).toHaveLength(6);
+    expect(emittedTypes()).toHaveLength(8);
   });
 
   test('a real delivery of each type matches its schema', async () => {
     const user: TestUser = ctx.alice;
-    const { subscription, secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/all`, ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'approval.requested']);
+    const { subscription, secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/all`, ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'approval.requested', 'media.completed', 'media.failed']);
     const delivered = (type: string) => eventually(() => servers.receiver.received.find((r) => r.path === '/hook/all' && verify(secret, r).type === type));
 
     // chat.completed and chat.failed, from real chat turns.
@@ -94,12 +95,22 @@ describe('webhook payloads', () => {
     servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
     expect((await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId })).status).toBe(200);
 
+    // media.completed and media.failed, from real media calls.
+    const images = await ctx.h.http().post('/api/v1/media/images').set(user.auth).send({ prompt: 'A boat' });
+    expect(images.status).toBe(200);
+    servers.model.media.behaviour = { kind: 'error', status: 500, message: 'upstream overloaded' };
+    const failedImages = await ctx.h.http().post('/api/v1/media/images').set(user.auth).send({ prompt: 'Another boat' });
+    expect(failedImages.status).toBe(502);
+    servers.model.media.behaviour = { kind: 'ok' };
+
     // webhook.test, from the test operation.
     const test = await ctx.h.http().post('/api/v1/webhooks/test').set(user.auth).send({ subscriptionId: subscription.subscriptionId });
     expect(test.status).toBe(200);
 
     const requests: Received[] = [];
-    for (const type of ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'approval.requested', 'webhook.test']) requests.push(await delivered(type));
+    for (const type of ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'approval.requested', 'media.completed', 'media.failed', 'webhook.test']) {
+      requests.push(await delivered(type));
+    }
     for (const request of requests) {
       const payload = verify(secret, request) as unknown as WebhookEvent;
       // The delivery log shows the delivered event; the harness validates the answer against the document.
@@ -123,6 +134,26 @@ describe('webhook payloads', () => {
           break;
         case 'approval.requested':
           expect(payload.data).toMatchObject({ conversationId, toolName: 'notes_create', arguments: { title: 'T', content: 'C' }, argumentsDigest: expect.stringMatching(/^[0-9a-f]{64}$/) });
+          break;
+        case 'media.completed':
+          expect(payload.data).toEqual({
+            generationId: images.body.generationId,
+            operation: 'image_generation',
+            model: 'gpt-image-1',
+            connectionId: null,
+            outputIds: [images.body.outputs[0].outputId],
+            usage: { unit: 'image', units: 1, inputTokens: 12, outputTokens: 272, costCents: 4 },
+          });
+          break;
+        case 'media.failed':
+          expect(payload.data).toEqual({
+            generationId: failedImages.body.generationId,
+            operation: 'image_generation',
+            model: 'gpt-image-1',
+            connectionId: null,
+            errorCode: 'model_provider_error',
+            error: 'The model provider answered 500: upstream overloaded',
+          });
           break;
         case 'webhook.test':
           expect(payload.data).toEqual({ subscriptionId: subscription.subscriptionId });

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { handleMedia, type MediaState, newMediaState } from './media-server';
 import { type Receiver, startReceiver } from './receiver';
 
 /** How the fake model answers one chat completion request. */
@@ -54,6 +55,8 @@ export interface FakeModelServer {
   /** Requests whose client went away before the answer ended. */
   abandoned: () => number;
   behaviour: (n: number) => Behaviour;
+  /** Its OpenAI media APIs (images, transcriptions, speech): how they answer and what they received. */
+  media: MediaState;
   close(): Promise<void>;
 }
 
@@ -71,6 +74,7 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
     requests: [],
     abandoned: () => abandoned,
     behaviour,
+    media: newMediaState(),
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -118,6 +122,7 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
         );
         return;
       }
+      if (handleMedia(fake.media, req, Buffer.concat(parts), res)) return;
       if (req.url !== '/v1/chat/completions' || req.method !== 'POST') {
         res.writeHead(404).end();
         return;

@@ -132,6 +132,25 @@ describe('configuration', () => {
     expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([]);
   });
 
+  test('media models: ids with an optional price in cents per unit; they need a base URL; the media limits', () => {
+    const base = { MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1' };
+    const media = loadConfig({ ...base, MODEL_PROVIDER_IMAGE_MODELS: 'gpt-image-1=4,dall-e-2', MODEL_PROVIDER_TRANSCRIPTION_MODELS: 'whisper-1=0.01', MODEL_PROVIDER_SPEECH_MODELS: 'tts-1=0.0015' }).models.media;
+    expect(media).toEqual({
+      image: [
+        { id: 'gpt-image-1', microCentsPerUnit: 4_000_000 },
+        { id: 'dall-e-2', microCentsPerUnit: 0 },
+      ],
+      transcription: [{ id: 'whisper-1', microCentsPerUnit: 10_000 }],
+      speech: [{ id: 'tts-1', microCentsPerUnit: 1_500 }],
+    });
+    for (const entry of ['dall-e-3=', '=4', 'x=1.1234567', 'x=cheap']) {
+      expect(problems({ ...base, MODEL_PROVIDER_IMAGE_MODELS: entry })).toEqual([expect.stringContaining('MODEL_PROVIDER_IMAGE_MODELS')]);
+    }
+    expect(problems({ MODEL_PROVIDER_SPEECH_MODELS: 'tts-1' })).toEqual([expect.stringContaining('MODEL_PROVIDER_SPEECH_MODELS needs MODEL_PROVIDER_BASE_URL')]);
+    expect(loadConfig({}).media).toEqual({ timeoutMs: 120_000, maxAudioBytes: 25 * 1024 * 1024, maxImageBytes: 20 * 1024 * 1024 });
+    expect(problems({ MEDIA_TIMEOUT_MS: '50' })).toEqual([expect.stringContaining('MEDIA_TIMEOUT_MS')]);
+  });
+
   test('embeddings: the size is optional (learned) or a whole number; the indexer backoff has a cap', () => {
     expect(loadConfig({}).embeddings).toMatchObject({ dimensions: null, queryTimeoutMs: 5000, indexMaxBackoffMs: 300_000 });
     expect(loadConfig({ EMBEDDINGS_DIMENSIONS: '768' }).embeddings.dimensions).toBe(768);

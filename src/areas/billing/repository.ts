@@ -81,13 +81,10 @@ export function upsertSettings(db: Database, userId: string, limitCents: number 
     .executeTakeFirstOrThrow();
 }
 
-/** Declared bytes of the user's files, pending or stored (folders have none). */
+/** Declared bytes of the user's files, pending or stored (folders have none), and of their outputs. */
 export async function storageUsed(db: Database, userId: string): Promise<number> {
-  const row = await db
-    .selectFrom('files')
-    .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('size_bytes'), sql<number>`0`).as('bytes'))
-    .where('owner_user_id', '=', userId)
-    .executeTakeFirst();
+  const bytes = (table: 'files' | 'outputs') => sql<number>`(select coalesce(sum(size_bytes), 0) from ${sql.table(table)} where owner_user_id = ${userId})`;
+  const row = await db.selectNoFrom(sql<number>`${bytes('files')} + ${bytes('outputs')}`.as('bytes')).executeTakeFirst();
   return Number(row?.bytes ?? 0);
 }
 
@@ -97,15 +94,30 @@ export async function automationCount(db: Database, userId: string): Promise<num
 }
 
 /**
- * The charged actions: a chat reply, an automation's run and its dry run; and the embeddings of a
- * user's knowledge through their own connection (indexing and search queries; recorded, cost 0).
+ * The charged actions: a chat reply, an automation's run and its dry run, a media call (images,
+ * a transcription, speech); and the embeddings of a user's knowledge through their own connection
+ * (indexing and search queries; recorded, cost 0).
  */
-export type UsageKind = 'chat.reply' | 'automation.run' | 'automation.test' | 'knowledge.index' | 'knowledge.search';
+export type UsageKind =
+  | 'chat.reply'
+  | 'automation.run'
+  | 'automation.test'
+  | 'knowledge.index'
+  | 'knowledge.search'
+  | 'media.image'
+  | 'media.transcription'
+  | 'media.speech';
+
+/** What a media call is priced by, and how many of them it used. */
+export interface UsageUnits {
+  unit: 'image' | 'second' | 'character';
+  count: number;
+}
 
 /** Writes what a charged action consumed, and its cost in millionths of a cent, to the usage ledger. */
 export async function recordUsage(
   db: Database,
-  entry: { userId: string; kind: UsageKind; resourceId: string; model: ModelInfo; connectionId?: string | null; usage: ChatUsage; at: Date },
+  entry: { userId: string; kind: UsageKind; resourceId: string; model: ModelInfo; connectionId?: string | null; usage: ChatUsage; units?: UsageUnits; at: Date },
   costMicroCents: number,
 ): Promise<void> {
   await db
@@ -120,6 +132,8 @@ export async function recordUsage(
       input_tokens: entry.usage.inputTokens,
       output_tokens: entry.usage.outputTokens,
       cost_micro_cents: costMicroCents,
+      unit: entry.units?.unit ?? null,
+      units: entry.units?.count ?? null,
       created_at: entry.at,
     })
     .execute();

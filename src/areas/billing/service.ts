@@ -90,6 +90,8 @@ export interface ChargeEntry {
   /** The user's own connection the call went through: recorded with it, never charged. */
   connectionId?: string | null;
   usage: ChatUsage;
+  /** A media call's units and their price (millionths of a cent each), charged beside the tokens. */
+  units?: repo.UsageUnits & { microCentsPerUnit: number };
   at: Date;
 }
 
@@ -227,7 +229,7 @@ export class BillingService implements BudgetGate, EntitlementGuard {
    * Returns the cost in millionths of a cent.
    */
   async charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number> {
-    const cost = entry.connectionId ? 0 : costMicroCents(entry.model, entry.usage);
+    const cost = entry.connectionId ? 0 : costMicroCents(entry.model, entry.usage) + (entry.units ? entry.units.count * entry.units.microCentsPerUnit : 0);
     await repo.recordUsage(trx, entry, cost);
     if (cost === 0) return cost;
     const standing = await this.standing(entry.userId, trx);
@@ -241,14 +243,14 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     return cost;
   }
 
-  /** `402 quota_exceeded` when `addBytes` more would pass the plan's storage; serialized per user. */
+  /** `402 quota_exceeded` when `addBytes` more (files or outputs) would pass the plan's storage; serialized per user. */
   async requireStorage(trx: Transaction<DB>, userId: string, addBytes: number): Promise<void> {
     const { entitlements } = await this.standing(userId, trx);
     if (entitlements.storageBytes === null) return;
     await lockForTransaction(trx, `entitlements:${userId}`);
     const used = await repo.storageUsed(trx, userId);
     if (used + addBytes > entitlements.storageBytes) {
-      throw errors.quotaExceeded('storageBytes', entitlements.storageBytes, used, `The plan allows ${entitlements.storageBytes} bytes of files; ${used} are used.`);
+      throw errors.quotaExceeded('storageBytes', entitlements.storageBytes, used, `The plan allows ${entitlements.storageBytes} bytes of files and outputs; ${used} are used.`);
     }
   }
 

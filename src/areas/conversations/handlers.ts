@@ -8,8 +8,8 @@ import type { ChatService, SendOutcome } from './service';
 /** The error answer of a failed reply (a cancelled one is answered like a provider error). */
 function failureError(outcome: SendOutcome, timeoutMs: number) {
   return outcome.failure?.code === 'model_provider_timeout'
-    ? errors.modelProviderTimeout(timeoutMs, outcome.reply.id)
-    : errors.modelProviderError(outcome.failure?.error ?? 'unknown failure', outcome.reply.id);
+    ? errors.modelProviderTimeout(`The model provider did not answer within ${timeoutMs} ms.`, { messageId: outcome.reply.id })
+    : errors.modelProviderError(outcome.failure?.error ?? 'unknown failure', { messageId: outcome.reply.id });
 }
 
 export function conversationHandlers(

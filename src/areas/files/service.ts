@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { RequestInput } from '../../platform/api-types';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -267,6 +267,54 @@ export class FileService {
 
   openObject(key: string, range?: { start: number; end: number }): Promise<Readable> {
     return this.store.get(key, range);
+  }
+
+  /**
+   * The content of a ready file the caller owns (a file only shared with them does not count):
+   * `404` naming `field` otherwise, `413` when it is larger than `maxBytes`.
+   */
+  async ownContent(userId: string, fileId: string, maxBytes: number, field = 'fileId'): Promise<{ file: FileRow; bytes: Buffer }> {
+    const file = await repo.findOwnedFile(this.db, userId, fileId);
+    if (!file || file.kind !== 'file' || file.status !== 'ready' || !file.storage_key) throw errors.referenceNotFound(field, 'File not found.');
+    if ((file.size_bytes ?? 0) > maxBytes) throw errors.payloadTooLarge(`The file is ${file.size_bytes} bytes; at most ${maxBytes} can be used here.`);
+    return { file, bytes: await readAll(await this.store.get(file.storage_key)) };
+  }
+
+  /**
+   * Stores `bytes` as a new ready file of the user's (counted against the storage entitlement,
+   * `402 quota_exceeded`), then ingests it. A file that cannot be recorded leaves no object.
+   */
+  async createIngested(userId: string, input: { name: string; mimeType: string; bytes: Buffer; projectId: string | null; conversationId: string | null }): Promise<FileRow> {
+    const now = new Date();
+    const id = uuidv7(now.getTime());
+    const key = `files/${userId}/${id}/generated`;
+    const stored = await this.store.put(key, Readable.from([input.bytes]), { contentType: input.mimeType, size: input.bytes.length });
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        await this.entitlements.requireStorage(trx, userId, stored.size);
+        await repo.insertFile(trx, {
+          id,
+          owner_user_id: userId,
+          kind: 'file',
+          name: input.name,
+          mime_type: input.mimeType,
+          size_bytes: stored.size,
+          sha256: stored.sha256,
+          storage_key: key,
+          status: 'ready',
+          project_id: input.projectId,
+          parent_id: null,
+          conversation_id: input.conversationId,
+          created_at: now,
+          updated_at: now,
+        });
+      });
+    } catch (error) {
+      await this.deleteObject(key);
+      throw error;
+    }
+    await this.ingest(userId, id);
+    return this.get(userId, id);
   }
 
   /** Extracts, chunks and indexes the text of the caller's ready file. */

@@ -15,6 +15,7 @@ export function presentModel(model: AvailableModel): Schemas['Model'] {
     kinds: model.kinds,
     contextWindow: model.contextWindow,
     defaultFor: model.defaultFor,
+    ...(model.unitPrice ? { unitPrice: { unit: model.unitPrice.unit, cents: model.unitPrice.microCentsPerUnit / 1e6 } } : {}),
   };
 }
 

@@ -1,9 +1,12 @@
 import type { RequestInput } from '../../platform/api-types';
 import {
+  baseUrlOf,
   CONNECTION_KINDS,
   ConnectionChat,
   ConnectionEmbedder,
   type ConnectionKind,
+  describeConnectionError,
+  scrub,
   type ConnectionTarget,
   type DiscoveredModel,
   discoverModels,
@@ -11,7 +14,8 @@ import {
   type ModelKind,
   modelKinds,
 } from '../../platform/ai/connections';
-import { type FailureLog, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
+import { type MediaKind, type MediaModels, type MediaUnit, OpenAIMediaModels, UNIT_OF } from '../../platform/ai/media';
+import { describeProviderError, type FailureLog, type ModelInfo, type ModelProvider, ModelProviderFailure } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
 import { lockForTransaction } from '../../platform/db/locks';
 import { errors } from '../../platform/errors';
@@ -53,8 +57,27 @@ export interface AvailableModel {
   contextWindow: number | null;
   inputCentsPerMillionTokens: number;
   outputCentsPerMillionTokens: number;
+  /** A deployment's media model's price per unit (millionths of a cent). */
+  unitPrice?: { unit: MediaUnit; microCentsPerUnit: number };
   /** The kinds for which it is the caller's default. */
   defaultFor: DefaultKind[];
+}
+
+/** What the media area calls: the model as recorded, its price per unit, and its provider's media models. */
+export interface ResolvedMediaModel {
+  /** `id` is the modelId (stored with outputs and usage). */
+  info: ModelInfo;
+  /** What the provider knows the model by (passed to `media`). */
+  providerModelId: string;
+  /** The user's connection the call goes through (usage is recorded with it, not charged), or null. */
+  connectionId: string | null;
+  /** Millionths of a cent per unit (0 on a user's own key). */
+  microCentsPerUnit: number;
+  media: MediaModels;
+  /** What a caller is told of a failure (never an address or a key). */
+  describe: (error: unknown) => string;
+  /** A text for the log without the connection's key. */
+  scrub: (text: string) => string;
 }
 
 /** What chat and automations call: the model as priced and stored, and how to call it. */
@@ -94,6 +117,8 @@ export interface ModelSettings {
   connectionsPerUser: number;
   /** How long the policy read from the database is reused (every instance agrees within it). */
   policyCacheMs: number;
+  /** How long a media call through a connection may take (MEDIA_TIMEOUT_MS; the chat timeout if unset). */
+  mediaTimeoutMs?: number;
 }
 
 export const CONNECTION_CREATE_ACTION = 'model_provider.connection.create';
@@ -110,6 +135,8 @@ export const sealedColumns: SealedColumn[] = [{ table: 'model_connections', idCo
 const NOT_FOUND = 'Model provider connection not found.';
 const MAX_LIST_BYTES = 4 * 1024 * 1024;
 const MAX_REPLY_BYTES = 32 * 1024 * 1024;
+/** Images come back base64-encoded, up to four at once. */
+const MAX_MEDIA_REPLY_BYTES = 128 * 1024 * 1024;
 
 const isBlocked = (policy: ModelPolicy, modelId: string, providerModelId: string) =>
   policy.block.includes(modelId) ||
@@ -189,8 +216,9 @@ export class ModelService {
       const wanted = chosen[kind];
       const model =
         models.find((m) => m.modelId === wanted && m.kinds.includes(kind)) ??
-        // The deployment's default chat model when the user chose none (or one no longer available).
-        (kind === 'chat' ? models.find((m) => m.connectionId === null && m.kinds.includes('chat')) : undefined);
+        // The deployment's default chat model (or first media model of the kind) when the user chose
+        // none (or one no longer available).
+        (kind !== 'embeddings' ? models.find((m) => m.connectionId === null && m.kinds.includes(kind)) : undefined);
       model?.defaultFor.push(kind);
     }
     return models;
@@ -203,6 +231,45 @@ export class ModelService {
    * deployment or the user removed since) gives way to the default instead.
    */
   async resolve(userId: string, modelId: string | null, kind: ModelKind, options: { field?: string; fallback?: boolean } = {}): Promise<ResolvedModel> {
+    return this.callable(userId, await this.pick(userId, modelId, kind, options));
+  }
+
+  /**
+   * The media model `modelId` names (the caller's default for `kind` when null), ready to call
+   * through the AI SDK: `400` as `resolve` says, and for a connection whose provider's media APIs
+   * are not supported (only OpenAI's format is).
+   */
+  async resolveMedia(userId: string, modelId: string | null, kind: MediaKind, field = '/body/model'): Promise<ResolvedMediaModel> {
+    const model = await this.pick(userId, modelId, kind, { field });
+    const info: ModelInfo = { id: model.modelId, providerId: model.providerId, name: model.name, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0, default: false };
+    if (model.connectionId === null) {
+      const media = this.deployment.media;
+      if (!media) throw new Error(`the deployment's provider offers no media, yet lists ${model.modelId}`);
+      return { info, providerModelId: model.providerModelId, connectionId: null, microCentsPerUnit: model.unitPrice?.microCentsPerUnit ?? 0, media, describe: (error) => describeProviderError(error), scrub: (text) => text };
+    }
+    const row = await repo.findConnection(this.db, userId, model.connectionId);
+    if (!row) throw errors.invalidRequest(`The model "${model.modelId}" is not available.`, [{ path: field, message: 'its connection was deleted' }]);
+    if (row.kind !== 'openai' && row.kind !== 'openai_compatible') {
+      throw errors.invalidRequest(`The model "${model.modelId}" cannot be called for ${kind}.`, [
+        { path: field, message: `media through ${row.kind} connections is not supported; use an openai or openai_compatible connection` },
+      ]);
+    }
+    const target = this.target(row);
+    const fetcher = this.outbound.fetcher({ timeoutMs: this.settings.mediaTimeoutMs ?? this.settings.callTimeoutMs, maxBytes: MAX_MEDIA_REPLY_BYTES });
+    const media = new OpenAIMediaModels({ baseUrl: baseUrlOf(target), apiKey: target.apiKey, providerId: row.kind, fetch: fetcher });
+    return {
+      info,
+      providerModelId: model.providerModelId,
+      connectionId: row.id,
+      microCentsPerUnit: 0,
+      media,
+      describe: (error) => describeConnectionError(error, target.apiKey),
+      scrub: (text) => scrub(text, target.apiKey),
+    };
+  }
+
+  /** The available model `modelId` names for `kind` (the default when null); `400` as `resolve` says. */
+  private async pick(userId: string, modelId: string | null, kind: ModelKind, options: { field?: string; fallback?: boolean }): Promise<AvailableModel> {
     const problem = modelId === null ? null : await this.problem(userId, modelId, kind);
     if (problem && !(options.fallback && problem.gone)) {
       throw errors.invalidRequest(`The model "${modelId}" is not available.`, [{ path: options.field ?? '/body/model', message: problem.message }]);
@@ -212,7 +279,7 @@ export class ModelService {
     if (!model) {
       throw errors.invalidRequest(`No ${kind} model is available.`, [{ path: options.field ?? '/body/model', message: "the deployment's model policy leaves no model to use" }]);
     }
-    return this.callable(userId, model);
+    return model;
   }
 
   /** `400` naming `field` unless `modelId` is a model of `kind` the user may call now. */
@@ -260,6 +327,23 @@ export class ModelService {
         defaultFor: [] as DefaultKind[],
       },
     }));
+    const media = (this.deployment.media?.models ?? []).map((m) => ({
+      byokEnabled,
+      model: {
+        modelId: m.id,
+        providerModelId: m.id,
+        providerId: m.providerId,
+        name: m.name,
+        connectionId: null,
+        kinds: [m.kind] as ModelKind[],
+        contextWindow: null,
+        inputCentsPerMillionTokens: 0,
+        outputCentsPerMillionTokens: 0,
+        unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit },
+        defaultFor: [] as DefaultKind[],
+      },
+    }));
+    deployment.push(...media);
     if (!byokEnabled && !withDisabled) return deployment;
     const connections = await repo.allConnections(this.db, userId);
     const own = connections.flatMap((row) => {

@@ -8,7 +8,14 @@ export function outputHandlers(outputs: OutputService): Pick<HandlerMap, 'getOut
   return {
     getOutputs: async ({ caller, query }) => {
       if (query.outputId !== undefined) return { output: presentOutput(await outputs.get(caller.userId, query.outputId)) };
-      const filter = { type: query.type, conversationId: query.conversationId, automationId: query.automationId };
+      const filter = {
+        type: query.type,
+        origin: query.origin,
+        conversationId: query.conversationId,
+        automationId: query.automationId,
+        projectId: query.projectId,
+        generationId: query.generationId,
+      };
       const page = await outputs.list(caller.userId, filter, readPage(query));
       return { outputs: page.items.map(presentOutput), nextCursor: page.nextCursor };
     },

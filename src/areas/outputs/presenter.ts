@@ -15,5 +15,12 @@ export function presentOutput(row: Selectable<Outputs>): Schemas['Output'] {
     conversationId: row.conversation_id,
     automationId: row.automation_id,
     createdAt: row.created_at.getTime(),
+    origin: row.origin as Schemas['OutputOrigin'],
+    generationId: row.generation_id,
+    projectId: row.project_id,
+    prompt: row.prompt,
+    model: row.model,
+    connectionId: row.connection_id,
+    sourceFileId: row.source_file_id,
   };
 }

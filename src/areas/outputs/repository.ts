@@ -10,11 +10,17 @@ export function findOutput(db: Database, ownerUserId: string, id: string) {
 /** The owner's outputs, filtered; read a page at a time. */
 export const outputList = listQuery({
   id: 'id',
-  rows: (db, { ownerUserId, type, conversationId, automationId }: { ownerUserId: string; type?: string; conversationId?: string; automationId?: string }) => {
-    let query = db.selectFrom('outputs').selectAll().where('owner_user_id', '=', ownerUserId);
-    if (type !== undefined) query = query.where('type', '=', type);
-    if (conversationId !== undefined) query = query.where('conversation_id', '=', conversationId);
-    if (automationId !== undefined) query = query.where('automation_id', '=', automationId);
+  rows: (
+    db,
+    filter: { ownerUserId: string; type?: string; origin?: string; conversationId?: string; automationId?: string; projectId?: string; generationId?: string },
+  ) => {
+    let query = db.selectFrom('outputs').selectAll().where('owner_user_id', '=', filter.ownerUserId);
+    if (filter.type !== undefined) query = query.where('type', '=', filter.type);
+    if (filter.origin !== undefined) query = query.where('origin', '=', filter.origin);
+    if (filter.conversationId !== undefined) query = query.where('conversation_id', '=', filter.conversationId);
+    if (filter.automationId !== undefined) query = query.where('automation_id', '=', filter.automationId);
+    if (filter.projectId !== undefined) query = query.where('project_id', '=', filter.projectId);
+    if (filter.generationId !== undefined) query = query.where('generation_id', '=', filter.generationId);
     return query;
   },
 });

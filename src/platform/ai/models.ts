@@ -1,6 +1,8 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { JSONSchema7, LanguageModel, LanguageModelUsage, ModelMessage, ToolSet } from 'ai';
+import { DevelopmentMediaModels } from './development-media';
 import { groundingIn } from './grounding';
+import { type MediaModelPrice, type MediaModels, OpenAIMediaModels } from './media';
 
 /** A model as the service offers it, with the prices the deployment configured. */
 export interface ModelInfo {
@@ -74,6 +76,8 @@ export interface ModelProvider {
   generate(request: ChatRequest): Promise<ChatResult>;
   /** The reply as it is written (and its tool calls), then its usage. */
   stream(request: ChatRequest): AsyncIterable<ChatPart>;
+  /** Its image, transcription and speech models, if it has any. */
+  readonly media?: MediaModels;
 }
 
 /**
@@ -296,11 +300,22 @@ export class SdkChat {
 export class OpenAICompatibleProvider implements ModelProvider {
   readonly info: ProviderInfo;
   readonly models: readonly ModelInfo[];
+  readonly media: MediaModels;
   private readonly chat: SdkChat;
 
-  constructor(options: { baseUrl: string; apiKey: string | null; models: readonly ModelPrice[] }, log: FailureLog = () => undefined) {
+  constructor(
+    options: {
+      baseUrl: string;
+      apiKey: string | null;
+      models: readonly ModelPrice[];
+      /** Its image, transcription and speech models (OpenAI's media APIs), none by default. */
+      media?: { image: readonly MediaModelPrice[]; transcription: readonly MediaModelPrice[]; speech: readonly MediaModelPrice[] };
+    },
+    log: FailureLog = () => undefined,
+  ) {
     this.info = { providerId: 'openai-compatible', kind: 'openai-compatible', name: 'OpenAI-compatible provider', baseUrl: options.baseUrl };
     this.models = options.models.map((m, i) => ({ ...m, providerId: this.info.providerId, name: m.id, default: i === 0 }));
+    this.media = new OpenAIMediaModels({ baseUrl: options.baseUrl, apiKey: options.apiKey, providerId: this.info.providerId }, options.media);
     this.chat = new SdkChat(async () => {
       const [ai, { createOpenAICompatible }] = await Promise.all([import('ai'), import('@ai-sdk/openai-compatible')]);
       const provider = createOpenAICompatible({
@@ -366,6 +381,9 @@ export class DevelopmentProvider implements ModelProvider {
       default: true,
     },
   ];
+
+  /** Real PNG and WAV files, made offline (see development-media.ts). */
+  readonly media: MediaModels = new DevelopmentMediaModels();
 
   private reply(request: Pick<ChatRequest, 'messages' | 'tools'>): ChatResult {
     const { messages } = request;

@@ -19,6 +19,7 @@ import * as m0017 from './migrations/0017_embeddings_model_setting';
 import * as m0018 from './migrations/0018_tools_approvals';
 import * as m0019 from './migrations/0019_mcp_servers';
 import * as m0020 from './migrations/0020_message_citations';
+import * as m0021 from './migrations/0021_media';
 import * as m0022 from './migrations/0022_integrations';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
@@ -43,6 +44,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0018_tools_approvals': m0018,
   '0019_mcp_servers': m0019,
   '0020_message_citations': m0020,
+  '0021_media': m0021,
   '0022_integrations': m0022,
 };
 
