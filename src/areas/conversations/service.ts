@@ -28,6 +28,14 @@ type SendInput = RequestInput<'MessageCreateRequest'>;
 /** The knowledge sources a grounded turn searches. */
 type KnowledgeSources = Array<'files' | 'memory' | 'notes' | 'projects'>;
 
+/** What a turn's prompt is read from (`turnContext`). */
+interface TurnContext {
+  project: { name: string; instructions: string | null } | null;
+  memory: Array<{ content: string }>;
+  history: Array<{ role: string; content: string }>;
+  tools: TurnTools | null;
+}
+
 export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled' | 'budget_exhausted';
 
 export type MessagePart = Schemas['MessagePart'];
@@ -336,34 +344,41 @@ export class ChatService {
   async send(userId: string, input: SendInput, hooks: SendHooks): Promise<SendOutcome> {
     const conversation = await this.get(userId, input.conversationId);
     if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
+    const now = new Date();
+    const messageId = uuidv7(now.getTime());
+    const replyId = uuidv7(now.getTime());
+    // What the prompt is made of depends only on the conversation and the new text, so it is read
+    // while the model, the budget and the settings are checked and the messages stored, rather
+    // than after them (the time to the first token is the sum of the turn's round trips before
+    // the model call). Its failure surfaces where it is awaited.
+    const context = this.turnContext(userId, conversation, input.content, messageId);
+    context.catch(() => undefined);
+    // The budget is read meanwhile too; it applies only to the deployment's models (usage on the
+    // user's own key is not charged to it), so its answer is used once the model is known.
+    const budget = this.billing.requireBudget(userId).then(
+      () => null,
+      (error: unknown) => error,
+    );
     // The message's model; else the conversation's, or the default when it has none or it is gone
     // (a blocked one is refused).
-    const model = await this.models.resolve(userId, input.model ?? conversation.model, 'chat', { fallback: input.model === undefined });
-    // Usage on the user's own key is not charged to the deployment's budget.
-    if (model.connectionId === null) await this.billing.requireBudget(userId);
-    const knowledge = await this.knowledgeSources(userId, input.knowledge);
-    const now = new Date();
-    const [message, reply] = await this.db.transaction().execute(async (trx) => {
-      const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
-      const stored = await repo.insertMessage(trx, { ...base, id: uuidv7(now.getTime()), role: 'user', kind: 'message', content: input.content, status: 'complete' });
-      const pending = await repo.insertMessage(trx, {
-        ...base,
-        id: uuidv7(now.getTime()),
-        role: 'assistant',
-        kind: 'reply',
-        status: 'generating',
-        model: model.info.id,
-        locked_until: new Date(now.getTime() + this.lease.leaseMs),
-      });
-      await repo.updateConversation(trx, userId, conversation.id, {
-        updated_at: now,
-        ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}),
-      });
-      return [stored, pending] as const;
-    });
+    const [model, knowledge] = await Promise.all([
+      this.models.resolve(userId, input.model ?? conversation.model, 'chat', { fallback: input.model === undefined }),
+      this.knowledgeSources(userId, input.knowledge),
+    ]);
+    if (model.connectionId === null) {
+      const refused = await budget;
+      if (refused) throw refused;
+    }
+    const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
+    const [message, reply] = await repo.insertTurn(
+      this.db,
+      { ownerUserId: userId, id: conversation.id, changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) } },
+      { ...base, id: messageId, role: 'user', kind: 'message', content: input.content, status: 'complete' },
+      { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id, locked_until: new Date(now.getTime() + this.lease.leaseMs) },
+    );
     this.generating.add(reply.id);
     try {
-      return await this.generate(userId, conversation, model, message, reply, hooks, knowledge);
+      return await this.generate(userId, model, message, reply, hooks, knowledge, context);
     } finally {
       // A reply left generating here (an unexpected error) is failed by a sweep once its lease ends.
       this.generating.delete(reply.id);
@@ -372,20 +387,20 @@ export class ChatService {
 
   private async generate(
     userId: string,
-    conversation: repo.ConversationRow,
     model: ResolvedModel,
     message: repo.MessageRow,
     reply: repo.MessageRow,
     hooks: SendHooks,
     knowledge: KnowledgeSources | null,
+    context: Promise<TurnContext>,
   ): Promise<SendOutcome> {
     hooks.onStart?.(message);
     const grounding = knowledge ? await this.ground(userId, reply, message.content, knowledge) : null;
     if (grounding) hooks.onCitations?.(grounding.citations, grounding.retrieval);
-    const loading = this.turnTools(userId);
-    const [prompt, tools] = await Promise.all([this.prompt(userId, conversation, message, grounding?.grounding, loading), loading]);
-    const turn: Turn = { userId, model, reply, message, prompt, tools, parts: [], usage: { inputTokens: 0, outputTokens: 0 }, cost: 0, steps: 0, hooks, decisions: new Map() };
-    this.addUnavailable(turn, tools?.unavailable ?? []);
+    const read = await context;
+    const prompt = this.prompt(read, message.content, grounding?.grounding);
+    const turn: Turn = { userId, model, reply, message, prompt, tools: read.tools, parts: [], usage: { inputTokens: 0, outputTokens: 0 }, cost: 0, steps: 0, hooks, decisions: new Map() };
+    this.addUnavailable(turn, read.tools?.unavailable ?? []);
     return this.runTurn(turn);
   }
 
@@ -697,15 +712,14 @@ export class ChatService {
     // which are not stored, so the continued turn cites the same numbers.
     const cited = presentCitations(reply.citations);
     const grounding: Grounding | undefined = cited.length > 0 ? { state: 'found', sources: cited.map((c) => ({ number: c.number, kind: c.sourceType, title: c.title, text: c.snippet })) } : undefined;
-    const loading = this.turnTools(userId);
-    const [prompt, tools] = await Promise.all([this.prompt(userId, conversation, message, grounding, loading), loading]);
+    const read = await this.turnContext(userId, conversation, message.content, message.id);
     const turn: Turn = {
       userId,
       model,
       reply,
       message,
-      prompt,
-      tools,
+      prompt: this.prompt(read, message.content, grounding),
+      tools: read.tools,
       parts: reply.parts as unknown as MessagePart[],
       usage: { inputTokens: reply.input_tokens ?? 0, outputTokens: reply.output_tokens ?? 0 },
       cost: Number(reply.cost_micro_cents ?? 0),
@@ -713,7 +727,7 @@ export class ChatService {
       hooks: { signal: new AbortController().signal },
       decisions: new Map([[approval.tool_call_id, { approve, arguments: approval.arguments as Record<string, unknown> }]]),
     };
-    this.addUnavailable(turn, tools?.unavailable ?? []);
+    this.addUnavailable(turn, read.tools?.unavailable ?? []);
     return (await this.runTurn(turn)).reply;
   }
 
@@ -838,21 +852,27 @@ export class ChatService {
     return { grounding: citations.length > 0 ? { state: 'found', sources: given } : { state: 'none' }, citations, retrieval: found.retrieval };
   }
 
+  /** What a turn's prompt is made of: the project, relevant memory, the history before `beforeId`, the tools. */
+  private async turnContext(userId: string, conversation: repo.ConversationRow, text: string, beforeId: string): Promise<TurnContext> {
+    const [project, memory, history, tools] = await Promise.all([
+      conversation.project_id ? this.projects.get(userId, conversation.project_id).catch(() => null) : null,
+      this.memory.relevant(userId, conversation.project_id, text, MEMORY_ITEMS),
+      repo.history(this.db, conversation.id, beforeId, HISTORY_MESSAGES),
+      this.turnTools(userId),
+    ]);
+    return { project, memory, history, tools };
+  }
+
   /**
    * System prompt (project instructions, relevant memory, the tool sources the turn goes without, a
    * grounded turn's sources), recent history and the new message.
    */
-  private async prompt(userId: string, conversation: repo.ConversationRow, message: repo.MessageRow, grounding: Grounding | undefined, tools: Promise<TurnTools | null>): Promise<ChatMessage[]> {
-    const project = conversation.project_id ? await this.projects.get(userId, conversation.project_id).catch(() => null) : null;
-    const [memory, history, turnTools] = await Promise.all([
-      this.memory.relevant(userId, conversation.project_id, message.content, MEMORY_ITEMS),
-      repo.history(this.db, conversation.id, message.id, HISTORY_MESSAGES),
-      tools,
-    ]);
+  private prompt(context: TurnContext, text: string, grounding: Grounding | undefined): ChatMessage[] {
+    const { project, memory, history, tools } = context;
     let system = SYSTEM_PROMPT;
     if (project) system += `\n\nThe conversation belongs to the project "${project.name}".${project.instructions ? `\nProject instructions:\n${project.instructions}` : ''}`;
     if (memory.length > 0) system += `\n\nWhat you know about the user:\n${memory.map((m) => `- ${m.content}`).join('\n')}`;
-    const unavailable = turnTools?.unavailable ?? [];
+    const unavailable = tools?.unavailable ?? [];
     if (unavailable.length > 0) {
       const servers = unavailable.map((u) => `- the MCP server "${u.serverName}": ${u.reason}`).join('\n');
       system += `\n\nThese tool sources of the user are unavailable now; their tools are not offered. If the user asks for what they would do, say so.\n${servers}`;
@@ -861,7 +881,7 @@ export class ChatService {
     return [
       { role: 'system', content: system },
       ...history.map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content })),
-      { role: 'user', content: message.content },
+      { role: 'user', content: text },
     ];
   }
 

@@ -90,6 +90,8 @@ export class SettingsService {
   private readonly db: Database;
   private readonly catalog: ModelCatalog;
   private readonly defaults: SettingsDefaults;
+  /** Reads under way, by user (see `get`). */
+  private readonly reading = new Map<string, Promise<UserSettings>>();
 
   constructor(deps: { db: Database; catalog: ModelCatalog; defaults: SettingsDefaults }) {
     this.db = deps.db;
@@ -97,8 +99,21 @@ export class SettingsService {
     this.defaults = deps.defaults;
   }
 
-  async get(userId: string): Promise<UserSettings> {
-    return this.resolve(await repo.findSettings(this.db, userId));
+  /**
+   * The caller's settings. Reads for one user that overlap share one query: a chat turn asks for
+   * them from several places at once (its model, knowledge grounding, tool approvals).
+   */
+  get(userId: string): Promise<UserSettings> {
+    const inFlight = this.reading.get(userId);
+    if (inFlight) return inFlight;
+    const read = repo
+      .findSettings(this.db, userId)
+      .then((row) => this.resolve(row))
+      .finally(() => {
+        if (this.reading.get(userId) === read) this.reading.delete(userId);
+      });
+    this.reading.set(userId, read);
+    return read;
   }
 
   /**
@@ -141,7 +156,10 @@ export class SettingsService {
       row.ui = json;
     }
     if (problems.length > 0) throw errors.invalidRequest('Some settings are not valid; nothing was changed.', problems);
-    return this.resolve(await repo.upsertSettings(this.db, userId, { ...row, updated_at: new Date() }));
+    const stored = await repo.upsertSettings(this.db, userId, { ...row, updated_at: new Date() });
+    // A read that began before this write must not answer a later `get`.
+    this.reading.delete(userId);
+    return this.resolve(stored);
   }
 
   /** The model each kind uses when a request names none: the user's choice, else the deployment's default. */
