@@ -1585,6 +1585,12 @@ export interface paths {
          *     cookie) as another user is refused there, and nothing is stored. Connecting again replaces
          *     the caller's earlier connection once the new one completes.
          *
+         *     The callback completes only in a browser signed in as the caller: before it opens the
+         *     authorization URL, the web app creates a browser session with `POST /auth/session` (the
+         *     `service_session` cookie) in that browser. A callback without a live session is refused
+         *     (`reason` `sign_in_required`, audited as `denied`), spends the state and stores nothing, so an
+         *     authorization URL sent to someone else cannot connect their account to the caller's.
+         *
          *     For a configured provider with an `issuer`, its endpoints come from OpenID Connect
          *     discovery. For an MCP server (`mcp:<serverId>`), its authorization server is discovered per
          *     the MCP authorization spec (protected-resource metadata, then the authorization server's

@@ -31,7 +31,15 @@ async function register(user: TestUser, name: string) {
   return res.body.server as { serverId: string; toolPrefix: string; status: string; lastError: string | null; integrationId: string };
 }
 
-/** Connects the user's server: the authorization URL, the browser at the authorization server, the callback. */
+/** The user's browser signed in to the web app (`POST /auth/session`): its session cookie. */
+async function signedIn(user: TestUser): Promise<string> {
+  const res = await ctx.h.http().post('/auth/session').set(user.auth);
+  const header = ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith('service_session='));
+  if (!header) throw new Error('no session cookie');
+  return header.split(';')[0] as string;
+}
+
+/** Connects the user's server: the authorization URL, the user's signed-in browser at the authorization server, the callback. */
 async function connectServer(user: TestUser, integrationId: string): Promise<URL> {
   const started = await ctx.h.http().post('/api/v1/integrations/connect').set(user.auth).send({ integrationId });
   expect(started.status).toBe(200);
@@ -39,7 +47,7 @@ async function connectServer(user: TestUser, integrationId: string): Promise<URL
   const approved = await fetch(url, { redirect: 'manual' });
   expect(approved.status).toBe(302);
   const location = new URL(approved.headers.get('location') as string);
-  const done = await ctx.h.http().get(`${location.pathname}${location.search}`);
+  const done = await ctx.h.http().get(`${location.pathname}${location.search}`).set('Cookie', await signedIn(user));
   expect(done.status).toBe(200);
   expect(done.text).toContain('Connected');
   return url;

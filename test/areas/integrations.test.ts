@@ -104,6 +104,22 @@ async function connect(user: TestUser, integrationId: string): Promise<{ url: UR
   return { url, state: url.searchParams.get('state') as string, expiresAt: res.body.authorization.expiresAt };
 }
 
+/** The user's browser signed in to the web app (`POST /auth/session`): its session cookie, one per user. */
+const browsers = new Map<string, string>();
+async function signedIn(user: TestUser): Promise<string> {
+  let cookie = browsers.get(user.userId);
+  if (cookie === undefined) {
+    cookie = sessionCookie((await h.http().post('/auth/session').set(user.auth)).headers['set-cookie']);
+    browsers.set(user.userId, cookie);
+  }
+  return cookie;
+}
+
+/** The user's signed-in browser arriving at the callback (`path`: its path and query). */
+async function callbackIn(user: TestUser, path: string) {
+  return h.http().get(path).set('Cookie', await signedIn(user));
+}
+
 /** The browser at the provider: it approves and redirects; answers the callback's path and query. */
 async function approve(url: URL): Promise<string> {
   const res = await fetch(url, { redirect: 'manual' });
@@ -154,7 +170,7 @@ describe('integrations with configured providers', () => {
     expect(expiresAt).toBeGreaterThan(Date.now());
 
     const callback = await approve(url);
-    const done = await h.http().get(callback);
+    const done = await callbackIn(alice, callback);
     expect(done.status).toBe(200);
     expect(done.headers['content-type']).toMatch(/text\/html/);
     expect(done.headers['cache-control']).toBe('no-store');
@@ -187,9 +203,9 @@ describe('integrations with configured providers', () => {
     // Replayed: the first use stored the connection; the second finds nothing.
     const first = await connect(alice, 'plain');
     const callback = await approve(first.url);
-    expect((await h.http().get(callback)).status).toBe(200);
+    expect((await callbackIn(alice, callback)).status).toBe(200);
     const connected = await catalogEntry(alice, 'plain');
-    const replay = await h.http().get(callback);
+    const replay = await callbackIn(alice, callback);
     expect(replay.status).toBe(400);
     expect(replay.text).toContain('unknown or was already used');
     expect(await catalogEntry(alice, 'plain')).toEqual(connected);
@@ -198,13 +214,13 @@ describe('integrations with configured providers', () => {
     const late = await connect(alice, 'plain');
     const lateCallback = await approve(late.url);
     await h.runtime.database.db.updateTable('integration_authorizations').set({ expires_at: new Date(Date.now() - 1000) }).where('owner_user_id', '=', alice.userId).execute();
-    const expired = await h.http().get(lateCallback);
+    const expired = await callbackIn(alice, lateCallback);
     expect(expired.status).toBe(400);
     expect(expired.text).toContain('expired');
-    expect((await h.http().get(lateCallback)).status).toBe(400); // and spent
+    expect((await callbackIn(alice, lateCallback)).status).toBe(400); // and spent
 
     // Another user's browser: Bob's session cookie on Alice's callback.
-    const cookie = sessionCookie((await h.http().post('/auth/session').set(bob.auth)).headers['set-cookie']);
+    const cookie = await signedIn(bob);
     const hers = await connect(alice, 'mock');
     const hersCallback = await approve(hers.url);
     const before = tokenRequests.length;
@@ -212,12 +228,11 @@ describe('integrations with configured providers', () => {
     expect(wrong.status).toBe(403);
     expect(wrong.text).toContain('another user');
     expect(tokenRequests.length).toBe(before); // no code was exchanged
-    expect((await h.http().get(hersCallback)).status).toBe(400); // spent
+    expect((await callbackIn(alice, hersCallback)).status).toBe(400); // spent
     expect((await catalogEntry(bob, 'mock')).connection).toBeNull();
     // Her own browser (her cookie) completes one.
-    const own = sessionCookie((await h.http().post('/auth/session').set(alice.auth)).headers['set-cookie']);
     const again = await connect(alice, 'mock');
-    expect((await h.http().get(await approve(again.url)).set('Cookie', own)).status).toBe(200);
+    expect((await callbackIn(alice, await approve(again.url))).status).toBe(200);
 
     const { events } = await h.runtime.services.audit.list({ action: 'integration.connect' }, { limit: 50, before: null });
     expect(events.map((e) => [e.actor_user_id, e.outcome, (e.metadata as { reason?: string }).reason])).toEqual(
@@ -231,6 +246,40 @@ describe('integrations with configured providers', () => {
     expect((await h.http().get('/integrations/callback')).status).toBe(400);
   });
 
+  test('an authorization URL opened in a browser that is not signed in as its starter connects nothing', async () => {
+    // The attack: Bob starts connecting and sends the URL to Alice, who consents with her own account at the provider.
+    const bobsConnection = () =>
+      h.runtime.database.db.selectFrom('integration_connections').select(['id', 'version']).where('owner_user_id', '=', bob.userId).where('integration_id', '=', 'plain').executeTakeFirst();
+    const stored = await bobsConnection();
+    const before = tokenRequests.length;
+
+    // Her browser has no session: refused, the code is not exchanged, and the state is spent.
+    const lured = await connect(bob, 'plain');
+    const callback = await approve(lured.url);
+    const anonymous = await h.http().get(callback);
+    expect(anonymous.status).toBe(403);
+    expect(anonymous.text).toContain('sign in to the web app in this browser, then connect again');
+    expect((await callbackIn(bob, callback)).status).toBe(400);
+
+    // Her browser is signed in as herself: refused as another user's, and spent too.
+    const again = await connect(bob, 'plain');
+    const herBrowser = await approve(again.url);
+    const wrong = await callbackIn(alice, herBrowser);
+    expect(wrong.status).toBe(403);
+    expect(wrong.text).toContain('another user');
+    expect((await callbackIn(bob, herBrowser)).status).toBe(400);
+
+    // A cookie that names no live session is no session.
+    const forged = await connect(bob, 'plain');
+    const forgedCallback = await approve(forged.url);
+    expect((await h.http().get(forgedCallback).set('Cookie', 'service_session=s%3Anot-a-session.x')).status).toBe(403);
+
+    expect(tokenRequests.length).toBe(before);
+    expect(await bobsConnection()).toEqual(stored);
+    const { events } = await h.runtime.services.audit.list({ action: 'integration.connect', actorUserId: bob.userId }, { limit: 50, before: null });
+    expect(events.filter((e) => e.outcome === 'denied').map((e) => (e.metadata as { reason?: string }).reason)).toEqual(expect.arrayContaining(['sign_in_required']));
+  });
+
   test('an MCP server signs in with the connection; an expiring token is refreshed on use', async () => {
     const created = await h.http().post('/api/v1/mcp-servers').set(bob.auth).send({ name: 'Docs', url: mcp.streamableUrl, transport: 'streamable_http', authentication: 'oauth', integrationId: 'mock', defaultToolPolicy: 'allow' });
     expect(created.status).toBe(200);
@@ -242,7 +291,7 @@ describe('integrations with configured providers', () => {
     provider.expiresIn = 30;
     const { url } = await connect(bob, 'mock');
     const first = grants.length;
-    expect((await h.http().get(await approve(url))).status).toBe(200);
+    expect((await callbackIn(bob, await approve(url))).status).toBe(200);
     // The code was exchanged, then the connection made the server read its catalog: with a refreshed token.
     const [exchanged, refreshed] = grants.slice(first);
     expect(exchanged).toMatchObject({ grant: 'authorization_code' });
@@ -279,7 +328,7 @@ describe('integrations with configured providers', () => {
 
   test('disconnect revokes the tokens and deletes the connection; another user\'s is 404', async () => {
     const { url } = await connect(alice, 'plain');
-    expect((await h.http().get(await approve(url))).status).toBe(200);
+    expect((await callbackIn(alice, await approve(url))).status).toBe(200);
     const refreshToken = issued.at(-1) as string;
     expect((await h.http().delete('/api/v1/integrations/connection').query({ integrationId: 'plain' }).set(bob.auth)).status).toBe(404);
     const before = revocations.length;
@@ -331,7 +380,7 @@ describe('integrations with configured providers', () => {
         expect(res.status).toBe(403);
         expect(res.body).toMatchObject({ code: 'capability_disabled', capability: 'integrations' });
       }
-      const off = await h.http().get(callback);
+      const off = await callbackIn(alice, callback);
       expect(off.status).toBe(403);
       expect(off.text).toContain('disabled');
     } finally {

@@ -79,7 +79,7 @@ export interface CallbackOutcome {
   status: 'connected' | 'failed';
   integrationId: string | null;
   name: string | null;
-  /** Machine code: `connected`, `invalid_state`, `expired_state`, `wrong_user`, `access_denied`, `exchange_failed`, `disabled`. */
+  /** Machine code: `connected`, `invalid_state`, `expired_state`, `sign_in_required`, `wrong_user`, `access_denied`, `exchange_failed`, `disabled`. */
   code: string;
   message: string;
 }
@@ -270,8 +270,9 @@ export class IntegrationService {
 
   /**
    * Completes an authorization at the callback: takes the state (at most once), checks its expiry
-   * and that a signed-in browser is the caller's, exchanges the code (PKCE) and stores the tokens
-   * sealed. Never throws for the flow's sake: the outcome says what happened.
+   * and that the browser is signed in (a browser session) as the user who started connecting,
+   * exchanges the code (PKCE) and stores the tokens sealed. Never throws for the flow's sake: the
+   * outcome says what happened.
    */
   async complete(input: { query: URLSearchParams; sessionUserId: string | null; requestId: string | null }): Promise<CallbackOutcome> {
     const { query, sessionUserId, requestId } = input;
@@ -286,7 +287,13 @@ export class IntegrationService {
     const record = (outcome: 'success' | 'failure' | 'denied', metadata: Record<string, unknown>, actor: Actor = owner) =>
       this.audit.record(actor, { action: CONNECT_ACTION, resourceType: 'integration', resourceId: integrationId, outcome, metadata });
     if (!(await this.capabilities.isEnabled('integrations'))) return fail('disabled', 'Integrations are disabled for this deployment.', integrationId, name);
-    if (sessionUserId !== null && sessionUserId !== pending.owner_user_id) {
+    if (sessionUserId === null) {
+      // The state alone is not enough: whoever holds an authorization URL could otherwise have another
+      // person consent with their own account and receive that person's tokens as their connection.
+      await record('denied', { reason: 'sign_in_required' });
+      return fail('sign_in_required', 'This browser is not signed in to the web app: sign in to the web app in this browser, then connect again.', integrationId, name);
+    }
+    if (sessionUserId !== pending.owner_user_id) {
       // The browser is signed in as someone else than the user who started connecting: refused, and the state is spent.
       await record('denied', { reason: 'wrong_user' }, { userId: sessionUserId, requestId });
       return fail('wrong_user', 'This authorization was started by another user; sign in as that user, or start connecting again.', integrationId, name);
