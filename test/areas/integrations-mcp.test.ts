@@ -39,8 +39,30 @@ async function signedIn(user: TestUser): Promise<string> {
   return header.split(';')[0] as string;
 }
 
-/** Connects the user's server: the authorization URL, the user's signed-in browser at the authorization server, the callback. */
+/** Waits until `condition` holds (checked every 20 ms, for at most a minute). */
+async function waitFor(condition: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met within a minute');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function serverOf(user: TestUser, serverId: string) {
+  const res = await ctx.h.http().get('/api/v1/mcp-servers').query({ serverId }).set(user.auth);
+  expect(res.status).toBe(200);
+  return res.body.server as { status: string; lastError: string | null; tools: Array<{ name: string }> };
+}
+
+/** Connects the user's server, then waits for the catalog read the connection starts (in the background) to make it active. */
 async function connectServer(user: TestUser, integrationId: string): Promise<URL> {
+  const url = await authorizeInBrowser(user, integrationId);
+  await waitFor(async () => (await serverOf(user, integrationId.slice('mcp:'.length))).status === 'active');
+  return url;
+}
+
+/** The authorization URL, the user's signed-in browser at the authorization server, the callback. */
+async function authorizeInBrowser(user: TestUser, integrationId: string): Promise<URL> {
   const started = await ctx.h.http().post('/api/v1/integrations/connect').set(user.auth).send({ integrationId });
   expect(started.status).toBe(200);
   const url = new URL(started.body.authorization.authorizationUrl);
@@ -142,6 +164,20 @@ describe('an MCP server that requires OAuth', () => {
     expect(part.output).toContain(`Not connected to "Short lived": connect it with POST /api/v1/integrations/connect {"integrationId":"${integrationId}"}`);
     expect((after.find((e) => e.event === 'done')!.data as { message: { status: string } }).message.status).toBe('complete');
     expect(server.calls.length).toBe(calls);
+  });
+
+  test('the callback answers at once; the servers read their catalogs afterwards', async () => {
+    const saved = await register(ctx.bob, 'Slow');
+    // The MCP endpoint holds every request: a callback that waited for the catalog would not answer.
+    const release = server.hold();
+    try {
+      await authorizeInBrowser(ctx.bob, `mcp:${saved.serverId}`);
+      expect((await serverOf(ctx.bob, saved.serverId)).status).toBe('error');
+    } finally {
+      release();
+    }
+    await waitFor(async () => (await serverOf(ctx.bob, saved.serverId)).status === 'active');
+    expect((await serverOf(ctx.bob, saved.serverId)).tools.map((t) => t.name)).toEqual(['echo']);
   });
 
   test('deleting the server disconnects and revokes its connection', async () => {

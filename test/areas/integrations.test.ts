@@ -292,12 +292,15 @@ describe('integrations with configured providers', () => {
     const { url } = await connect(bob, 'mock');
     const first = grants.length;
     expect((await callbackIn(bob, await approve(url))).status).toBe(200);
-    // The code was exchanged, then the connection made the server read its catalog: with a refreshed token.
+    // The code was exchanged, then the connection made the server read its catalog (after the answer): with a refreshed token.
+    const serverId = created.body.server.serverId as string;
+    const serverOf = async () => (await h.http().get('/api/v1/mcp-servers').query({ serverId }).set(bob.auth)).body.server;
+    await waitFor(async () => (await serverOf()).status === 'active');
     const [exchanged, refreshed] = grants.slice(first);
     expect(exchanged).toMatchObject({ grant: 'authorization_code' });
     expect(refreshed).toMatchObject({ grant: 'refresh_token' });
     expect(tokenRequests.filter((r) => r.grant_type === 'refresh_token').at(-1)!.refresh_token).toBe(exchanged!.refresh);
-    const server = await h.http().get('/api/v1/mcp-servers').query({ serverId: created.body.server.serverId }).set(bob.auth);
+    const server = await h.http().get('/api/v1/mcp-servers').query({ serverId }).set(bob.auth);
     expect(server.body.server.status).toBe('active');
     expect(mcp.requests.at(-1)?.headers.authorization).toBe(`Bearer ${refreshed!.access}`);
     expect((await catalogEntry(bob, 'mock')).connection).toMatchObject({ status: 'connected', refreshedAt: expect.any(Number) });
@@ -390,9 +393,9 @@ describe('integrations with configured providers', () => {
 });
 
 /** Waits until `condition` holds (checked every 10 ms, for at most a minute). */
-async function waitFor(condition: () => boolean): Promise<void> {
+async function waitFor(condition: () => boolean | Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 60_000;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error('condition not met within a minute');
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

@@ -41,7 +41,7 @@ export interface OAuthServers {
   oauthServer(userId: string, serverId: string): Promise<OAuthServer | null>;
   /** All of them, oldest first. */
   oauthServers(userId: string): Promise<OAuthServer[]>;
-  /** A connection was stored: the caller's servers that use it read their tool catalog again. */
+  /** A connection was stored: the caller's servers that use it read their tool catalog again (in the background of the callback). */
   connected(userId: string, integrationId: string): Promise<void>;
 }
 
@@ -150,6 +150,8 @@ export class IntegrationService {
   private readonly onRefresh: NonNullable<IntegrationServiceDeps['onRefresh']>;
   private readonly now: () => number;
   private servers: OAuthServers | null = null;
+  /** Catalog reads started by callbacks and not finished yet. */
+  private readonly background = new Set<Promise<void>>();
 
   constructor({ db, capabilities, secrets, outbound, audit, settings, log = () => undefined, onRefresh = () => undefined, now = Date.now }: IntegrationServiceDeps) {
     this.db = db;
@@ -332,9 +334,7 @@ export class IntegrationService {
       return fail('exchange_failed', error.message, integrationId, name);
     }
     await this.store(owner, integrationId, pending.server_id, tokens, discovered, client);
-    await this.servers?.connected(owner.userId, integrationId).catch((error: unknown) => {
-      this.log('MCP servers could not read their catalogs after a connection', { integrationId, error: (error as Error).message });
-    });
+    this.readCatalogsLater(owner.userId, integrationId);
     return { status: 'connected', integrationId, name, code: 'connected', message: `Connected to "${name}".` };
   }
 
@@ -450,7 +450,28 @@ export class IntegrationService {
     return tokens.accessToken;
   }
 
+  /** Waits for the catalog reads the callbacks started (at shutdown, before the database closes). */
+  async settle(): Promise<void> {
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
   // ---- internals ----
+
+  /**
+   * The MCP servers that sign in with a connection just stored read their catalogs again, in the
+   * background: the browser is answered at once rather than after each server's timeout. Their
+   * outcome is stored on each server (its status and error); anything else is logged.
+   */
+  private readCatalogsLater(userId: string, integrationId: string): void {
+    if (!this.servers) return;
+    const task: Promise<void> = this.servers
+      .connected(userId, integrationId)
+      .catch((error: unknown) => {
+        this.log('MCP servers could not read their catalogs after a connection', { integrationId, error: (error as Error).message });
+      })
+      .finally(() => this.background.delete(task));
+    this.background.add(task);
+  }
 
   /** Stores new tokens as the caller's connection (replacing an earlier one), audited. */
   private async store(actor: Actor, integrationId: string, serverId: string | null, tokens: TokenSet, discovered: DiscoveredServer | null, client: OAuthClientInformationMixed | null): Promise<void> {

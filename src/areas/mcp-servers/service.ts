@@ -403,11 +403,20 @@ export class McpServerService implements OAuthServers {
     return rows.map((row) => ({ serverId: row.id, name: row.name, url: row.url }));
   }
 
-  /** A connection was stored: the user's enabled servers that sign in with it read their catalog again. */
+  /**
+   * A connection was stored: the user's enabled servers that sign in with it read their catalog
+   * again, one after the other, each outcome stored on the server (one that fails is logged and
+   * does not stop the others).
+   */
   async connected(userId: string, integrationId: string): Promise<void> {
     if (!(await this.capabilities.isEnabled('mcp'))) return;
     for (const row of await repo.enabledServers(this.db, userId)) {
-      if (integrationIdOf(row) === integrationId) await this.readCatalog(row);
+      if (integrationIdOf(row) !== integrationId) continue;
+      try {
+        await this.readCatalog(row);
+      } catch (error) {
+        this.log('MCP tool catalog could not be read after a connection', { serverId: row.id, error: (error as Error).message });
+      }
     }
   }
 
