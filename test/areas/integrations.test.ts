@@ -44,8 +44,10 @@ const grants: Array<{ grant: string; access: string; refresh: string }> = [];
 const issued: string[] = [];
 /** Revocation requests (their form bodies). */
 const revocations: URLSearchParams[] = [];
-/** Lifetime of the tokens issued from now on (seconds), and whether refresh grants are refused. */
-const provider = { expiresIn: 3600, refuseRefresh: false };
+/** Lifetime of the tokens issued from now on (seconds), whether refresh grants are refused, and whether a refresh token works once (rotation). */
+const provider = { expiresIn: 3600, refuseRefresh: false, rotate: false };
+/** Refresh tokens already used in a refresh grant. */
+const spentRefreshTokens = new Set<string>();
 const logs = capturingLogger();
 let h: Harness;
 let alice: TestUser;
@@ -62,6 +64,12 @@ beforeAll(async () => {
       response.body = { error: 'invalid_grant', error_description: 'the refresh token has been revoked' };
       return;
     }
+    if (req.body.grant_type === 'refresh_token' && provider.rotate && spentRefreshTokens.has(String(req.body.refresh_token))) {
+      response.statusCode = 400;
+      response.body = { error: 'invalid_grant', error_description: 'the refresh token was already used' };
+      return;
+    }
+    if (req.body.grant_type === 'refresh_token') spentRefreshTokens.add(String(req.body.refresh_token));
     response.body.expires_in = provider.expiresIn;
     grants.push({ grant: req.body.grant_type, access: String(response.body.access_token), refresh: String(response.body.refresh_token) });
     issued.push(String(response.body.access_token), String(response.body.refresh_token));
@@ -346,6 +354,43 @@ describe('integrations with configured providers', () => {
     const { events } = await h.runtime.services.audit.list({ action: 'integration.disconnect' }, { limit: 5, before: null });
     expect(events[0]).toMatchObject({ actor_user_id: alice.userId, resource_id: 'plain', outcome: 'success' });
     expect(events[0]!.metadata).toEqual({ revoked: true });
+  });
+
+  test('concurrent uses of an expiring token refresh it once (a rotating refresh token) and both get the new token', async () => {
+    const carol = await h.newUser('carol');
+    provider.expiresIn = 30; // within the minute before expiry: refreshed when used
+    const { url } = await connect(carol, 'mock');
+    expect((await callbackIn(carol, await approve(url))).status).toBe(200);
+    provider.expiresIn = 3600;
+    provider.rotate = true;
+    try {
+      const refreshGrants = () => tokenRequests.filter((r) => r.grant_type === 'refresh_token').length;
+      const before = refreshGrants();
+      const tokens = await Promise.all([1, 2].map(() => h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC')));
+      // One refresh reached the provider; without serializing, the second would spend the rotated token and be refused.
+      expect(refreshGrants()).toBe(before + 1);
+      expect(grants.at(-1)!.grant).toBe('refresh_token');
+      expect(tokens).toEqual([grants.at(-1)!.access, grants.at(-1)!.access]);
+      expect((await catalogEntry(carol, 'mock')).connection).toMatchObject({ status: 'connected', refreshedAt: expect.any(Number) });
+      const row = await h.runtime.database.db.selectFrom('integration_connections').select(['refreshing_until', 'version']).where('owner_user_id', '=', carol.userId).executeTakeFirstOrThrow();
+      expect(row).toEqual({ refreshing_until: null, version: 2 });
+      // The new token is fresh: used as it is.
+      expect(await h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC')).toBe(tokens[0]);
+      expect(refreshGrants()).toBe(before + 1);
+
+      // A claim whose holder never finishes (it stopped, say) lapses: the request waiting for it then refreshes itself.
+      await h.runtime.database.db
+        .updateTable('integration_connections')
+        .set({ expires_at: new Date(Date.now() + 30_000), refreshing_until: new Date(Date.now() + 300) })
+        .where('owner_user_id', '=', carol.userId)
+        .execute();
+      const afterLapse = await h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC');
+      expect(refreshGrants()).toBe(before + 2);
+      expect(afterLapse).toBe(grants.at(-1)!.access);
+      expect((await catalogEntry(carol, 'mock')).connection.status).toBe('connected');
+    } finally {
+      provider.rotate = false;
+    }
   });
 
   test('bad input is 400, unknown integrations 404, and the capability switches the area off', async () => {

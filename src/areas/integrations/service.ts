@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { OAuthClientInformationMixed } from '@modelcontextprotocol/sdk/shared/auth.js' with { 'resolution-mode': 'import' };
 import type { FailureLog } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
@@ -95,6 +96,8 @@ export const CALLBACK_PATH = '/integrations/callback';
 export const MCP_PREFIX = 'mcp:';
 /** A token is refreshed when it expires within this long (before it is used). */
 const REFRESH_SKEW_MS = 60_000;
+/** A waiting request gives up this long after the claim it waits for would have lapsed. */
+const WAIT_MARGIN_MS = 5_000;
 /** Authorizations under way kept per user and integration (older ones are dropped). */
 const PENDING_PER_INTEGRATION = 10;
 
@@ -149,6 +152,8 @@ export class IntegrationService {
   private readonly log: FailureLog;
   private readonly onRefresh: NonNullable<IntegrationServiceDeps['onRefresh']>;
   private readonly now: () => number;
+  /** How long a refresh is claimed for: its requests (discovery, then the grant) each within the timeout, and a margin. */
+  private readonly leaseMs: number;
   private servers: OAuthServers | null = null;
   /** Catalog reads started by callbacks and not finished yet. */
   private readonly background = new Set<Promise<void>>();
@@ -164,6 +169,7 @@ export class IntegrationService {
     this.log = log;
     this.onRefresh = onRefresh;
     this.now = now;
+    this.leaseMs = 2 * settings.timeoutMs + 5_000;
   }
 
   /** The MCP servers area, given once both are built. */
@@ -383,29 +389,59 @@ export class IntegrationService {
 
   /**
    * A usable access token of the user's connection, refreshed first when it expires within a
-   * minute (once, however many callers ask at the same time: the refresh that stores first wins,
-   * the others use its tokens). With `rejected` (the token a resource server just refused with
+   * minute. One request at a time refreshes a connection (any instance): it claims the refresh
+   * with a conditional update (a lease, held for no longer than the refresh's requests may take,
+   * and no transaction is held open over them); the others wait for its tokens, checking the
+   * stored version, and use them. With `rejected` (the token a resource server just refused with
    * 401), that token is refreshed whatever its expiry. NotConnected when there is none or it
    * cannot be refreshed; IntegrationUnavailable when the authorization server cannot be reached now.
    */
   async accessToken(userId: string, integrationId: string, name: string, rejected?: string): Promise<string> {
-    const row = await repo.findConnection(this.db, userId, integrationId);
-    if (!row) throw new NotConnected(integrationId, 'missing', name);
-    if (row.status === 'expired') throw new NotConnected(integrationId, 'expired', name);
-    const current = this.secrets.open(row.access_token, accessContext(row.id));
-    // `rejected`: the resource server refused this token; a newer one (refreshed meanwhile) is used as it is.
-    const refused = rejected !== undefined && rejected === current;
-    const fresh = row.expires_at === null || row.expires_at.getTime() - REFRESH_SKEW_MS > this.now();
-    if (fresh && !refused) return current;
-    if (row.refresh_token === null) {
-      if (!refused && (row.expires_at as Date).getTime() > this.now()) return current;
-      if (refused) await repo.updateConnectionAtVersion(this.db, row.id, row.version, { status: 'expired', updated_at: new Date(this.now()) });
-      throw new NotConnected(integrationId, 'expired', name);
+    let row = await repo.findConnection(this.db, userId, integrationId);
+    const readVersion = row?.version;
+    const deadline = this.now() + this.leaseMs + WAIT_MARGIN_MS;
+    for (;;) {
+      if (!row) throw new NotConnected(integrationId, 'missing', name);
+      if (row.status === 'expired') throw new NotConnected(integrationId, 'expired', name);
+      const current = this.secrets.open(row.access_token, accessContext(row.id));
+      // `rejected`: the resource server refused this token; a newer one (refreshed meanwhile) is used as it is.
+      const refused = rejected !== undefined && rejected === current;
+      const now = this.now();
+      const fresh = row.expires_at === null || row.expires_at.getTime() - REFRESH_SKEW_MS > now;
+      if (fresh && !refused) return current;
+      // Refreshed by another request while this one waited: its token is used while it has not expired.
+      const unexpired = row.expires_at === null || row.expires_at.getTime() > now;
+      if (row.version !== readVersion && !refused && unexpired) return current;
+      if (row.refresh_token === null) {
+        if (!refused && unexpired) return current;
+        if (refused) await repo.updateConnectionAtVersion(this.db, row.id, row.version, { status: 'expired', updated_at: new Date(now) });
+        throw new NotConnected(integrationId, 'expired', name);
+      }
+      const until = new Date(now + this.leaseMs);
+      const claimed = await repo.claimRefresh(this.db, row.id, row.version, new Date(now), until);
+      if (claimed) return this.refresh(claimed, until, name);
+      row = await this.refreshedMeanwhile(row, deadline, name);
     }
-    return this.refresh(row, name);
   }
 
-  private async refresh(row: repo.ConnectionRow, name: string): Promise<string> {
+  /**
+   * Waits while another request holds the refresh of `row` (bounded by `deadline`): the connection
+   * as it is once it changed (new tokens, expired, replaced or removed) or the claim ended or lapsed.
+   */
+  private async refreshedMeanwhile(row: repo.ConnectionRow, deadline: number, name: string): Promise<repo.ConnectionRow | undefined> {
+    let pause = 10;
+    for (;;) {
+      const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
+      if (!latest || latest.id !== row.id || latest.version !== row.version || latest.status !== 'active') return latest;
+      if (latest.refreshing_until === null || latest.refreshing_until.getTime() <= this.now()) return latest;
+      if (this.now() >= deadline) throw new IntegrationUnavailable(`The token of "${name}" is being refreshed by another request that has not finished. Try again shortly.`);
+      await sleep(pause);
+      pause = Math.min(pause * 2, 250);
+    }
+  }
+
+  /** Refreshes the tokens of `row`, whose refresh this request claimed until `until`, and stores them over that version. */
+  private async refresh(row: repo.ConnectionRow, until: Date, name: string): Promise<string> {
     const actor: Actor = { userId: row.owner_user_id, requestId: null };
     const refreshToken = this.secrets.open(row.refresh_token as string, refreshContext(row.id));
     const record = (outcome: 'success' | 'failure', metadata: Record<string, unknown>) =>
@@ -420,19 +456,27 @@ export class IntegrationService {
         tokens = await this.mcpFlow.refresh(row.oauth_server as unknown as DiscoveredServer, this.clientOf(row) as OAuthClientInformationMixed, refreshToken, this.now());
       }
     } catch (error) {
+      const refusedNow = error instanceof OAuthFailure && error.kind === 'refused';
+      // Only the holder of the claim, at the version it refreshed, marks the connection expired; otherwise the claim just ends.
+      const expired = refusedNow ? await repo.updateConnectionUnderClaim(this.db, row.id, row.version, until, { status: 'expired', updated_at: new Date(this.now()) }) : undefined;
+      if (!refusedNow) await repo.releaseRefresh(this.db, row.id, row.version, until);
       if (!(error instanceof OAuthFailure)) throw error;
-      // Another caller may have refreshed meanwhile (a rotated refresh token then fails here): use its tokens.
-      const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
-      if (latest && latest.version !== row.version && latest.status === 'active') return this.secrets.open(latest.access_token, accessContext(latest.id));
+      // Refused, but the claim no longer held: another request decides what becomes of the connection.
+      let undecided = false;
+      if (refusedNow && !expired) {
+        const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
+        // Connected again, or refreshed by another request after this claim lapsed: its tokens are used.
+        if (latest && latest.status === 'active' && latest.version !== row.version) return this.secrets.open(latest.access_token, accessContext(latest.id));
+        undecided = latest?.status === 'active';
+      }
       this.onRefresh(error.kind);
       this.log('an integration token could not be refreshed', { integrationId: row.integration_id, kind: error.kind, error: error.message, detail: error.detail });
       await record('failure', { reason: error.kind, error: error.message });
-      if (error.kind === 'unavailable') throw new IntegrationUnavailable(`${error.message} Try again shortly.`);
-      await repo.updateConnectionAtVersion(this.db, row.id, row.version, { status: 'expired', updated_at: new Date(this.now()) });
+      if (error.kind === 'unavailable' || undecided) throw new IntegrationUnavailable(`${error.message} Try again shortly.`);
       throw new NotConnected(row.integration_id, 'expired', name);
     }
-    this.onRefresh('success');
     const now = new Date(this.now());
+    // Stored over the version refreshed (claim held or, past its lease, not taken by another refresh): tokens that work are never thrown away for a lapsed claim.
     const stored = await repo.updateConnectionAtVersion(this.db, row.id, row.version, {
       access_token: this.secrets.seal(tokens.accessToken, accessContext(row.id)),
       refresh_token: tokens.refreshToken === null ? null : this.secrets.seal(tokens.refreshToken, refreshContext(row.id)),
@@ -440,12 +484,17 @@ export class IntegrationService {
       scope: tokens.scope ?? row.scope,
       expires_at: tokens.expiresAt,
       refreshed_at: now,
+      refreshing_until: null,
       updated_at: now,
     });
     if (!stored) {
+      // Connected again, disconnected or expired meanwhile: these tokens were not kept, so this refresh is no success.
       const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
+      this.log('refreshed integration tokens were not stored: the connection changed meanwhile', { integrationId: row.integration_id, connection: latest ? latest.status : 'removed' });
       if (latest && latest.status === 'active') return this.secrets.open(latest.access_token, accessContext(latest.id));
+      throw new NotConnected(row.integration_id, latest ? 'expired' : 'missing', name);
     }
+    this.onRefresh('success');
     await record('success', { expiresAt: tokens.expiresAt?.getTime() ?? null });
     return tokens.accessToken;
   }
@@ -492,6 +541,7 @@ export class IntegrationService {
         oauth_client: client === null ? null : this.secrets.seal(JSON.stringify(client), clientContext(id)),
         oauth_server: discovered === null ? null : JSON.stringify(discovered),
         refreshed_at: null,
+        refreshing_until: null,
         updated_at: now,
       };
       if (existing) await repo.updateConnection(trx, id, { ...fields, version: existing.version + 1, created_at: now });
