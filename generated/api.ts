@@ -1482,6 +1482,12 @@ export interface paths {
          *     keeps `toolPrefix` (tool names do not change). Policies apply to the next call. Audited as
          *     `mcp_server.update` with the names of the fields changed (never the credentials). Capability
          *     `mcp`.
+         *
+         *     A server that signs in with its own authorization server (`authentication` `oauth` without
+         *     `integrationId`) and gets a new `url`, another `authentication` or an `integrationId` loses its
+         *     connection `mcp:<serverId>` (revoked where possible, then deleted, audited as
+         *     `integration.disconnect`) and its authorizations under way: the token was issued for the old
+         *     address and is never sent to the new one. The caller connects it again.
          */
         patch: operations["updateMcpServer"];
         trace?: never;

@@ -180,6 +180,50 @@ describe('an MCP server that requires OAuth', () => {
     expect((await serverOf(ctx.bob, saved.serverId)).tools.map((t) => t.name)).toEqual(['echo']);
   });
 
+  test('a new URL or way of signing in forgets the server\'s connection and its authorizations under way', async () => {
+    const db = ctx.h.runtime.database.db;
+    const connectionOf = (integrationId: string) => db.selectFrom('integration_connections').select('id').where('integration_id', '=', integrationId).execute();
+    const update = (user: TestUser, body: Record<string, unknown>) => ctx.h.http().patch('/api/v1/mcp-servers').set(user.auth).send(body);
+    const saved = await register(ctx.alice, 'Moving');
+    const integrationId = `mcp:${saved.serverId}`;
+    await connectServer(ctx.alice, integrationId);
+
+    // Renaming it, or another user's attempt, keeps the connection.
+    expect((await update(ctx.alice, { serverId: saved.serverId, name: 'Moved' })).status).toBe(200);
+    expect((await update(ctx.bob, { serverId: saved.serverId, url: `${server.mcpUrl}?tenant=2` })).status).toBe(404);
+    expect(await connectionOf(integrationId)).toHaveLength(1);
+
+    // An authorization under way: approved at the authorization server, its callback not reached yet.
+    const started = await ctx.h.http().post('/api/v1/integrations/connect').set(ctx.alice.auth).send({ integrationId });
+    const approved = await fetch(new URL(started.body.authorization.authorizationUrl), { redirect: 'manual' });
+    const location = new URL(approved.headers.get('location') as string);
+
+    // A new URL: the token issued for the old one is revoked and deleted, never sent there.
+    const refreshToken = server.refreshTokens.at(-1) as string;
+    const moved = await update(ctx.alice, { serverId: saved.serverId, url: `${server.mcpUrl}?tenant=2` });
+    expect(moved.status).toBe(200);
+    expect(moved.body.server).toMatchObject({ status: 'error', integrationId });
+    expect(moved.body.server.lastError).toContain(`Not connected to "Moved"`);
+    expect(server.revoked).toContain(refreshToken);
+    expect(await connectionOf(integrationId)).toEqual([]);
+    expect(await db.selectFrom('integration_authorizations').select('state_hash').where('integration_id', '=', integrationId).execute()).toEqual([]);
+    const late = await ctx.h.http().get(`${location.pathname}${location.search}`).set('Cookie', await signedIn(ctx.alice));
+    expect(late.status).toBe(400);
+    expect(await connectionOf(integrationId)).toEqual([]);
+    const { events } = await ctx.h.runtime.services.audit.list({ action: 'integration.disconnect', actorUserId: ctx.alice.userId }, { limit: 5, before: null });
+    expect(events[0]).toMatchObject({ resource_id: integrationId, outcome: 'success' });
+
+    // Another way of signing in: the same.
+    const other = await register(ctx.alice, 'Switching');
+    await connectServer(ctx.alice, `mcp:${other.serverId}`);
+    const otherRefresh = server.refreshTokens.at(-1) as string;
+    const switched = await update(ctx.alice, { serverId: other.serverId, authentication: 'none' });
+    expect(switched.status).toBe(200);
+    expect(switched.body.server).toMatchObject({ authentication: 'none', integrationId: null });
+    expect(server.revoked).toContain(otherRefresh);
+    expect(await connectionOf(`mcp:${other.serverId}`)).toEqual([]);
+  });
+
   test('deleting the server disconnects and revokes its connection', async () => {
     const saved = await register(ctx.alice, 'Temporary');
     await connectServer(ctx.alice, `mcp:${saved.serverId}`);

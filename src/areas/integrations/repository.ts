@@ -79,6 +79,11 @@ export function takeAuthorization(db: Database, stateHash: string) {
   return db.deleteFrom('integration_authorizations').where('state_hash', '=', stateHash).returningAll().executeTakeFirst();
 }
 
+/** Removes the owner's authorizations under way for an integration. */
+export async function deleteAuthorizations(db: Database, ownerUserId: string, integrationId: string): Promise<void> {
+  await db.deleteFrom('integration_authorizations').where('owner_user_id', '=', ownerUserId).where('integration_id', '=', integrationId).execute();
+}
+
 /** Removes the authorizations that expired before `before` (every user's). */
 export async function deleteExpiredAuthorizations(db: Database, before: Date): Promise<void> {
   await db.deleteFrom('integration_authorizations').where('expires_at', '<', before).execute();

@@ -376,8 +376,13 @@ export class IntegrationService {
     return { revoked };
   }
 
-  /** Disconnects if connected (an MCP server being deleted takes its connection with it); a failure to revoke is logged. */
+  /**
+   * Forgets the caller's connection to an integration, if any (revoked where the provider can; a
+   * failure to revoke is logged), and the authorizations under way for it: an MCP server being
+   * deleted, or reached elsewhere, takes its own connection with it.
+   */
   async forget(actor: Actor, integrationId: string): Promise<void> {
+    await repo.deleteAuthorizations(this.db, actor.userId, integrationId);
     try {
       await this.disconnect(actor, integrationId);
     } catch (error) {

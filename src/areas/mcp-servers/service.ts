@@ -254,6 +254,14 @@ export class McpServerService implements OAuthServers {
       urlChanged: input.url !== undefined,
       given: new Set(Object.keys(input)),
     });
+    // Its own authorization server's token was issued for the old URL (the resource): with a new URL
+    // or another way of signing in, the connection is forgotten (revoked where possible) with the
+    // authorizations under way, before anything is sent to the new address.
+    const ownConnection = current.authentication === 'oauth' && current.integration_id === null;
+    const stillOwn = reach.authentication === 'oauth' && reach.integrationId === null;
+    if (ownConnection && (!stillOwn || (input.url !== undefined && input.url !== current.url))) {
+      await this.integrations?.forget(actor, `${MCP_PREFIX}${current.id}`);
+    }
     const enabling = input.enabled === true && !current.enabled;
     const updated = await this.db.transaction().execute(async (trx) => {
       const row = await repo.updateServer(trx, actor.userId, input.serverId, {
