@@ -1482,6 +1482,12 @@ export interface paths {
          *     keeps `toolPrefix` (tool names do not change). Policies apply to the next call. Audited as
          *     `mcp_server.update` with the names of the fields changed (never the credentials). Capability
          *     `mcp`.
+         *
+         *     A server that signs in with its own authorization server (`authentication` `oauth` without
+         *     `integrationId`) and gets a new `url`, another `authentication` or an `integrationId` loses its
+         *     connection `mcp:<serverId>` (revoked where possible, then deleted, audited as
+         *     `integration.disconnect`) and its authorizations under way: the token was issued for the old
+         *     address and is never sent to the new one. The caller connects it again.
          */
         patch: operations["updateMcpServer"];
         trace?: never;
@@ -1584,6 +1590,12 @@ export interface paths {
          *     the query). A state already used, expired, or completed in a browser signed in (session
          *     cookie) as another user is refused there, and nothing is stored. Connecting again replaces
          *     the caller's earlier connection once the new one completes.
+         *
+         *     The callback completes only in a browser signed in as the caller: before it opens the
+         *     authorization URL, the web app creates a browser session with `POST /auth/session` (the
+         *     `service_session` cookie) in that browser. A callback without a live session is refused
+         *     (`reason` `sign_in_required`, audited as `denied`), spends the state and stores nothing, so an
+         *     authorization URL sent to someone else cannot connect their account to the caller's.
          *
          *     For a configured provider with an `issuer`, its endpoints come from OpenID Connect
          *     discovery. For an MCP server (`mcp:<serverId>`), its authorization server is discovered per

@@ -249,6 +249,7 @@ export interface IntegrationConnections {
   owner_user_id: string;
   refresh_token: string | null;
   refreshed_at: Timestamp | null;
+  refreshing_until: Timestamp | null;
   scope: string | null;
   server_id: string | null;
   status: Generated<string>;

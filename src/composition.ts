@@ -546,7 +546,7 @@ export async function compose(config: Config, logger: Logger, database?: Databas
       close: async () => {
         await workers.scheduler.stop();
         const { indexer, runner, replies, incomingSweep } = workers;
-        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), replies.stop(), incomingSweep.stop()]);
+        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), replies.stop(), incomingSweep.stop(), services.integrations.settle()]);
         store.close();
         await db.close();
       },

@@ -31,15 +31,45 @@ async function register(user: TestUser, name: string) {
   return res.body.server as { serverId: string; toolPrefix: string; status: string; lastError: string | null; integrationId: string };
 }
 
-/** Connects the user's server: the authorization URL, the browser at the authorization server, the callback. */
+/** The user's browser signed in to the web app (`POST /auth/session`): its session cookie. */
+async function signedIn(user: TestUser): Promise<string> {
+  const res = await ctx.h.http().post('/auth/session').set(user.auth);
+  const header = ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith('service_session='));
+  if (!header) throw new Error('no session cookie');
+  return header.split(';')[0] as string;
+}
+
+/** Waits until `condition` holds (checked every 20 ms, for at most a minute). */
+async function waitFor(condition: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met within a minute');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function serverOf(user: TestUser, serverId: string) {
+  const res = await ctx.h.http().get('/api/v1/mcp-servers').query({ serverId }).set(user.auth);
+  expect(res.status).toBe(200);
+  return res.body.server as { status: string; lastError: string | null; tools: Array<{ name: string }> };
+}
+
+/** Connects the user's server, then waits for the catalog read the connection starts (in the background) to make it active. */
 async function connectServer(user: TestUser, integrationId: string): Promise<URL> {
+  const url = await authorizeInBrowser(user, integrationId);
+  await waitFor(async () => (await serverOf(user, integrationId.slice('mcp:'.length))).status === 'active');
+  return url;
+}
+
+/** The authorization URL, the user's signed-in browser at the authorization server, the callback. */
+async function authorizeInBrowser(user: TestUser, integrationId: string): Promise<URL> {
   const started = await ctx.h.http().post('/api/v1/integrations/connect').set(user.auth).send({ integrationId });
   expect(started.status).toBe(200);
   const url = new URL(started.body.authorization.authorizationUrl);
   const approved = await fetch(url, { redirect: 'manual' });
   expect(approved.status).toBe(302);
   const location = new URL(approved.headers.get('location') as string);
-  const done = await ctx.h.http().get(`${location.pathname}${location.search}`);
+  const done = await ctx.h.http().get(`${location.pathname}${location.search}`).set('Cookie', await signedIn(user));
   expect(done.status).toBe(200);
   expect(done.text).toContain('Connected');
   return url;
@@ -134,6 +164,64 @@ describe('an MCP server that requires OAuth', () => {
     expect(part.output).toContain(`Not connected to "Short lived": connect it with POST /api/v1/integrations/connect {"integrationId":"${integrationId}"}`);
     expect((after.find((e) => e.event === 'done')!.data as { message: { status: string } }).message.status).toBe('complete');
     expect(server.calls.length).toBe(calls);
+  });
+
+  test('the callback answers at once; the servers read their catalogs afterwards', async () => {
+    const saved = await register(ctx.bob, 'Slow');
+    // The MCP endpoint holds every request: a callback that waited for the catalog would not answer.
+    const release = server.hold();
+    try {
+      await authorizeInBrowser(ctx.bob, `mcp:${saved.serverId}`);
+      expect((await serverOf(ctx.bob, saved.serverId)).status).toBe('error');
+    } finally {
+      release();
+    }
+    await waitFor(async () => (await serverOf(ctx.bob, saved.serverId)).status === 'active');
+    expect((await serverOf(ctx.bob, saved.serverId)).tools.map((t) => t.name)).toEqual(['echo']);
+  });
+
+  test('a new URL or way of signing in forgets the server\'s connection and its authorizations under way', async () => {
+    const db = ctx.h.runtime.database.db;
+    const connectionOf = (integrationId: string) => db.selectFrom('integration_connections').select('id').where('integration_id', '=', integrationId).execute();
+    const update = (user: TestUser, body: Record<string, unknown>) => ctx.h.http().patch('/api/v1/mcp-servers').set(user.auth).send(body);
+    const saved = await register(ctx.alice, 'Moving');
+    const integrationId = `mcp:${saved.serverId}`;
+    await connectServer(ctx.alice, integrationId);
+
+    // Renaming it, or another user's attempt, keeps the connection.
+    expect((await update(ctx.alice, { serverId: saved.serverId, name: 'Moved' })).status).toBe(200);
+    expect((await update(ctx.bob, { serverId: saved.serverId, url: `${server.mcpUrl}?tenant=2` })).status).toBe(404);
+    expect(await connectionOf(integrationId)).toHaveLength(1);
+
+    // An authorization under way: approved at the authorization server, its callback not reached yet.
+    const started = await ctx.h.http().post('/api/v1/integrations/connect').set(ctx.alice.auth).send({ integrationId });
+    const approved = await fetch(new URL(started.body.authorization.authorizationUrl), { redirect: 'manual' });
+    const location = new URL(approved.headers.get('location') as string);
+
+    // A new URL: the token issued for the old one is revoked and deleted, never sent there.
+    const refreshToken = server.refreshTokens.at(-1) as string;
+    const moved = await update(ctx.alice, { serverId: saved.serverId, url: `${server.mcpUrl}?tenant=2` });
+    expect(moved.status).toBe(200);
+    expect(moved.body.server).toMatchObject({ status: 'error', integrationId });
+    expect(moved.body.server.lastError).toContain(`Not connected to "Moved"`);
+    expect(server.revoked).toContain(refreshToken);
+    expect(await connectionOf(integrationId)).toEqual([]);
+    expect(await db.selectFrom('integration_authorizations').select('state_hash').where('integration_id', '=', integrationId).execute()).toEqual([]);
+    const late = await ctx.h.http().get(`${location.pathname}${location.search}`).set('Cookie', await signedIn(ctx.alice));
+    expect(late.status).toBe(400);
+    expect(await connectionOf(integrationId)).toEqual([]);
+    const { events } = await ctx.h.runtime.services.audit.list({ action: 'integration.disconnect', actorUserId: ctx.alice.userId }, { limit: 5, before: null });
+    expect(events[0]).toMatchObject({ resource_id: integrationId, outcome: 'success' });
+
+    // Another way of signing in: the same.
+    const other = await register(ctx.alice, 'Switching');
+    await connectServer(ctx.alice, `mcp:${other.serverId}`);
+    const otherRefresh = server.refreshTokens.at(-1) as string;
+    const switched = await update(ctx.alice, { serverId: other.serverId, authentication: 'none' });
+    expect(switched.status).toBe(200);
+    expect(switched.body.server).toMatchObject({ authentication: 'none', integrationId: null });
+    expect(server.revoked).toContain(otherRefresh);
+    expect(await connectionOf(`mcp:${other.serverId}`)).toEqual([]);
   });
 
   test('deleting the server disconnects and revokes its connection', async () => {

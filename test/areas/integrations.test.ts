@@ -44,8 +44,10 @@ const grants: Array<{ grant: string; access: string; refresh: string }> = [];
 const issued: string[] = [];
 /** Revocation requests (their form bodies). */
 const revocations: URLSearchParams[] = [];
-/** Lifetime of the tokens issued from now on (seconds), and whether refresh grants are refused. */
-const provider = { expiresIn: 3600, refuseRefresh: false };
+/** Lifetime of the tokens issued from now on (seconds), whether refresh grants are refused, and whether a refresh token works once (rotation). */
+const provider = { expiresIn: 3600, refuseRefresh: false, rotate: false };
+/** Refresh tokens already used in a refresh grant. */
+const spentRefreshTokens = new Set<string>();
 const logs = capturingLogger();
 let h: Harness;
 let alice: TestUser;
@@ -62,6 +64,12 @@ beforeAll(async () => {
       response.body = { error: 'invalid_grant', error_description: 'the refresh token has been revoked' };
       return;
     }
+    if (req.body.grant_type === 'refresh_token' && provider.rotate && spentRefreshTokens.has(String(req.body.refresh_token))) {
+      response.statusCode = 400;
+      response.body = { error: 'invalid_grant', error_description: 'the refresh token was already used' };
+      return;
+    }
+    if (req.body.grant_type === 'refresh_token') spentRefreshTokens.add(String(req.body.refresh_token));
     response.body.expires_in = provider.expiresIn;
     grants.push({ grant: req.body.grant_type, access: String(response.body.access_token), refresh: String(response.body.refresh_token) });
     issued.push(String(response.body.access_token), String(response.body.refresh_token));
@@ -102,6 +110,22 @@ async function connect(user: TestUser, integrationId: string): Promise<{ url: UR
   expect(res.status).toBe(200);
   const url = new URL(res.body.authorization.authorizationUrl);
   return { url, state: url.searchParams.get('state') as string, expiresAt: res.body.authorization.expiresAt };
+}
+
+/** The user's browser signed in to the web app (`POST /auth/session`): its session cookie, one per user. */
+const browsers = new Map<string, string>();
+async function signedIn(user: TestUser): Promise<string> {
+  let cookie = browsers.get(user.userId);
+  if (cookie === undefined) {
+    cookie = sessionCookie((await h.http().post('/auth/session').set(user.auth)).headers['set-cookie']);
+    browsers.set(user.userId, cookie);
+  }
+  return cookie;
+}
+
+/** The user's signed-in browser arriving at the callback (`path`: its path and query). */
+async function callbackIn(user: TestUser, path: string) {
+  return h.http().get(path).set('Cookie', await signedIn(user));
 }
 
 /** The browser at the provider: it approves and redirects; answers the callback's path and query. */
@@ -154,7 +178,7 @@ describe('integrations with configured providers', () => {
     expect(expiresAt).toBeGreaterThan(Date.now());
 
     const callback = await approve(url);
-    const done = await h.http().get(callback);
+    const done = await callbackIn(alice, callback);
     expect(done.status).toBe(200);
     expect(done.headers['content-type']).toMatch(/text\/html/);
     expect(done.headers['cache-control']).toBe('no-store');
@@ -187,9 +211,9 @@ describe('integrations with configured providers', () => {
     // Replayed: the first use stored the connection; the second finds nothing.
     const first = await connect(alice, 'plain');
     const callback = await approve(first.url);
-    expect((await h.http().get(callback)).status).toBe(200);
+    expect((await callbackIn(alice, callback)).status).toBe(200);
     const connected = await catalogEntry(alice, 'plain');
-    const replay = await h.http().get(callback);
+    const replay = await callbackIn(alice, callback);
     expect(replay.status).toBe(400);
     expect(replay.text).toContain('unknown or was already used');
     expect(await catalogEntry(alice, 'plain')).toEqual(connected);
@@ -198,13 +222,13 @@ describe('integrations with configured providers', () => {
     const late = await connect(alice, 'plain');
     const lateCallback = await approve(late.url);
     await h.runtime.database.db.updateTable('integration_authorizations').set({ expires_at: new Date(Date.now() - 1000) }).where('owner_user_id', '=', alice.userId).execute();
-    const expired = await h.http().get(lateCallback);
+    const expired = await callbackIn(alice, lateCallback);
     expect(expired.status).toBe(400);
     expect(expired.text).toContain('expired');
-    expect((await h.http().get(lateCallback)).status).toBe(400); // and spent
+    expect((await callbackIn(alice, lateCallback)).status).toBe(400); // and spent
 
     // Another user's browser: Bob's session cookie on Alice's callback.
-    const cookie = sessionCookie((await h.http().post('/auth/session').set(bob.auth)).headers['set-cookie']);
+    const cookie = await signedIn(bob);
     const hers = await connect(alice, 'mock');
     const hersCallback = await approve(hers.url);
     const before = tokenRequests.length;
@@ -212,12 +236,11 @@ describe('integrations with configured providers', () => {
     expect(wrong.status).toBe(403);
     expect(wrong.text).toContain('another user');
     expect(tokenRequests.length).toBe(before); // no code was exchanged
-    expect((await h.http().get(hersCallback)).status).toBe(400); // spent
+    expect((await callbackIn(alice, hersCallback)).status).toBe(400); // spent
     expect((await catalogEntry(bob, 'mock')).connection).toBeNull();
     // Her own browser (her cookie) completes one.
-    const own = sessionCookie((await h.http().post('/auth/session').set(alice.auth)).headers['set-cookie']);
     const again = await connect(alice, 'mock');
-    expect((await h.http().get(await approve(again.url)).set('Cookie', own)).status).toBe(200);
+    expect((await callbackIn(alice, await approve(again.url))).status).toBe(200);
 
     const { events } = await h.runtime.services.audit.list({ action: 'integration.connect' }, { limit: 50, before: null });
     expect(events.map((e) => [e.actor_user_id, e.outcome, (e.metadata as { reason?: string }).reason])).toEqual(
@@ -231,6 +254,40 @@ describe('integrations with configured providers', () => {
     expect((await h.http().get('/integrations/callback')).status).toBe(400);
   });
 
+  test('an authorization URL opened in a browser that is not signed in as its starter connects nothing', async () => {
+    // The attack: Bob starts connecting and sends the URL to Alice, who consents with her own account at the provider.
+    const bobsConnection = () =>
+      h.runtime.database.db.selectFrom('integration_connections').select(['id', 'version']).where('owner_user_id', '=', bob.userId).where('integration_id', '=', 'plain').executeTakeFirst();
+    const stored = await bobsConnection();
+    const before = tokenRequests.length;
+
+    // Her browser has no session: refused, the code is not exchanged, and the state is spent.
+    const lured = await connect(bob, 'plain');
+    const callback = await approve(lured.url);
+    const anonymous = await h.http().get(callback);
+    expect(anonymous.status).toBe(403);
+    expect(anonymous.text).toContain('sign in to the web app in this browser, then connect again');
+    expect((await callbackIn(bob, callback)).status).toBe(400);
+
+    // Her browser is signed in as herself: refused as another user's, and spent too.
+    const again = await connect(bob, 'plain');
+    const herBrowser = await approve(again.url);
+    const wrong = await callbackIn(alice, herBrowser);
+    expect(wrong.status).toBe(403);
+    expect(wrong.text).toContain('another user');
+    expect((await callbackIn(bob, herBrowser)).status).toBe(400);
+
+    // A cookie that names no live session is no session.
+    const forged = await connect(bob, 'plain');
+    const forgedCallback = await approve(forged.url);
+    expect((await h.http().get(forgedCallback).set('Cookie', 'service_session=s%3Anot-a-session.x')).status).toBe(403);
+
+    expect(tokenRequests.length).toBe(before);
+    expect(await bobsConnection()).toEqual(stored);
+    const { events } = await h.runtime.services.audit.list({ action: 'integration.connect', actorUserId: bob.userId }, { limit: 50, before: null });
+    expect(events.filter((e) => e.outcome === 'denied').map((e) => (e.metadata as { reason?: string }).reason)).toEqual(expect.arrayContaining(['sign_in_required']));
+  });
+
   test('an MCP server signs in with the connection; an expiring token is refreshed on use', async () => {
     const created = await h.http().post('/api/v1/mcp-servers').set(bob.auth).send({ name: 'Docs', url: mcp.streamableUrl, transport: 'streamable_http', authentication: 'oauth', integrationId: 'mock', defaultToolPolicy: 'allow' });
     expect(created.status).toBe(200);
@@ -242,13 +299,16 @@ describe('integrations with configured providers', () => {
     provider.expiresIn = 30;
     const { url } = await connect(bob, 'mock');
     const first = grants.length;
-    expect((await h.http().get(await approve(url))).status).toBe(200);
-    // The code was exchanged, then the connection made the server read its catalog: with a refreshed token.
+    expect((await callbackIn(bob, await approve(url))).status).toBe(200);
+    // The code was exchanged, then the connection made the server read its catalog (after the answer): with a refreshed token.
+    const serverId = created.body.server.serverId as string;
+    const serverOf = async () => (await h.http().get('/api/v1/mcp-servers').query({ serverId }).set(bob.auth)).body.server;
+    await waitFor(async () => (await serverOf()).status === 'active');
     const [exchanged, refreshed] = grants.slice(first);
     expect(exchanged).toMatchObject({ grant: 'authorization_code' });
     expect(refreshed).toMatchObject({ grant: 'refresh_token' });
     expect(tokenRequests.filter((r) => r.grant_type === 'refresh_token').at(-1)!.refresh_token).toBe(exchanged!.refresh);
-    const server = await h.http().get('/api/v1/mcp-servers').query({ serverId: created.body.server.serverId }).set(bob.auth);
+    const server = await h.http().get('/api/v1/mcp-servers').query({ serverId }).set(bob.auth);
     expect(server.body.server.status).toBe('active');
     expect(mcp.requests.at(-1)?.headers.authorization).toBe(`Bearer ${refreshed!.access}`);
     expect((await catalogEntry(bob, 'mock')).connection).toMatchObject({ status: 'connected', refreshedAt: expect.any(Number) });
@@ -279,7 +339,7 @@ describe('integrations with configured providers', () => {
 
   test('disconnect revokes the tokens and deletes the connection; another user\'s is 404', async () => {
     const { url } = await connect(alice, 'plain');
-    expect((await h.http().get(await approve(url))).status).toBe(200);
+    expect((await callbackIn(alice, await approve(url))).status).toBe(200);
     const refreshToken = issued.at(-1) as string;
     expect((await h.http().delete('/api/v1/integrations/connection').query({ integrationId: 'plain' }).set(bob.auth)).status).toBe(404);
     const before = revocations.length;
@@ -294,6 +354,43 @@ describe('integrations with configured providers', () => {
     const { events } = await h.runtime.services.audit.list({ action: 'integration.disconnect' }, { limit: 5, before: null });
     expect(events[0]).toMatchObject({ actor_user_id: alice.userId, resource_id: 'plain', outcome: 'success' });
     expect(events[0]!.metadata).toEqual({ revoked: true });
+  });
+
+  test('concurrent uses of an expiring token refresh it once (a rotating refresh token) and both get the new token', async () => {
+    const carol = await h.newUser('carol');
+    provider.expiresIn = 30; // within the minute before expiry: refreshed when used
+    const { url } = await connect(carol, 'mock');
+    expect((await callbackIn(carol, await approve(url))).status).toBe(200);
+    provider.expiresIn = 3600;
+    provider.rotate = true;
+    try {
+      const refreshGrants = () => tokenRequests.filter((r) => r.grant_type === 'refresh_token').length;
+      const before = refreshGrants();
+      const tokens = await Promise.all([1, 2].map(() => h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC')));
+      // One refresh reached the provider; without serializing, the second would spend the rotated token and be refused.
+      expect(refreshGrants()).toBe(before + 1);
+      expect(grants.at(-1)!.grant).toBe('refresh_token');
+      expect(tokens).toEqual([grants.at(-1)!.access, grants.at(-1)!.access]);
+      expect((await catalogEntry(carol, 'mock')).connection).toMatchObject({ status: 'connected', refreshedAt: expect.any(Number) });
+      const row = await h.runtime.database.db.selectFrom('integration_connections').select(['refreshing_until', 'version']).where('owner_user_id', '=', carol.userId).executeTakeFirstOrThrow();
+      expect(row).toEqual({ refreshing_until: null, version: 2 });
+      // The new token is fresh: used as it is.
+      expect(await h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC')).toBe(tokens[0]);
+      expect(refreshGrants()).toBe(before + 1);
+
+      // A claim whose holder never finishes (it stopped, say) lapses: the request waiting for it then refreshes itself.
+      await h.runtime.database.db
+        .updateTable('integration_connections')
+        .set({ expires_at: new Date(Date.now() + 30_000), refreshing_until: new Date(Date.now() + 300) })
+        .where('owner_user_id', '=', carol.userId)
+        .execute();
+      const afterLapse = await h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC');
+      expect(refreshGrants()).toBe(before + 2);
+      expect(afterLapse).toBe(grants.at(-1)!.access);
+      expect((await catalogEntry(carol, 'mock')).connection.status).toBe('connected');
+    } finally {
+      provider.rotate = false;
+    }
   });
 
   test('bad input is 400, unknown integrations 404, and the capability switches the area off', async () => {
@@ -331,7 +428,7 @@ describe('integrations with configured providers', () => {
         expect(res.status).toBe(403);
         expect(res.body).toMatchObject({ code: 'capability_disabled', capability: 'integrations' });
       }
-      const off = await h.http().get(callback);
+      const off = await callbackIn(alice, callback);
       expect(off.status).toBe(403);
       expect(off.text).toContain('disabled');
     } finally {
@@ -341,9 +438,9 @@ describe('integrations with configured providers', () => {
 });
 
 /** Waits until `condition` holds (checked every 10 ms, for at most a minute). */
-async function waitFor(condition: () => boolean): Promise<void> {
+async function waitFor(condition: () => boolean | Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 60_000;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error('condition not met within a minute');
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

@@ -45,6 +45,8 @@ export interface TestOAuthMcpServer {
   calls: Array<{ text: string; token: string }>;
   /** Forgets every access token issued so far (as a revocation at the provider would): they are answered 401. */
   dropAccessTokens(): void;
+  /** Holds every request to the MCP endpoint from now on until the function returned is called. */
+  hold(): () => void;
   close(): Promise<void>;
 }
 
@@ -59,7 +61,10 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
   const refresh = new Map<string, { clientId: string; resource?: URL }>();
   const registered = new Map<string, OAuthClientInformationFull>();
 
-  const state: Omit<TestOAuthMcpServer, 'mcpUrl' | 'close' | 'dropAccessTokens'> = {
+  /** While set, requests to the MCP endpoint wait for it. */
+  let gate: Promise<void> | null = null;
+
+  const state: Omit<TestOAuthMcpServer, 'mcpUrl' | 'close' | 'dropAccessTokens' | 'hold'> = {
     expiresIn: 3600,
     refuseRefresh: false,
     clients: [],
@@ -147,7 +152,11 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
     }),
   );
   const bearer = requireBearerAuth({ verifier: provider, resourceMetadataUrl: getOAuthProtectedResourceMetadataUrl(new URL(mcpUrl)) });
-  app.post('/mcp', bearer, express.json(), async (req, res) => {
+  const held: express.RequestHandler = (_req, _res, next) => {
+    if (gate === null) next();
+    else void gate.then(() => next());
+  };
+  app.post('/mcp', held, bearer, express.json(), async (req, res) => {
     const token = req.auth?.token ?? '';
     const mcp = new McpServer({ name: 'oauth-test-mcp-server', version: '1.0.0' }, { capabilities: { tools: {} } });
     mcp.server.setRequestHandler(ListToolsRequestSchema, async () => ({
@@ -171,6 +180,16 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
   return Object.assign(state, {
     mcpUrl,
     dropAccessTokens: () => access.clear(),
+    hold: () => {
+      let release: () => void = () => undefined;
+      gate = new Promise<void>((resolve) => {
+        release = () => resolve();
+      });
+      return () => {
+        gate = null;
+        release();
+      };
+    },
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -9,7 +9,7 @@ export interface CallbackRouteOptions {
 }
 
 /** The status of the page that tells an outcome. */
-const STATUS: Record<string, number> = { connected: 200, wrong_user: 403, disabled: 403, exchange_failed: 502 };
+const STATUS: Record<string, number> = { connected: 200, sign_in_required: 403, wrong_user: 403, disabled: 403, exchange_failed: 502 };
 
 const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -24,10 +24,11 @@ function page(outcome: CallbackOutcome): string {
 
 /**
  * `GET /integrations/callback`: the OAuth redirect URI, a web-app route outside /api/v1 reached by
- * the user's browser, which brings the authorization server's `code` and `state` (or `error`). The
- * single-use state authenticates it; when the browser also carries a session cookie, its user must
- * be the one who started connecting. It answers a small page (or a `303` to the configured web-app
- * URL with `integration`, `status` and `code`) and never shows a token or the code.
+ * the user's browser, which brings the authorization server's `code` and `state` (or `error`). It
+ * completes only when the browser presents a live browser session (the `service_session` cookie)
+ * of the user who started connecting, with the single-use state. It answers a small page (or a
+ * `303` to the configured web-app URL with `integration`, `status` and `reason`) and never shows
+ * a token or the code.
  */
 export function integrationCallbackRouter(integrations: IntegrationService, sessions: Pick<SessionService, 'resolve'>, options: CallbackRouteOptions): Router {
   const router = express.Router();

@@ -32,6 +32,39 @@ export function updateConnectionAtVersion(db: Database, id: string, version: num
     .executeTakeFirst();
 }
 
+/**
+ * Claims the refresh of a connection's tokens at `version` until `until`: only while it is active
+ * at that version and no other request holds an unlapsed claim (at `now`). Null when it cannot.
+ */
+export function claimRefresh(db: Database, id: string, version: number, now: Date, until: Date) {
+  return db
+    .updateTable('integration_connections')
+    .set({ refreshing_until: until })
+    .where('id', '=', id)
+    .where('version', '=', version)
+    .where('status', '=', 'active')
+    .where((eb) => eb.or([eb('refreshing_until', 'is', null), eb('refreshing_until', '<=', now)]))
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Changes the connection only if the claim `until` on `version` still holds (no one else refreshed or claimed since); the claim ends. */
+export function updateConnectionUnderClaim(db: Database, id: string, version: number, until: Date, changes: Updateable<IntegrationConnections>) {
+  return db
+    .updateTable('integration_connections')
+    .set({ ...changes, version: version + 1, refreshing_until: null })
+    .where('id', '=', id)
+    .where('version', '=', version)
+    .where('refreshing_until', '=', until)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Ends the claim `until` on `version` without changing the tokens (the refresh could not be made now). */
+export async function releaseRefresh(db: Database, id: string, version: number, until: Date): Promise<void> {
+  await db.updateTable('integration_connections').set({ refreshing_until: null }).where('id', '=', id).where('version', '=', version).where('refreshing_until', '=', until).execute();
+}
+
 export async function deleteConnection(db: Database, ownerUserId: string, id: string): Promise<boolean> {
   const result = await db.deleteFrom('integration_connections').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
   return Number(result.numDeletedRows) > 0;
@@ -44,6 +77,11 @@ export function insertAuthorization(db: Database, row: Insertable<IntegrationAut
 /** Takes the authorization of a state: found and deleted in one statement, so it is used at most once. */
 export function takeAuthorization(db: Database, stateHash: string) {
   return db.deleteFrom('integration_authorizations').where('state_hash', '=', stateHash).returningAll().executeTakeFirst();
+}
+
+/** Removes the owner's authorizations under way for an integration. */
+export async function deleteAuthorizations(db: Database, ownerUserId: string, integrationId: string): Promise<void> {
+  await db.deleteFrom('integration_authorizations').where('owner_user_id', '=', ownerUserId).where('integration_id', '=', integrationId).execute();
 }
 
 /** Removes the authorizations that expired before `before` (every user's). */

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { OAuthClientInformationMixed } from '@modelcontextprotocol/sdk/shared/auth.js' with { 'resolution-mode': 'import' };
 import type { FailureLog } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
@@ -41,7 +42,7 @@ export interface OAuthServers {
   oauthServer(userId: string, serverId: string): Promise<OAuthServer | null>;
   /** All of them, oldest first. */
   oauthServers(userId: string): Promise<OAuthServer[]>;
-  /** A connection was stored: the caller's servers that use it read their tool catalog again. */
+  /** A connection was stored: the caller's servers that use it read their tool catalog again (in the background of the callback). */
   connected(userId: string, integrationId: string): Promise<void>;
 }
 
@@ -79,7 +80,7 @@ export interface CallbackOutcome {
   status: 'connected' | 'failed';
   integrationId: string | null;
   name: string | null;
-  /** Machine code: `connected`, `invalid_state`, `expired_state`, `wrong_user`, `access_denied`, `exchange_failed`, `disabled`. */
+  /** Machine code: `connected`, `invalid_state`, `expired_state`, `sign_in_required`, `wrong_user`, `access_denied`, `exchange_failed`, `disabled`. */
   code: string;
   message: string;
 }
@@ -95,6 +96,8 @@ export const CALLBACK_PATH = '/integrations/callback';
 export const MCP_PREFIX = 'mcp:';
 /** A token is refreshed when it expires within this long (before it is used). */
 const REFRESH_SKEW_MS = 60_000;
+/** A waiting request gives up this long after the claim it waits for would have lapsed. */
+const WAIT_MARGIN_MS = 5_000;
 /** Authorizations under way kept per user and integration (older ones are dropped). */
 const PENDING_PER_INTEGRATION = 10;
 
@@ -149,7 +152,11 @@ export class IntegrationService {
   private readonly log: FailureLog;
   private readonly onRefresh: NonNullable<IntegrationServiceDeps['onRefresh']>;
   private readonly now: () => number;
+  /** How long a refresh is claimed for: its requests (discovery, then the grant) each within the timeout, and a margin. */
+  private readonly leaseMs: number;
   private servers: OAuthServers | null = null;
+  /** Catalog reads started by callbacks and not finished yet. */
+  private readonly background = new Set<Promise<void>>();
 
   constructor({ db, capabilities, secrets, outbound, audit, settings, log = () => undefined, onRefresh = () => undefined, now = Date.now }: IntegrationServiceDeps) {
     this.db = db;
@@ -162,6 +169,7 @@ export class IntegrationService {
     this.log = log;
     this.onRefresh = onRefresh;
     this.now = now;
+    this.leaseMs = 2 * settings.timeoutMs + 5_000;
   }
 
   /** The MCP servers area, given once both are built. */
@@ -270,8 +278,9 @@ export class IntegrationService {
 
   /**
    * Completes an authorization at the callback: takes the state (at most once), checks its expiry
-   * and that a signed-in browser is the caller's, exchanges the code (PKCE) and stores the tokens
-   * sealed. Never throws for the flow's sake: the outcome says what happened.
+   * and that the browser is signed in (a browser session) as the user who started connecting,
+   * exchanges the code (PKCE) and stores the tokens sealed. Never throws for the flow's sake: the
+   * outcome says what happened.
    */
   async complete(input: { query: URLSearchParams; sessionUserId: string | null; requestId: string | null }): Promise<CallbackOutcome> {
     const { query, sessionUserId, requestId } = input;
@@ -286,7 +295,13 @@ export class IntegrationService {
     const record = (outcome: 'success' | 'failure' | 'denied', metadata: Record<string, unknown>, actor: Actor = owner) =>
       this.audit.record(actor, { action: CONNECT_ACTION, resourceType: 'integration', resourceId: integrationId, outcome, metadata });
     if (!(await this.capabilities.isEnabled('integrations'))) return fail('disabled', 'Integrations are disabled for this deployment.', integrationId, name);
-    if (sessionUserId !== null && sessionUserId !== pending.owner_user_id) {
+    if (sessionUserId === null) {
+      // The state alone is not enough: whoever holds an authorization URL could otherwise have another
+      // person consent with their own account and receive that person's tokens as their connection.
+      await record('denied', { reason: 'sign_in_required' });
+      return fail('sign_in_required', 'This browser is not signed in to the web app: sign in to the web app in this browser, then connect again.', integrationId, name);
+    }
+    if (sessionUserId !== pending.owner_user_id) {
       // The browser is signed in as someone else than the user who started connecting: refused, and the state is spent.
       await record('denied', { reason: 'wrong_user' }, { userId: sessionUserId, requestId });
       return fail('wrong_user', 'This authorization was started by another user; sign in as that user, or start connecting again.', integrationId, name);
@@ -325,9 +340,7 @@ export class IntegrationService {
       return fail('exchange_failed', error.message, integrationId, name);
     }
     await this.store(owner, integrationId, pending.server_id, tokens, discovered, client);
-    await this.servers?.connected(owner.userId, integrationId).catch((error: unknown) => {
-      this.log('MCP servers could not read their catalogs after a connection', { integrationId, error: (error as Error).message });
-    });
+    this.readCatalogsLater(owner.userId, integrationId);
     return { status: 'connected', integrationId, name, code: 'connected', message: `Connected to "${name}".` };
   }
 
@@ -363,8 +376,13 @@ export class IntegrationService {
     return { revoked };
   }
 
-  /** Disconnects if connected (an MCP server being deleted takes its connection with it); a failure to revoke is logged. */
+  /**
+   * Forgets the caller's connection to an integration, if any (revoked where the provider can; a
+   * failure to revoke is logged), and the authorizations under way for it: an MCP server being
+   * deleted, or reached elsewhere, takes its own connection with it.
+   */
   async forget(actor: Actor, integrationId: string): Promise<void> {
+    await repo.deleteAuthorizations(this.db, actor.userId, integrationId);
     try {
       await this.disconnect(actor, integrationId);
     } catch (error) {
@@ -376,29 +394,59 @@ export class IntegrationService {
 
   /**
    * A usable access token of the user's connection, refreshed first when it expires within a
-   * minute (once, however many callers ask at the same time: the refresh that stores first wins,
-   * the others use its tokens). With `rejected` (the token a resource server just refused with
+   * minute. One request at a time refreshes a connection (any instance): it claims the refresh
+   * with a conditional update (a lease, held for no longer than the refresh's requests may take,
+   * and no transaction is held open over them); the others wait for its tokens, checking the
+   * stored version, and use them. With `rejected` (the token a resource server just refused with
    * 401), that token is refreshed whatever its expiry. NotConnected when there is none or it
    * cannot be refreshed; IntegrationUnavailable when the authorization server cannot be reached now.
    */
   async accessToken(userId: string, integrationId: string, name: string, rejected?: string): Promise<string> {
-    const row = await repo.findConnection(this.db, userId, integrationId);
-    if (!row) throw new NotConnected(integrationId, 'missing', name);
-    if (row.status === 'expired') throw new NotConnected(integrationId, 'expired', name);
-    const current = this.secrets.open(row.access_token, accessContext(row.id));
-    // `rejected`: the resource server refused this token; a newer one (refreshed meanwhile) is used as it is.
-    const refused = rejected !== undefined && rejected === current;
-    const fresh = row.expires_at === null || row.expires_at.getTime() - REFRESH_SKEW_MS > this.now();
-    if (fresh && !refused) return current;
-    if (row.refresh_token === null) {
-      if (!refused && (row.expires_at as Date).getTime() > this.now()) return current;
-      if (refused) await repo.updateConnectionAtVersion(this.db, row.id, row.version, { status: 'expired', updated_at: new Date(this.now()) });
-      throw new NotConnected(integrationId, 'expired', name);
+    let row = await repo.findConnection(this.db, userId, integrationId);
+    const readVersion = row?.version;
+    const deadline = this.now() + this.leaseMs + WAIT_MARGIN_MS;
+    for (;;) {
+      if (!row) throw new NotConnected(integrationId, 'missing', name);
+      if (row.status === 'expired') throw new NotConnected(integrationId, 'expired', name);
+      const current = this.secrets.open(row.access_token, accessContext(row.id));
+      // `rejected`: the resource server refused this token; a newer one (refreshed meanwhile) is used as it is.
+      const refused = rejected !== undefined && rejected === current;
+      const now = this.now();
+      const fresh = row.expires_at === null || row.expires_at.getTime() - REFRESH_SKEW_MS > now;
+      if (fresh && !refused) return current;
+      // Refreshed by another request while this one waited: its token is used while it has not expired.
+      const unexpired = row.expires_at === null || row.expires_at.getTime() > now;
+      if (row.version !== readVersion && !refused && unexpired) return current;
+      if (row.refresh_token === null) {
+        if (!refused && unexpired) return current;
+        if (refused) await repo.updateConnectionAtVersion(this.db, row.id, row.version, { status: 'expired', updated_at: new Date(now) });
+        throw new NotConnected(integrationId, 'expired', name);
+      }
+      const until = new Date(now + this.leaseMs);
+      const claimed = await repo.claimRefresh(this.db, row.id, row.version, new Date(now), until);
+      if (claimed) return this.refresh(claimed, until, name);
+      row = await this.refreshedMeanwhile(row, deadline, name);
     }
-    return this.refresh(row, name);
   }
 
-  private async refresh(row: repo.ConnectionRow, name: string): Promise<string> {
+  /**
+   * Waits while another request holds the refresh of `row` (bounded by `deadline`): the connection
+   * as it is once it changed (new tokens, expired, replaced or removed) or the claim ended or lapsed.
+   */
+  private async refreshedMeanwhile(row: repo.ConnectionRow, deadline: number, name: string): Promise<repo.ConnectionRow | undefined> {
+    let pause = 10;
+    for (;;) {
+      const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
+      if (!latest || latest.id !== row.id || latest.version !== row.version || latest.status !== 'active') return latest;
+      if (latest.refreshing_until === null || latest.refreshing_until.getTime() <= this.now()) return latest;
+      if (this.now() >= deadline) throw new IntegrationUnavailable(`The token of "${name}" is being refreshed by another request that has not finished. Try again shortly.`);
+      await sleep(pause);
+      pause = Math.min(pause * 2, 250);
+    }
+  }
+
+  /** Refreshes the tokens of `row`, whose refresh this request claimed until `until`, and stores them over that version. */
+  private async refresh(row: repo.ConnectionRow, until: Date, name: string): Promise<string> {
     const actor: Actor = { userId: row.owner_user_id, requestId: null };
     const refreshToken = this.secrets.open(row.refresh_token as string, refreshContext(row.id));
     const record = (outcome: 'success' | 'failure', metadata: Record<string, unknown>) =>
@@ -413,19 +461,27 @@ export class IntegrationService {
         tokens = await this.mcpFlow.refresh(row.oauth_server as unknown as DiscoveredServer, this.clientOf(row) as OAuthClientInformationMixed, refreshToken, this.now());
       }
     } catch (error) {
+      const refusedNow = error instanceof OAuthFailure && error.kind === 'refused';
+      // Only the holder of the claim, at the version it refreshed, marks the connection expired; otherwise the claim just ends.
+      const expired = refusedNow ? await repo.updateConnectionUnderClaim(this.db, row.id, row.version, until, { status: 'expired', updated_at: new Date(this.now()) }) : undefined;
+      if (!refusedNow) await repo.releaseRefresh(this.db, row.id, row.version, until);
       if (!(error instanceof OAuthFailure)) throw error;
-      // Another caller may have refreshed meanwhile (a rotated refresh token then fails here): use its tokens.
-      const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
-      if (latest && latest.version !== row.version && latest.status === 'active') return this.secrets.open(latest.access_token, accessContext(latest.id));
+      // Refused, but the claim no longer held: another request decides what becomes of the connection.
+      let undecided = false;
+      if (refusedNow && !expired) {
+        const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
+        // Connected again, or refreshed by another request after this claim lapsed: its tokens are used.
+        if (latest && latest.status === 'active' && latest.version !== row.version) return this.secrets.open(latest.access_token, accessContext(latest.id));
+        undecided = latest?.status === 'active';
+      }
       this.onRefresh(error.kind);
       this.log('an integration token could not be refreshed', { integrationId: row.integration_id, kind: error.kind, error: error.message, detail: error.detail });
       await record('failure', { reason: error.kind, error: error.message });
-      if (error.kind === 'unavailable') throw new IntegrationUnavailable(`${error.message} Try again shortly.`);
-      await repo.updateConnectionAtVersion(this.db, row.id, row.version, { status: 'expired', updated_at: new Date(this.now()) });
+      if (error.kind === 'unavailable' || undecided) throw new IntegrationUnavailable(`${error.message} Try again shortly.`);
       throw new NotConnected(row.integration_id, 'expired', name);
     }
-    this.onRefresh('success');
     const now = new Date(this.now());
+    // Stored over the version refreshed (claim held or, past its lease, not taken by another refresh): tokens that work are never thrown away for a lapsed claim.
     const stored = await repo.updateConnectionAtVersion(this.db, row.id, row.version, {
       access_token: this.secrets.seal(tokens.accessToken, accessContext(row.id)),
       refresh_token: tokens.refreshToken === null ? null : this.secrets.seal(tokens.refreshToken, refreshContext(row.id)),
@@ -433,17 +489,43 @@ export class IntegrationService {
       scope: tokens.scope ?? row.scope,
       expires_at: tokens.expiresAt,
       refreshed_at: now,
+      refreshing_until: null,
       updated_at: now,
     });
     if (!stored) {
+      // Connected again, disconnected or expired meanwhile: these tokens were not kept, so this refresh is no success.
       const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
+      this.log('refreshed integration tokens were not stored: the connection changed meanwhile', { integrationId: row.integration_id, connection: latest ? latest.status : 'removed' });
       if (latest && latest.status === 'active') return this.secrets.open(latest.access_token, accessContext(latest.id));
+      throw new NotConnected(row.integration_id, latest ? 'expired' : 'missing', name);
     }
+    this.onRefresh('success');
     await record('success', { expiresAt: tokens.expiresAt?.getTime() ?? null });
     return tokens.accessToken;
   }
 
+  /** Waits for the catalog reads the callbacks started (at shutdown, before the database closes). */
+  async settle(): Promise<void> {
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
   // ---- internals ----
+
+  /**
+   * The MCP servers that sign in with a connection just stored read their catalogs again, in the
+   * background: the browser is answered at once rather than after each server's timeout. Their
+   * outcome is stored on each server (its status and error); anything else is logged.
+   */
+  private readCatalogsLater(userId: string, integrationId: string): void {
+    if (!this.servers) return;
+    const task: Promise<void> = this.servers
+      .connected(userId, integrationId)
+      .catch((error: unknown) => {
+        this.log('MCP servers could not read their catalogs after a connection', { integrationId, error: (error as Error).message });
+      })
+      .finally(() => this.background.delete(task));
+    this.background.add(task);
+  }
 
   /** Stores new tokens as the caller's connection (replacing an earlier one), audited. */
   private async store(actor: Actor, integrationId: string, serverId: string | null, tokens: TokenSet, discovered: DiscoveredServer | null, client: OAuthClientInformationMixed | null): Promise<void> {
@@ -464,6 +546,7 @@ export class IntegrationService {
         oauth_client: client === null ? null : this.secrets.seal(JSON.stringify(client), clientContext(id)),
         oauth_server: discovered === null ? null : JSON.stringify(discovered),
         refreshed_at: null,
+        refreshing_until: null,
         updated_at: now,
       };
       if (existing) await repo.updateConnection(trx, id, { ...fields, version: existing.version + 1, created_at: now });

@@ -254,6 +254,14 @@ export class McpServerService implements OAuthServers {
       urlChanged: input.url !== undefined,
       given: new Set(Object.keys(input)),
     });
+    // Its own authorization server's token was issued for the old URL (the resource): with a new URL
+    // or another way of signing in, the connection is forgotten (revoked where possible) with the
+    // authorizations under way, before anything is sent to the new address.
+    const ownConnection = current.authentication === 'oauth' && current.integration_id === null;
+    const stillOwn = reach.authentication === 'oauth' && reach.integrationId === null;
+    if (ownConnection && (!stillOwn || (input.url !== undefined && input.url !== current.url))) {
+      await this.integrations?.forget(actor, `${MCP_PREFIX}${current.id}`);
+    }
     const enabling = input.enabled === true && !current.enabled;
     const updated = await this.db.transaction().execute(async (trx) => {
       const row = await repo.updateServer(trx, actor.userId, input.serverId, {
@@ -403,11 +411,20 @@ export class McpServerService implements OAuthServers {
     return rows.map((row) => ({ serverId: row.id, name: row.name, url: row.url }));
   }
 
-  /** A connection was stored: the user's enabled servers that sign in with it read their catalog again. */
+  /**
+   * A connection was stored: the user's enabled servers that sign in with it read their catalog
+   * again, one after the other, each outcome stored on the server (one that fails is logged and
+   * does not stop the others).
+   */
   async connected(userId: string, integrationId: string): Promise<void> {
     if (!(await this.capabilities.isEnabled('mcp'))) return;
     for (const row of await repo.enabledServers(this.db, userId)) {
-      if (integrationIdOf(row) === integrationId) await this.readCatalog(row);
+      if (integrationIdOf(row) !== integrationId) continue;
+      try {
+        await this.readCatalog(row);
+      } catch (error) {
+        this.log('MCP tool catalog could not be read after a connection', { serverId: row.id, error: (error as Error).message });
+      }
     }
   }
 

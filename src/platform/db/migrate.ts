@@ -21,6 +21,7 @@ import * as m0019 from './migrations/0019_mcp_servers';
 import * as m0020 from './migrations/0020_message_citations';
 import * as m0021 from './migrations/0021_media';
 import * as m0022 from './migrations/0022_integrations';
+import * as m0023 from './migrations/0023_integration_refresh_lease';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -46,6 +47,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0020_message_citations': m0020,
   '0021_media': m0021,
   '0022_integrations': m0022,
+  '0023_integration_refresh_lease': m0023,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
