@@ -312,7 +312,8 @@ export class ModelService {
    */
   private async catalogue(userId: string, withDisabled = false): Promise<Array<{ model: AvailableModel; byokEnabled: boolean }>> {
     const byokEnabled = await this.capabilities.isEnabled('byok');
-    const deployment = this.deployment.models.map((m) => ({
+    // A deployment model: chat models priced per token, media models per unit.
+    const ofDeployment = (m: { id: string; providerId: string; name: string }, kind: ModelKind, price: Partial<AvailableModel>) => ({
       byokEnabled,
       model: {
         modelId: m.id,
@@ -320,30 +321,20 @@ export class ModelService {
         providerId: m.providerId,
         name: m.name,
         connectionId: null,
-        kinds: ['chat'] as ModelKind[],
-        contextWindow: null,
-        inputCentsPerMillionTokens: m.inputCentsPerMillionTokens,
-        outputCentsPerMillionTokens: m.outputCentsPerMillionTokens,
-        defaultFor: [] as DefaultKind[],
-      },
-    }));
-    const media = (this.deployment.media?.models ?? []).map((m) => ({
-      byokEnabled,
-      model: {
-        modelId: m.id,
-        providerModelId: m.id,
-        providerId: m.providerId,
-        name: m.name,
-        connectionId: null,
-        kinds: [m.kind] as ModelKind[],
+        kinds: [kind],
         contextWindow: null,
         inputCentsPerMillionTokens: 0,
         outputCentsPerMillionTokens: 0,
-        unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit },
         defaultFor: [] as DefaultKind[],
+        ...price,
       },
-    }));
-    deployment.push(...media);
+    });
+    const deployment = [
+      ...this.deployment.models.map((m) =>
+        ofDeployment(m, 'chat', { inputCentsPerMillionTokens: m.inputCentsPerMillionTokens, outputCentsPerMillionTokens: m.outputCentsPerMillionTokens }),
+      ),
+      ...(this.deployment.media?.models ?? []).map((m) => ofDeployment(m, m.kind, { unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit } })),
+    ];
     if (!byokEnabled && !withDisabled) return deployment;
     const connections = await repo.allConnections(this.db, userId);
     const own = connections.flatMap((row) => {
