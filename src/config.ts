@@ -501,7 +501,8 @@ function parseIntegrationProviders(r: Reader, env: Config['env']): IntegrationPr
   try {
     parsed = JSON.parse(raw);
   } catch {
-    problem(`must be a JSON object of integration ids, such as ${INTEGRATION_EXAMPLE}`);
+    // The parser's message is not shown: it may quote the value, client secrets included.
+    problem(`is not valid JSON; it must be a JSON object of integration ids, such as ${INTEGRATION_EXAMPLE}`);
     return [];
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {

@@ -400,6 +400,9 @@ describe('integrations with configured providers', () => {
     }
     expect((await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'nosuch' })).status).toBe(404);
     expect((await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0' })).status).toBe(404);
+    // An MCP server's integration id may come unencoded in a query (a colon is allowed there).
+    expect((await h.http().get('/api/v1/integrations?integrationId=mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0').set(alice.auth)).status).toBe(404);
+    expect((await h.http().delete('/api/v1/integrations/connection?integrationId=mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0').set(alice.auth)).status).toBe(404);
 
     // An authorization server that cannot be used: 502 with why, audited, nothing stored.
     const down = await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'down' });

@@ -65,6 +65,13 @@ describe('response headers', () => {
     expect({ status: res.status, absent }).toEqual({ status: res.status, absent: [] });
   }
 
+  test('every operation that takes a body declares its 413 (the body limit applies to all of them)', () => {
+    const missing = operations()
+      .filter(({ op }) => op.requestBody && !op.responses?.['413'])
+      .map(({ key }) => key);
+    expect(missing).toEqual([]);
+  });
+
   test('the answers carry them: 200 (a read and a write), 400, 404, 401 and 429', async () => {
     const { h, alice } = ctx;
     const list = await h.http().get('/api/v1/notes').set(alice.auth);

@@ -46,7 +46,12 @@ describe('configuration', () => {
     });
     expect(config.capabilities.integrations).toBe(true);
     expect(loadConfig({ PUBLIC_URL: 'https://api.example.com/' }).integrations.publicUrl).toBe('https://api.example.com');
-    expect(problems({ INTEGRATIONS: 'github' })).toEqual([expect.stringContaining('INTEGRATIONS must be a JSON object')]);
+    expect(problems({ INTEGRATIONS: 'github' })).toEqual([expect.stringContaining('INTEGRATIONS is not valid JSON; it must be a JSON object')]);
+    // A value cut short is not quoted back: it may hold a client secret.
+    const truncated = problems({ INTEGRATIONS: '{"github":{"clientSecret":"s3cr3t-value"' });
+    expect(truncated).toEqual([expect.stringContaining('is not valid JSON')]);
+    expect(truncated.join('\n')).not.toContain('s3cr3t');
+    expect(problems({ INTEGRATIONS: '["github"]' })).toEqual([expect.stringContaining('INTEGRATIONS must be a JSON object')]);
     expect(problems({ INTEGRATIONS: JSON.stringify({ GitHub: github }) })).toEqual([expect.stringContaining('ids are 1 to 40')]);
     expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, clientId: undefined } }) })).toEqual([expect.stringContaining('"github" needs clientId')]);
     expect(problems({ INTEGRATIONS: JSON.stringify({ github: { name: 'GitHub', clientId: 'c' } }) })).toEqual([expect.stringContaining('needs issuer, or authorizationUrl and tokenUrl')]);

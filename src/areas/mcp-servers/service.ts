@@ -518,7 +518,7 @@ export class McpServerService implements OAuthServers {
       const refused = await this.outbound.whyRefused(reach.url);
       if (refused) details.push({ path: '/body/url', message: refused });
     }
-    if (details.length > 0) throw errors.invalidRequest('The MCP server cannot be saved as given.', details);
+    if (details.length > 0) throw errors.invalidRequest('The MCP server as given is not valid.', details);
     return { ...reach, headerName: authentication === 'header' ? headerName : null, integrationId: authentication === 'oauth' ? integrationId : null };
   }
 }
