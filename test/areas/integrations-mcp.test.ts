@@ -1,6 +1,6 @@
 import { type TestUser, textBody, useHarnessWith } from '../helpers/harness';
 import { startOAuthMcpServer, type TestOAuthMcpServer } from '../helpers/mcp-oauth-server';
-import { type Behaviour, parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
+import { type Behaviour, parseEvents, scriptAnswers, useFakeModelAndReceiver } from '../helpers/openai-server';
 
 // An MCP server on loopback that requires OAuth (the MCP authorization spec, with the SDK's own
 // authorization server): registered with `authentication: oauth`, connected through the
@@ -20,10 +20,7 @@ const ctx = useHarnessWith(
   'bob',
 );
 
-function script(...answers: Behaviour[]): void {
-  const first = servers.model.requests.length;
-  servers.model.behaviour = (n) => answers[n - first] ?? { kind: 'reply', chunks: ['Done', '.'] };
-}
+const script = (...answers: Behaviour[]) => scriptAnswers(servers.model, ...answers);
 
 async function register(user: TestUser, name: string) {
   const res = await ctx.h.http().post('/api/v1/mcp-servers').set(user.auth).send({ name, url: server.mcpUrl, transport: 'streamable_http', authentication: 'oauth', defaultToolPolicy: 'allow' });

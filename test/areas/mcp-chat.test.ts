@@ -1,6 +1,6 @@
 import { type TestUser, textBody, useHarnessWith } from '../helpers/harness';
 import { startMcpServer, type TestMcpServer } from '../helpers/mcp-server';
-import { type Behaviour, parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
+import { type Behaviour, parseEvents, scriptAnswers, useFakeModelAndReceiver } from '../helpers/openai-server';
 
 // A chat turn that calls a tool of the caller's MCP server: the local OpenAI-format model server
 // emits the tool call, the service calls the MCP server (Streamable HTTP and SSE) with the
@@ -19,11 +19,7 @@ const ctx = useHarnessWith(
   'bob',
 );
 
-/** The fake model's next answers, in order, from now on (then a plain reply). */
-function script(...answers: Behaviour[]): void {
-  const first = servers.model.requests.length;
-  servers.model.behaviour = (n) => answers[n - first] ?? { kind: 'reply', chunks: ['Done', '.'] };
-}
+const script = (...answers: Behaviour[]) => scriptAnswers(servers.model, ...answers);
 
 async function register(user: TestUser, transport: 'streamable_http' | 'sse', policy: 'allow' | 'approval_required' | 'deny') {
   const url = transport === 'sse' ? mcp.sseUrl : mcp.streamableUrl;

@@ -1,5 +1,5 @@
 import { startHarness, textBody, type TestUser, useHarnessWith } from '../helpers/harness';
-import { type Behaviour, parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
+import { type Behaviour, parseEvents, scriptAnswers, useFakeModelAndReceiver } from '../helpers/openai-server';
 import { eventually, subscribe, verify } from '../helpers/receiver';
 
 const servers = useFakeModelAndReceiver();
@@ -19,11 +19,7 @@ const ctx = useHarnessWith(
 
 const FINAL: Behaviour = { kind: 'reply', chunks: ['Done', '.'] };
 
-/** The fake model's next answers, in order, from now on (then plain replies). */
-function script(...answers: Behaviour[]): void {
-  const first = servers.model.requests.length;
-  servers.model.behaviour = (n) => answers[n - first] ?? FINAL;
-}
+const script = (...answers: Behaviour[]) => scriptAnswers(servers.model, ...answers);
 
 const call = (id: string, name: string, args: Record<string, unknown> | string): Behaviour => ({
   kind: 'tool-calls',

@@ -205,6 +205,12 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
 }
 
 /** Parses a server-sent event stream into its events. */
+/** Sets the fake model's next answers, in order from its next request on; then plain replies (`Done.`). */
+export function scriptAnswers(model: FakeModelServer, ...answers: Behaviour[]): void {
+  const first = model.requests.length;
+  model.behaviour = (n) => answers[n - first] ?? { kind: 'reply', chunks: ['Done', '.'] };
+}
+
 export function parseEvents(text: string): { event: string; data: Record<string, unknown> }[] {
   return text
     .split('\n\n')
