@@ -1,4 +1,5 @@
-import type { EmbeddingModel, LanguageModel } from 'ai';
+import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type { EmbeddingModel } from 'ai';
 import { AddressNotAllowed, RedirectRefused, UrlNotAllowed } from '../net/outbound';
 import { type Embedder, EmbeddingsFailure } from './embeddings';
 import { type ChatRequest, type ChatResult, describeProviderError, errorDetail, type FailureLog, type ModelProvider, ModelProviderFailure, SdkChat, withoutAddresses } from './models';
@@ -138,7 +139,7 @@ export async function discoverModels(target: ConnectionTarget, guardedFetch: typ
 }
 
 /** The AI SDK's chat model of a connection's provider, called through `guardedFetch`. */
-async function languageModelFactory(target: ConnectionTarget, guardedFetch: typeof fetch): Promise<(id: string) => LanguageModel> {
+async function languageModelFactory(target: ConnectionTarget, guardedFetch: typeof fetch): Promise<(id: string) => LanguageModelV3> {
   const baseURL = baseUrlOf(target);
   const apiKey = target.apiKey ?? '';
   switch (target.kind) {
@@ -172,7 +173,7 @@ export class ConnectionChat implements Pick<ModelProvider, 'generate' | 'stream'
 
   constructor(target: ConnectionTarget, guardedFetch: typeof fetch, log: FailureLog) {
     this.chat = new SdkChat(
-      async () => ({ ai: await import('ai'), model: await languageModelFactory(target, guardedFetch) }),
+      () => languageModelFactory(target, guardedFetch),
       (message, meta) => log(message, { ...meta, error: scrub(String(meta.error), target.apiKey), detail: scrub(String(meta.detail), target.apiKey) }),
       (error) => describeConnectionError(error, target.apiKey),
     );

@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { JSONSchema7, LanguageModel, LanguageModelUsage, ModelMessage, ToolSet } from 'ai';
+import type { JSONSchema7, LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3StreamPart, LanguageModelV3Usage } from '@ai-sdk/provider';
 import { DevelopmentMediaModels } from './development-media';
 import { groundingIn } from './grounding';
 import { type MediaModelPrice, type MediaModels, OpenAIMediaModels } from './media';
@@ -159,40 +159,66 @@ export interface ModelPrice {
   outputCentsPerMillionTokens: number;
 }
 
-/** A message as the AI SDK takes it (tool calls and results as its content parts). */
-function toModelMessage(m: Exclude<ChatMessage, { role: 'system' }>): ModelMessage {
-  if (m.role === 'user') return { role: 'user', content: m.content };
-  if (m.role === 'tool') {
-    const output = m.isError ? { type: 'error-text' as const, value: m.content } : { type: 'text' as const, value: m.content };
-    return { role: 'tool', content: [{ type: 'tool-result', toolCallId: m.toolCallId, toolName: m.toolName, output }] };
+type ModelCallOptions = LanguageModelV3CallOptions;
+type ModelPrompt = ModelCallOptions['prompt'];
+
+/**
+ * A prompt as the AI SDK's providers take it: the system prompt first, then the messages, tool
+ * calls and results as content parts, consecutive results in one message (as the AI SDK's own
+ * calls send them: providers that need results grouped rely on it).
+ */
+function toPrompt(messages: ChatMessage[]): ModelPrompt {
+  const system = messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n\n');
+  const prompt: ModelPrompt = system === '' ? [] : [{ role: 'system', content: system }];
+  for (const m of messages) {
+    if (m.role === 'user') prompt.push({ role: 'user', content: [{ type: 'text', text: m.content }] });
+    else if (m.role === 'assistant') {
+      prompt.push({
+        role: 'assistant',
+        content: [
+          ...(m.content !== '' ? [{ type: 'text' as const, text: m.content }] : []),
+          ...(m.toolCalls ?? []).map((c) => ({ type: 'tool-call' as const, toolCallId: c.toolCallId, toolName: c.toolName, input: c.arguments })),
+        ],
+      });
+    } else if (m.role === 'tool') {
+      const result = { type: 'tool-result' as const, toolCallId: m.toolCallId, toolName: m.toolName, output: { type: m.isError ? ('error-text' as const) : ('text' as const), value: m.content } };
+      const last = prompt.at(-1);
+      if (last?.role === 'tool') last.content.push(result);
+      else prompt.push({ role: 'tool', content: [result] });
+    }
   }
-  if (!m.toolCalls?.length) return { role: 'assistant', content: m.content };
-  return {
-    role: 'assistant',
-    content: [
-      ...(m.content !== '' ? [{ type: 'text' as const, text: m.content }] : []),
-      ...m.toolCalls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.toolCallId, toolName: c.toolName, input: c.arguments })),
-    ],
-  };
+  return prompt;
 }
 
-/** The AI SDK takes the system prompt apart from the conversation. */
-const split = (messages: ChatMessage[]) => ({
-  system: messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n\n') || undefined,
-  messages: messages.filter((m): m is Exclude<ChatMessage, { role: 'system' }> => m.role !== 'system').map(toModelMessage),
+/** A model call's options: the prompt, and the tools as definitions only (calls come back to the caller). */
+const callOptions = (request: ChatRequest): ModelCallOptions => ({
+  prompt: toPrompt(request.messages),
+  abortSignal: request.signal,
+  ...(request.tools?.length
+    ? {
+        tools: request.tools.map((t) => ({ type: 'function' as const, name: t.name, description: t.description, inputSchema: t.inputSchema as JSONSchema7 })),
+        toolChoice: { type: 'auto' as const },
+      }
+    : {}),
 });
 
-/** The AI SDK's tool set for `specs`: definitions only (no `execute`), so calls come back to the caller. */
-function toolSet(ai: typeof import('ai'), specs: ToolSpec[] | undefined): ToolSet | undefined {
-  if (!specs?.length) return undefined;
-  return Object.fromEntries(specs.map((spec) => [spec.name, ai.tool({ description: spec.description, inputSchema: ai.jsonSchema(spec.inputSchema as JSONSchema7) })]));
+/** A call as the model wrote it: its arguments parsed (none: `{}`), or the text when it is not JSON. */
+function callOf(c: { toolCallId: string; toolName: string; input: string }): ModelToolCall {
+  let input: unknown = c.input;
+  if (c.input.trim() === '') input = {};
+  else {
+    try {
+      input = JSON.parse(c.input) as unknown;
+    } catch {
+      // Left as the text: the caller tells the model its arguments must be a JSON object.
+    }
+  }
+  return { toolCallId: c.toolCallId, toolName: c.toolName, arguments: input };
 }
 
-const callOf = (c: { toolCallId: string; toolName: string; input: unknown }): ModelToolCall => ({ toolCallId: c.toolCallId, toolName: c.toolName, arguments: c.input });
-
-const usageOf = (usage: LanguageModelUsage | undefined): ChatUsage => ({
-  inputTokens: usage?.inputTokens ?? 0,
-  outputTokens: usage?.outputTokens ?? 0,
+const usageOf = (usage: LanguageModelV3Usage | undefined): ChatUsage => ({
+  inputTokens: usage?.inputTokens.total ?? 0,
+  outputTokens: usage?.outputTokens.total ?? 0,
 });
 
 /** Where a provider reports its failures' detail (once, at warn level, without a stack). */
@@ -223,16 +249,20 @@ export async function listProviderModels(options: { baseUrl: string; apiKey: str
   return ids as string[];
 }
 
-/** Loads the AI SDK and a provider's chat models (loaded on the first call: they are large). */
-export type ChatModelLoader = () => Promise<{ ai: typeof import('ai'); model: (id: string) => LanguageModel }>;
+/** Loads a provider of the AI SDK (on the first call: they are large); its chat model of an id. */
+export type ChatModelLoader = () => Promise<(id: string) => LanguageModelV3>;
 
 /**
- * Chat through one of the AI SDK's providers: the whole reply, or the reply as it is written. No
- * retries here: a failed reply is reported, and stored as failed. `describe` says what a caller is
- * told about a failure (never an address).
+ * Chat through one of the AI SDK's providers, called through its provider interface (`doGenerate`,
+ * `doStream`): the prompt is already in the form the providers take, so the SDK's prompt
+ * validation and stream pipeline would only add time to the first token. A model object is made
+ * once per id and kept (making one compiles its response schemas). No retries here: a failed
+ * reply is reported, and stored as failed. `describe` says what a caller is told about a failure
+ * (never an address).
  */
 export class SdkChat {
-  private sdk?: ReturnType<ChatModelLoader>;
+  private factory?: ReturnType<ChatModelLoader>;
+  private readonly models = new Map<string, LanguageModelV3>();
 
   constructor(
     private readonly loader: ChatModelLoader,
@@ -240,9 +270,14 @@ export class SdkChat {
     private readonly describe: (error: unknown) => string = (error) => describeProviderError(error),
   ) {}
 
-  private load() {
-    this.sdk ??= this.loader();
-    return this.sdk;
+  private async model(id: string): Promise<LanguageModelV3> {
+    const known = this.models.get(id);
+    if (known) return known;
+    this.factory ??= this.loader();
+    const model = (await this.factory)(id);
+    // Ids come from the deployment's list or a connection's: few, so the map stays small.
+    this.models.set(id, model);
+    return model;
   }
 
   /** Errors of an aborted call are the abort's; anything else is the provider's failure, logged here. */
@@ -255,15 +290,15 @@ export class SdkChat {
 
   async generate(request: ChatRequest): Promise<ChatResult> {
     try {
-      const { ai, model } = await this.load();
-      const result = await ai.generateText({
-        model: model(request.model),
-        ...split(request.messages),
-        tools: toolSet(ai, request.tools),
-        abortSignal: request.signal,
-        maxRetries: 0,
-      });
-      return { text: result.text, usage: usageOf(result.usage), toolCalls: result.toolCalls.map(callOf) };
+      const model = await this.model(request.model);
+      const result = await model.doGenerate(callOptions(request));
+      let text = '';
+      const toolCalls: ModelToolCall[] = [];
+      for (const part of result.content) {
+        if (part.type === 'text') text += part.text;
+        else if (part.type === 'tool-call' && !part.providerExecuted) toolCalls.push(callOf(part));
+      }
+      return { text, usage: usageOf(result.usage), toolCalls };
     } catch (error) {
       throw this.failure(error, request);
     }
@@ -271,22 +306,15 @@ export class SdkChat {
 
   async *stream(request: ChatRequest): AsyncIterable<ChatPart> {
     try {
-      const { ai, model } = await this.load();
-      const result = ai.streamText({
-        model: model(request.model),
-        ...split(request.messages),
-        tools: toolSet(ai, request.tools),
-        abortSignal: request.signal,
-        maxRetries: 0,
-        onError: () => undefined, // errors arrive in the stream below (the default prints them)
-      });
-      for await (const part of result.fullStream) {
-        if (part.type === 'text-delta' && part.text !== '') yield { type: 'delta', text: part.text };
-        else if (part.type === 'tool-call') yield { type: 'tool-call', call: callOf(part) };
+      const model = await this.model(request.model);
+      const { stream } = await model.doStream(callOptions(request));
+      for await (const part of stream as unknown as AsyncIterable<LanguageModelV3StreamPart>) {
+        if (part.type === 'text-delta' && part.delta !== '') yield { type: 'delta', text: part.delta };
+        else if (part.type === 'tool-call' && !part.providerExecuted) yield { type: 'tool-call', call: callOf(part) };
         else if (part.type === 'error') throw part.error;
-        else if (part.type === 'abort') throw request.signal.reason ?? new Error('aborted');
-        else if (part.type === 'finish') yield { type: 'finish', usage: usageOf(part.totalUsage) };
+        else if (part.type === 'finish') yield { type: 'finish', usage: usageOf(part.usage) };
       }
+      request.signal.throwIfAborted();
     } catch (error) {
       throw this.failure(error, request);
     }
@@ -317,14 +345,14 @@ export class OpenAICompatibleProvider implements ModelProvider {
     this.models = options.models.map((m, i) => ({ ...m, providerId: this.info.providerId, name: m.id, default: i === 0 }));
     this.media = new OpenAIMediaModels({ baseUrl: options.baseUrl, apiKey: options.apiKey, providerId: this.info.providerId }, options.media);
     this.chat = new SdkChat(async () => {
-      const [ai, { createOpenAICompatible }] = await Promise.all([import('ai'), import('@ai-sdk/openai-compatible')]);
+      const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible');
       const provider = createOpenAICompatible({
         name: 'openai-compatible',
         baseURL: options.baseUrl,
         apiKey: options.apiKey ?? undefined,
         includeUsage: true,
       });
-      return { ai, model: (id: string) => provider.chatModel(id) };
+      return (id: string) => provider.chatModel(id);
     }, log);
   }
 
