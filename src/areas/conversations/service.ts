@@ -3,7 +3,7 @@ import type { Transaction } from 'kysely';
 import type { RequestInput } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
-import { type ChatMessage, type ChatPart, type ChatUsage, type ModelToolCall, ModelProviderFailure, type ToolSpec } from '../../platform/ai/models';
+import { type ChatMessage, type ChatPart, type ChatResult, type ChatUsage, type ModelToolCall, ModelProviderFailure, type ToolSpec } from '../../platform/ai/models';
 import type { Actor, AuditService } from '../audit/service';
 import type { ToolDefinition, ToolRunResult, ToolService, TurnTools, UnavailableSource } from '../tools/service';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
@@ -135,6 +135,19 @@ interface Turn {
   hooks: SendHooks;
   /** Decisions on approvals, by tool call id (a continued turn's). */
   decisions: Map<string, { approve: boolean; arguments: Record<string, unknown> }>;
+  /** The model call already started for the turn's next step, if any. */
+  next: StartedStep | null;
+}
+
+/** A model call on its way: its parts (streamed) or its result, and what it was asked with. */
+interface StartedStep {
+  offered: ToolSpec[];
+  timeout: AbortSignal;
+  startedAt: number;
+  /** Ends the call (its turn could not be stored). */
+  abort: () => void;
+  stream: { head: Promise<IteratorResult<ChatPart>>; parts: AsyncIterator<ChatPart> } | null;
+  result: Promise<ChatResult> | null;
 }
 
 const HISTORY_MESSAGES = 20;
@@ -370,38 +383,88 @@ export class ChatService {
       if (refused) throw refused;
     }
     const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
-    const [message, reply] = await repo.insertTurn(
+    // The turn is stored while its sources are searched and the model is asked: the model's
+    // first token never waits for the write, and nothing is streamed before it is committed.
+    const stored = repo.insertTurn(
       this.db,
       { ownerUserId: userId, id: conversation.id, changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) } },
       { ...base, id: messageId, role: 'user', kind: 'message', content: input.content, status: 'complete' },
       { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id, locked_until: new Date(now.getTime() + this.lease.leaseMs) },
     );
+    const started = stored.then(([message]) => hooks.onStart?.(message));
+    started.catch(() => undefined);
+    const [read, grounding] = await Promise.all([context, knowledge ? this.ground(userId, replyId, input.content, knowledge) : null]);
+    const turn: Omit<Turn, 'message' | 'reply'> = {
+      userId,
+      model,
+      prompt: this.prompt(read, input.content, grounding?.grounding),
+      tools: read.tools,
+      parts: [],
+      usage: { inputTokens: 0, outputTokens: 0 },
+      cost: 0,
+      steps: 0,
+      hooks,
+      decisions: new Map(),
+      next: null,
+    };
+    const first = this.startStep(turn);
+    let rows: Awaited<typeof stored>;
+    try {
+      [rows] = await Promise.all([stored, started]);
+    } catch (error) {
+      first.abort();
+      throw error;
+    }
+    const [message, reply] = rows;
     this.generating.add(reply.id);
     try {
-      return await this.generate(userId, model, message, reply, hooks, knowledge, context);
+      if (grounding) {
+        try {
+          if (grounding.citations.length > 0) await repo.setReplyCitations(this.db, reply.id, JSON.stringify(grounding.citations));
+        } catch (error) {
+          first.abort();
+          throw error;
+        }
+        hooks.onCitations?.(grounding.citations, grounding.retrieval);
+      }
+      const stepping: Turn = { ...turn, message, reply, next: first };
+      this.addUnavailable(stepping, read.tools?.unavailable ?? []);
+      return await this.runTurn(stepping);
     } finally {
       // A reply left generating here (an unexpected error) is failed by a sweep once its lease ends.
       this.generating.delete(reply.id);
     }
   }
 
-  private async generate(
-    userId: string,
-    model: ResolvedModel,
-    message: repo.MessageRow,
-    reply: repo.MessageRow,
-    hooks: SendHooks,
-    knowledge: KnowledgeSources | null,
-    context: Promise<TurnContext>,
-  ): Promise<SendOutcome> {
-    hooks.onStart?.(message);
-    const grounding = knowledge ? await this.ground(userId, reply, message.content, knowledge) : null;
-    if (grounding) hooks.onCitations?.(grounding.citations, grounding.retrieval);
-    const read = await context;
-    const prompt = this.prompt(read, message.content, grounding?.grounding);
-    const turn: Turn = { userId, model, reply, message, prompt, tools: read.tools, parts: [], usage: { inputTokens: 0, outputTokens: 0 }, cost: 0, steps: 0, hooks, decisions: new Map() };
-    this.addUnavailable(turn, read.tools?.unavailable ?? []);
-    return this.runTurn(turn);
+  /**
+   * Starts a turn's next model call (its request is on its way when this returns): the turn's
+   * prompt and parts so far, and the tools it may still call. The last step is asked without
+   * tools, so that the turn ends with an answer; a server found unavailable in the turn is not
+   * offered again.
+   */
+  private startStep(turn: Omit<Turn, 'message' | 'reply'>): StartedStep {
+    const down = unavailableIn(turn.parts);
+    const offered =
+      turn.tools && turn.steps < this.toolSettings.maxSteps - 1 ? turn.tools.definitions.filter((d) => d.policy !== 'deny' && !down.has(serverOf(d) ?? '')).map(toSpec) : [];
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const own = new AbortController();
+    const request = {
+      model: turn.model.providerModelId,
+      messages: [...turn.prompt, ...promptOfParts(turn.parts)],
+      signal: AbortSignal.any([turn.hooks.signal, timeout, own.signal]),
+      tools: offered.length > 0 ? offered : undefined,
+    };
+    const startedAt = performance.now();
+    const abort = () => own.abort(new Error('the turn was not stored'));
+    if (turn.hooks.onDelta) {
+      const parts = turn.model.caller.stream(request)[Symbol.asyncIterator]();
+      const head = parts.next();
+      head.catch(() => undefined);
+      return { offered, timeout, startedAt, abort, stream: { head, parts }, result: null };
+    }
+    const result = turn.model.caller.generate(request);
+    result.catch(() => undefined);
+    return { offered, timeout, startedAt, abort, stream: null, result };
   }
 
   /** The caller's tools for a turn, or null when turns use none. */
@@ -423,36 +486,31 @@ export class ChatService {
       for (;;) {
         const paused = await this.runPendingCalls(turn);
         if (paused) return paused;
-        // The last step is asked without tools, so that the turn ends with an answer; a server found
-        // unavailable in the turn is not offered again.
-        const down = unavailableIn(turn.parts);
-        const offered =
-          turn.tools && turn.steps < this.toolSettings.maxSteps - 1 ? turn.tools.definitions.filter((d) => d.policy !== 'deny' && !down.has(serverOf(d) ?? '')).map(toSpec) : [];
-        timeout = AbortSignal.timeout(this.timeoutMs);
-        const signal = AbortSignal.any([hooks.signal, timeout]);
-        const request = { model: model.providerModelId, messages: [...turn.prompt, ...promptOfParts(turn.parts)], signal, tools: offered.length > 0 ? offered : undefined };
+        const call = turn.next ?? this.startStep(turn);
+        turn.next = null;
+        timeout = call.timeout;
         stepText = '';
         let usage: ChatUsage = { inputTokens: 0, outputTokens: 0 };
         let calls: ModelToolCall[] = [];
-        if (hooks.onDelta) {
-          const started = performance.now();
+        if (call.stream) {
           let first = true;
-          for await (const part of model.caller.stream(request) as AsyncIterable<ChatPart>) {
+          for (let next = await call.stream.head; !next.done; next = await call.stream.parts.next()) {
+            const part = next.value;
             if (first && part.type !== 'finish') {
               first = false;
-              this.observer.firstToken((performance.now() - started) / 1000);
+              this.observer.firstToken((performance.now() - call.startedAt) / 1000);
             }
             if (part.type === 'delta') {
               stepText += part.text;
-              hooks.onDelta(part.text);
+              hooks.onDelta?.(part.text);
             } else if (part.type === 'tool-call') calls.push(part.call);
             else usage = part.usage;
           }
         } else {
-          ({ text: stepText, usage, toolCalls: calls } = await model.caller.generate(request));
+          ({ text: stepText, usage, toolCalls: calls } = await (call.result as Promise<ChatResult>));
         }
         // A tool call from a model that was offered none is not run (nor answered).
-        if (offered.length === 0) calls = [];
+        if (call.offered.length === 0) calls = [];
         const step = this.addStep(turn, stepText, usage, calls);
         stepText = '';
         if (calls.length === 0) return { message: turn.message, reply: await this.complete(turn, step), failure: null, approval: null };
@@ -726,6 +784,7 @@ export class ChatService {
       steps: reply.model_calls,
       hooks: { signal: new AbortController().signal },
       decisions: new Map([[approval.tool_call_id, { approve, arguments: approval.arguments as Record<string, unknown> }]]),
+      next: null,
     };
     this.addUnavailable(turn, read.tools?.unavailable ?? []);
     return (await this.runTurn(turn)).reply;
@@ -816,12 +875,12 @@ export class ChatService {
    * the reply's citations. A failed search never fails the turn: it goes on without sources, and
    * the prompt says so.
    */
-  private async ground(userId: string, reply: repo.MessageRow, query: string, sources: KnowledgeSources): Promise<TurnGrounding> {
+  private async ground(userId: string, replyId: string, query: string, sources: KnowledgeSources): Promise<TurnGrounding> {
     let found: Awaited<ReturnType<KnowledgeService['passages']>>;
     try {
       found = await this.knowledge.passages(userId, query, { limit: GROUNDING_SOURCES, sources });
     } catch (error) {
-      this.warn('knowledge retrieval failed; the chat turn goes on without sources', { messageId: reply.id, error: (error as Error).message });
+      this.warn('knowledge retrieval failed; the chat turn goes on without sources', { messageId: replyId, error: (error as Error).message });
       this.onGrounded('failed', 0);
       return { grounding: { state: 'failed' }, citations: [], retrieval: 'failed' };
     }
@@ -847,7 +906,6 @@ export class ChatService {
         endOffset: passage.endOffset,
       });
     }
-    if (citations.length > 0) await repo.setReplyCitations(this.db, reply.id, JSON.stringify(citations));
     this.onGrounded(citations.length > 0 ? 'grounded' : 'empty', citations.length);
     return { grounding: citations.length > 0 ? { state: 'found', sources: given } : { state: 'none' }, citations, retrieval: found.retrieval };
   }
