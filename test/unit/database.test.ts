@@ -61,11 +61,13 @@ describe('prepared statements (Postgres)', () => {
     return { harness, statements: rows.map((r) => `${r.name}: ${r.statement}`) };
   }
 
-  onPostgres('a page of notes is prepared once per connection, and prepared again after a migration changes the table', async () => {
+  onPostgres('data statements are prepared once per connection, and prepared again after a migration changes the table', async () => {
     const { harness, statements } = await preparedAfterListing({});
     try {
-      expect(statements).toHaveLength(1);
-      expect(statements[0]).toMatch(/^aiws_\d+: select \* from "notes" where "owner_user_id" = \$1 order by "id" desc limit \$2$/);
+      const list = statements.filter((s) => /^aiws_\d+: select \* from "notes" where "owner_user_id" = \$1 order by "id" desc limit \$2$/.test(s));
+      expect(list).toHaveLength(1);
+      // Only data statements are named: never begin, commit or set.
+      expect(statements.filter((s) => !/^aiws_\d+: \s*(select|insert|update|delete|with)\b/i.test(s))).toEqual([]);
       const user = await harness.newUser();
       await harness.http().post('/api/v1/notes').set(user.auth).send({ title: 'Before' }).expect(200);
       await harness.http().get('/api/v1/notes').set(user.auth).expect(200);
@@ -74,6 +76,21 @@ describe('prepared statements (Postgres)', () => {
       expect(res.body.notes.map((n: { title: string }) => n.title)).toEqual(['Before']);
     } finally {
       await harness.close();
+    }
+  });
+
+  onPostgres('statements inside a transaction run unnamed (a stale plan could not be retried there)', async () => {
+    const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 1, { preparedStatements: true });
+    try {
+      const marker = `inside_${Date.now()}`;
+      await database.db.transaction().execute((trx) => sql`select ${marker}::text as inside`.execute(trx));
+      await sql`select ${marker}::text as outside`.execute(database.db);
+      const { rows } = await sql<{ statement: string }>`select statement from pg_prepared_statements`.execute(database.db);
+      const statements = rows.map((r) => r.statement);
+      expect(statements.some((s) => s.includes('as outside'))).toBe(true);
+      expect(statements.some((s) => s.includes('as inside'))).toBe(false);
+    } finally {
+      await database.close();
     }
   });
 

@@ -21,20 +21,25 @@ export interface DatabaseHandle {
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, parseTimestamptz);
 
-/** Statement texts run as named statements, with their names (see `preparedStatement`). */
+/** Statement texts run as named statements, with their names (see `clientClass`). */
 const preparedNames = new Map<string, string>();
 /** A bound on the server memory prepared statements hold: each connection keeps each one it has run. */
 const MAX_PREPARED_STATEMENTS = 256;
 let preparedCount = 0;
 
-/**
- * Marks a statement text as one to run as a named (server-side prepared) statement on Postgres:
- * parsed and planned once per connection rather than on every execution, which is most of
- * Postgres's work for a short query that runs on every request (the list queries: `ListQuery`).
- * Beyond MAX_PREPARED_STATEMENTS texts, statements run unnamed.
- */
-export function preparedStatement(text: string): void {
-  if (!preparedNames.has(text) && preparedNames.size < MAX_PREPARED_STATEMENTS) preparedNames.set(text, `aiws_${(preparedCount += 1)}`);
+/** Queries worth planning once: data statements (not `begin`, `commit`, DDL or `set`). */
+const DATA_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
+const TRANSACTION_START = /^\s*(begin|start transaction)\b/i;
+const TRANSACTION_END = /^\s*(commit|rollback)\b/i;
+
+/** The name `text` runs under as a named statement, given one on its first run (up to the bound). */
+function preparedName(text: string): string | undefined {
+  let name = preparedNames.get(text);
+  if (name === undefined && preparedNames.size < MAX_PREPARED_STATEMENTS && DATA_STATEMENT.test(text)) {
+    name = `aiws_${(preparedCount += 1)}`;
+    preparedNames.set(text, name);
+  }
+  return name;
 }
 
 /**
@@ -45,7 +50,11 @@ const isStalePlan = (error: Error | null) => (error as { code?: string } | null)
 
 /**
  * The pool's client: Kysely's queries (text and values, answered by a promise) run through pg's
- * callback form, as named statements for the texts `preparedStatement` marked when `prepared`.
+ * callback form; when `prepared`, data statements outside transactions run as named (server-side
+ * prepared) statements, parsed and planned once per connection rather than on every execution,
+ * which is most of Postgres's work for the short queries every request makes. Statements inside a
+ * transaction run unnamed: after a migration changes a table, a prepared `select *` fails once per
+ * connection (and is prepared again), which a transaction could not recover from.
  *
  * The callback form, because of what pg's promise form costs: with it, every query's rows and
  * the request around them outlived two young-generation collections and were promoted to the old
@@ -59,11 +68,15 @@ const isStalePlan = (error: Error | null) => (error as { code?: string } | null)
  */
 function clientClass(prepared: boolean): typeof pg.Client {
   return class ServiceClient extends pg.Client {
+    private inTransaction = false;
+
     // The driver's overloads; Kysely calls query(text, values).
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(config: any, values?: any, callback?: any): any {
       if (typeof config !== 'string' || typeof values === 'function' || callback !== undefined) return super.query(config, values, callback);
-      const name = prepared ? preparedNames.get(config) : undefined;
+      if (TRANSACTION_START.test(config)) this.inTransaction = true;
+      else if (TRANSACTION_END.test(config)) this.inTransaction = false;
+      const name = prepared && !this.inTransaction ? preparedName(config) : undefined;
       const query = name === undefined ? { text: config, values } : { name, text: config, values };
       return new Promise((resolve, reject) => {
         super.query(query, (error: Error | null, result: pg.QueryResult) => {

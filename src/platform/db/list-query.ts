@@ -1,6 +1,6 @@
 import { type CompiledQuery, type SelectQueryBuilder, sql } from 'kysely';
 import { type PageRequest, toPage } from '../pagination';
-import { type Database, preparedStatement } from './index';
+import type { Database } from './index';
 
 /**
  * Stands for one argument's value while a list query is built for a shape; the value takes its
@@ -44,9 +44,8 @@ interface Shape {
 /**
  * The one way a collection is read a page at a time: the `limit + 1` newest records below the
  * cursor. Its query is built and compiled once per shape (which arguments are present, and the
- * values of `shapeBy`), and the compiled text runs as a prepared statement (on Postgres, see
- * `preparedStatement`): Kysely's building and compiling, and Postgres's parsing and planning, are
- * done once rather than on every request.
+ * values of `shapeBy`), so that Kysely's building and compiling are done once rather than on every
+ * request (and the one text is planned once per connection, as every statement is on Postgres).
  */
 export class ListQuery<A extends object, QDB, TB extends keyof QDB, R extends { id: string }> {
   private readonly shapes = new Map<string, Shape>();
@@ -90,7 +89,6 @@ export class ListQuery<A extends object, QDB, TB extends keyof QDB, R extends { 
       .limit(LIMIT as unknown as number)
       .compile();
     const shape: Shape = { query, slots: query.parameters.map((value) => (value instanceof Placeholder ? value : null)) };
-    preparedStatement(query.sql);
     this.shapes.set(key, shape);
     return shape;
   }
