@@ -1,10 +1,9 @@
-import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
-import type { MemoryItems } from '../../../generated/db';
+import type { MemoryView } from './repository';
 
 type Schemas = components['schemas'];
 
-export function presentMemoryItem(row: Selectable<MemoryItems>): Schemas['MemoryItem'] {
+export function presentMemoryItem(row: MemoryView): Schemas['MemoryItem'] {
   return {
     memoryId: row.id,
     kind: row.kind as Schemas['MemoryKind'],

@@ -1,4 +1,4 @@
-import { type Insertable, sql, type Updateable } from 'kysely';
+import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { MemoryItems } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
@@ -22,11 +22,15 @@ export function findMemoryItemByContentKey(db: Database, ownerUserId: string, co
     .executeTakeFirst();
 }
 
+/** What a memory item is presented with: the list reads only these (not its key or search vector). */
+export const MEMORY_COLUMNS = ['id', 'kind', 'content', 'project_id', 'source', 'source_ref', 'created_at', 'updated_at'] as const;
+export type MemoryView = Pick<Selectable<MemoryItems>, (typeof MEMORY_COLUMNS)[number]>;
+
 /** The owner's memory items, filtered; read a page at a time. */
 export const memoryItemList = listQuery({
   id: 'id',
   rows: (db, { ownerUserId, kind, projectId }: { ownerUserId: string; kind?: string; projectId?: string }) => {
-    let query = db.selectFrom('memory_items').selectAll().where('owner_user_id', '=', ownerUserId);
+    let query = db.selectFrom('memory_items').select(MEMORY_COLUMNS).where('owner_user_id', '=', ownerUserId);
     if (kind !== undefined) query = query.where('kind', '=', kind);
     if (projectId !== undefined) query = query.where('project_id', '=', projectId);
     return query;

@@ -1,8 +1,7 @@
-import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
-import type { Notes } from '../../../generated/db';
+import type { NoteView } from './repository';
 
-export function presentNote(row: Selectable<Notes>): components['schemas']['Note'] {
+export function presentNote(row: NoteView): components['schemas']['Note'] {
   return {
     noteId: row.id,
     title: row.title,

@@ -1,4 +1,4 @@
-import type { Insertable, Updateable } from 'kysely';
+import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { Notes } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
@@ -12,11 +12,15 @@ export function findNote(db: Database, ownerUserId: string, id: string) {
     .executeTakeFirst();
 }
 
+/** What a note is presented with: the list reads only these (not the search vector). */
+export const NOTE_COLUMNS = ['id', 'title', 'content', 'project_id', 'pinned', 'created_at', 'updated_at'] as const;
+export type NoteView = Pick<Selectable<Notes>, (typeof NOTE_COLUMNS)[number]>;
+
 /** The owner's notes, filtered; read a page at a time. */
 export const noteList = listQuery({
   id: 'id',
   rows: (db, { ownerUserId, projectId, pinned }: { ownerUserId: string; projectId?: string; pinned?: boolean }) => {
-    let query = db.selectFrom('notes').selectAll().where('owner_user_id', '=', ownerUserId);
+    let query = db.selectFrom('notes').select(NOTE_COLUMNS).where('owner_user_id', '=', ownerUserId);
     if (projectId !== undefined) query = query.where('project_id', '=', projectId);
     if (pinned !== undefined) query = query.where('pinned', '=', pinned);
     return query;

@@ -1,8 +1,7 @@
-import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
-import type { Projects } from '../../../generated/db';
+import type { ProjectView } from './repository';
 
-export function presentProject(row: Selectable<Projects>): components['schemas']['Project'] {
+export function presentProject(row: ProjectView): components['schemas']['Project'] {
   return {
     projectId: row.id,
     name: row.name,

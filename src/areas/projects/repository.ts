@@ -1,4 +1,4 @@
-import type { Insertable, Updateable } from 'kysely';
+import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { Projects } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
@@ -21,11 +21,15 @@ export function findProjectByClientId(db: Database, ownerUserId: string, clientI
     .executeTakeFirst();
 }
 
+/** What a project is presented with: the list reads only these (not the search vector). */
+export const PROJECT_COLUMNS = ['id', 'name', 'description', 'instructions', 'color', 'parent_id', 'client_id', 'created_at', 'updated_at'] as const;
+export type ProjectView = Pick<Selectable<Projects>, (typeof PROJECT_COLUMNS)[number]>;
+
 /** The owner's projects, filtered by parent; read a page at a time. */
 export const projectList = listQuery({
   id: 'id',
   rows: (db, { ownerUserId, parentId }: { ownerUserId: string; parentId?: string }) => {
-    let query = db.selectFrom('projects').selectAll().where('owner_user_id', '=', ownerUserId);
+    let query = db.selectFrom('projects').select(PROJECT_COLUMNS).where('owner_user_id', '=', ownerUserId);
     if (parentId !== undefined) query = query.where('parent_id', '=', parentId);
     return query;
   },

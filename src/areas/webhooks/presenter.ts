@@ -1,5 +1,5 @@
 import type { components } from '../../../generated/api';
-import type { AttemptRow, SubscriptionRow } from './repository';
+import type { AttemptRow, SubscriptionView } from './repository';
 import type { DeliveryWithAttempts } from './service';
 
 type Schemas = components['schemas'];
@@ -7,7 +7,7 @@ type Schemas = components['schemas'];
 const millis = (value: Date | null) => (value ? value.getTime() : null);
 
 /** A subscription as clients see it: never its secrets. */
-export function presentSubscription(row: SubscriptionRow): Schemas['WebhookSubscription'] {
+export function presentSubscription(row: SubscriptionView): Schemas['WebhookSubscription'] {
   return {
     subscriptionId: row.id,
     url: row.url,

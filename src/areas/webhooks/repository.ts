@@ -10,6 +10,22 @@ import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptions>;
+
+/** What a subscription is presented with: the list reads only these (never its secrets). */
+export const SUBSCRIPTION_COLUMNS = [
+  'id',
+  'url',
+  'description',
+  'events',
+  'enabled',
+  'failing_since',
+  'disabled_reason',
+  'disabled_at',
+  'previous_secret_expires_at',
+  'created_at',
+  'updated_at',
+] as const;
+export type SubscriptionView = Pick<SubscriptionRow, (typeof SUBSCRIPTION_COLUMNS)[number]>;
 export type AttemptRow = Selectable<WebhookDeliveryAttempts>;
 export type DeliveryStatus = NonNullable<QueryOf<'getWebhookDeliveries'>['status']>;
 export type DeliveryRow = Selectable<WebhookDeliveries> & { event_type: string; event_body: string };
@@ -28,7 +44,7 @@ export function findSubscription(db: Database, ownerUserId: string, id: string) 
 /** The owner's webhook subscriptions; read a page at a time. */
 export const subscriptionList = listQuery({
   id: 'id',
-  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('webhook_subscriptions').selectAll().where('owner_user_id', '=', ownerUserId),
+  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('webhook_subscriptions').select(SUBSCRIPTION_COLUMNS).where('owner_user_id', '=', ownerUserId),
 });
 
 export async function countSubscriptions(db: Database, ownerUserId: string): Promise<number> {
