@@ -17,8 +17,8 @@ export class EventStream {
         'Cache-Control': 'no-cache, no-transform',
         'X-Accel-Buffering': 'no',
       });
-      this.res.flushHeaders();
     }
+    // The first write sends the headers with the first event, in one packet.
     if (!this.res.writableEnded) this.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   }
 

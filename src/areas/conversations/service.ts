@@ -261,6 +261,8 @@ export class ChatService {
 
   /** The replies this instance is generating: their leases are renewed while they are. */
   private readonly generating = new Set<string>();
+  /** The inserts of turns this instance has begun, until they are committed (or refused). */
+  private readonly storing = new Set<Promise<unknown>>();
 
   async get(userId: string, conversationId: string): Promise<repo.ConversationRow> {
     const row = await repo.findConversation(this.db, userId, conversationId);
@@ -384,55 +386,50 @@ export class ChatService {
     }
     const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
     // The turn is stored while its sources are searched and the model is asked: the model's
-    // first token never waits for the write, and nothing is streamed before it is committed.
-    const stored = repo.insertTurn(
-      this.db,
-      { ownerUserId: userId, id: conversation.id, changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) } },
-      { ...base, id: messageId, role: 'user', kind: 'message', content: input.content, status: 'complete' },
-      { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id, locked_until: new Date(now.getTime() + this.lease.leaseMs) },
-    );
-    const started = stored.then(([message]) => hooks.onStart?.(message));
-    started.catch(() => undefined);
-    const [read, grounding] = await Promise.all([context, knowledge ? this.ground(userId, replyId, input.content, knowledge) : null]);
-    const turn: Omit<Turn, 'message' | 'reply'> = {
-      userId,
-      model,
-      prompt: this.prompt(read, input.content, grounding?.grounding),
-      tools: read.tools,
-      parts: [],
-      usage: { inputTokens: 0, outputTokens: 0 },
-      cost: 0,
-      steps: 0,
-      hooks,
-      decisions: new Map(),
-      next: null,
-    };
-    const first = this.startStep(turn);
-    let rows: Awaited<typeof stored>;
+    // first token never waits for the write, and nothing is streamed before it is committed. The
+    // reply counts as this instance's from the start (see `interruptGenerating`).
+    this.generating.add(replyId);
     try {
-      [rows] = await Promise.all([stored, started]);
-    } catch (error) {
-      first.abort();
-      throw error;
-    }
-    const [message, reply] = rows;
-    this.generating.add(reply.id);
-    try {
-      if (grounding) {
-        try {
-          if (grounding.citations.length > 0) await repo.setReplyCitations(this.db, reply.id, JSON.stringify(grounding.citations));
-        } catch (error) {
-          first.abort();
-          throw error;
-        }
-        hooks.onCitations?.(grounding.citations, grounding.retrieval);
+      const stored = repo.insertTurn(
+        this.db,
+        { ownerUserId: userId, id: conversation.id, changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) } },
+        { ...base, id: messageId, role: 'user', kind: 'message', content: input.content, status: 'complete' },
+        { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id, locked_until: new Date(now.getTime() + this.lease.leaseMs) },
+      );
+      this.storing.add(stored);
+      const started = stored.then(([message]) => hooks.onStart?.(message));
+      started.catch(() => undefined).finally(() => this.storing.delete(stored));
+      const [read, grounding] = await Promise.all([context, knowledge ? this.ground(userId, replyId, input.content, knowledge) : null]);
+      const turn: Omit<Turn, 'message' | 'reply'> = {
+        userId,
+        model,
+        prompt: this.prompt(read, input.content, grounding?.grounding),
+        tools: read.tools,
+        parts: [],
+        usage: { inputTokens: 0, outputTokens: 0 },
+        cost: 0,
+        steps: 0,
+        hooks,
+        decisions: new Map(),
+        next: null,
+      };
+      const first = this.startStep(turn);
+      let message: repo.MessageRow;
+      let reply: repo.MessageRow;
+      try {
+        [[message, reply]] = await Promise.all([stored, started]);
+        if (grounding?.citations.length) await repo.setReplyCitations(this.db, reply.id, JSON.stringify(grounding.citations));
+      } catch (error) {
+        first.abort();
+        throw error;
       }
+      if (grounding) hooks.onCitations?.(grounding.citations, grounding.retrieval);
       const stepping: Turn = { ...turn, message, reply, next: first };
       this.addUnavailable(stepping, read.tools?.unavailable ?? []);
       return await this.runTurn(stepping);
     } finally {
       // A reply left generating here (an unexpected error) is failed by a sweep once its lease ends.
-      this.generating.delete(reply.id);
+      this.generating.delete(replyId);
     }
   }
 
@@ -839,6 +836,8 @@ export class ChatService {
    * wait for them), with their `chat.failed`. Resolves with how many it ended.
    */
   async interruptGenerating(): Promise<number> {
+    // A turn whose model call began while its rows were being stored is among them once they are.
+    await Promise.allSettled([...this.storing]);
     const ids = [...this.generating];
     if (ids.length === 0) return 0;
     return this.db.transaction().execute((trx) => this.interrupt(trx, new Date(), ids));
