@@ -2,6 +2,7 @@ import type { RequestHandler } from 'express';
 import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import { errors } from '../platform/errors';
 import { METHODS } from './openapi';
+import { constantHeaders, setConstantHeaders } from './security-headers';
 
 /** The routes browser clients call: the API, the session route and the document. */
 const CORS_PATHS = /^\/(?:api\/v1(?:\/|$)|auth\/session$|openapi\.(?:json|yaml)$)/;
@@ -74,27 +75,35 @@ export function corsLists(doc: OpenAPIV3.DocumentV3): CorsLists {
 export function cors(allowedOrigins: readonly string[], doc: OpenAPIV3.DocumentV3): RequestHandler {
   const allowed = new Set(allowedOrigins);
   const { methods, allowHeaders, exposeHeaders } = corsLists(doc);
+  // The constant headers of each kind of answer, computed once.
+  const preflight = constantHeaders([
+    ['Access-Control-Allow-Credentials', 'true'],
+    ['Access-Control-Allow-Methods', methods],
+    ['Access-Control-Allow-Headers', allowHeaders],
+    ['Access-Control-Max-Age', String(CORS_MAX_AGE_SECONDS)],
+  ]);
+  const answer = constantHeaders([
+    ['Access-Control-Allow-Credentials', 'true'],
+    ['Access-Control-Expose-Headers', exposeHeaders],
+  ]);
   return function corsMiddleware(req, res, next) {
     if (!CORS_PATHS.test(req.path)) return next();
-    // The answer depends on Origin, so caches keep one per origin.
-    res.vary('Origin');
+    // The answer depends on Origin, so caches keep one per origin (`res.vary` only when Vary is already set).
+    if (res.getHeader('Vary') === undefined) res.setHeader('Vary', 'Origin');
+    else res.vary('Origin');
     const origin = req.headers.origin;
     if (origin === undefined) return next();
     const permitted = allowed.has(origin);
     if (req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
       if (!permitted) return next(errors.forbidden('This origin may not call the service from a browser.'));
       res.setHeader('Access-Control-Allow-Origin', origin);
-      res.setHeader('Access-Control-Allow-Credentials', 'true');
-      res.setHeader('Access-Control-Allow-Methods', methods);
-      res.setHeader('Access-Control-Allow-Headers', allowHeaders);
-      res.setHeader('Access-Control-Max-Age', String(CORS_MAX_AGE_SECONDS));
+      setConstantHeaders(res, preflight);
       res.status(204).end();
       return;
     }
     if (permitted) {
       res.setHeader('Access-Control-Allow-Origin', origin);
-      res.setHeader('Access-Control-Allow-Credentials', 'true');
-      res.setHeader('Access-Control-Expose-Headers', exposeHeaders);
+      setConstantHeaders(res, answer);
     }
     next();
   };

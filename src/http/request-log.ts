@@ -27,9 +27,7 @@ export function requestLog(log: AccessLog, metrics: Metrics): RequestHandler {
       latencyMs,
     });
     // Operations by name; anything else (health, docs, unknown paths) as one label, to bound cardinality.
-    const operation = operationId ?? 'other';
-    metrics.requests.inc({ operation, method: req.method, status: String(this.statusCode) });
-    metrics.latency.observe({ operation }, latencyMs / 1000);
+    metrics.requestAnswered(operationId ?? 'other', req.method, this.statusCode, latencyMs / 1000);
   }
   return (req, res, next) => {
     req.receivedAt = performance.now();

@@ -24,9 +24,30 @@ export function securityHeaders(options: Readonly<HelmetOptions>): RequestHandle
     done = true;
   });
   if (!done) throw new Error('helmet did not set its headers at once');
+  const headers = constantHeaders(set);
   return (_req, res, next) => {
-    for (const [name, value] of set) res.setHeader(name, value);
-    for (const name of removed) res.removeHeader(name);
+    setConstantHeaders(res, headers);
+    for (let i = 0; i < removed.length; i += 1) res.removeHeader(removed[i] as string);
     next();
   };
+}
+
+/** Headers that are the same on every response, as names and values walked by index (no tuple per header). */
+export interface ConstantHeaders {
+  names: readonly string[];
+  values: readonly string[];
+}
+
+export function constantHeaders(headers: Iterable<readonly [string, string]>): ConstantHeaders {
+  const names: string[] = [];
+  const values: string[] = [];
+  for (const [name, value] of headers) {
+    names.push(name);
+    values.push(value);
+  }
+  return { names, values };
+}
+
+export function setConstantHeaders(res: Response, { names, values }: ConstantHeaders): void {
+  for (let i = 0; i < names.length; i += 1) res.setHeader(names[i] as string, values[i] as string);
 }

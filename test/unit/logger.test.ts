@@ -45,6 +45,24 @@ describe('access log', () => {
     });
   });
 
+  test("the timestamp is toISOString's of the moment the line is written", async () => {
+    const { writes, out } = sink();
+    const log = accessLog(createLogger('info'), out);
+    const moments = [Date.UTC(2026, 10, 26, 23, 59, 59, 998), Date.UTC(2026, 10, 26, 23, 59, 59, 999), Date.UTC(2026, 10, 27), Date.UTC(2026, 10, 27, 0, 0, 0, 9), Date.UTC(2026, 10, 27, 0, 0, 0, 90), Date.UTC(2026, 10, 27, 0, 0, 1, 90), Date.UTC(2026, 10, 27, 0, 0, 0, 90)];
+    const now = jest.spyOn(Date, 'now');
+    try {
+      for (const moment of moments) {
+        now.mockReturnValue(moment);
+        log(entry('r'));
+      }
+    } finally {
+      now.mockRestore();
+    }
+    await nextTurn();
+    const stamps = (writes.join('').trim().split('\n')).map((line) => (JSON.parse(line) as { timestamp: string }).timestamp);
+    expect(stamps).toEqual(moments.map((moment) => new Date(moment).toISOString()));
+  });
+
   test('writes nothing below the info level or when silent', async () => {
     for (const level of ['warn', 'silent'] as const) {
       const { writes, out } = sink();
