@@ -99,6 +99,9 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
 }
 
 const TABLE_ROWS = 100_000;
+/** B1's passes: SLICES of SLICE_SECONDS per contender and route in each round. */
+const SLICES = Number(process.env.BENCH_SLICES ?? '3');
+const SLICE_SECONDS = Number(process.env.BENCH_SLICE_SECONDS ?? '3');
 
 /**
  * B1 on Postgres: every list route of bench/lists.ts, `GET ?limit=20` of the bench user's rows
@@ -146,9 +149,14 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
   const body = async (base: string, route: string) =>
     (await fetch(`${base}/${route}?limit=20`, { headers: { authorization: `Bearer ${token}` } })).text();
 
-  // Each round starts the three servers and measures each route on each of them in turn, so that a
-  // route's three figures are taken within seconds of each other.
-  const measured = Object.fromEntries(names.map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
+  // Each round starts the three servers and measures each route on each of them in turn, in short
+  // slices (service, limit, peer, then again): a route's ratio to the limit is the median of its
+  // slices' ratios, each taken from passes seconds apart, since this machine's rates drift by a
+  // third within a minute. The rates shown are each round's means.
+  const meanRates = Object.fromEntries(names.map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
+  const toLimit = LIST_ROUTES.map(() => [] as number[]);
+  const toPeer = LIST_ROUTES.map(() => [] as number[]);
+  const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
   for (let round = 0; round < ROUNDS; round += 1) {
     await serve(async (bases) => {
       // All at once, before wrk runs: a keep-alive connection left idle for longer may be closed under a later fetch.
@@ -160,22 +168,28 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
         }
       }
       for (const [i, route] of LIST_ROUTES.entries()) {
-        for (const name of names) {
-          wrk(`${bases[name]}/${route.name}?limit=20`, [auth], undefined, '2'); // warm-up pass, discarded
-          measured[name][i]?.push(wrk(`${bases[name]}/${route.name}?limit=20`, [auth]));
+        const url = (name: Name) => `${bases[name]}/${route.name}?limit=20`;
+        for (const name of names) wrk(url(name), [auth], undefined, '2'); // warm-up pass, discarded
+        const slices = Object.fromEntries(names.map((name) => [name, [] as number[]])) as Record<Name, number[]>;
+        for (let slice = 0; slice < SLICES; slice += 1) {
+          for (const name of names) slices[name].push(wrk(url(name), [auth], undefined, String(SLICE_SECONDS)));
         }
+        for (const name of names) meanRates[name][i]?.push(mean(slices[name]));
+        const sliceRatios = (other: Name) => percentile(slices.service.map((value, k) => value / (slices[other][k] as number)), 50);
+        toLimit[i]?.push(sliceRatios('limit'));
+        toPeer[i]?.push(sliceRatios('peer'));
       }
     });
   }
-  const medianRatio = (a: number[], b: number[]) => percentile(a.map((value, i) => value / (b[i] as number)), 50);
-  const toLimit = LIST_ROUTES.map((_, i) => medianRatio(measured.service[i] as number[], measured.limit[i] as number[]));
-  const best = Math.max(...toLimit);
+  const median = (values: number[]) => percentile(values, 50);
+  const shown = (values: number[]) => `${median(values).toFixed(3)} (${values.map((v) => v.toFixed(3)).join(', ')})`;
+  const best = Math.max(...toLimit.map(median));
   const rows: Array<[string, string]> = [];
   for (const [i, route] of LIST_ROUTES.entries()) {
     const label = `B1 GET /api/v1/${route.name}?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table`;
-    rows.push([`${label}: service / limit / peer (req/s, medians)`, [measured.service, measured.limit, measured.peer].map((r) => percentile(r[i] as number[], 50).toFixed(0)).join(' / ')]);
-    rows.push([`${label}: service / limit (goal ≥ 0.7), of the best route's`, `${ratio(measured.service[i] as number[], measured.limit[i] as number[])}, ${((toLimit[i] as number) / best).toFixed(3)}`]);
-    rows.push([`${label}: service / peer`, ratio(measured.service[i] as number[], measured.peer[i] as number[])]);
+    rows.push([`${label}: service / limit / peer (req/s, medians)`, [meanRates.service, meanRates.limit, meanRates.peer].map((r) => median(r[i] as number[]).toFixed(0)).join(' / ')]);
+    rows.push([`${label}: service / limit (goal ≥ 0.7), of the best route's`, `${shown(toLimit[i] as number[])}, ${(median(toLimit[i] as number[]) / best).toFixed(3)}`]);
+    rows.push([`${label}: service / peer`, shown(toPeer[i] as number[])]);
   }
   return rows;
 }
