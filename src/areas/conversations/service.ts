@@ -357,28 +357,34 @@ export class ChatService {
    * outcome. A provider failure, timeout or cancellation is an outcome (`failure`), not an error.
    */
   async send(userId: string, input: SendInput, hooks: SendHooks): Promise<SendOutcome> {
-    const conversation = await this.get(userId, input.conversationId);
-    if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
     const now = new Date();
     const messageId = uuidv7(now.getTime());
     const replyId = uuidv7(now.getTime());
-    // What the prompt is made of depends only on the conversation and the new text, so it is read
-    // while the model, the budget and the settings are checked and the messages stored, rather
-    // than after them (the time to the first token is the sum of the turn's round trips before
-    // the model call). Its failure surfaces where it is awaited.
-    const context = this.turnContext(userId, conversation, input.content, messageId);
-    context.catch(() => undefined);
-    // The budget is read meanwhile too; it applies only to the deployment's models (usage on the
-    // user's own key is not charged to it), so its answer is used once the model is known.
+    // The time to the first token is the sum of the turn's round trips before the model call, so
+    // each read starts as soon as what it depends on is known: the history, the caller's tools,
+    // settings and budget with the conversation (none is used unless the conversation is the
+    // caller's); its project, the relevant memory and its model once it is read. A read's failure
+    // surfaces where it is awaited.
+    const early = { history: repo.history(this.db, input.conversationId, messageId, HISTORY_MESSAGES), tools: this.turnTools(userId) };
+    early.history.catch(() => undefined);
+    early.tools.catch(() => undefined);
+    // The budget applies only to the deployment's models (usage on the user's own key is not
+    // charged to it), so its answer is used once the model is known.
     const budget = this.billing.requireBudget(userId).then(
       () => null,
       (error: unknown) => error,
     );
+    const knowledgeRead = this.knowledgeSources(userId, input.knowledge);
+    knowledgeRead.catch(() => undefined);
+    const conversation = await this.get(userId, input.conversationId);
+    if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
+    const context = this.turnContext(userId, conversation, input.content, messageId, early);
+    context.catch(() => undefined);
     // The message's model; else the conversation's, or the default when it has none or it is gone
     // (a blocked one is refused).
     const [model, knowledge] = await Promise.all([
       this.models.resolve(userId, input.model ?? conversation.model, 'chat', { fallback: input.model === undefined }),
-      this.knowledgeSources(userId, input.knowledge),
+      knowledgeRead,
     ]);
     if (model.connectionId === null) {
       const refused = await budget;
@@ -909,13 +915,25 @@ export class ChatService {
     return { grounding: citations.length > 0 ? { state: 'found', sources: given } : { state: 'none' }, citations, retrieval: found.retrieval };
   }
 
-  /** What a turn's prompt is made of: the project, relevant memory, the history before `beforeId`, the tools. */
-  private async turnContext(userId: string, conversation: repo.ConversationRow, text: string, beforeId: string): Promise<TurnContext> {
+  /**
+   * What a turn's prompt is made of: the project, relevant memory, the history before `beforeId`,
+   * the tools (the last two from `early`, when they are already being read).
+   */
+  private async turnContext(
+    userId: string,
+    conversation: repo.ConversationRow,
+    text: string,
+    beforeId: string,
+    early: { history: Promise<TurnContext['history']>; tools: Promise<TurnContext['tools']> } = {
+      history: repo.history(this.db, conversation.id, beforeId, HISTORY_MESSAGES),
+      tools: this.turnTools(userId),
+    },
+  ): Promise<TurnContext> {
     const [project, memory, history, tools] = await Promise.all([
       conversation.project_id ? this.projects.get(userId, conversation.project_id).catch(() => null) : null,
       this.memory.relevant(userId, conversation.project_id, text, MEMORY_ITEMS),
-      repo.history(this.db, conversation.id, beforeId, HISTORY_MESSAGES),
-      this.turnTools(userId),
+      early.history,
+      early.tools,
     ]);
     return { project, memory, history, tools };
   }
