@@ -497,17 +497,23 @@ export class ChatService {
         let calls: ModelToolCall[] = [];
         if (call.stream) {
           let first = true;
-          for (let next = await call.stream.head; !next.done; next = await call.stream.parts.next()) {
-            const part = next.value;
-            if (first && part.type !== 'finish') {
-              first = false;
-              this.observer.firstToken((performance.now() - call.startedAt) / 1000);
+          let next = await call.stream.head;
+          try {
+            for (; !next.done; next = await call.stream.parts.next()) {
+              const part = next.value;
+              if (first && part.type !== 'finish') {
+                first = false;
+                this.observer.firstToken((performance.now() - call.startedAt) / 1000);
+              }
+              if (part.type === 'delta') {
+                stepText += part.text;
+                hooks.onDelta?.(part.text);
+              } else if (part.type === 'tool-call') calls.push(part.call);
+              else usage = part.usage;
             }
-            if (part.type === 'delta') {
-              stepText += part.text;
-              hooks.onDelta?.(part.text);
-            } else if (part.type === 'tool-call') calls.push(part.call);
-            else usage = part.usage;
+          } finally {
+            // Left early (an error here): the provider's stream is closed, as `for await` would.
+            if (!next.done) void call.stream.parts.return?.().catch(() => undefined);
           }
         } else {
           ({ text: stepText, usage, toolCalls: calls } = await (call.result as Promise<ChatResult>));
