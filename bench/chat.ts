@@ -14,14 +14,19 @@
  *     two model requests replayed directly, one after the other, each read to its end. What the
  *     service adds there is a plain turn's overhead plus the round trip's (the tool run, the step
  *     stored and charged, the second prompt).
- * Alone: `BENCH_ONLY=chat make bench` (BENCH_CHAT_TURNS, BENCH_CHAT_TOOL_TURNS: how many of each).
+ * Alone: `BENCH_ONLY=chat make bench` (BENCH_CHAT_TURNS, BENCH_CHAT_TOOL_TURNS: how many of each;
+ * BENCH_CHAT_WARM_UP: how many of each run first, uncounted).
  */
 import { type FakeModelServer, type FakeRequestBody, startFakeModel } from '../test/helpers/openai-server';
 import { percentile, serverCpu, spawnPinned, stop, waitReady } from './process';
 
 const TURNS = Number(process.env.BENCH_CHAT_TURNS ?? '300');
 const TOOL_TURNS = Number(process.env.BENCH_CHAT_TOOL_TURNS ?? '100');
-const WARM_UP = 20;
+/**
+ * Turns run first and not counted, of each kind: the service's compiled code settles over about
+ * 200 streamed turns (before that, a turn's time to first token falls by almost half).
+ */
+const WARM_UP = Number(process.env.BENCH_CHAT_WARM_UP ?? '300');
 const MODEL = 'bench-model';
 const TOOL = 'projects_list';
 

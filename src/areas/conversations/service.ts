@@ -183,7 +183,7 @@ const titleFrom = (content: string) => {
 /** What a ChatService is built from. */
 export interface ChatServiceDeps {
   db: Database;
-  models: Pick<ModelService, 'resolve' | 'check'>;
+  models: Pick<ModelService, 'resolve' | 'resolver' | 'check'>;
   projects: ProjectService;
   skills: SkillService;
   webhooks: WebhookService;
@@ -216,7 +216,7 @@ const NOT_OBSERVED: ChatObserver = { firstToken: () => undefined, approvalWait: 
  */
 export class ChatService {
   private readonly db: Database;
-  private readonly models: Pick<ModelService, 'resolve' | 'check'>;
+  private readonly models: Pick<ModelService, 'resolve' | 'resolver' | 'check'>;
   private readonly projects: ProjectService;
   private readonly skills: SkillService;
   private readonly webhooks: WebhookService;
@@ -362,8 +362,8 @@ export class ChatService {
     const replyId = uuidv7(now.getTime());
     // The time to the first token is the sum of the turn's round trips before the model call, so
     // each read starts as soon as what it depends on is known: the history, the caller's tools,
-    // settings and budget with the conversation (none is used unless the conversation is the
-    // caller's); its project, the relevant memory and its model once it is read. A read's failure
+    // settings, models and budget with the conversation (none is used unless the conversation is
+    // the caller's); its project and the relevant memory once it is read. A read's failure
     // surfaces where it is awaited.
     const early = { history: repo.history(this.db, input.conversationId, messageId, HISTORY_MESSAGES), tools: this.turnTools(userId) };
     early.history.catch(() => undefined);
@@ -376,6 +376,7 @@ export class ChatService {
     );
     const knowledgeRead = this.knowledgeSources(userId, input.knowledge);
     knowledgeRead.catch(() => undefined);
+    const resolveModel = this.models.resolver(userId);
     const conversation = await this.get(userId, input.conversationId);
     if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
     const context = this.turnContext(userId, conversation, input.content, messageId, early);
@@ -383,7 +384,7 @@ export class ChatService {
     // The message's model; else the conversation's, or the default when it has none or it is gone
     // (a blocked one is refused).
     const [model, knowledge] = await Promise.all([
-      this.models.resolve(userId, input.model ?? conversation.model, 'chat', { fallback: input.model === undefined }),
+      resolveModel(input.model ?? conversation.model, 'chat', { fallback: input.model === undefined }),
       knowledgeRead,
     ]);
     if (model.connectionId === null) {

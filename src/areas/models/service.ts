@@ -101,6 +101,19 @@ export type ConnectionEmbeddings =
   | { state: 'fallback' }
   | { state: 'problem'; message: string };
 
+/** Resolves one of a user's models, as `ModelService.resolve` does, from reads already started (`resolver`). */
+export type ModelResolver = (modelId: string | null, kind: ModelKind, options?: { field?: string; fallback?: boolean }) => Promise<ResolvedModel>;
+
+/** What choosing one of a user's models reads, read at once (`ModelService.choices`). */
+interface Choices {
+  /** Every model of the deployment and of the user's connections, before the policy (`catalogue`). */
+  catalogue: Array<{ model: AvailableModel; byokEnabled: boolean }>;
+  /** The user's connections read for it, by id. */
+  connections: Map<string, repo.ConnectionRow>;
+  policy: ModelPolicy;
+  chosen: Partial<Record<DefaultKind, string>>;
+}
+
 export interface ModelPolicy {
   allow: string[] | null;
   block: string[];
@@ -142,6 +155,59 @@ const isBlocked = (policy: ModelPolicy, modelId: string, providerModelId: string
   policy.block.includes(modelId) ||
   policy.block.includes(providerModelId) ||
   (policy.allow !== null && !policy.allow.includes(modelId) && !policy.allow.includes(providerModelId));
+
+/**
+ * The models of `choices` the user may call, each with the kinds it is their default for: their
+ * chosen model of a kind, else the deployment's default chat model (or first media model of the
+ * kind) when they chose none (or one no longer available).
+ */
+function availableIn(choices: Choices): AvailableModel[] {
+  const { catalogue, policy, chosen } = choices;
+  const models = catalogue
+    .filter(({ model, byokEnabled }) => model.connectionId === null || byokEnabled)
+    .map(({ model }) => ({ ...model, defaultFor: [] as DefaultKind[] }))
+    .filter((m) => !isBlocked(policy, m.modelId, m.providerModelId));
+  for (const kind of ['chat', 'image', 'transcription', 'speech', 'embeddings'] as const) {
+    const wanted = chosen[kind];
+    const model =
+      models.find((m) => m.modelId === wanted && m.kinds.includes(kind)) ??
+      (kind !== 'embeddings' ? models.find((m) => m.connectionId === null && m.kinds.includes(kind)) : undefined);
+    model?.defaultFor.push(kind);
+  }
+  return models;
+}
+
+/** Why `modelId` cannot be used for `kind` (`gone`: unknown, rather than refused), or null. */
+function problemIn(choices: Choices, modelId: string, kind: ModelKind): { message: string; gone: boolean } | null {
+  const entry = choices.catalogue.find(({ model }) => model.modelId === modelId);
+  if (!entry) {
+    const names = availableIn(choices)
+      .filter((m) => m.kinds.includes(kind))
+      .map((m) => m.modelId);
+    return { message: `must be one of the available models: ${names.join(', ')}`, gone: true };
+  }
+  if (entry.model.connectionId !== null && !entry.byokEnabled) return { message: 'model provider connections (bring your own key) are disabled for this deployment', gone: false };
+  if (isBlocked(choices.policy, entry.model.modelId, entry.model.providerModelId)) return { message: "the deployment's model policy blocks this model", gone: false };
+  if (!entry.model.kinds.includes(kind)) return { message: `is not a ${kind} model`, gone: false };
+  return null;
+}
+
+/** The available model `modelId` names for `kind` (the default when null); `400` as `resolve` says. */
+function pickIn(choices: Choices, modelId: string | null, kind: ModelKind, options: { field?: string; fallback?: boolean }): AvailableModel {
+  const problem = modelId === null ? null : problemIn(choices, modelId, kind);
+  if (problem && !(options.fallback && problem.gone)) {
+    throw errors.invalidRequest(`The model "${modelId}" is not available.`, [{ path: options.field ?? '/body/model', message: problem.message }]);
+  }
+  const available = availableIn(choices);
+  const model =
+    problem || modelId === null
+      ? (available.find((m) => (m.defaultFor as string[]).includes(kind)) ?? available.find((m) => m.kinds.includes(kind)))
+      : available.find((m) => m.modelId === modelId);
+  if (!model) {
+    throw errors.invalidRequest(`No ${kind} model is available.`, [{ path: options.field ?? '/body/model', message: "the deployment's model policy leaves no model to use" }]);
+  }
+  return model;
+}
 
 /** The discovered models stored with a connection. */
 export const discoveredOf = (row: repo.ConnectionRow): DiscoveredModel[] => (row.models as unknown as DiscoveredModel[] | null) ?? [];
@@ -210,18 +276,13 @@ export class ModelService {
 
   /** The models the user may call, the deployment's first (its default first), each with `defaultFor`. */
   async available(userId: string): Promise<AvailableModel[]> {
-    const [catalogue, policy, chosen] = await Promise.all([this.catalogue(userId), this.policy(), this.defaults.defaultModels(userId)]);
-    const models = catalogue.map(({ model }) => model).filter((m) => !isBlocked(policy, m.modelId, m.providerModelId));
-    for (const kind of ['chat', 'image', 'transcription', 'speech', 'embeddings'] as const) {
-      const wanted = chosen[kind];
-      const model =
-        models.find((m) => m.modelId === wanted && m.kinds.includes(kind)) ??
-        // The deployment's default chat model (or first media model of the kind) when the user chose
-        // none (or one no longer available).
-        (kind !== 'embeddings' ? models.find((m) => m.connectionId === null && m.kinds.includes(kind)) : undefined);
-      model?.defaultFor.push(kind);
-    }
-    return models;
+    return availableIn(await this.choices(userId, false));
+  }
+
+  /** Reads what choosing a model needs, in parallel: the catalogue (see `catalogue`), the policy and the user's defaults. */
+  private async choices(userId: string, withDisabled: boolean): Promise<Choices> {
+    const [{ catalogue, connections }, policy, chosen] = await Promise.all([this.catalogue(userId, withDisabled), this.policy(), this.defaults.defaultModels(userId)]);
+    return { catalogue, connections, policy, chosen };
   }
 
   /**
@@ -231,7 +292,21 @@ export class ModelService {
    * deployment or the user removed since) gives way to the default instead.
    */
   async resolve(userId: string, modelId: string | null, kind: ModelKind, options: { field?: string; fallback?: boolean } = {}): Promise<ResolvedModel> {
-    return this.callable(userId, await this.pick(userId, modelId, kind, options));
+    return this.resolver(userId)(modelId, kind, options);
+  }
+
+  /**
+   * Starts reading what resolving one of the user's models needs, for a caller that does not know
+   * yet which model it wants (a chat turn, before its conversation is read); the resolver answers
+   * as `resolve` does. A failed read surfaces when it is called.
+   */
+  resolver(userId: string): ModelResolver {
+    const read = this.choices(userId, true);
+    read.catch(() => undefined);
+    return async (modelId, kind, options = {}) => {
+      const choices = await read;
+      return this.callable(pickIn(choices, modelId, kind, options), choices);
+    };
   }
 
   /**
@@ -240,15 +315,15 @@ export class ModelService {
    * are not supported (only OpenAI's format is).
    */
   async resolveMedia(userId: string, modelId: string | null, kind: MediaKind, field = '/body/model'): Promise<ResolvedMediaModel> {
-    const model = await this.pick(userId, modelId, kind, { field });
+    const choices = await this.choices(userId, true);
+    const model = pickIn(choices, modelId, kind, { field });
     const info: ModelInfo = { id: model.modelId, providerId: model.providerId, name: model.name, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0, default: false };
     if (model.connectionId === null) {
       const media = this.deployment.media;
       if (!media) throw new Error(`the deployment's provider offers no media, yet lists ${model.modelId}`);
       return { info, providerModelId: model.providerModelId, connectionId: null, microCentsPerUnit: model.unitPrice?.microCentsPerUnit ?? 0, media, describe: (error) => describeProviderError(error), scrub: (text) => text };
     }
-    const row = await repo.findConnection(this.db, userId, model.connectionId);
-    if (!row) throw errors.invalidRequest(`The model "${model.modelId}" is not available.`, [{ path: field, message: 'its connection was deleted' }]);
+    const row = choices.connections.get(model.connectionId) as repo.ConnectionRow;
     if (row.kind !== 'openai' && row.kind !== 'openai_compatible') {
       throw errors.invalidRequest(`The model "${model.modelId}" cannot be called for ${kind}.`, [
         { path: field, message: `media through ${row.kind} connections is not supported; use an openai or openai_compatible connection` },
@@ -268,20 +343,6 @@ export class ModelService {
     };
   }
 
-  /** The available model `modelId` names for `kind` (the default when null); `400` as `resolve` says. */
-  private async pick(userId: string, modelId: string | null, kind: ModelKind, options: { field?: string; fallback?: boolean }): Promise<AvailableModel> {
-    const problem = modelId === null ? null : await this.problem(userId, modelId, kind);
-    if (problem && !(options.fallback && problem.gone)) {
-      throw errors.invalidRequest(`The model "${modelId}" is not available.`, [{ path: options.field ?? '/body/model', message: problem.message }]);
-    }
-    const available = await this.available(userId);
-    const model = problem || modelId === null ? this.defaultOf(available, kind) : available.find((m) => m.modelId === modelId);
-    if (!model) {
-      throw errors.invalidRequest(`No ${kind} model is available.`, [{ path: options.field ?? '/body/model', message: "the deployment's model policy leaves no model to use" }]);
-    }
-    return model;
-  }
-
   /** `400` naming `field` unless `modelId` is a model of `kind` the user may call now. */
   async check(userId: string, modelId: string, kind: ModelKind, field = '/body/model'): Promise<void> {
     const problem = await this.problem(userId, modelId, kind);
@@ -290,27 +351,14 @@ export class ModelService {
 
   /** Why `modelId` cannot be used for `kind` (`gone`: unknown, rather than refused), or null. */
   async problem(userId: string, modelId: string, kind: ModelKind): Promise<{ message: string; gone: boolean } | null> {
-    const [catalogue, policy] = await Promise.all([this.catalogue(userId, true), this.policy()]);
-    const entry = catalogue.find(({ model }) => model.modelId === modelId);
-    if (!entry) {
-      const names = (await this.available(userId)).filter((m) => m.kinds.includes(kind)).map((m) => m.modelId);
-      return { message: `must be one of the available models: ${names.join(', ')}`, gone: true };
-    }
-    if (entry.model.connectionId !== null && !entry.byokEnabled) return { message: 'model provider connections (bring your own key) are disabled for this deployment', gone: false };
-    if (isBlocked(policy, entry.model.modelId, entry.model.providerModelId)) return { message: "the deployment's model policy blocks this model", gone: false };
-    if (!entry.model.kinds.includes(kind)) return { message: `is not a ${kind} model`, gone: false };
-    return null;
-  }
-
-  private defaultOf(available: AvailableModel[], kind: ModelKind): AvailableModel | undefined {
-    return available.find((m) => (m.defaultFor as string[]).includes(kind)) ?? available.find((m) => m.kinds.includes(kind));
+    return problemIn(await this.choices(userId, true), modelId, kind);
   }
 
   /**
    * Every model of the deployment and of the user's connections, before the policy. Connection
    * models are left out while `byok` is off, unless `withDisabled` (to say why one is refused).
    */
-  private async catalogue(userId: string, withDisabled = false): Promise<Array<{ model: AvailableModel; byokEnabled: boolean }>> {
+  private async catalogue(userId: string, withDisabled: boolean): Promise<Pick<Choices, 'catalogue' | 'connections'>> {
     const byokEnabled = await this.capabilities.isEnabled('byok');
     // A deployment model: chat models priced per token, media models per unit.
     const ofDeployment = (m: { id: string; providerId: string; name: string }, kind: ModelKind, price: Partial<AvailableModel>) => ({
@@ -335,7 +383,7 @@ export class ModelService {
       ),
       ...(this.deployment.media?.models ?? []).map((m) => ofDeployment(m, m.kind, { unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit } })),
     ];
-    if (!byokEnabled && !withDisabled) return deployment;
+    if (!byokEnabled && !withDisabled) return { catalogue: deployment, connections: new Map() };
     const connections = await repo.allConnections(this.db, userId);
     const own = connections.flatMap((row) => {
       const discovered = discoveredOf(row);
@@ -357,7 +405,7 @@ export class ModelService {
         },
       }));
     });
-    return [...deployment, ...own];
+    return { catalogue: [...deployment, ...own], connections: new Map(connections.map((row) => [row.id, row])) };
   }
 
   /**
@@ -395,7 +443,7 @@ export class ModelService {
     await repo.markConnection(this.db, userId, connectionId, error);
   }
 
-  private async callable(userId: string, model: AvailableModel): Promise<ResolvedModel> {
+  private callable(model: AvailableModel, choices: Choices): ResolvedModel {
     const info: ModelInfo = {
       id: model.modelId,
       providerId: model.providerId,
@@ -405,8 +453,7 @@ export class ModelService {
       default: model.defaultFor.includes('chat'),
     };
     if (model.connectionId === null) return { info, providerModelId: model.providerModelId, connectionId: null, caller: this.deployment };
-    const row = await repo.findConnection(this.db, userId, model.connectionId);
-    if (!row) throw errors.invalidRequest(`The model "${model.modelId}" is not available.`, [{ path: '/body/model', message: 'its connection was deleted' }]);
+    const row = choices.connections.get(model.connectionId) as repo.ConnectionRow;
     const fetcher = this.outbound.fetcher({ timeoutMs: this.settings.callTimeoutMs, maxBytes: MAX_REPLY_BYTES });
     return { info, providerModelId: model.providerModelId, connectionId: row.id, caller: new ConnectionChat(this.target(row), fetcher, this.log) };
   }

@@ -108,19 +108,24 @@ export class ToolService {
 
   /** The caller's tools, read once for a turn (or its continuation). */
   async forTurn(userId: string): Promise<TurnTools> {
-    const { toolApproval } = await this.settings.get(userId);
+    // The settings and every source's tools are read at once; a source is to report its failures
+    // in `unavailable`, and one that throws is left out all the same.
+    const sources = [this.builtins, ...this.sources];
+    const [{ toolApproval }, ...lists] = await Promise.all([
+      this.settings.get(userId),
+      ...sources.map((source) =>
+        source.listTools(userId).catch((error: unknown) => {
+          this.log('a tool source failed to list its tools', { error: (error as Error).message });
+          return null;
+        }),
+      ),
+    ]);
     const bySource = new Map<string, ToolSource>();
     const definitions: ToolDefinition[] = [];
     const unavailable: Unavailable = [];
-    for (const source of [this.builtins, ...this.sources]) {
-      let listed: Awaited<ReturnType<ToolSource['listTools']>>;
-      try {
-        listed = await source.listTools(userId);
-      } catch (error) {
-        // A source is to report its failures in `unavailable`; one that throws is left out all the same.
-        this.log('a tool source failed to list its tools', { error: (error as Error).message });
-        continue;
-      }
+    for (const [i, source] of sources.entries()) {
+      const listed = lists[i];
+      if (!listed) continue;
       unavailable.push(...listed.unavailable);
       for (const tool of listed.tools) {
         if (!TOOL_NAME.test(tool.name) || bySource.has(tool.name)) continue;
