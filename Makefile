@@ -10,8 +10,9 @@ BUILD := dist/.built
 # How the service's Node runs (also `npm start`; why, in docs/performance.md):
 # - 8 MiB young-generation semi-spaces instead of V8's 16: a smaller idle instance, same throughput;
 # - no full collection while the old generation is under 64 MiB: streamed transfers hold socket
-#   buffers that V8 counts against the old generation's room.
-SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64
+#   buffers that V8 counts against the old generation's room;
+# - gc() exposed, for the one full collection after start-up (src/server.ts).
+SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64 --expose-gc
 
 # The Node that runs the service, its tests, its scripts and the bench (and, in the bench, the
 # baselines): the machine's own (>= 20.19) unless another is named, e.g.
