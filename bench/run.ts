@@ -304,7 +304,8 @@ async function main(): Promise<void> {
   };
   const postgres = await benchDatabase(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
   try {
-    if (selected('startup')) rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup') })));
+    // DATABASE_URL empty: the service's children inherit the bench's environment, which may name Postgres.
+    if (selected('startup')) rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup'), DATABASE_URL: '' })));
     if (postgres) {
       const pgEnv = { ...env, DATABASE_URL: postgres.url };
       if (selected('startup')) rows.push(...(await startUp('Postgres', pgEnv)));
