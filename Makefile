@@ -11,7 +11,7 @@ BUILD := dist/.built
 # - 8 MiB young-generation semi-spaces instead of V8's 16: a smaller idle instance, same throughput;
 # - no full collection while the old generation is under 64 MiB: streamed transfers hold socket
 #   buffers that V8 counts against the old generation's room;
-# - gc() exposed, for the one full collection after start-up (src/server.ts).
+# - gc() exposed, to collect the start-up's garbage before listening (src/server.ts).
 SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64 --expose-gc
 
 # The Node that runs the service, its tests, its scripts and the bench (and, in the bench, the
