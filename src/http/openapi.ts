@@ -52,9 +52,9 @@ const MAX_PATHS_PER_VALIDATOR = 8;
  * The document's paths in groups, one validator each: an area's paths (`/api/v1/<area>/…`) stay
  * together, and areas are packed in document order into groups of at most
  * MAX_PATHS_PER_VALIDATOR paths. A validator matches each request against its paths one by one,
- * compiling each path's pattern as it goes (a few µs a path: about 270 µs per request for one
- * validator of the whole document), while each validator costs a load of its document and a
- * compilation of the OpenAPI schema at start-up: a few small groups keep both low.
+ * compiling each path's pattern until one matches, while each validator costs a load of its
+ * document and a compilation of the OpenAPI schema at start-up: a few small groups keep both low
+ * (figures in docs/performance.md).
  */
 export function validatorGroups(paths: string[]): string[][] {
   const areas = new Map<string, string[]>();
