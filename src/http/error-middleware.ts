@@ -2,7 +2,7 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { isConnectionFailure, PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
 import { StorageUnavailableError } from '../platform/storage';
-import { ApiError, AUTHENTICATION_REQUIRED, type ErrorDetail, errors } from '../platform/errors';
+import { ApiError, AUTHENTICATION_REQUIRED, bodyNotJson, type ErrorDetail, errors } from '../platform/errors';
 import { bodyPending } from './server';
 
 interface LibraryError {
@@ -40,9 +40,7 @@ export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?:
       return errors.invalidRequest('The request is not valid.', details);
     }
     case 415:
-      return errors.invalidRequest('The request body must be JSON (Content-Type: application/json).', [
-        { path: '/headers/content-type', message: 'must be application/json' },
-      ]);
+      return bodyNotJson();
     case 401:
       return errors.unauthenticated(authFailure ?? AUTHENTICATION_REQUIRED, invalidToken);
     case 403:

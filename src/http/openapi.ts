@@ -6,10 +6,12 @@ import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import type { IdempotencyStore } from '../platform/idempotency';
 import { projectRoot } from '../platform/paths';
 import { authenticate } from './auth';
-import type { ApiError } from '../platform/errors';
+import { type ApiError, errors } from '../platform/errors';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 import { refuseUnstorableText } from './text-guard';
 import type { ApiOperation } from './operation';
+import { RequestValidators } from './request-validation';
+import { type Components, resolveRef } from './document-refs';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
@@ -70,8 +72,6 @@ export function validatorGroups(paths: string[]): string[][] {
   }
   return groups;
 }
-
-type Components = Record<string, Record<string, unknown> | undefined>;
 
 /** The components (`#/components/<section>/<name>`) that `value` refers to, directly or through others. */
 function componentsReachedFrom(value: unknown, all: Components): Components {
@@ -148,15 +148,6 @@ function inlineOperationRefs(spec: OpenAPIV3.DocumentV3): void {
       }
     }
   }
-}
-
-/** A copy of the component a `$ref` names (`#/components/<section>/<name>`), or the value itself. */
-function resolveRef<T>(components: Components, value: T | OpenAPIV3.ReferenceObject): T {
-  if (typeof value !== 'object' || value === null || !('$ref' in value)) return value as T;
-  const [hash, root, section, name, ...rest] = value.$ref.split('/').map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
-  const target = section && name ? components[section]?.[name] : undefined;
-  if (hash !== '#' || root !== 'components' || rest.length > 0 || target === undefined) throw new Error(`cannot resolve ${value.$ref}`);
-  return resolveRef(components, structuredClone(target) as T | OpenAPIV3.ReferenceObject);
 }
 
 /**
@@ -242,6 +233,12 @@ function apiOperation(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationO
   };
 }
 
+/** The 405 of a method the path does not have, with the methods it has. */
+function methodNotAllowed(item: PathItem): RequestHandler {
+  const allow = METHODS.filter((method) => item[method]).map((method) => method.toUpperCase()).join(', ');
+  return (_req, _res, next) => next(errors.methodNotAllowed(allow));
+}
+
 /**
  * One Express route per path of the document. A documented method runs, in order:
  * - `req.operation`, the document's operation of the route;
@@ -251,18 +248,21 @@ function apiOperation(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationO
  * - the JSON body, read only for operations whose document says they take one (a streamed upload
  *   reaches its handler untouched whatever its Content-Type), then the refusal of text the
  *   database cannot store (NUL, lone surrogates);
- * - the validator of the path (`pathValidators`): request validation, and where configured
- *   (tests) the validation of the handler's answers;
+ * - the operation's request validation (`RequestValidators`);
+ * - where answers are validated (tests), express-openapi-validator's validator of the path
+ *   (`pathValidators`): it checks the request again, as a second implementation of the same
+ *   rules, and the handler's answers;
  * - the handler.
- * Any other method reaches only the validator, which answers 405 with Allow.
+ * Any other method is answered 405 with Allow.
  */
 export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap, options: ValidationOptions): Promise<Router> {
-  const validators = await pathValidators(doc, options);
+  const requests = new RequestValidators(doc);
+  const library = options.validateResponses ? await pathValidators(doc, options) : undefined;
   const beforeBody = [authenticate(options.securityHandlers, options.onAuthFailure), ...options.afterSecurity];
   const json = express.json({ limit: options.bodyLimitBytes, strict: false });
   const router = express.Router();
   for (const [openApiPath, item] of Object.entries(doc.paths) as Array<[string, PathItem]>) {
-    const validator = validators.get(openApiPath) as RequestHandler[];
+    const libraryValidator = library?.get(openApiPath) ?? [];
     const route = router.route(toExpressPath(openApiPath));
     for (const method of METHODS) {
       const operation = item[method];
@@ -284,7 +284,8 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
         ...beforeBody,
         ...(takesJson(doc, operation) ? [json] : []),
         refuseUnstorableText,
-        ...(method === 'get' ? validator.map(headAsGet) : validator),
+        requests.forOperation(item as OpenAPIV3.PathItemObject, operation),
+        ...(method === 'get' ? libraryValidator.map(headAsGet) : libraryValidator),
         toExpressHandler(handler, {
           operationId,
           anonymous,
@@ -294,7 +295,7 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
         }),
       );
     }
-    route.all(...validator);
+    route.all(methodNotAllowed(item));
   }
   return router;
 }

@@ -125,3 +125,9 @@ export const errors = {
   internal: (requestId: string) =>
     new ApiError(500, 'internal_error', 'An unexpected error occurred.', { requestId }),
 };
+
+/** A body sent as another media type than the operation takes (every such operation takes JSON). */
+export const bodyNotJson = (): ApiError =>
+  errors.invalidRequest('The request body must be JSON (Content-Type: application/json).', [
+    { path: '/headers/content-type', message: 'must be application/json' },
+  ]);

@@ -1,0 +1,108 @@
+import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
+import supertest from 'supertest';
+import { loadApiDocument, METHODS, pathValidators, toExpressPath } from '../../src/http/openapi';
+import { RequestValidators } from '../../src/http/request-validation';
+import { toApiError } from '../../src/http/error-middleware';
+
+/**
+ * The service's request validation against express-openapi-validator's, request by request: the
+ * same answer (status and details) and the same typed query, so that the service answers as the
+ * library did, and a library update that changes any of it fails here.
+ */
+const doc = loadApiDocument();
+const own = new RequestValidators(doc);
+let library: Map<string, RequestHandler[]>;
+
+beforeAll(async () => {
+  library = await pathValidators(doc, { validateApiSpec: false, validateResponses: false });
+});
+
+const rendered: ErrorRequestHandler = (error, _req, res, _next) => {
+  const apiError = toApiError(error, 1_000_000);
+  res.status(apiError?.status ?? 500).json(apiError?.body() ?? { error: String(error) });
+};
+
+type Method = (typeof METHODS)[number];
+
+/** An app whose only route is `openApiPath`'s `method`, checked by `which` validator. */
+function appFor(which: 'own' | 'library', openApiPath: string, method: Method) {
+  const item = doc.paths[openApiPath] as Record<string, unknown>;
+  const validation =
+    which === 'own' ? [own.forOperation(item, item[method] as never)] : (library.get(openApiPath) as RequestHandler[]);
+  const app = express();
+  app.set('query parser', 'simple');
+  app.use(express.json({ strict: false }));
+  app[method](toExpressPath(openApiPath), ...validation, (req, res) => {
+    res.status(299).json({ query: req.query, params: req.params, body: req.body ?? null });
+  });
+  app.use(rendered);
+  return supertest(app);
+}
+
+interface Case {
+  path: string;
+  method: Method;
+  url: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** The status both must answer. */
+  status: number;
+}
+
+const noteId = '01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e20';
+const cases: Case[] = [
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes?limit=5&pinned=true', status: 299 },
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes', status: 299 },
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes?limit=0', status: 400 },
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes?limit=abc&pinned=maybe', status: 400 },
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes?limit=1&limit=2', status: 400 },
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes?unknown=1', status: 400 },
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes?limit=', status: 400 },
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes?cursor=a+b', status: 400 },
+  { path: '/api/v1/notes', method: 'get', url: '/api/v1/notes?cursor=a%2Bb', status: 299 },
+  { path: '/api/v1/notes', method: 'post', url: '/api/v1/notes', body: { title: 'T', content: 'c' }, status: 299 },
+  { path: '/api/v1/notes', method: 'post', url: '/api/v1/notes', body: { title: 7, extra: true }, status: 400 },
+  { path: '/api/v1/notes', method: 'post', url: '/api/v1/notes', status: 400 },
+  { path: '/api/v1/notes', method: 'post', url: '/api/v1/notes', body: 'text', headers: { 'content-type': 'text/plain' }, status: 400 },
+  { path: '/api/v1/notes', method: 'post', url: '/api/v1/notes', body: '{"title":"T","content":"c"}', headers: { 'content-type': 'application/json; charset=UTF-8' }, status: 299 },
+  { path: '/api/v1/notes', method: 'post', url: '/api/v1/notes', body: '{"title":"T","content":"c"}', headers: { 'content-type': 'application/vnd.api+json' }, status: 400 },
+  { path: '/api/v1/notes', method: 'post', url: '/api/v1/notes', body: { title: 'T', content: 'c' }, headers: { 'idempotency-key': '' }, status: 400 },
+  { path: '/api/v1/notes', method: 'delete', url: `/api/v1/notes?noteId=${noteId}`, status: 299 },
+  { path: '/api/v1/notes', method: 'delete', url: '/api/v1/notes', body: { noteId }, status: 299 },
+  { path: '/api/v1/projects', method: 'post', url: '/api/v1/projects', body: { name: '', color: 'red', extra: 1 }, status: 400 },
+  { path: '/api/v1/projects', method: 'post', url: '/api/v1/projects', body: [], status: 400 },
+  { path: '/api/v1/projects', method: 'post', url: '/api/v1/projects', body: null, headers: { 'content-type': 'application/json' }, status: 400 },
+];
+
+// An upload: any media type (or none), the bytes unread; the signed URL's token is its credential.
+const upload = '/api/v1/files/{fileId}/upload';
+for (const headers of [{ 'content-type': 'application/pdf' }, {}] as Array<Record<string, string>>) {
+  cases.push({ path: upload, method: 'put', url: `/api/v1/files/${noteId}/upload?token=t`, headers, status: 299 });
+}
+cases.push(
+  { path: upload, method: 'put', url: `/api/v1/files/${noteId}/upload?token=`, status: 400 },
+  { path: upload, method: 'put', url: `/api/v1/files/${noteId}/upload?token=t&other=1`, status: 400 },
+  { path: upload, method: 'put', url: `/api/v1/files/${'x'.repeat(201)}/upload?token=t`, status: 400 },
+);
+
+for (const [openApiPath, mode] of [['/api/v1/agent-environments/{environmentId}/roots', 'patch']] as const) {
+  const url = openApiPath.replace('{environmentId}', noteId);
+  for (const filesystemGrant of [{ mode: 'selected_roots', roots: [] }, { mode: 'nope' }, { mode: 'all_user_files' }, 'all']) {
+    cases.push({ path: openApiPath, method: mode, url, body: { filesystemGrant }, status: 0 });
+  }
+}
+
+describe('the service’s request validation answers as express-openapi-validator', () => {
+  test.each(cases.map((c) => [`${c.method.toUpperCase()} ${c.url} ${JSON.stringify(c.body ?? null)}`, c] as const))('%s', async (_name, c) => {
+    const send = async (which: 'own' | 'library') => {
+      let request = appFor(which, c.path, c.method)[c.method](c.url);
+      for (const [name, value] of Object.entries(c.headers ?? {})) request = request.set(name, value);
+      if (c.body !== undefined) request = request.send(c.body as object);
+      const res = await request;
+      return { status: res.status, body: res.body as unknown };
+    };
+    const [ours, theirs] = [await send('own'), await send('library')];
+    expect(ours).toEqual(theirs);
+    if (c.status) expect(ours.status).toBe(c.status);
+  });
+});
