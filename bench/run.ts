@@ -17,7 +17,7 @@
  *   - B7 (Postgres): bootstrap's latency next to the capabilities' (bench/bootstrap.ts);
  *   - chat (Postgres): the time to first token and the tool-call round trip the service adds to
  *     a local model server's, called directly in the same run (bench/chat.ts);
- *   - the audit export of 100,000 events, and the validator's operation lookup in-process.
+ *   - the audit export of 100,000 events, and request validation in-process (the library's and the service's).
  * Postgres: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process write a CPU profile.

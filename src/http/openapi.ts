@@ -25,7 +25,7 @@ export function loadApiDocument(): OpenAPIV3.DocumentV3 {
   return doc;
 }
 
-/** How the validator checks requests and answers (options of its public `middleware`). */
+/** How express-openapi-validator is run where answers are validated (the tests): options of its public `middleware`. */
 export interface ValidatorSettings {
   validateResponses: boolean;
   /**
@@ -51,8 +51,8 @@ export interface ValidationOptions extends ValidatorSettings {
 const MAX_PATHS_PER_VALIDATOR = 8;
 
 /**
- * The document's paths in groups, one validator each: an area's paths (`/api/v1/<area>/…`) stay
- * together, and areas are packed in document order into groups of at most
+ * The document's paths in groups, one library validator each (where answers are validated): an
+ * area's paths (`/api/v1/<area>/…`) stay together, and areas are packed in document order into groups of at most
  * MAX_PATHS_PER_VALIDATOR paths. A validator matches each request against its paths one by one,
  * compiling each path's pattern until one matches, while each validator costs a load of its
  * document and a compilation of the OpenAPI schema at start-up: a few small groups keep both low
