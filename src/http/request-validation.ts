@@ -122,7 +122,7 @@ export class RequestValidators {
     }
     const body = operation.requestBody ? resolveRef<OpenAPIV3.RequestBodyObject>(this.components, operation.requestBody) : undefined;
     return {
-      parameters: { required: ['query', 'headers', 'params'], properties: { ...locations, cookies: {}, body: {} } },
+      parameters: { required: ['query', 'headers', 'params'], properties: locations },
       query,
       body: body && {
         notRequired: body.required === false,
@@ -191,8 +191,7 @@ class OperationCheck {
     if (this.shape.query.length > 0) this.refuseReserved(req.originalUrl);
     this.refuseUnknownQuery(query);
     const parameters = (this.parameterCheck ??= this.parameterAjv.compile(this.shape.parameters));
-    const data = { query, headers: req.headers, params: req.params, cookies: undefined, body: req.body as unknown };
-    const parametersValid = parameters(data);
+    const parametersValid = parameters({ query, headers: req.headers, params: req.params });
     let body: ValidateFunction | undefined;
     let bodyValid = true;
     if (bodySchema) {
@@ -229,7 +228,7 @@ class OperationCheck {
       match = wildcards.find((media) => {
         const type = media.type.type ?? '';
         if (type === '*/*') return true;
-        return /^[a-z]+\/\*$/.test(type) && normalized !== undefined && normalized.startsWith(`${type.slice(0, -1)}`);
+        return /^[a-z]+\/\*$/.test(type) && normalized !== undefined && normalized.startsWith(type.slice(0, -1));
       });
     }
     if (!match) {
