@@ -126,7 +126,13 @@ export class RequestValidators {
       query,
       body: body && {
         notRequired: body.required === false,
-        content: Object.entries(body.content ?? {}).map(([type, media]) => ({ type: MediaType.of(type), schema: anchored(media.schema ?? {}) as Schema })),
+        content: Object.entries(body.content ?? {}).map(([type, media]) => ({
+          type: MediaType.of(type),
+          schema: anchored(media.schema ?? {}) as Schema,
+          // A request without a body is refused where the document requires one, or where its
+          // schema has required properties.
+          required: body.required === true || Boolean(resolveRef<OpenAPIV3.SchemaObject>(this.components, media.schema ?? {}).required),
+        })),
       },
     };
   }
@@ -143,7 +149,14 @@ interface OperationShape {
   /** The schema of `{ query, headers, params }`. */
   parameters: Schema;
   query: QueryParameter[];
-  body?: { notRequired: boolean; content: Array<{ type: MediaType; schema: Schema }> };
+  body?: { notRequired: boolean; content: BodyContent[] };
+}
+
+interface BodyContent {
+  type: MediaType;
+  schema: Schema;
+  /** Whether the body may not be left out. */
+  required: boolean;
 }
 
 /** A media type and its parameters, compared as the library compares them. */
@@ -176,7 +189,7 @@ class MediaType {
 /** The validation of one operation's requests, compiled on its first request. */
 class OperationCheck {
   private parameterCheck?: ValidateFunction;
-  private readonly bodyChecks = new Map<Schema, ValidateFunction>();
+  private readonly bodyChecks = new Map<BodyContent, ValidateFunction>();
 
   constructor(
     private readonly shape: OperationShape,
@@ -185,7 +198,7 @@ class OperationCheck {
   ) {}
 
   run(req: Request): void {
-    const bodySchema = this.bodySchema(req);
+    const content = this.bodyContent(req);
     const query = { ...(req.query as Record<string, unknown>) };
     Object.defineProperty(req, 'query', { value: query, writable: true, configurable: true, enumerable: true });
     if (this.shape.query.length > 0) this.refuseReserved(req.originalUrl);
@@ -194,12 +207,11 @@ class OperationCheck {
     const parametersValid = parameters({ query, headers: req.headers, params: req.params });
     let body: ValidateFunction | undefined;
     let bodyValid = true;
-    if (bodySchema) {
-      body = this.bodyChecks.get(bodySchema);
+    if (content) {
+      body = this.bodyChecks.get(content);
       if (!body) {
-        const required = Array.isArray(bodySchema.required) && bodySchema.required.length > 0;
-        body = this.bodyAjv.compile({ properties: { body: bodySchema }, ...(required ? { required: ['body'] } : {}) });
-        this.bodyChecks.set(bodySchema, body);
+        body = this.bodyAjv.compile({ properties: { body: content.schema }, ...(content.required ? { required: ['body'] } : {}) });
+        this.bodyChecks.set(content, body);
       }
       bodyValid = body({ body: req.body as unknown });
     }
@@ -208,11 +220,11 @@ class OperationCheck {
   }
 
   /**
-   * The schema of the request's body (undefined when there is none to check), or a refusal of its
-   * media type: the operation's media types are tried exactly, then without the request's
-   * parameters or with `charset=utf-8`, then as wildcards (`*\/*`, `application/*`).
+   * The operation's media type of the request's body (undefined when there is none to check), or a
+   * refusal of its media type: the operation's media types are tried exactly, then without the
+   * request's parameters or with `charset=utf-8`, then as wildcards (`*\/*`, `application/*`).
    */
-  private bodySchema(req: Request): Schema | undefined {
+  private bodyContent(req: Request): BodyContent | undefined {
     const body = this.shape.body;
     if (!body) return undefined;
     const sent = MediaType.of(req.headers['content-type']);
@@ -236,15 +248,17 @@ class OperationCheck {
       throw bodyNotJson();
     }
     if (match.schema.format === 'binary') return undefined;
-    return match.schema;
+    return match;
   }
 
   /** Values of declared query parameters must percent-encode reserved characters (commas separate values). */
   private refuseReserved(url: string): void {
     const start = url.indexOf('?');
     if (start < 0) return;
+    // A `#` ends the query, as it does for Express's parser.
+    const end = url.indexOf('#', start);
     const raw = new Map<string, string[]>();
-    for (const pair of url.slice(start + 1).split('&')) {
+    for (const pair of url.slice(start + 1, end < 0 ? undefined : end).split('&')) {
       const [key = '', value] = pair.split('=');
       raw.set(key, [...(raw.get(key) ?? []), value as string]);
     }
