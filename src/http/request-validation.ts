@@ -10,7 +10,8 @@ import { type Components, resolveRef } from './document-refs';
  * compiled on its first request. It answers as express-openapi-validator does with the options
  * the service gave it (which the tests keep running after it as a second check): the same
  * coercion of parameters, defaults, error paths and messages, unknown and empty query parameters,
- * unencoded reserved characters and media types.
+ * unencoded reserved characters and media types. Where the library let through what the document
+ * refuses, it refuses: a left-out body the document requires, int64 beyond 64 bits.
  */
 
 type Schema = Record<string, unknown>;
