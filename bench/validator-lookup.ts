@@ -9,7 +9,7 @@
  */
 import express, { type Request, type RequestHandler, type Response } from 'express';
 import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
-import { loadApiDocument, pathValidators, validatorOf } from '../src/http/openapi';
+import { loadApiDocument, METHODS, pathValidators, validatorOf } from '../src/http/openapi';
 import { RequestValidators } from '../src/http/request-validation';
 
 const settings = { validateApiSpec: false, validateResponses: false };
@@ -48,7 +48,10 @@ export async function measureLookup(): Promise<Array<{ mounting: string; startup
     const validators = new RequestValidators(doc);
     const built = new Map<OpenAPIV3.OperationObject, RequestHandler>();
     for (const item of Object.values(doc.paths) as OpenAPIV3.PathItemObject[]) {
-      for (const operation of [item.get, item.put, item.post, item.delete, item.patch]) if (operation) built.set(operation, validators.forOperation(item, operation));
+      for (const method of METHODS) {
+        const operation = item[method];
+        if (operation) built.set(operation, validators.forOperation(item, operation));
+      }
     }
     return [built.get((doc.paths[last] as OpenAPIV3.PathItemObject).get as OpenAPIV3.OperationObject) as RequestHandler];
   });
