@@ -10,7 +10,8 @@ import { type ApiError, errors } from '../platform/errors';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 import { refuseUnstorableText } from './text-guard';
 import type { ApiOperation } from './operation';
-import { RequestValidators } from './request-validation';
+import { dispatchByPath, type PathDispatch } from './path-dispatch';
+import { keepQuery, RequestValidators } from './request-validation';
 import { type Components, resolveRef } from './document-refs';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
@@ -240,8 +241,10 @@ function methodNotAllowed(item: PathItem): RequestHandler {
 }
 
 /**
- * One Express route per path of the document. A documented method runs, in order:
- * - `req.operation`, the document's operation of the route;
+ * One Express route per path of the document, each in a router of its own, reached through the
+ * paths' index (`dispatchByPath`) so that finding a route costs the same wherever its path is in
+ * the document. A documented method runs, in order:
+ * - `req.operation`, the document's operation of the route, and the query parsed once (`keepQuery`);
  * - authentication (the document's security schemes and handlers) and `afterSecurity`, before
  *   anything reads the body, so that an anonymous or refused client cannot make the service wait
  *   for (or buffer) its body;
@@ -255,15 +258,17 @@ function methodNotAllowed(item: PathItem): RequestHandler {
  * - the handler.
  * Any other method is answered 405 with Allow.
  */
-export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap, options: ValidationOptions): Promise<Router> {
+export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap, options: ValidationOptions): Promise<PathDispatch<Router>> {
   const requests = new RequestValidators(doc);
   const library = options.validateResponses ? await pathValidators(doc, options) : undefined;
   const beforeBody = [authenticate(options.securityHandlers, options.onAuthFailure), ...options.afterSecurity];
   const json = express.json({ limit: options.bodyLimitBytes, strict: false });
-  const router = express.Router();
+  const routes: Array<{ template: string; handler: Router }> = [];
   for (const [openApiPath, item] of Object.entries(doc.paths) as Array<[string, PathItem]>) {
     const libraryValidator = library?.get(openApiPath) ?? [];
+    const router = express.Router();
     const route = router.route(toExpressPath(openApiPath));
+    routes.push({ template: openApiPath, handler: router });
     for (const method of METHODS) {
       const operation = item[method];
       if (!operation) continue;
@@ -279,6 +284,7 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
       route[method](
         (req, _res, next) => {
           req.operation = described;
+          keepQuery(req);
           next();
         },
         ...beforeBody,
@@ -297,7 +303,7 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
     }
     route.all(methodNotAllowed(item));
   }
-  return router;
+  return dispatchByPath(routes);
 }
 
 /** Whether the operation's request body may be JSON. */

@@ -187,6 +187,17 @@ class MediaType {
   }
 }
 
+/**
+ * The request's query, parsed once and kept on the request: Express 5 parses it again on every
+ * read of `req.query`. The kept object is the request's own (the validation coerces it in place).
+ */
+export function keepQuery(req: Request): Record<string, unknown> {
+  if (Object.hasOwn(req, 'query')) return req.query as Record<string, unknown>;
+  const query = { ...(req.query as Record<string, unknown>) };
+  Object.defineProperty(req, 'query', { value: query, writable: true, configurable: true, enumerable: true });
+  return query;
+}
+
 /** The validation of one operation's requests, compiled on its first request. */
 class OperationCheck {
   private parameterCheck?: ValidateFunction;
@@ -200,8 +211,7 @@ class OperationCheck {
 
   run(req: Request): void {
     const content = this.bodyContent(req);
-    const query = { ...(req.query as Record<string, unknown>) };
-    Object.defineProperty(req, 'query', { value: query, writable: true, configurable: true, enumerable: true });
+    const query = keepQuery(req);
     if (this.shape.query.length > 0) this.refuseReserved(req.originalUrl);
     this.refuseUnknownQuery(query);
     const parameters = (this.parameterCheck ??= this.parameterAjv.compile(this.shape.parameters));

@@ -11,9 +11,15 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-type Layer = { route?: { path: string; methods: Record<string, boolean> }; handle?: Router & { stack?: Layer[] } };
+type Layer = {
+  route?: { path: string; methods: Record<string, boolean> };
+  handle?: Router & { stack?: Layer[]; handlers?: Array<{ stack: Layer[] }> };
+};
 
-/** Every (method, path) Express actually serves, read from the app's router stack. */
+/**
+ * Every (method, path) Express actually serves, read from the app's router stack (and from the
+ * routers the API's path dispatch holds).
+ */
 function servedRoutes(stack: Layer[]): string[] {
   const out: string[] = [];
   for (const layer of stack) {
@@ -23,6 +29,8 @@ function servedRoutes(stack: Layer[]): string[] {
       }
     } else if (layer.handle?.stack) {
       out.push(...servedRoutes(layer.handle.stack));
+    } else if (layer.handle?.handlers) {
+      for (const router of layer.handle.handlers) out.push(...servedRoutes(router.stack));
     }
   }
   return out;
