@@ -20,49 +20,59 @@ const step = (): Step => ({ literal: new Map(), parameter: undefined, ends: [] }
  */
 export class PathIndex {
   private readonly root = step();
+  /** The answer for each template without parameters, by its path in lower case: most requests' paths, found in one look-up. */
+  private readonly known = new Map<string, number[]>();
 
   constructor(templates: readonly string[]) {
     templates.forEach((template, position) => {
       let at = this.root;
-      for (const segment of segmentsOf(template)) {
+      for (const segment of template.split('/').slice(1)) {
         if (segment.includes('{')) {
           at.parameter ??= step();
           at = at.parameter;
         } else {
-          let next = at.literal.get(segment.toLowerCase());
+          const key = segment.toLowerCase();
+          let next = at.literal.get(key);
           if (!next) {
             next = step();
-            at.literal.set(segment.toLowerCase(), next);
+            at.literal.set(key, next);
           }
           at = next;
         }
       }
       at.ends.push(position);
     });
+    for (const template of templates) {
+      if (!template.includes('{')) this.known.set(template.toLowerCase(), this.walk(template.toLowerCase()));
+    }
   }
 
   /** The positions of the templates `path` may match, in the order the templates were given. */
   candidates(path: string): number[] {
+    const trimmed = (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path).toLowerCase();
+    return this.known.get(trimmed) ?? this.walk(trimmed);
+  }
+
+  /** Walks the index with `path` (lower case, no trailing slash), a segment at a time. */
+  private walk(path: string): number[] {
     let steps = [this.root];
-    for (const segment of segmentsOf(path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path)) {
+    for (let from = 1; from <= path.length; ) {
+      let to = path.indexOf('/', from);
+      if (to < 0) to = path.length;
+      const segment = path.slice(from, to);
       const next: Step[] = [];
-      const key = segment.toLowerCase();
       for (const at of steps) {
-        const literal = at.literal.get(key);
+        const literal = at.literal.get(segment);
         if (literal) next.push(literal);
         if (at.parameter) next.push(at.parameter);
       }
       if (next.length === 0) return [];
       steps = next;
+      from = to + 1;
     }
     const found = steps.flatMap((at) => at.ends);
     return found.length > 1 ? found.sort((a, b) => a - b) : found;
   }
-}
-
-/** A path's segments after its leading slash. */
-function segmentsOf(path: string): string[] {
-  return path.split('/').slice(1);
 }
 
 /**
