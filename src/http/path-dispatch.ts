@@ -85,8 +85,9 @@ export function dispatchByPath<H extends RequestHandler>(routes: ReadonlyArray<{
   const dispatch = (req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], next: Parameters<RequestHandler>[2]) => {
     const candidates = index.candidates(req.path);
     let i = 0;
+    // A router that did not handle the request calls back with undefined, or null after `next('route')`.
     const tryNext = (error?: unknown): void => {
-      const route = error === undefined ? routes[candidates[i] as number] : undefined;
+      const route = error === undefined || error === null ? routes[candidates[i] as number] : undefined;
       i += 1;
       if (route) void route.handler(req, res, tryNext);
       else next(error);

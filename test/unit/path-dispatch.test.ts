@@ -109,8 +109,12 @@ describe('path dispatch', () => {
     expect(response.body).toEqual({ error: 'Error: refused' });
   });
 
-  test('a route that passes the request on lets the next template that may match answer', async () => {
-    const response = await twoTemplates((_req, _res, next) => next()).get('/x/y');
+  test.each([
+    ['next()', undefined],
+    ["next('route')", 'route'],
+    ["next('router')", 'router'],
+  ])('a route that passes the request on with %s lets the next template that may match answer', async (_name, signal) => {
+    const response = await twoTemplates((_req, _res, next) => next(signal)).get('/x/y');
     expect(response.body).toEqual({ second: true });
   });
 });
