@@ -85,7 +85,7 @@ export function dispatchByPath<H extends RequestHandler>(routes: ReadonlyArray<{
   const dispatch = (req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], next: Parameters<RequestHandler>[2]) => {
     const candidates = index.candidates(req.path);
     let i = 0;
-    // A router that did not handle the request calls back with undefined, or null after `next('route')`.
+    // A router that did not handle the request calls back with undefined, or with null after `next('router')`.
     const tryNext = (error?: unknown): void => {
       const route = error === undefined || error === null ? routes[candidates[i] as number] : undefined;
       i += 1;

@@ -132,7 +132,7 @@ export class RequestValidators {
           schema: anchored(media.schema ?? {}) as Schema,
           // A request without a body is refused where the document requires one, or where its
           // schema has required properties.
-          required: body.required === true || Boolean(resolveRef<OpenAPIV3.SchemaObject>(this.components, media.schema ?? {}).required),
+          required: body.required === true || (resolveRef<OpenAPIV3.SchemaObject>(this.components, media.schema ?? {}).required?.length ?? 0) > 0,
         })),
       },
     };
