@@ -3,19 +3,13 @@ import type { AutomationRuns, Automations } from '../../../generated/db';
 import type { Schemas } from '../../platform/api-types';
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
 export type AutomationRow = Selectable<Automations>;
 export type RunRow = Selectable<AutomationRuns>;
 export type RunStatus = Schemas['AutomationRunStatus'];
 
-export function findAutomation(db: Database, ownerUserId: string, id: string) {
-  return db
-    .selectFrom('automations')
-    .selectAll()
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-}
+export const { find: findAutomation, update: updateAutomation, remove: deleteAutomation } = ownedRecords('automations');
 
 export function findAutomationById(db: Database, id: string) {
   return db.selectFrom('automations').selectAll().where('id', '=', id).executeTakeFirst();
@@ -33,21 +27,6 @@ export const automationList = listQuery({
 
 export function insertAutomation(db: Database, row: Insertable<Automations>) {
   return db.insertInto('automations').values(row).returningAll().executeTakeFirstOrThrow();
-}
-
-export function updateAutomation(db: Database, ownerUserId: string, id: string, changes: Updateable<Automations>) {
-  return db
-    .updateTable('automations')
-    .set(changes)
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
-}
-
-export async function deleteAutomation(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('automations').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
 }
 
 // ---- the scheduler ----
@@ -94,9 +73,7 @@ export function insertRun(db: Database, row: Insertable<AutomationRuns>) {
   return db.insertInto('automation_runs').values(row).returningAll().executeTakeFirstOrThrow();
 }
 
-export function findRun(db: Database, ownerUserId: string, id: string) {
-  return db.selectFrom('automation_runs').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-}
+export const { find: findRun } = ownedRecords('automation_runs');
 
 /** The owner's automation runs, filtered; read a page at a time. */
 export const runList = listQuery({

@@ -2,19 +2,13 @@ import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
 import type { Conversations, Messages, ToolApprovals } from '../../../generated/db';
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
 export type ConversationRow = Selectable<Conversations>;
 export type MessageRow = Selectable<Messages>;
 export type ApprovalRow = Selectable<ToolApprovals>;
 
-export function findConversation(db: Database, ownerUserId: string, id: string) {
-  return db
-    .selectFrom('conversations')
-    .selectAll()
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-}
+export const { find: findConversation, update: updateConversation, remove: deleteConversation } = ownedRecords('conversations');
 
 /** The owner's conversations, filtered; read a page at a time. */
 export const conversationList = listQuery({
@@ -29,21 +23,6 @@ export const conversationList = listQuery({
 
 export function insertConversation(db: Database, row: Insertable<Conversations>) {
   return db.insertInto('conversations').values(row).returningAll().executeTakeFirstOrThrow();
-}
-
-export function updateConversation(db: Database, ownerUserId: string, id: string, changes: Updateable<Conversations>) {
-  return db
-    .updateTable('conversations')
-    .set(changes)
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
-}
-
-export async function deleteConversation(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('conversations').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
 }
 
 /** A conversation's messages; read a page at a time. */

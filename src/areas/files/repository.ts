@@ -1,7 +1,8 @@
-import { type ExpressionBuilder, type Insertable, sql, type Updateable } from 'kysely';
+import { type ExpressionBuilder, type Insertable, sql } from 'kysely';
 import type { DB, Files } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
 export interface FileFilter {
   scope: 'all' | 'owned' | 'shared';
@@ -29,9 +30,7 @@ function sharedWith(eb: ExpressionBuilder<DB, 'files'>, userId: string) {
   );
 }
 
-export function findOwnedFile(db: Database, ownerUserId: string, id: string) {
-  return db.selectFrom('files').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-}
+export const { find: findOwnedFile, update: updateFile, remove: deleteFile } = ownedRecords('files');
 
 /** The files a user owns or was shared (per `scope`), filtered; read a page at a time. */
 export const readableFileList = listQuery({
@@ -54,20 +53,6 @@ export const readableFileList = listQuery({
 
 export function insertFile(db: Database, row: Insertable<Files>) {
   return db.insertInto('files').values(row).returningAll().executeTakeFirstOrThrow();
-}
-
-export function updateFile(db: Database, ownerUserId: string, id: string, changes: Updateable<Files>) {
-  return db
-    .updateTable('files')
-    .set(changes)
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
-}
-
-export async function deleteFile(db: Database, ownerUserId: string, id: string): Promise<void> {
-  await db.deleteFrom('files').where('owner_user_id', '=', ownerUserId).where('id', '=', id).execute();
 }
 
 /** Whether the user owns a file (not a folder) whose content is stored. */

@@ -1,13 +1,12 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { Insertable, Selectable } from 'kysely';
 import type { McpServers } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
 export type ServerRow = Selectable<McpServers>;
 
-export function findServer(db: Database, ownerUserId: string, id: string) {
-  return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-}
+export const { find: findServer, update: updateServer, remove: deleteServer } = ownedRecords('mcp_servers');
 
 export function findServerByPrefix(db: Database, ownerUserId: string, toolPrefix: string) {
   return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('tool_prefix', '=', toolPrefix).executeTakeFirst();
@@ -55,11 +54,3 @@ export function insertServer(db: Database, row: Insertable<McpServers>) {
   return db.insertInto('mcp_servers').values(row).returningAll().executeTakeFirstOrThrow();
 }
 
-export function updateServer(db: Database, ownerUserId: string, id: string, changes: Updateable<McpServers>) {
-  return db.updateTable('mcp_servers').set(changes).where('owner_user_id', '=', ownerUserId).where('id', '=', id).returningAll().executeTakeFirst();
-}
-
-export async function deleteServer(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('mcp_servers').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-  return Number(result.numDeletedRows) > 0;
-}

@@ -1,17 +1,11 @@
-import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
+import { type Insertable, type Selectable, sql } from 'kysely';
 import type { MemoryItems } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 import { anyWord } from '../../platform/db/text-search';
 
-export function findMemoryItem(db: Database, ownerUserId: string, id: string) {
-  return db
-    .selectFrom('memory_items')
-    .selectAll()
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-}
+export const { find: findMemoryItem, update: updateMemoryItem, remove: deleteMemoryItem } = ownedRecords('memory_items');
 
 export function findMemoryItemByContentKey(db: Database, ownerUserId: string, contentKey: string) {
   return db
@@ -45,25 +39,6 @@ export function insertMemoryItem(db: Database, row: Insertable<MemoryItems>) {
     .onConflict((oc) => oc.columns(['owner_user_id', 'content_key']).doNothing())
     .returningAll()
     .executeTakeFirst();
-}
-
-export function updateMemoryItem(db: Database, ownerUserId: string, id: string, changes: Updateable<MemoryItems>) {
-  return db
-    .updateTable('memory_items')
-    .set(changes)
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
-}
-
-export async function deleteMemoryItem(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db
-    .deleteFrom('memory_items')
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-  return result.numDeletedRows > 0n;
 }
 
 /**

@@ -1,7 +1,8 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { Insertable, Selectable } from 'kysely';
 import type { ModelConnections, ModelPolicy } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
 export type ConnectionRow = Selectable<ModelConnections>;
 export type PolicyRow = Selectable<ModelPolicy>;
@@ -9,9 +10,7 @@ export type PolicyRow = Selectable<ModelPolicy>;
 /** The one row of the model policy. */
 const POLICY_ID = 'default';
 
-export function findConnection(db: Database, ownerUserId: string, id: string) {
-  return db.selectFrom('model_connections').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-}
+export const { find: findConnection, update: updateConnection, remove: deleteConnection } = ownedRecords('model_connections');
 
 /** The owner's connections; read a page at a time. */
 export const connectionList = listQuery({
@@ -37,10 +36,6 @@ export function insertConnection(db: Database, row: Insertable<ModelConnections>
   return db.insertInto('model_connections').values(row).returningAll().executeTakeFirstOrThrow();
 }
 
-export function updateConnection(db: Database, ownerUserId: string, id: string, changes: Updateable<ModelConnections>) {
-  return db.updateTable('model_connections').set(changes).where('owner_user_id', '=', ownerUserId).where('id', '=', id).returningAll().executeTakeFirst();
-}
-
 /**
  * A call's outcome on a connection: `error` marks it failed with that message; null turns a failed
  * connection `active` again. Rows already in that state are not written.
@@ -53,11 +48,6 @@ export async function markConnection(db: Database, ownerUserId: string, id: stri
     query = query.set({ status: 'error', last_error: error }).where((eb) => eb.or([eb('status', '<>', 'error'), eb('last_error', 'is', null), eb('last_error', '<>', error)]));
   }
   await query.execute();
-}
-
-export async function deleteConnection(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('model_connections').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-  return Number(result.numDeletedRows) > 0;
 }
 
 export function findPolicy(db: Database) {

@@ -1,16 +1,10 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { Insertable, Selectable } from 'kysely';
 import type { Notes } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
-export function findNote(db: Database, ownerUserId: string, id: string) {
-  return db
-    .selectFrom('notes')
-    .selectAll()
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-}
+export const { find: findNote, update: updateNote, remove: deleteNote } = ownedRecords('notes');
 
 /** What a note is presented with: the list reads only these (not the search vector). */
 export const NOTE_COLUMNS = ['id', 'title', 'content', 'project_id', 'pinned', 'created_at', 'updated_at'] as const;
@@ -31,17 +25,3 @@ export function insertNote(db: Database, row: Insertable<Notes>) {
   return db.insertInto('notes').values(row).returningAll().executeTakeFirstOrThrow();
 }
 
-export function updateNote(db: Database, ownerUserId: string, id: string, changes: Updateable<Notes>) {
-  return db
-    .updateTable('notes')
-    .set(changes)
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
-}
-
-export async function deleteNote(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('notes').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
-}

@@ -2,10 +2,9 @@ import type { Insertable } from 'kysely';
 import type { Outputs } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
-export function findOutput(db: Database, ownerUserId: string, id: string) {
-  return db.selectFrom('outputs').selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
-}
+export const { find: findOutput } = ownedRecords('outputs');
 
 /** The owner's outputs, filtered; read a page at a time. */
 export const outputList = listQuery({

@@ -1,16 +1,10 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { Insertable, Selectable } from 'kysely';
 import type { Projects } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
-export function findProject(db: Database, ownerUserId: string, id: string) {
-  return db
-    .selectFrom('projects')
-    .selectAll()
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-}
+export const { find: findProject, update: updateProject, remove: deleteProject } = ownedRecords('projects');
 
 export function findProjectByClientId(db: Database, ownerUserId: string, clientId: string) {
   return db
@@ -45,25 +39,6 @@ export function insertProject(db: Database, row: Insertable<Projects>) {
     )
     .returningAll()
     .executeTakeFirst();
-}
-
-export function updateProject(db: Database, ownerUserId: string, id: string, changes: Updateable<Projects>) {
-  return db
-    .updateTable('projects')
-    .set(changes)
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
-}
-
-export async function deleteProject(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db
-    .deleteFrom('projects')
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-  return result.numDeletedRows > 0n;
 }
 
 /** Whether the user owns any project. */

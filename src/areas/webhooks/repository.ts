@@ -8,6 +8,7 @@ import type {
 import type { QueryOf } from '../../platform/api-types';
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { ownedRecords } from '../../platform/db/owned';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptions>;
 
@@ -32,14 +33,7 @@ export type DeliveryRow = Selectable<WebhookDeliveries> & { event_type: string; 
 
 // ---- subscriptions ----
 
-export function findSubscription(db: Database, ownerUserId: string, id: string) {
-  return db
-    .selectFrom('webhook_subscriptions')
-    .selectAll()
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-}
+export const { find: findSubscription, update: updateSubscription, remove: deleteSubscription } = ownedRecords('webhook_subscriptions');
 
 /** The owner's webhook subscriptions; read a page at a time. */
 export const subscriptionList = listQuery({
@@ -58,25 +52,6 @@ export async function countSubscriptions(db: Database, ownerUserId: string): Pro
 
 export function insertSubscription(db: Database, row: Insertable<WebhookSubscriptions>) {
   return db.insertInto('webhook_subscriptions').values(row).returningAll().executeTakeFirstOrThrow();
-}
-
-export function updateSubscription(db: Database, ownerUserId: string, id: string, changes: Updateable<WebhookSubscriptions>) {
-  return db
-    .updateTable('webhook_subscriptions')
-    .set(changes)
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
-}
-
-export async function deleteSubscription(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db
-    .deleteFrom('webhook_subscriptions')
-    .where('owner_user_id', '=', ownerUserId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-  return result.numDeletedRows > 0n;
 }
 
 /** The enabled subscriptions of a user that selected an event kind. */
