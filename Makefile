@@ -8,11 +8,10 @@ SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig
 BUILD := dist/.built
 
 # How the service's Node runs (also `npm start`; why, in docs/performance.md):
-# - 8 MiB young-generation semi-spaces instead of V8's 16: a smaller idle instance, same throughput;
 # - no full collection while the old generation is under 64 MiB: streamed transfers hold socket
 #   buffers that V8 counts against the old generation's room;
 # - gc() exposed, to collect the start-up's garbage before listening (src/server.ts).
-SERVICE_NODE_FLAGS ?= --max-semi-space-size=8 --initial-old-space-size=64 --expose-gc
+SERVICE_NODE_FLAGS ?= --initial-old-space-size=64 --expose-gc
 
 # The Node that runs the service, its tests, its scripts and the bench (and, in the bench, the
 # baselines): the machine's own (>= 20.19) unless another is named, e.g.
