@@ -180,6 +180,13 @@ describe('ownership and sharing', () => {
       expect(res.body.code).toBe('forbidden');
     }
     expect((await as(alice).metadata()).body.file).toMatchObject({ name: 'notes.md', sharedWith: [bob.userId] });
+    // A page shows the owner each file's grantees, in order, and a grantee none.
+    await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId, add: [carol.userId] }).expect(200);
+    const inPage = async (user: typeof bob) =>
+      (await ctx.h.http().get('/api/v1/files').set(user.auth).expect(200)).body.files.find((f: { fileId: string }) => f.fileId === file.fileId);
+    expect((await inPage(alice)).sharedWith).toEqual([bob.userId, carol.userId].sort());
+    expect(await inPage(bob)).toMatchObject({ access: 'shared', sharedWith: [] });
+    await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId, remove: [carol.userId] }).expect(200);
 
     await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId, remove: [bob.userId] }).expect(200);
     expect((await bobs.content()).status).toBe(404);

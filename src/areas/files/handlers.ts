@@ -38,7 +38,8 @@ export function fileHandlers(
         conversationId: query.conversationId,
       };
       const page = await files.list(caller.userId, filter, readPage(query));
-      return { files: await present(page.items, caller.userId), nextCursor: page.nextCursor };
+      const links = await Promise.all(page.items.map((row) => files.contentLink(row, caller.userId)));
+      return { files: page.items.map((row, i) => presentFile(row, caller.userId, row.shared_with, links[i] ?? null)), nextCursor: page.nextCursor };
     },
     createFile: async ({ caller, body }) => ({ file: await presentOne(await files.create(caller.userId, body), caller.userId) }),
     updateFile: async ({ caller, body }) => ({ file: await presentOne(await files.update(caller.userId, body), caller.userId) }),
