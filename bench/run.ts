@@ -5,7 +5,8 @@
  *     database, then a restart) and idle RSS two seconds after;
  *   - B1 (Postgres, part `lists`): every list route of bench/lists.ts, GET ?limit=20 from tables
  *     of 100,000 rows, against the node:http limit and the Fastify peer (bench/baseline.ts), in
- *     BENCH_ROUNDS alternating rounds (default 3: the median ratio per route);
+ *     BENCH_ROUNDS alternating rounds (default 3: the median ratio per route), and the service and
+ *     the limit served at once on their core;
  *   - B2-B3 (Postgres, part `throughput`): an authenticated constant route against bare Express
  *     (in BENCH_ROUNDS interleaved rounds), the validated create;
  *   - B4: a 256 MiB upload and download against the raw stores and bare HTTP, in BENCH_ROUNDS
@@ -24,10 +25,11 @@
  * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, lists, throughput, files,
  * knowledge, workers, bootstrap, chat, export, lookup.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { sql } from 'kysely';
 import { openPostgres } from '../src/platform/db';
 import { migrateToLatest } from '../src/platform/db/migrate';
@@ -46,13 +48,26 @@ const CONNECTIONS = process.env.BENCH_CONNECTIONS ?? '32';
 const ONLY = process.env.BENCH_ONLY?.split(',').map((part) => part.trim());
 const selected = (part: string) => !ONLY || ONLY.includes(part);
 
-function wrk(url: string, headers: string[] = [], script?: string, seconds = DURATION): number {
-  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
-  const out = execFileSync('taskset', args, { encoding: 'utf8' });
+const wrkArgs = (url: string, headers: string[], script: string | undefined, seconds: string, connections = CONNECTIONS) =>
+  ['-c', clientCpu, 'wrk', '-t1', `-c${connections}`, `-d${seconds}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
+
+/** The rate wrk reports; throws when it saw an error response. */
+function wrkRate(out: string): number {
   const match = /Requests\/sec:\s+([\d.]+)/.exec(out);
   const errors = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
   if (!match || errors) throw new Error(`wrk failed:\n${out}`);
   return Number(match[1]);
+}
+
+function wrk(url: string, headers: string[] = [], script?: string, seconds = DURATION): number {
+  return wrkRate(execFileSync('taskset', wrkArgs(url, headers, script, seconds), { encoding: 'utf8' }));
+}
+
+/** Runs wrk on each URL at the same time, each with half the connections; their rates. */
+async function wrkAtOnce(urls: string[], headers: string[], seconds: string): Promise<number[]> {
+  const half = String(Math.max(1, Math.floor(Number(CONNECTIONS) / 2)));
+  const run = promisify(execFile);
+  return Promise.all(urls.map(async (url) => wrkRate((await run('taskset', wrkArgs(url, headers, undefined, seconds, half))).stdout)));
 }
 
 const EXPORT_EVENTS = 100_000;
@@ -156,6 +171,7 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
   const meanRates = Object.fromEntries(names.map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
   const toLimit = LIST_ROUTES.map(() => [] as number[]);
   const toPeer = LIST_ROUTES.map(() => [] as number[]);
+  const atOnce = LIST_ROUTES.map(() => [] as number[]);
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
   for (let round = 0; round < ROUNDS; round += 1) {
     await serve(async (bases) => {
@@ -178,18 +194,29 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
         const sliceRatios = (other: Name) => percentile(slices.service.map((value, k) => value / (slices[other][k] as number)), 50);
         toLimit[i]?.push(sliceRatios('limit'));
         toPeer[i]?.push(sliceRatios('peer'));
+        // The service and the limit loaded at the same time on their one core: each gets about half
+        // of it, so the ratio of their rates is about that of their CPU time per request, and a slow or
+        // fast moment of the machine falls on both alike.
+        const together: number[] = [];
+        for (let slice = 0; slice < SLICES; slice += 1) {
+          const [service, limit] = await wrkAtOnce([url('service'), url('limit')], [auth], String(SLICE_SECONDS));
+          together.push((service as number) / (limit as number));
+        }
+        atOnce[i]?.push(percentile(together, 50));
       }
     });
   }
   const median = (values: number[]) => percentile(values, 50);
   const shown = (values: number[]) => `${median(values).toFixed(3)} (${values.map((v) => v.toFixed(3)).join(', ')})`;
   const best = Math.max(...toLimit.map(median));
+  const bestAtOnce = Math.max(...atOnce.map(median));
   const rows: Array<[string, string]> = [];
   for (const [i, route] of LIST_ROUTES.entries()) {
     const label = `B1 GET /api/v1/${route.name}?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table`;
     rows.push([`${label}: service / limit / peer (req/s, medians)`, [meanRates.service, meanRates.limit, meanRates.peer].map((r) => median(r[i] as number[]).toFixed(0)).join(' / ')]);
     rows.push([`${label}: service / limit (goal ≥ 0.7), of the best route's`, `${shown(toLimit[i] as number[])}, ${(median(toLimit[i] as number[]) / best).toFixed(3)}`]);
     rows.push([`${label}: service / peer`, shown(toPeer[i] as number[])]);
+    rows.push([`${label}: service / limit served at once, of the best route's`, `${shown(atOnce[i] as number[])}, ${(median(atOnce[i] as number[]) / bestAtOnce).toFixed(3)}`]);
   }
   return rows;
 }
