@@ -19,12 +19,11 @@ export function fileHandlers(
   | 'ingestDocument'
   | 'searchFileText'
 > {
-  /** Presents files for `userId`: shares for the owner's view, a content URL for ready files. */
-  const present = async (rows: FileRow[], userId: string) => {
-    const shares = await files.sharesOf(rows.filter((r) => r.owner_user_id === userId).map((r) => r.id));
-    return Promise.all(rows.map(async (row) => presentFile(row, userId, shares.get(row.id) ?? [], await files.contentLink(row, userId))));
+  /** A file for `userId`: its grantees in the owner's view, a content URL when it is ready. (A page's rows carry their grantees.) */
+  const presentOne = async (row: FileRow, userId: string) => {
+    const sharedWith = row.owner_user_id === userId ? await files.granteesOf(row.id) : [];
+    return presentFile(row, userId, sharedWith, await files.contentLink(row, userId));
   };
-  const presentOne = async (row: FileRow, userId: string) => (await present([row], userId))[0] as Awaited<ReturnType<typeof present>>[number];
 
   return {
     getFiles: async ({ caller, query }) => {

@@ -82,9 +82,10 @@ export async function hasChildren(db: Database, id: string): Promise<boolean> {
   return (await db.selectFrom('files').select('id').where('parent_id', '=', id).limit(1).executeTakeFirst()) !== undefined;
 }
 
-export function sharesOf(db: Database, fileIds: string[]) {
-  if (fileIds.length === 0) return Promise.resolve([]);
-  return db.selectFrom('file_shares').select(['file_id', 'grantee_user_id']).where('file_id', 'in', fileIds).orderBy('grantee_user_id').execute();
+/** The users a file is shared with, in order (as the list's `shared_with`). */
+export async function granteesOf(db: Database, fileId: string): Promise<string[]> {
+  const rows = await db.selectFrom('file_shares').select('grantee_user_id').where('file_id', '=', fileId).orderBy('grantee_user_id').execute();
+  return rows.map((row) => row.grantee_user_id);
 }
 
 export async function addShares(db: Database, fileId: string, userIds: string[]): Promise<void> {

@@ -91,13 +91,9 @@ export class FileService {
     return repo.readableFileList.page(this.db, { userId, ...filter }, page);
   }
 
-  /** The users each of the given files (of the caller's) is shared with. */
-  async sharesOf(fileIds: string[]): Promise<Map<string, string[]>> {
-    const shares = new Map<string, string[]>();
-    for (const row of await repo.sharesOf(this.db, fileIds)) {
-      shares.set(row.file_id, [...(shares.get(row.file_id) ?? []), row.grantee_user_id]);
-    }
-    return shares;
+  /** The users a file (of the caller's) is shared with. */
+  granteesOf(fileId: string): Promise<string[]> {
+    return repo.granteesOf(this.db, fileId);
   }
 
   /** A content URL for a ready file, bound to the user who may read it. */
@@ -189,7 +185,7 @@ export class FileService {
       await repo.addShares(trx, input.fileId, add);
       await repo.removeShares(trx, input.fileId, input.remove ?? []);
     });
-    return (await this.sharesOf([input.fileId])).get(input.fileId) ?? [];
+    return this.granteesOf(input.fileId);
   }
 
   async uploadUrl(userId: string, fileId: string) {
