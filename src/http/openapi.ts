@@ -6,6 +6,7 @@ import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import type { IdempotencyStore } from '../platform/idempotency';
 import { projectRoot } from '../platform/paths';
 import { authenticate } from './auth';
+import { chain } from './chain';
 import { type ApiError, errors } from '../platform/errors';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 import { refuseUnstorableText } from './text-guard';
@@ -243,7 +244,7 @@ function methodNotAllowed(item: PathItem): RequestHandler {
 /**
  * One Express route per path of the document, each in a router of its own, reached through the
  * paths' index (`dispatchByPath`) so that finding a route costs the same wherever its path is in
- * the document. A documented method runs, in order:
+ * the document. A documented method runs, in order and as one `chain`:
  * - `req.operation`, the document's operation of the route, and the query parsed once (`keepQuery`);
  * - authentication (the document's security schemes and handlers) and `afterSecurity`, before
  *   anything reads the body, so that an anonymous or refused client cannot make the service wait
@@ -282,23 +283,25 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
       // `security: []`: no credentials needed, and the handler has no caller.
       const anonymous = described.security.length === 0;
       route[method](
-        (req, _res, next) => {
-          req.operation = described;
-          keepQuery(req);
-          next();
-        },
-        ...beforeBody,
-        ...(takesJson(doc, operation) ? [json] : []),
-        refuseUnstorableText,
-        requests.forOperation(item as OpenAPIV3.PathItemObject, operation),
-        ...(method === 'get' ? libraryValidator.map(headAsGet) : libraryValidator),
-        toExpressHandler(handler, {
-          operationId,
-          anonymous,
-          userIdIsCaller,
-          idempotency: idempotent ? options.idempotency : undefined,
-          validateResponses: options.validateResponses,
-        }),
+        chain([
+          (req, _res, next) => {
+            req.operation = described;
+            keepQuery(req);
+            next();
+          },
+          ...beforeBody,
+          ...(takesJson(doc, operation) ? [json] : []),
+          refuseUnstorableText,
+          requests.forOperation(item as OpenAPIV3.PathItemObject, operation),
+          ...(method === 'get' ? libraryValidator.map(headAsGet) : libraryValidator),
+          toExpressHandler(handler, {
+            operationId,
+            anonymous,
+            userIdIsCaller,
+            idempotency: idempotent ? options.idempotency : undefined,
+            validateResponses: options.validateResponses,
+          }),
+        ]),
       );
     }
     route.all(methodNotAllowed(item));
