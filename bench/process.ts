@@ -18,14 +18,17 @@ export const port = (offset: number) => String(Number(process.env.BENCH_PORTS ??
 export const serverCpu = '0';
 export const clientCpu = cpus > 1 ? '1' : '0';
 
-/** With BENCH_PROFILE_DIR set, every service process writes a CPU profile there when it stops. */
+/**
+ * With BENCH_PROFILE_DIR set, every service process and B1's baselines write a CPU profile there
+ * when they stop (bench/profile-summary.ts summarizes one).
+ */
 const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
 
 /** The service runs with the Node flags `make run` gives it (SERVICE_NODE_FLAGS, set by make bench). */
 const serviceFlags = (process.env.SERVICE_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== '');
 
 export function spawnPinned(cpu: string, args: string[], env: Record<string, string>): ChildProcess {
-  const flags = args[0] === 'dist/src/server.js' ? [...serviceFlags, ...profile] : [];
+  const flags = args[0] === 'dist/src/server.js' ? [...serviceFlags, ...profile] : args.includes('bench/baseline.ts') ? profile : [];
   return spawn('taskset', ['-c', cpu, process.execPath, ...flags, ...args], {
     cwd: root,
     env: { ...process.env, ...env },
