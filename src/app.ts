@@ -41,7 +41,7 @@ import { apiRouter } from './http/openapi';
 import { perUserRateLimit } from './http/rate-limit';
 import { requestLog } from './http/request-log';
 import { requireRoles } from './http/roles';
-import { securityHeaders } from './http/security-headers';
+import { API_HEADERS, securityHeaders } from './http/security-headers';
 import './http/types';
 import { type DatabaseHandle, isReachable } from './platform/db';
 import { IdempotencyStore } from './platform/idempotency';
@@ -111,7 +111,7 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
   // routes set their own strong ETag.
   app.set('etag', false);
   app.use(requestLog(accessLog(logger), metrics));
-  app.use(securityHeaders({ crossOriginEmbedderPolicy: false }));
+  app.use(securityHeaders(API_HEADERS));
   app.use(cors(config.auth.allowedOrigins, doc));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import express, { type Router } from 'express';
 import { projectRoot } from '../platform/paths';
+import { DOCUMENT_HEADERS, securityHeaders } from './security-headers';
 
 const PAGE = `<!doctype html>
 <html lang="en">
@@ -32,7 +33,8 @@ const INIT = `window.ui = SwaggerUIBundle({
  * Serves the document (`/openapi.json`, `/openapi.yaml`, the same bundle in two encodings) and its
  * reference page (`/docs`), rendered by Swagger UI from the installed npm package: no CDN, so it
  * works with no network. The routes go on `router` itself: a nested router would be entered, and
- * searched, by every API request (about 2% of a small request).
+ * searched, by every API request (about 2% of a small request). The page and its assets carry the
+ * security headers of a document in place of the API's.
  */
 export function serveDocs(router: Router): void {
   const generated = path.join(projectRoot, 'generated');
@@ -45,6 +47,7 @@ export function serveDocs(router: Router): void {
   router.get('/openapi.yaml', (_req, res) => {
     res.type('application/yaml').send(yaml);
   });
+  router.use('/docs', securityHeaders(DOCUMENT_HEADERS));
   router.get(['/docs', '/docs/'], (_req, res) => {
     res.type('html').send(PAGE);
   });

@@ -2,6 +2,28 @@ import type { Request, RequestHandler, Response } from 'express';
 import helmet, { type HelmetOptions } from 'helmet';
 
 /**
+ * The headers of the API's answers (JSON, files, events): those that still mean something for a
+ * response that is not a page, as the OWASP REST guidance lists them. A content policy that allows
+ * nothing and no framing; no headers that only browsers' handling of documents reads (COOP,
+ * Origin-Agent-Cluster, DNS prefetch), nor those of retired browsers and plug-ins
+ * (X-XSS-Protection, X-Download-Options, X-Permitted-Cross-Domain-Policies).
+ */
+export const API_HEADERS: Readonly<HelmetOptions> = {
+  contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+  crossOriginEmbedderPolicy: false,
+  crossOriginOpenerPolicy: false,
+  originAgentCluster: false,
+  xDnsPrefetchControl: false,
+  xDownloadOptions: false,
+  xFrameOptions: { action: 'deny' },
+  xPermittedCrossDomainPolicies: false,
+  xXssProtection: false,
+};
+
+/** The headers of the reference page and its assets (`/docs`): helmet's defaults for documents. */
+export const DOCUMENT_HEADERS: Readonly<HelmetOptions> = { crossOriginEmbedderPolicy: false };
+
+/**
  * helmet's security headers, recorded once at start-up and set in one step per response. With no
  * per-request directives (no CSP nonces) every header is a constant, so running helmet's chain of
  * a dozen middleware for each request only repeated the same work.
