@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { openPostgres } from '../../src/platform/db';
 import { migrateToLatest } from '../../src/platform/db/migrate';
+import { epochMs, epochMsOrNull, millis } from '../../src/platform/db/timestamps';
 import { type Harness, startHarness } from '../helpers/harness';
 
 /** The tests that need a Postgres server (DATABASE_URL); skipped on the embedded PGlite. */
@@ -38,6 +39,27 @@ describe('the database', () => {
              exists (select 1 from pg_extension where extname = 'vector') as installed`.execute(h.runtime.database.db);
     expect(rows[0]!.installed).toBe(rows[0]!.available);
     if (h.runtime.database.kind === 'pglite') expect(rows[0]!.installed).toBe(true);
+  });
+
+  test('a timestamp read as epoch milliseconds (lists) is the one its Date gives (a record read alone)', async () => {
+    const db = h.runtime.database.db;
+    const texts = [
+      '2026-11-26 11:49:40.123987+00',
+      '2026-11-26 11:49:40.9999995+05:30',
+      '1969-12-31 23:59:59.9995+00',
+      '1000-01-01 00:00:00.001-03:00',
+      '9999-12-31 23:59:59.999999+00',
+      '2026-03-29 01:30:00+00',
+    ];
+    for (const text of texts) {
+      const row = await db
+        .selectFrom(sql<{ at: Date; listed: Date; missing: Date | null }>`(select ${text}::timestamptz as at, ${text}::timestamptz as listed, null::timestamptz as missing)`.as('t'))
+        .select(['at', epochMs('listed'), epochMsOrNull('missing')])
+        .executeTakeFirstOrThrow();
+      expect(typeof row.listed).toBe('number');
+      expect(row.listed).toBe(millis(row.at));
+      expect(row.missing).toBeNull();
+    }
   });
 
   onPglite('the embedded PGlite keeps a 16 MB buffer cache, not Postgres’s 128 MB (its idle memory)', async () => {

@@ -1,11 +1,13 @@
 import type { components } from '../../../generated/api';
-import type { CommandRow, EnvironmentRow } from './repository';
+import { millis, millisOrNull } from '../../platform/db/timestamps';
+import type { CommandView, EnvironmentView } from './repository';
 
 type Schemas = components['schemas'];
 
 /** An environment as clients see it: `online` while its heartbeats are recent enough. */
-export function presentEnvironment(row: EnvironmentRow, offlineAfterMs: number, now = Date.now()): Schemas['AgentEnvironment'] {
-  const online = row.last_heartbeat_at !== null && now - row.last_heartbeat_at.getTime() < offlineAfterMs;
+export function presentEnvironment(row: EnvironmentView, offlineAfterMs: number, now = Date.now()): Schemas['AgentEnvironment'] {
+  const heartbeat = millisOrNull(row.last_heartbeat_at);
+  const online = heartbeat !== null && now - heartbeat < offlineAfterMs;
   return {
     environmentId: row.id,
     name: row.name,
@@ -14,16 +16,16 @@ export function presentEnvironment(row: EnvironmentRow, offlineAfterMs: number, 
     status: online ? 'online' : 'offline',
     agentVersion: row.agent_version,
     reportedStatus: row.reported_status as Schemas['AgentEnvironment']['reportedStatus'],
-    lastHeartbeatAt: row.last_heartbeat_at?.getTime() ?? null,
+    lastHeartbeatAt: heartbeat,
     pendingCommands: row.pending_commands,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
     // Last, where the writer puts a property whose schema is a oneOf.
     ...(row.filesystem_grant ? { filesystemGrant: row.filesystem_grant as Schemas['FilesystemGrant'] } : {}),
   };
 }
 
-export function presentCommand(row: CommandRow): Schemas['AgentCommand'] {
+export function presentCommand(row: CommandView): Schemas['AgentCommand'] {
   return {
     commandId: row.id,
     environmentId: row.environment_id,
@@ -31,11 +33,11 @@ export function presentCommand(row: CommandRow): Schemas['AgentCommand'] {
     payload: row.payload as Record<string, unknown>,
     status: row.status as Schemas['CommandStatus'],
     deliveries: row.deliveries,
-    leaseExpiresAt: row.lease_expires_at?.getTime() ?? null,
-    expiresAt: row.expires_at.getTime(),
+    leaseExpiresAt: millisOrNull(row.lease_expires_at),
+    expiresAt: millis(row.expires_at),
     errorCode: row.error_code,
     errorMessage: row.error_message,
-    createdAt: row.created_at.getTime(),
-    acknowledgedAt: row.acknowledged_at?.getTime() ?? null,
+    createdAt: millis(row.created_at),
+    acknowledgedAt: millisOrNull(row.acknowledged_at),
   };
 }

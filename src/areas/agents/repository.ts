@@ -3,6 +3,7 @@ import type { AgentCommands, AgentEnvironments } from '../../../generated/db';
 import type { Schemas } from '../../platform/api-types';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
+import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
 
 export type EnvironmentRow = Selectable<AgentEnvironments> & { pending_commands: number };
 export type CommandRow = Selectable<AgentCommands>;
@@ -10,10 +11,7 @@ export type CommandStatus = Schemas['CommandStatus'];
 
 /** Environments with how many of their commands wait (queued or claimed, not expired). */
 function environments(db: Database, now: Date) {
-  return db
-    .selectFrom('agent_environments as e')
-    .selectAll('e')
-    .select((eb) =>
+  return db.selectFrom('agent_environments as e').select((eb) =>
       eb
         .selectFrom('agent_commands as c')
         .select(sql<number>`count(*)::int`.as('n'))
@@ -25,14 +23,22 @@ function environments(db: Database, now: Date) {
 }
 
 export async function findEnvironment(db: Database, userId: string, id: string, now: Date): Promise<EnvironmentRow | undefined> {
-  const row = await environments(db, now).where('e.owner_user_id', '=', userId).where('e.id', '=', id).executeTakeFirst();
+  const row = await environments(db, now).selectAll('e').where('e.owner_user_id', '=', userId).where('e.id', '=', id).executeTakeFirst();
   return row && { ...row, pending_commands: Number(row.pending_commands ?? 0) };
 }
+
+/** What an environment is presented with: the list reads only these (not its credential), and its times as epoch milliseconds. */
+const ENVIRONMENT_FIELDS = ['e.id', 'e.name', 'e.platform', 'e.protocol_version', 'e.agent_version', 'e.reported_status', 'e.filesystem_grant'] as const;
+type EnvironmentFields = 'id' | 'name' | 'platform' | 'protocol_version' | 'agent_version' | 'reported_status' | 'filesystem_grant';
+export type EnvironmentView = Instants<Pick<EnvironmentRow, EnvironmentFields | 'pending_commands' | 'last_heartbeat_at' | 'created_at' | 'updated_at'>>;
 
 /** The owner's environments, with their waiting commands as of `now`; read a page at a time. */
 export const environmentList = listQuery({
   id: 'e.id',
-  rows: (db, { ownerUserId, now }: { ownerUserId: string; now: Date }) => environments(db, now).where('e.owner_user_id', '=', ownerUserId),
+  rows: (db, { ownerUserId, now }: { ownerUserId: string; now: Date }) =>
+    environments(db, now)
+      .select([...ENVIRONMENT_FIELDS, epochMsOrNull('e.last_heartbeat_at'), epochMs('e.created_at'), epochMs('e.updated_at')])
+      .where('e.owner_user_id', '=', ownerUserId),
 });
 
 export async function countEnvironments(db: Database, userId: string): Promise<number> {
@@ -108,11 +114,18 @@ export function findCommand(db: Database, environmentId: string, id: string, opt
   return query.executeTakeFirst();
 }
 
+/** What a command is presented with: the list reads these, and its times as epoch milliseconds. */
+const COMMAND_FIELDS = ['id', 'environment_id', 'type', 'payload', 'status', 'deliveries', 'error_code', 'error_message'] as const;
+export type CommandView = Instants<Pick<CommandRow, (typeof COMMAND_FIELDS)[number] | 'lease_expires_at' | 'expires_at' | 'created_at' | 'acknowledged_at'>>;
+
 /** An environment's commands, filtered; read a page at a time. */
 export const commandList = listQuery({
   id: 'id',
   rows: (db, { environmentId, status }: { environmentId: string; status?: CommandStatus }) => {
-    let query = db.selectFrom('agent_commands').selectAll().where('environment_id', '=', environmentId);
+    let query = db
+      .selectFrom('agent_commands')
+      .select([...COMMAND_FIELDS, epochMsOrNull('lease_expires_at'), epochMs('expires_at'), epochMs('created_at'), epochMsOrNull('acknowledged_at')])
+      .where('environment_id', '=', environmentId);
     if (status !== undefined) query = query.where('status', '=', status);
     return query;
   },

@@ -1,11 +1,12 @@
 import type { components } from '../../../generated/api';
+import { millis, millisOrNull } from '../../platform/db/timestamps';
 import { presentRecordedUsage } from '../../platform/usage';
-import type { AutomationRow, RunRow } from './repository';
+import type { AutomationView, RunView } from './repository';
 import type { TestResult } from './service';
 
 type Schemas = components['schemas'];
 
-export function presentAutomation(row: AutomationRow): Schemas['Automation'] {
+export function presentAutomation(row: AutomationView): Schemas['Automation'] {
   const scheduled = row.cron !== null && row.timezone !== null;
   return {
     automationId: row.id,
@@ -17,24 +18,24 @@ export function presentAutomation(row: AutomationRow): Schemas['Automation'] {
     skillIds: row.skill_ids,
     model: row.model,
     outputFormat: row.output_format as Schemas['AutomationOutputFormat'],
-    nextRunAt: scheduled && row.enabled && row.next_run_at ? row.next_run_at.getTime() : null,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    nextRunAt: scheduled && row.enabled && row.next_run_at !== null ? millis(row.next_run_at) : null,
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }
 
-export function presentRun(row: RunRow, outputs: { id: string; name: string; mime_type: string; size_bytes: number }[]): Schemas['AutomationRun'] {
+export function presentRun(row: RunView, outputs: { id: string; name: string; mime_type: string; size_bytes: number }[]): Schemas['AutomationRun'] {
   const byId = new Map(outputs.map((o) => [o.id, o]));
   return {
     runId: row.id,
     automationId: row.automation_id,
     status: row.status as Schemas['AutomationRunStatus'],
     trigger: row.trigger as Schemas['AutomationRun']['trigger'],
-    scheduledFor: row.scheduled_for?.getTime() ?? null,
+    scheduledFor: millisOrNull(row.scheduled_for),
     attempt: row.attempt,
-    createdAt: row.created_at.getTime(),
-    startedAt: row.started_at?.getTime() ?? null,
-    finishedAt: row.finished_at?.getTime() ?? null,
+    createdAt: millis(row.created_at),
+    startedAt: millisOrNull(row.started_at),
+    finishedAt: millisOrNull(row.finished_at),
     errorCode: row.error_code,
     errorMessage: row.error_message,
     usage: presentRecordedUsage(row),

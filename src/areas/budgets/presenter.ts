@@ -1,6 +1,8 @@
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
-import type { Budgets, LedgerEntries } from '../../../generated/db';
+import type { Budgets } from '../../../generated/db';
+import { millis } from '../../platform/db/timestamps';
+import type { LedgerEntryView } from './repository';
 
 type Schemas = components['schemas'];
 
@@ -8,7 +10,7 @@ export function presentBudget(userId: string, row: Selectable<Budgets> | undefin
   return { userId, balanceCents: row?.balance_cents ?? 0, updatedAt: row ? row.updated_at.getTime() : null };
 }
 
-export function presentLedgerEntry(row: Selectable<LedgerEntries>): Schemas['LedgerEntry'] {
+export function presentLedgerEntry(row: LedgerEntryView): Schemas['LedgerEntry'] {
   return {
     entryId: row.id,
     userId: row.user_id,
@@ -17,6 +19,6 @@ export function presentLedgerEntry(row: Selectable<LedgerEntries>): Schemas['Led
     kind: row.kind as Schemas['LedgerEntry']['kind'],
     actorUserId: row.actor_user_id,
     reason: row.reason,
-    createdAt: row.created_at.getTime(),
+    createdAt: millis(row.created_at),
   };
 }

@@ -1,23 +1,24 @@
 import type { components } from '../../../generated/api';
 import { presentSnippet } from '../../platform/snippet';
 import { presentRecordedUsage } from '../../platform/usage';
-import type { ApprovalRow, ConversationRow, MessageRow } from './repository';
+import { millis, millisOrNull } from '../../platform/db/timestamps';
+import type { ApprovalView, ConversationView, MessageView } from './repository';
 
 type Schemas = components['schemas'];
 
-export function presentConversation(row: ConversationRow): Schemas['Conversation'] {
+export function presentConversation(row: ConversationView): Schemas['Conversation'] {
   return {
     conversationId: row.id,
     title: row.title,
     projectId: row.project_id,
     archived: row.archived,
     model: row.model,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }
 
-export function presentMessage(row: MessageRow): Schemas['Message'] {
+export function presentMessage(row: MessageView): Schemas['Message'] {
   return {
     messageId: row.id,
     conversationId: row.conversation_id,
@@ -32,8 +33,8 @@ export function presentMessage(row: MessageRow): Schemas['Message'] {
     // A paused reply shows the usage of its model calls so far; one still generating or failed, none.
     usage: row.status === 'complete' || row.status === 'awaiting_approval' ? presentRecordedUsage(row) : null,
     parts: (row.parts as unknown as Schemas['MessagePart'][]).map(presentPart),
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }
 
@@ -60,7 +61,7 @@ export function presentCitations(stored: unknown): Schemas['Citation'][] {
   });
 }
 
-export function presentApproval(row: ApprovalRow): Schemas['Approval'] {
+export function presentApproval(row: ApprovalView): Schemas['Approval'] {
   return {
     approvalId: row.id,
     conversationId: row.conversation_id,
@@ -70,9 +71,9 @@ export function presentApproval(row: ApprovalRow): Schemas['Approval'] {
     arguments: row.arguments as Record<string, unknown>,
     argumentsDigest: row.arguments_digest,
     status: row.status as Schemas['ApprovalStatus'],
-    createdAt: row.created_at.getTime(),
-    expiresAt: row.expires_at.getTime(),
-    decidedAt: row.decided_at?.getTime() ?? null,
+    createdAt: millis(row.created_at),
+    expiresAt: millis(row.expires_at),
+    decidedAt: millisOrNull(row.decided_at),
   };
 }
 

@@ -3,6 +3,7 @@ import type { Conversations, Messages, ToolApprovals } from '../../../generated/
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
+import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
 
 export type ConversationRow = Selectable<Conversations>;
 export type MessageRow = Selectable<Messages>;
@@ -10,11 +11,15 @@ export type ApprovalRow = Selectable<ToolApprovals>;
 
 export const { find: findConversation, update: updateConversation, remove: deleteConversation } = ownedRecords('conversations');
 
+/** What a conversation is presented with: the list reads only these, and its times as epoch milliseconds. */
+const CONVERSATION_FIELDS = ['id', 'title', 'project_id', 'archived', 'model'] as const;
+export type ConversationView = Instants<Pick<ConversationRow, (typeof CONVERSATION_FIELDS)[number] | 'created_at' | 'updated_at'>>;
+
 /** The owner's conversations, filtered; read a page at a time. */
 export const conversationList = listQuery({
   id: 'id',
   rows: (db, { ownerUserId, projectId, archived }: { ownerUserId: string; projectId?: string; archived?: boolean }) => {
-    let query = db.selectFrom('conversations').selectAll().where('owner_user_id', '=', ownerUserId);
+    let query = db.selectFrom('conversations').select([...CONVERSATION_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('owner_user_id', '=', ownerUserId);
     if (projectId !== undefined) query = query.where('project_id', '=', projectId);
     if (archived !== undefined) query = query.where('archived', '=', archived);
     return query;
@@ -25,10 +30,30 @@ export function insertConversation(db: Database, row: Insertable<Conversations>)
   return db.insertInto('conversations').values(row).returningAll().executeTakeFirstOrThrow();
 }
 
+/** What a message is presented with: the list reads only these, and its times as epoch milliseconds. */
+const MESSAGE_FIELDS = [
+  'id',
+  'conversation_id',
+  'role',
+  'content',
+  'citations',
+  'status',
+  'agent_id',
+  'model',
+  'error_code',
+  'error_message',
+  'input_tokens',
+  'output_tokens',
+  'cost_micro_cents',
+  'parts',
+] as const;
+export type MessageView = Instants<Pick<MessageRow, (typeof MESSAGE_FIELDS)[number] | 'created_at' | 'updated_at'>>;
+
 /** A conversation's messages; read a page at a time. */
 export const messageList = listQuery({
   id: 'id',
-  rows: (db, { conversationId }: { conversationId: string }) => db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId),
+  rows: (db, { conversationId }: { conversationId: string }) =>
+    db.selectFrom('messages').select([...MESSAGE_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('conversation_id', '=', conversationId),
 });
 
 /** The last `limit` complete messages before `beforeId`, oldest first: the prompt's history. */
@@ -184,11 +209,20 @@ export function findApproval(db: Database, userId: string, id: string) {
   return db.selectFrom('tool_approvals').selectAll().where('user_id', '=', userId).where('id', '=', id).executeTakeFirst();
 }
 
+/** What an approval is presented with: the list reads only these, and its times as epoch milliseconds. */
+const APPROVAL_FIELDS = ['id', 'conversation_id', 'message_id', 'tool_call_id', 'tool_name', 'arguments', 'arguments_digest', 'status'] as const;
+export type ApprovalView = Instants<Pick<ApprovalRow, (typeof APPROVAL_FIELDS)[number] | 'created_at' | 'expires_at' | 'decided_at'>>;
+
 /** The user's approvals still pending at `now`; read a page at a time. */
 export const pendingApprovalList = listQuery({
   id: 'id',
   rows: (db, { userId, now }: { userId: string; now: Date }) =>
-    db.selectFrom('tool_approvals').selectAll().where('user_id', '=', userId).where('status', '=', 'pending').where('expires_at', '>', now),
+    db
+      .selectFrom('tool_approvals')
+      .select([...APPROVAL_FIELDS, epochMs('created_at'), epochMs('expires_at'), epochMsOrNull('decided_at')])
+      .where('user_id', '=', userId)
+      .where('status', '=', 'pending')
+      .where('expires_at', '>', now),
 });
 
 /** Decides a pending approval once; undefined when it was decided (or expired) meanwhile. */

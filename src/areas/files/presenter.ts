@@ -1,8 +1,9 @@
 import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
 import type { Files } from '../../../generated/db';
+import { millis } from '../../platform/db/timestamps';
 import { presentSnippet } from '../../platform/snippet';
-import type { ChunkMatch } from './repository';
+import type { ChunkMatch, FileView } from './repository';
 
 type Schemas = components['schemas'];
 export type FileRow = Selectable<Files>;
@@ -13,7 +14,7 @@ export interface ContentLink {
 }
 
 /** The file as `viewerUserId` sees it: `access` and `sharedWith` depend on whether they own it. */
-export function presentFile(row: FileRow, viewerUserId: string, sharedWith: string[], contentLink: ContentLink | null): Schemas['File'] {
+export function presentFile(row: FileView, viewerUserId: string, sharedWith: string[], contentLink: ContentLink | null): Schemas['File'] {
   const access = row.owner_user_id === viewerUserId ? 'owner' : 'shared';
   return {
     fileId: row.id,
@@ -37,8 +38,8 @@ export function presentFile(row: FileRow, viewerUserId: string, sharedWith: stri
     sharedWith: access === 'owner' ? sharedWith : [],
     contentUrl: contentLink?.url ?? null,
     contentUrlExpiresAt: contentLink?.expiresAt ?? null,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }
 

@@ -1,8 +1,9 @@
-import { type ExpressionBuilder, type Insertable, sql } from 'kysely';
+import { type ExpressionBuilder, type Insertable, type Selectable, sql } from 'kysely';
 import type { DB, Files } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
+import { epochMs, type Instants } from '../../platform/db/timestamps';
 
 export interface FileFilter {
   scope: 'all' | 'owned' | 'shared';
@@ -32,6 +33,26 @@ function sharedWith(eb: ExpressionBuilder<DB, 'files'>, userId: string) {
 
 export const { find: findOwnedFile, update: updateFile, remove: deleteFile } = ownedRecords('files');
 
+/** What a file is presented with: the list reads only these (not its storage key), and its times as epoch milliseconds. */
+const FILE_FIELDS = [
+  'id',
+  'owner_user_id',
+  'kind',
+  'name',
+  'mime_type',
+  'size_bytes',
+  'status',
+  'sha256',
+  'project_id',
+  'parent_id',
+  'conversation_id',
+  'ingest_status',
+  'ingest_progress',
+  'chunk_count',
+  'ingest_error',
+] as const;
+export type FileView = Instants<Pick<Selectable<Files>, (typeof FILE_FIELDS)[number] | 'created_at' | 'updated_at'>>;
+
 /**
  * The files a user owns or was shared (per `scope`), filtered; read a page at a time. Each row
  * carries the users its file is shared with when `userId` owns it (empty otherwise), read in the
@@ -43,7 +64,7 @@ export const readableFileList = listQuery({
   rows: (db, { userId, scope, projectId, parentId, kind, status, conversationId }: FileFilter & { userId: string }) => {
     let query = db
       .selectFrom('files')
-      .selectAll()
+      .select([...FILE_FIELDS, epochMs('created_at'), epochMs('updated_at')])
       .select(
         sql<string[]>`coalesce((select array_agg(s.grantee_user_id order by s.grantee_user_id) from file_shares s
                                  where s.file_id = files.id and files.owner_user_id = ${userId}), '{}')`.as('shared_with'),

@@ -97,7 +97,7 @@ export class FileService {
   }
 
   /** A content URL for a ready file, bound to the user who may read it. */
-  async contentLink(row: FileRow, userId: string): Promise<{ url: string; expiresAt: number } | null> {
+  async contentLink(row: Pick<FileRow, 'id' | 'kind' | 'status'>, userId: string): Promise<{ url: string; expiresAt: number } | null> {
     if (row.kind !== 'file' || row.status !== 'ready') return null;
     const { token, expiresAt } = await this.signedUrls.sign({ userId, fileId: row.id, purpose: 'content' });
     return { url: `/api/v1/files/${encodeURIComponent(row.id)}/content?token=${encodeURIComponent(token)}`, expiresAt };

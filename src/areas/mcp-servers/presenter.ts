@@ -1,5 +1,6 @@
 import type { Schemas } from '../../platform/api-types';
-import type { ServerRow } from './repository';
+import { millis, millisOrNull } from '../../platform/db/timestamps';
+import type { ServerView } from './repository';
 import { integrationIdOf, type PolicedTool, policed, policiesOf, type ToolPolicy, toolsOf } from './service';
 
 export function presentTool(tool: PolicedTool): Schemas['McpTool'] {
@@ -7,7 +8,7 @@ export function presentTool(tool: PolicedTool): Schemas['McpTool'] {
 }
 
 /** A server as clients see it: never its credentials (`hasCredentials`). */
-export function presentServer(row: ServerRow): Schemas['McpServer'] {
+export function presentServer(row: ServerView): Schemas['McpServer'] {
   const policies = policiesOf(row);
   return {
     serverId: row.id,
@@ -24,10 +25,10 @@ export function presentServer(row: ServerRow): Schemas['McpServer'] {
     defaultToolPolicy: row.default_tool_policy as ToolPolicy,
     toolPolicies: policies,
     tools: policed(toolsOf(row), row.default_tool_policy as ToolPolicy, policies).map(presentTool),
-    catalogRefreshedAt: row.catalog_refreshed_at?.getTime() ?? null,
+    catalogRefreshedAt: millisOrNull(row.catalog_refreshed_at),
     status: row.status as Schemas['McpServer']['status'],
     lastError: row.last_error,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }

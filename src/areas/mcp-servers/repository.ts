@@ -3,6 +3,7 @@ import type { McpServers } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
+import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
 
 export type ServerRow = Selectable<McpServers>;
 
@@ -12,10 +13,35 @@ export function findServerByPrefix(db: Database, ownerUserId: string, toolPrefix
   return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('tool_prefix', '=', toolPrefix).executeTakeFirst();
 }
 
+/** What a server is presented with (its credentials only to say whether it has them), its times as epoch milliseconds in the list. */
+const SERVER_FIELDS = [
+  'id',
+  'name',
+  'tool_prefix',
+  'url',
+  'transport',
+  'authentication',
+  'header_name',
+  'credentials',
+  'integration_id',
+  'enabled',
+  'timeout_ms',
+  'default_tool_policy',
+  'tool_policies',
+  'tools',
+  'status',
+  'last_error',
+] as const;
+export type ServerView = Instants<Pick<ServerRow, (typeof SERVER_FIELDS)[number] | 'catalog_refreshed_at' | 'created_at' | 'updated_at'>>;
+
 /** The owner's servers; read a page at a time. */
 export const serverList = listQuery({
   id: 'id',
-  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId),
+  rows: (db, { ownerUserId }: { ownerUserId: string }) =>
+    db
+      .selectFrom('mcp_servers')
+      .select([...SERVER_FIELDS, epochMsOrNull('catalog_refreshed_at'), epochMs('created_at'), epochMs('updated_at')])
+      .where('owner_user_id', '=', ownerUserId),
 });
 
 /** The owner's enabled servers, oldest first (the order their tools are offered in). */

@@ -118,8 +118,8 @@ const RESERVED_HEADERS = new Set([
   'mcp-protocol-version',
 ]);
 
-export const toolsOf = (row: repo.ServerRow): CatalogTool[] => (row.tools as unknown as CatalogTool[] | null) ?? [];
-export const policiesOf = (row: repo.ServerRow): Record<string, ToolPolicy> => (row.tool_policies as unknown as Record<string, ToolPolicy> | null) ?? {};
+export const toolsOf = (row: Pick<repo.ServerRow, 'tools'>): CatalogTool[] => (row.tools as unknown as CatalogTool[] | null) ?? [];
+export const policiesOf = (row: Pick<repo.ServerRow, 'tool_policies'>): Record<string, ToolPolicy> => (row.tool_policies as unknown as Record<string, ToolPolicy> | null) ?? {};
 
 /** The catalog's tools with the policies of the server (stored, or a draft's). */
 export function policed(tools: CatalogTool[], defaultPolicy: ToolPolicy, policies: Record<string, ToolPolicy>): PolicedTool[] {

@@ -1,4 +1,5 @@
 import type { components } from '../../../generated/api';
+import { millis } from '../../platform/db/timestamps';
 import type { MemoryView } from './repository';
 
 type Schemas = components['schemas'];
@@ -11,7 +12,7 @@ export function presentMemoryItem(row: MemoryView): Schemas['MemoryItem'] {
     projectId: row.project_id,
     source: row.source as Schemas['MemorySource'],
     sourceRef: row.source_ref,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }

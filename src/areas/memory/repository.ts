@@ -3,6 +3,7 @@ import type { MemoryItems } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
+import { epochMs, type Instants } from '../../platform/db/timestamps';
 import { anyWord } from '../../platform/db/text-search';
 
 export const { find: findMemoryItem, update: updateMemoryItem, remove: deleteMemoryItem } = ownedRecords('memory_items');
@@ -16,15 +17,15 @@ export function findMemoryItemByContentKey(db: Database, ownerUserId: string, co
     .executeTakeFirst();
 }
 
-/** What a memory item is presented with: the list reads only these (not its key or search vector). */
-export const MEMORY_COLUMNS = ['id', 'kind', 'content', 'project_id', 'source', 'source_ref', 'created_at', 'updated_at'] as const;
-export type MemoryView = Pick<Selectable<MemoryItems>, (typeof MEMORY_COLUMNS)[number]>;
+/** What a memory item is presented with: the list reads only these (not its key or search vector), and its times as epoch milliseconds. */
+const MEMORY_FIELDS = ['id', 'kind', 'content', 'project_id', 'source', 'source_ref'] as const;
+export type MemoryView = Instants<Pick<Selectable<MemoryItems>, (typeof MEMORY_FIELDS)[number] | 'created_at' | 'updated_at'>>;
 
 /** The owner's memory items, filtered; read a page at a time. */
 export const memoryItemList = listQuery({
   id: 'id',
   rows: (db, { ownerUserId, kind, projectId }: { ownerUserId: string; kind?: string; projectId?: string }) => {
-    let query = db.selectFrom('memory_items').select(MEMORY_COLUMNS).where('owner_user_id', '=', ownerUserId);
+    let query = db.selectFrom('memory_items').select([...MEMORY_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('owner_user_id', '=', ownerUserId);
     if (kind !== undefined) query = query.where('kind', '=', kind);
     if (projectId !== undefined) query = query.where('project_id', '=', projectId);
     return query;

@@ -1,6 +1,7 @@
 import type { Schemas } from '../../platform/api-types';
 import type { ModelProvider } from '../../platform/ai/models';
-import type { ConnectionRow } from './repository';
+import { millis, millisOrNull } from '../../platform/db/timestamps';
+import type { ConnectionView } from './repository';
 import { type AvailableModel, discoveredOf, enabledOf, type ModelPolicy } from './service';
 
 export function presentModel(model: AvailableModel): Schemas['Model'] {
@@ -25,7 +26,7 @@ export function presentProvider(provider: ModelProvider): Schemas['ModelProvider
 }
 
 /** A user's connection as clients see it: never its key (`hasApiKey`). */
-export function presentConnection(row: ConnectionRow): Schemas['ModelConnection'] {
+export function presentConnection(row: ConnectionView): Schemas['ModelConnection'] {
   return {
     connectionId: row.id,
     kind: row.kind as Schemas['ConnectionKind'],
@@ -36,9 +37,9 @@ export function presentConnection(row: ConnectionRow): Schemas['ModelConnection'
     models: discoveredOf(row).map((m) => m.id),
     status: row.status as Schemas['ModelConnection']['status'],
     lastError: row.last_error,
-    lastTestedAt: row.last_tested_at?.getTime() ?? null,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    lastTestedAt: millisOrNull(row.last_tested_at),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }
 

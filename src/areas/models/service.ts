@@ -210,8 +210,8 @@ function pickIn(choices: Choices, modelId: string | null, kind: ModelKind, optio
 }
 
 /** The discovered models stored with a connection. */
-export const discoveredOf = (row: repo.ConnectionRow): DiscoveredModel[] => (row.models as unknown as DiscoveredModel[] | null) ?? [];
-export const enabledOf = (row: repo.ConnectionRow): string[] => (row.enabled_models as unknown as string[] | null) ?? [];
+export const discoveredOf = (row: Pick<repo.ConnectionRow, 'models'>): DiscoveredModel[] => (row.models as unknown as DiscoveredModel[] | null) ?? [];
+export const enabledOf = (row: Pick<repo.ConnectionRow, 'enabled_models'>): string[] => (row.enabled_models as unknown as string[] | null) ?? [];
 
 export interface ModelServiceDeps {
   db: Database;

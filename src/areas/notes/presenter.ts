@@ -1,4 +1,5 @@
 import type { components } from '../../../generated/api';
+import { millis } from '../../platform/db/timestamps';
 import type { NoteView } from './repository';
 
 export function presentNote(row: NoteView): components['schemas']['Note'] {
@@ -8,7 +9,7 @@ export function presentNote(row: NoteView): components['schemas']['Note'] {
     content: row.content,
     projectId: row.project_id,
     pinned: row.pinned,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }

@@ -1,10 +1,10 @@
-import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
-import type { Outputs } from '../../../generated/db';
+import { millis } from '../../platform/db/timestamps';
+import type { OutputView } from './repository';
 
 type Schemas = components['schemas'];
 
-export function presentOutput(row: Selectable<Outputs>): Schemas['Output'] {
+export function presentOutput(row: OutputView): Schemas['Output'] {
   return {
     outputId: row.id,
     type: row.type as Schemas['OutputType'],
@@ -14,7 +14,7 @@ export function presentOutput(row: Selectable<Outputs>): Schemas['Output'] {
     sha256: row.sha256,
     conversationId: row.conversation_id,
     automationId: row.automation_id,
-    createdAt: row.created_at.getTime(),
+    createdAt: millis(row.created_at),
     origin: row.origin as Schemas['OutputOrigin'],
     generationId: row.generation_id,
     projectId: row.project_id,

@@ -1,4 +1,5 @@
 import type { components } from '../../../generated/api';
+import { millis } from '../../platform/db/timestamps';
 import type { ProjectView } from './repository';
 
 export function presentProject(row: ProjectView): components['schemas']['Project'] {
@@ -10,7 +11,7 @@ export function presentProject(row: ProjectView): components['schemas']['Project
     color: row.color,
     parentId: row.parent_id,
     clientId: row.client_id,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }

@@ -3,6 +3,7 @@ import type { Projects } from '../../../generated/db';
 import type { Database } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
+import { epochMs, type Instants } from '../../platform/db/timestamps';
 
 export const { find: findProject, update: updateProject, remove: deleteProject } = ownedRecords('projects');
 
@@ -15,15 +16,15 @@ export function findProjectByClientId(db: Database, ownerUserId: string, clientI
     .executeTakeFirst();
 }
 
-/** What a project is presented with: the list reads only these (not the search vector). */
-export const PROJECT_COLUMNS = ['id', 'name', 'description', 'instructions', 'color', 'parent_id', 'client_id', 'created_at', 'updated_at'] as const;
-export type ProjectView = Pick<Selectable<Projects>, (typeof PROJECT_COLUMNS)[number]>;
+/** What a project is presented with: the list reads only these (not the search vector), and its times as epoch milliseconds. */
+const PROJECT_FIELDS = ['id', 'name', 'description', 'instructions', 'color', 'parent_id', 'client_id'] as const;
+export type ProjectView = Instants<Pick<Selectable<Projects>, (typeof PROJECT_FIELDS)[number] | 'created_at' | 'updated_at'>>;
 
 /** The owner's projects, filtered by parent; read a page at a time. */
 export const projectList = listQuery({
   id: 'id',
   rows: (db, { ownerUserId, parentId }: { ownerUserId: string; parentId?: string }) => {
-    let query = db.selectFrom('projects').select(PROJECT_COLUMNS).where('owner_user_id', '=', ownerUserId);
+    let query = db.selectFrom('projects').select([...PROJECT_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('owner_user_id', '=', ownerUserId);
     if (parentId !== undefined) query = query.where('parent_id', '=', parentId);
     return query;
   },

@@ -1,8 +1,8 @@
-import type { Selectable } from 'kysely';
 import type { components } from '../../../generated/api';
-import type { Skills } from '../../../generated/db';
+import { millis } from '../../platform/db/timestamps';
+import type { SkillView } from './repository';
 
-export function presentSkill(row: Selectable<Skills>): components['schemas']['Skill'] {
+export function presentSkill(row: SkillView): components['schemas']['Skill'] {
   return {
     skillId: row.id,
     name: row.name,
@@ -11,7 +11,7 @@ export function presentSkill(row: Selectable<Skills>): components['schemas']['Sk
     greeting: row.greeting,
     enabled: row.enabled,
     projectId: row.project_id,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }

@@ -1,13 +1,12 @@
 import type { components } from '../../../generated/api';
-import type { AttemptRow, SubscriptionView } from './repository';
-import type { DeliveryWithAttempts } from './service';
+import { millis, millisOrNull } from '../../platform/db/timestamps';
+import type { AttemptRow, DeliveryView, SubscriptionView } from './repository';
 
 type Schemas = components['schemas'];
 
-const millis = (value: Date | null) => (value ? value.getTime() : null);
-
 /** A subscription as clients see it: never its secrets. */
 export function presentSubscription(row: SubscriptionView): Schemas['WebhookSubscription'] {
+  const previousSecretExpiry = millisOrNull(row.previous_secret_expires_at);
   return {
     subscriptionId: row.id,
     url: row.url,
@@ -16,12 +15,11 @@ export function presentSubscription(row: SubscriptionView): Schemas['WebhookSubs
     enabled: row.enabled,
     status: !row.enabled ? 'disabled' : row.failing_since ? 'failing' : 'active',
     disabledReason: row.enabled ? null : ((row.disabled_reason ?? 'user') as Schemas['WebhookSubscription']['disabledReason']),
-    disabledAt: row.enabled ? null : millis(row.disabled_at),
-    failingSince: millis(row.failing_since),
-    previousSecretExpiresAt:
-      row.previous_secret_expires_at && row.previous_secret_expires_at.getTime() > Date.now() ? row.previous_secret_expires_at.getTime() : null,
-    createdAt: row.created_at.getTime(),
-    updatedAt: row.updated_at.getTime(),
+    disabledAt: row.enabled ? null : millisOrNull(row.disabled_at),
+    failingSince: millisOrNull(row.failing_since),
+    previousSecretExpiresAt: previousSecretExpiry !== null && previousSecretExpiry > Date.now() ? previousSecretExpiry : null,
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
   };
 }
 
@@ -37,7 +35,8 @@ function presentAttempt(row: AttemptRow): Schemas['WebhookAttempt'] {
   };
 }
 
-export function presentDelivery({ delivery, attempts }: DeliveryWithAttempts): Schemas['WebhookDelivery'] {
+/** A delivery as read alone (its times Dates) or listed (epoch milliseconds), with its attempts. */
+export function presentDelivery({ delivery, attempts }: { delivery: DeliveryView; attempts: AttemptRow[] }): Schemas['WebhookDelivery'] {
   const pending = delivery.status === 'pending';
   return {
     deliveryId: delivery.id,
@@ -46,10 +45,10 @@ export function presentDelivery({ delivery, attempts }: DeliveryWithAttempts): S
     eventType: delivery.event_type,
     status: delivery.status as Schemas['WebhookDelivery']['status'],
     attemptCount: attempts.length,
-    nextAttemptAt: pending ? delivery.next_attempt_at.getTime() : null,
-    createdAt: delivery.created_at.getTime(),
-    updatedAt: delivery.updated_at.getTime(),
-    completedAt: millis(delivery.completed_at),
+    nextAttemptAt: pending ? millis(delivery.next_attempt_at) : null,
+    createdAt: millis(delivery.created_at),
+    updatedAt: millis(delivery.updated_at),
+    completedAt: millisOrNull(delivery.completed_at),
     event: JSON.parse(delivery.event_body) as Schemas['WebhookEvent'],
     attempts: attempts.map(presentAttempt),
   };

@@ -9,24 +9,14 @@ import type { QueryOf } from '../../platform/api-types';
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
+import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptions>;
 
-/** What a subscription is presented with: the list reads only these (never its secrets). */
-export const SUBSCRIPTION_COLUMNS = [
-  'id',
-  'url',
-  'description',
-  'events',
-  'enabled',
-  'failing_since',
-  'disabled_reason',
-  'disabled_at',
-  'previous_secret_expires_at',
-  'created_at',
-  'updated_at',
-] as const;
-export type SubscriptionView = Pick<SubscriptionRow, (typeof SUBSCRIPTION_COLUMNS)[number]>;
+/** What a subscription is presented with: the list reads only these (never its secrets), and its times as epoch milliseconds. */
+const SUBSCRIPTION_FIELDS = ['id', 'url', 'description', 'events', 'enabled', 'disabled_reason'] as const;
+type SubscriptionTimes = 'failing_since' | 'disabled_at' | 'previous_secret_expires_at' | 'created_at' | 'updated_at';
+export type SubscriptionView = Instants<Pick<SubscriptionRow, (typeof SUBSCRIPTION_FIELDS)[number] | SubscriptionTimes>>;
 export type AttemptRow = Selectable<WebhookDeliveryAttempts>;
 export type DeliveryStatus = NonNullable<QueryOf<'getWebhookDeliveries'>['status']>;
 export type DeliveryRow = Selectable<WebhookDeliveries> & { event_type: string; event_body: string };
@@ -38,7 +28,14 @@ export const { find: findSubscription, update: updateSubscription, remove: delet
 /** The owner's webhook subscriptions; read a page at a time. */
 export const subscriptionList = listQuery({
   id: 'id',
-  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('webhook_subscriptions').select(SUBSCRIPTION_COLUMNS).where('owner_user_id', '=', ownerUserId),
+  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('webhook_subscriptions').select([
+        ...SUBSCRIPTION_FIELDS,
+        epochMsOrNull('failing_since'),
+        epochMsOrNull('disabled_at'),
+        epochMsOrNull('previous_secret_expires_at'),
+        epochMs('created_at'),
+        epochMs('updated_at'),
+      ]).where('owner_user_id', '=', ownerUserId),
 });
 
 export async function countSubscriptions(db: Database, ownerUserId: string): Promise<number> {
@@ -76,22 +73,25 @@ export function insertDeliveries(trx: Database, rows: Insertable<WebhookDeliveri
 }
 
 function deliveriesWithEvents(db: Database) {
-  return db
-    .selectFrom('webhook_deliveries as d')
-    .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
-    .selectAll('d')
-    .select(['e.type as event_type', 'e.body as event_body']);
+  return db.selectFrom('webhook_deliveries as d').innerJoin('webhook_events as e', 'e.id', 'd.event_id').select(['e.type as event_type', 'e.body as event_body']);
 }
 
 export function findDelivery(db: Database, ownerUserId: string, id: string): Promise<DeliveryRow | undefined> {
-  return deliveriesWithEvents(db).where('d.owner_user_id', '=', ownerUserId).where('d.id', '=', id).executeTakeFirst();
+  return deliveriesWithEvents(db).selectAll('d').where('d.owner_user_id', '=', ownerUserId).where('d.id', '=', id).executeTakeFirst();
 }
+
+/** What a delivery is presented with: the list reads only these (not its lease), and its times as epoch milliseconds. */
+const DELIVERY_FIELDS = ['d.id', 'd.subscription_id', 'd.event_id', 'd.status'] as const;
+type DeliveryTimes = 'next_attempt_at' | 'created_at' | 'updated_at' | 'completed_at';
+export type DeliveryView = Instants<Pick<DeliveryRow, 'id' | 'subscription_id' | 'event_id' | 'status' | 'event_type' | 'event_body' | DeliveryTimes>>;
 
 /** The owner's deliveries with their events, filtered; read a page at a time. */
 export const deliveryList = listQuery({
   id: 'd.id',
   rows: (db, { ownerUserId, subscriptionId, status }: { ownerUserId: string; subscriptionId?: string; status?: DeliveryStatus }) => {
-    let query = deliveriesWithEvents(db).where('d.owner_user_id', '=', ownerUserId);
+    let query = deliveriesWithEvents(db)
+      .select([...DELIVERY_FIELDS, epochMs('d.next_attempt_at'), epochMs('d.created_at'), epochMs('d.updated_at'), epochMsOrNull('d.completed_at')])
+      .where('d.owner_user_id', '=', ownerUserId);
     if (subscriptionId !== undefined) query = query.where('d.subscription_id', '=', subscriptionId);
     if (status !== undefined) query = query.where('d.status', '=', status);
     return query;
