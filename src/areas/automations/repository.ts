@@ -2,9 +2,7 @@ import { type Insertable, type Selectable, sql, type Transaction, type Updateabl
 import type { AutomationRuns, Automations } from '../../../generated/db';
 import type { Schemas } from '../../platform/api-types';
 import type { Database, DB } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { ownedRecords } from '../../platform/db/owned';
-import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
 
 export type AutomationRow = Selectable<Automations>;
 export type RunRow = Selectable<AutomationRuns>;
@@ -16,22 +14,13 @@ export function findAutomationById(db: Database, id: string) {
   return db.selectFrom('automations').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** What an automation is presented with: the list reads only these, and its times as epoch milliseconds. */
-const AUTOMATION_FIELDS = ['id', 'name', 'prompt', 'cron', 'timezone', 'enabled', 'project_id', 'skill_ids', 'model', 'output_format'] as const;
-export type AutomationView = Instants<Pick<AutomationRow, (typeof AUTOMATION_FIELDS)[number] | 'next_run_at' | 'created_at' | 'updated_at'>>;
-
 /** The owner's automations, filtered; read a page at a time. */
-export const automationList = listQuery({
-  id: 'id',
-  rows: (db, { ownerUserId, enabled }: { ownerUserId: string; enabled?: boolean }) => {
-    let query = db
-      .selectFrom('automations')
-      .select([...AUTOMATION_FIELDS, epochMsOrNull('next_run_at'), epochMs('created_at'), epochMs('updated_at')])
-      .where('owner_user_id', '=', ownerUserId);
-    if (enabled !== undefined) query = query.where('enabled', '=', enabled);
-    return query;
-  },
+export const automationList = ownedList('automations', {
+  fields: ['name', 'prompt', 'cron', 'timezone', 'enabled', 'project_id', 'skill_ids', 'model', 'output_format'],
+  times: ['next_run_at', 'created_at', 'updated_at'],
+  filters: { enabled: 'enabled' },
 });
+export type AutomationView = ListedRecord<'automations', typeof automationList>;
 
 export function insertAutomation(db: Database, row: Insertable<Automations>) {
   return db.insertInto('automations').values(row).returningAll().executeTakeFirstOrThrow();
@@ -83,35 +72,13 @@ export function insertRun(db: Database, row: Insertable<AutomationRuns>) {
 
 export const { find: findRun } = ownedRecords('automation_runs');
 
-/** What a run is presented with: the list reads only these (not its lease), and its times as epoch milliseconds. */
-const RUN_FIELDS = [
-  'id',
-  'automation_id',
-  'status',
-  'trigger',
-  'attempt',
-  'error_code',
-  'error_message',
-  'input_tokens',
-  'output_tokens',
-  'cost_micro_cents',
-  'output_ids',
-] as const;
-export type RunView = Instants<Pick<RunRow, (typeof RUN_FIELDS)[number] | 'scheduled_for' | 'created_at' | 'started_at' | 'finished_at'>>;
-
-/** The owner's automation runs, filtered; read a page at a time. */
-export const runList = listQuery({
-  id: 'id',
-  rows: (db, { ownerUserId, automationId, status }: { ownerUserId: string; automationId?: string; status?: RunStatus }) => {
-    let query = db
-      .selectFrom('automation_runs')
-      .select([...RUN_FIELDS, epochMsOrNull('scheduled_for'), epochMs('created_at'), epochMsOrNull('started_at'), epochMsOrNull('finished_at')])
-      .where('owner_user_id', '=', ownerUserId);
-    if (automationId !== undefined) query = query.where('automation_id', '=', automationId);
-    if (status !== undefined) query = query.where('status', '=', status);
-    return query;
-  },
+/** The owner's automation runs, filtered; read a page at a time (not their leases). */
+export const runList = ownedList('automation_runs', {
+  fields: ['automation_id', 'status', 'trigger', 'attempt', 'error_code', 'error_message', 'input_tokens', 'output_tokens', 'cost_micro_cents', 'output_ids'],
+  times: ['scheduled_for', 'created_at', 'started_at', 'finished_at'],
+  filters: { automationId: 'automation_id', status: 'status' },
 });
+export type RunView = ListedRecord<'automation_runs', typeof runList>;
 
 export function outputsOf(db: Database, outputIds: string[]) {
   if (outputIds.length === 0) return Promise.resolve([]);

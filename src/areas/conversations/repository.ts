@@ -2,7 +2,7 @@ import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
 import type { Conversations, Messages, ToolApprovals } from '../../../generated/db';
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
-import { ownedRecords } from '../../platform/db/owned';
+import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
 import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
 
 export type ConversationRow = Selectable<Conversations>;
@@ -11,20 +11,13 @@ export type ApprovalRow = Selectable<ToolApprovals>;
 
 export const { find: findConversation, update: updateConversation, remove: deleteConversation } = ownedRecords('conversations');
 
-/** What a conversation is presented with: the list reads only these, and its times as epoch milliseconds. */
-const CONVERSATION_FIELDS = ['id', 'title', 'project_id', 'archived', 'model'] as const;
-export type ConversationView = Instants<Pick<ConversationRow, (typeof CONVERSATION_FIELDS)[number] | 'created_at' | 'updated_at'>>;
-
 /** The owner's conversations, filtered; read a page at a time. */
-export const conversationList = listQuery({
-  id: 'id',
-  rows: (db, { ownerUserId, projectId, archived }: { ownerUserId: string; projectId?: string; archived?: boolean }) => {
-    let query = db.selectFrom('conversations').select([...CONVERSATION_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('owner_user_id', '=', ownerUserId);
-    if (projectId !== undefined) query = query.where('project_id', '=', projectId);
-    if (archived !== undefined) query = query.where('archived', '=', archived);
-    return query;
-  },
+export const conversationList = ownedList('conversations', {
+  fields: ['title', 'project_id', 'archived', 'model'],
+  times: ['created_at', 'updated_at'],
+  filters: { projectId: 'project_id', archived: 'archived' },
 });
+export type ConversationView = ListedRecord<'conversations', typeof conversationList>;
 
 export function insertConversation(db: Database, row: Insertable<Conversations>) {
   return db.insertInto('conversations').values(row).returningAll().executeTakeFirstOrThrow();

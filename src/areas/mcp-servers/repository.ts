@@ -1,9 +1,7 @@
 import type { Insertable, Selectable } from 'kysely';
 import type { McpServers } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { ownedRecords } from '../../platform/db/owned';
-import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
 
 export type ServerRow = Selectable<McpServers>;
 
@@ -13,36 +11,28 @@ export function findServerByPrefix(db: Database, ownerUserId: string, toolPrefix
   return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('tool_prefix', '=', toolPrefix).executeTakeFirst();
 }
 
-/** What a server is presented with (its credentials only to say whether it has them), its times as epoch milliseconds in the list. */
-const SERVER_FIELDS = [
-  'id',
-  'name',
-  'tool_prefix',
-  'url',
-  'transport',
-  'authentication',
-  'header_name',
-  'credentials',
-  'integration_id',
-  'enabled',
-  'timeout_ms',
-  'default_tool_policy',
-  'tool_policies',
-  'tools',
-  'status',
-  'last_error',
-] as const;
-export type ServerView = Instants<Pick<ServerRow, (typeof SERVER_FIELDS)[number] | 'catalog_refreshed_at' | 'created_at' | 'updated_at'>>;
-
-/** The owner's servers; read a page at a time. */
-export const serverList = listQuery({
-  id: 'id',
-  rows: (db, { ownerUserId }: { ownerUserId: string }) =>
-    db
-      .selectFrom('mcp_servers')
-      .select([...SERVER_FIELDS, epochMsOrNull('catalog_refreshed_at'), epochMs('created_at'), epochMs('updated_at')])
-      .where('owner_user_id', '=', ownerUserId),
+/** The owner's servers; read a page at a time (their credentials only to say whether they have them). */
+export const serverList = ownedList('mcp_servers', {
+  fields: [
+    'name',
+    'tool_prefix',
+    'url',
+    'transport',
+    'authentication',
+    'header_name',
+    'credentials',
+    'integration_id',
+    'enabled',
+    'timeout_ms',
+    'default_tool_policy',
+    'tool_policies',
+    'tools',
+    'status',
+    'last_error',
+  ],
+  times: ['catalog_refreshed_at', 'created_at', 'updated_at'],
 });
+export type ServerView = ListedRecord<'mcp_servers', typeof serverList>;
 
 /** The owner's enabled servers, oldest first (the order their tools are offered in). */
 export function enabledServers(db: Database, ownerUserId: string) {

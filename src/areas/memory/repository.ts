@@ -1,9 +1,7 @@
-import { type Insertable, type Selectable, sql } from 'kysely';
+import { type Insertable, sql } from 'kysely';
 import type { MemoryItems } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { ownedRecords } from '../../platform/db/owned';
-import { epochMs, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
 import { anyWord } from '../../platform/db/text-search';
 
 export const { find: findMemoryItem, update: updateMemoryItem, remove: deleteMemoryItem } = ownedRecords('memory_items');
@@ -17,20 +15,13 @@ export function findMemoryItemByContentKey(db: Database, ownerUserId: string, co
     .executeTakeFirst();
 }
 
-/** What a memory item is presented with: the list reads only these (not its key or search vector), and its times as epoch milliseconds. */
-const MEMORY_FIELDS = ['id', 'kind', 'content', 'project_id', 'source', 'source_ref'] as const;
-export type MemoryView = Instants<Pick<Selectable<MemoryItems>, (typeof MEMORY_FIELDS)[number] | 'created_at' | 'updated_at'>>;
-
-/** The owner's memory items, filtered; read a page at a time. */
-export const memoryItemList = listQuery({
-  id: 'id',
-  rows: (db, { ownerUserId, kind, projectId }: { ownerUserId: string; kind?: string; projectId?: string }) => {
-    let query = db.selectFrom('memory_items').select([...MEMORY_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('owner_user_id', '=', ownerUserId);
-    if (kind !== undefined) query = query.where('kind', '=', kind);
-    if (projectId !== undefined) query = query.where('project_id', '=', projectId);
-    return query;
-  },
+/** The owner's memory items, filtered; read a page at a time (not their keys or search vectors). */
+export const memoryItemList = ownedList('memory_items', {
+  fields: ['kind', 'content', 'project_id', 'source', 'source_ref'],
+  times: ['created_at', 'updated_at'],
+  filters: { kind: 'kind', projectId: 'project_id' },
 });
+export type MemoryView = ListedRecord<'memory_items', typeof memoryItemList>;
 
 /** Inserts the item; when the user already has one with the same content key, inserts nothing. */
 export function insertMemoryItem(db: Database, row: Insertable<MemoryItems>) {

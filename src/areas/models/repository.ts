@@ -1,9 +1,7 @@
 import type { Insertable, Selectable } from 'kysely';
 import type { ModelConnections, ModelPolicy } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { ownedRecords } from '../../platform/db/owned';
-import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
 
 export type ConnectionRow = Selectable<ModelConnections>;
 export type PolicyRow = Selectable<ModelPolicy>;
@@ -13,19 +11,12 @@ const POLICY_ID = 'default';
 
 export const { find: findConnection, update: updateConnection, remove: deleteConnection } = ownedRecords('model_connections');
 
-/** What a connection is presented with (its key only to say whether it has one), its times as epoch milliseconds in the list. */
-const CONNECTION_FIELDS = ['id', 'kind', 'name', 'base_url', 'api_key', 'enabled_models', 'models', 'status', 'last_error'] as const;
-export type ConnectionView = Instants<Pick<ConnectionRow, (typeof CONNECTION_FIELDS)[number] | 'last_tested_at' | 'created_at' | 'updated_at'>>;
-
-/** The owner's connections; read a page at a time. */
-export const connectionList = listQuery({
-  id: 'id',
-  rows: (db, { ownerUserId }: { ownerUserId: string }) =>
-    db
-      .selectFrom('model_connections')
-      .select([...CONNECTION_FIELDS, epochMsOrNull('last_tested_at'), epochMs('created_at'), epochMs('updated_at')])
-      .where('owner_user_id', '=', ownerUserId),
+/** The owner's connections; read a page at a time (their keys only to say whether they have one). */
+export const connectionList = ownedList('model_connections', {
+  fields: ['kind', 'name', 'base_url', 'api_key', 'enabled_models', 'models', 'status', 'last_error'],
+  times: ['last_tested_at', 'created_at', 'updated_at'],
 });
+export type ConnectionView = ListedRecord<'model_connections', typeof connectionList>;
 
 /** Every connection of a user, oldest first (the order their models are listed in). */
 export function allConnections(db: Database, ownerUserId: string) {

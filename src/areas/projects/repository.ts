@@ -1,9 +1,7 @@
-import type { Insertable, Selectable } from 'kysely';
+import type { Insertable } from 'kysely';
 import type { Projects } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { ownedRecords } from '../../platform/db/owned';
-import { epochMs, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
 
 export const { find: findProject, update: updateProject, remove: deleteProject } = ownedRecords('projects');
 
@@ -16,19 +14,13 @@ export function findProjectByClientId(db: Database, ownerUserId: string, clientI
     .executeTakeFirst();
 }
 
-/** What a project is presented with: the list reads only these (not the search vector), and its times as epoch milliseconds. */
-const PROJECT_FIELDS = ['id', 'name', 'description', 'instructions', 'color', 'parent_id', 'client_id'] as const;
-export type ProjectView = Instants<Pick<Selectable<Projects>, (typeof PROJECT_FIELDS)[number] | 'created_at' | 'updated_at'>>;
-
-/** The owner's projects, filtered by parent; read a page at a time. */
-export const projectList = listQuery({
-  id: 'id',
-  rows: (db, { ownerUserId, parentId }: { ownerUserId: string; parentId?: string }) => {
-    let query = db.selectFrom('projects').select([...PROJECT_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('owner_user_id', '=', ownerUserId);
-    if (parentId !== undefined) query = query.where('parent_id', '=', parentId);
-    return query;
-  },
+/** The owner's projects, filtered by parent; read a page at a time (not their search vectors). */
+export const projectList = ownedList('projects', {
+  fields: ['name', 'description', 'instructions', 'color', 'parent_id', 'client_id'],
+  times: ['created_at', 'updated_at'],
+  filters: { parentId: 'parent_id' },
 });
+export type ProjectView = ListedRecord<'projects', typeof projectList>;
 
 /** Inserts the project; with a clientId the caller already used, inserts nothing and returns undefined. */
 export function insertProject(db: Database, row: Insertable<Projects>) {

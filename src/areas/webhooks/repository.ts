@@ -8,15 +8,11 @@ import type {
 import type { QueryOf } from '../../platform/api-types';
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
-import { ownedRecords } from '../../platform/db/owned';
+import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
 import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptions>;
 
-/** What a subscription is presented with: the list reads only these (never its secrets), and its times as epoch milliseconds. */
-const SUBSCRIPTION_FIELDS = ['id', 'url', 'description', 'events', 'enabled', 'disabled_reason'] as const;
-type SubscriptionTimes = 'failing_since' | 'disabled_at' | 'previous_secret_expires_at' | 'created_at' | 'updated_at';
-export type SubscriptionView = Instants<Pick<SubscriptionRow, (typeof SUBSCRIPTION_FIELDS)[number] | SubscriptionTimes>>;
 export type AttemptRow = Selectable<WebhookDeliveryAttempts>;
 export type DeliveryStatus = NonNullable<QueryOf<'getWebhookDeliveries'>['status']>;
 export type DeliveryRow = Selectable<WebhookDeliveries> & { event_type: string; event_body: string };
@@ -25,18 +21,12 @@ export type DeliveryRow = Selectable<WebhookDeliveries> & { event_type: string; 
 
 export const { find: findSubscription, update: updateSubscription, remove: deleteSubscription } = ownedRecords('webhook_subscriptions');
 
-/** The owner's webhook subscriptions; read a page at a time. */
-export const subscriptionList = listQuery({
-  id: 'id',
-  rows: (db, { ownerUserId }: { ownerUserId: string }) => db.selectFrom('webhook_subscriptions').select([
-        ...SUBSCRIPTION_FIELDS,
-        epochMsOrNull('failing_since'),
-        epochMsOrNull('disabled_at'),
-        epochMsOrNull('previous_secret_expires_at'),
-        epochMs('created_at'),
-        epochMs('updated_at'),
-      ]).where('owner_user_id', '=', ownerUserId),
+/** The owner's webhook subscriptions; read a page at a time (never their secrets). */
+export const subscriptionList = ownedList('webhook_subscriptions', {
+  fields: ['url', 'description', 'events', 'enabled', 'disabled_reason'],
+  times: ['failing_since', 'disabled_at', 'previous_secret_expires_at', 'created_at', 'updated_at'],
 });
+export type SubscriptionView = ListedRecord<'webhook_subscriptions', typeof subscriptionList>;
 
 export async function countSubscriptions(db: Database, ownerUserId: string): Promise<number> {
   const row = await db

@@ -1,17 +1,21 @@
-import type { Kysely, Selectable, Updateable } from 'kysely';
+import type { Kysely, Selectable, SelectQueryBuilder, Updateable } from 'kysely';
 import type { DB } from '../../../generated/db';
 import type { Database } from './index';
+import { type ListQuery, listQuery } from './list-query';
+import { epochMs, type Instants } from './timestamps';
 
 /** The tables whose records each belong to one user: an `id` and an `owner_user_id`. */
 export type OwnedTable = { [T in keyof DB]: DB[T] extends { id: string; owner_user_id: string } ? T : never }[keyof DB];
 
 /**
- * One record of an owned table read, changed or deleted by its owner and id, the same way for every
- * area. Kysely checks column names only on a table it knows, not on one that is a type parameter,
- * so the statements are built on the untyped builder and typed here, at the boundary.
+ * Kysely checks column names only on a table it knows, not on one that is a type parameter, so the
+ * statements of this module are built on the untyped builder and typed at its boundary.
  */
+const untyped = (db: Database) => db as unknown as Kysely<Record<string, { id: string; owner_user_id: string }>>;
+
+/** One record of an owned table read, changed or deleted by its owner and id, the same way for every area. */
+
 export function ownedRecords<T extends OwnedTable>(table: T) {
-  const untyped = (db: Database) => db as unknown as Kysely<Record<string, { id: string; owner_user_id: string }>>;
   type Row = Selectable<DB[T]>;
   const name: string = table;
   return {
@@ -36,3 +40,39 @@ export function ownedRecords<T extends OwnedTable>(table: T) {
     },
   };
 }
+
+type Column<T extends OwnedTable> = keyof Selectable<DB[T]> & string;
+
+/** A listed record: its id and `F` as they are, each of `M` as epoch milliseconds (null where the column may be). */
+type Listed<R, F extends keyof R, M extends keyof R> = { id: string } & Pick<R, F> & { [K in M]: null extends R[K] ? number | null : number };
+
+/**
+ * A user's records of an owned table, read a page at a time (see ListQuery): the id and `fields`
+ * as they are, `times` as epoch milliseconds (epochMs), narrowed by equality on the column each
+ * given argument of `filters` names (`{ projectId: 'project_id' }`: the argument, its column).
+ */
+export function ownedList<T extends OwnedTable, F extends Column<T>, M extends Column<T>, C extends Record<string, Column<T>> = Record<never, never>>(
+  table: T,
+  { fields, times, filters }: { fields: readonly F[]; times: readonly M[]; filters?: C },
+): ListQuery<{ ownerUserId: string } & { [K in keyof C]?: Selectable<DB[T]>[C[K]] }, DB, T, Listed<Selectable<DB[T]>, F, M>> {
+  const name: string = table;
+  const selection = ['id', ...fields, ...times.map((column) => epochMs(column))];
+  const narrowing = Object.entries(filters ?? {});
+  return listQuery({
+    id: 'id',
+    rows: (db, args: { ownerUserId: string } & Record<string, unknown>) => {
+      let query = untyped(db).selectFrom(name).select(selection as never).where('owner_user_id', '=', args.ownerUserId);
+      for (const [argument, column] of narrowing) {
+        if (args[argument] !== undefined) query = query.where(column as never, '=', args[argument] as never);
+      }
+      return query as unknown as SelectQueryBuilder<DB, T, Listed<Selectable<DB[T]>, F, M>>;
+    },
+  });
+}
+
+type ListRow<L extends { page: (...args: never[]) => Promise<{ items: unknown[] }> }> = Awaited<ReturnType<L['page']>>['items'][number];
+
+/** A record of `table` as its presenter takes it: the columns its list `L` reads, each time a Date (read alone) or epoch milliseconds (listed). */
+export type ListedRecord<T extends OwnedTable, L extends { page: (...args: never[]) => Promise<{ items: unknown[] }> }> = Instants<
+  Pick<Selectable<DB[T]>, keyof ListRow<L> & keyof Selectable<DB[T]>>
+>;
