@@ -23,7 +23,8 @@
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process write a CPU profile.
  * BENCH_ONLY=<parts> runs only the named parts, comma-separated, of: startup, lists, throughput, files,
- * knowledge, workers, bootstrap, chat, export, lookup.
+ * knowledge, workers, bootstrap, chat, export, lookup; BENCH_ROUTES=<routes> only the named list
+ * routes of B1 (its "of the best route's" then among those).
  */
 import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -118,6 +119,15 @@ const TABLE_ROWS = 100_000;
 const SLICES = Number(process.env.BENCH_SLICES ?? '3');
 const SLICE_SECONDS = Number(process.env.BENCH_SLICE_SECONDS ?? '3');
 
+/** The list routes B1 measures: those BENCH_ROUTES names (comma-separated), or all of them. */
+function measuredRoutes(): typeof LIST_ROUTES {
+  const named = process.env.BENCH_ROUTES?.split(',').map((name) => name.trim());
+  if (!named) return LIST_ROUTES;
+  const unknown = named.filter((name) => !LIST_ROUTES.some((route) => route.name === name));
+  if (unknown.length > 0) throw new Error(`BENCH_ROUTES: no list route ${unknown.join(', ')} (${LIST_ROUTES.map((route) => route.name).join(', ')})`);
+  return LIST_ROUTES.filter((route) => named.includes(route.name));
+}
+
 /**
  * B1 on Postgres: every list route of bench/lists.ts, `GET ?limit=20` of the bench user's rows
  * from a table of 100,000, through the service, the limit (node:http) and the peer (Fastify) of
@@ -125,6 +135,7 @@ const SLICE_SECONDS = Number(process.env.BENCH_SLICE_SECONDS ?? '3');
  * equal the service's.
  */
 async function lists(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
+  const routes = measuredRoutes();
   const url = env.DATABASE_URL as string;
   const database = await openPostgres(url, 2);
   try {
@@ -168,22 +179,22 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
   // slices (service, limit, peer, then again): a route's ratio to the limit is the median of its
   // slices' ratios, each taken from passes seconds apart, since this machine's rates drift by a
   // third within a minute. The rates shown are each round's means.
-  const meanRates = Object.fromEntries(names.map((name) => [name, LIST_ROUTES.map(() => [] as number[])])) as Record<Name, number[][]>;
-  const toLimit = LIST_ROUTES.map(() => [] as number[]);
-  const toPeer = LIST_ROUTES.map(() => [] as number[]);
-  const atOnce = LIST_ROUTES.map(() => [] as number[]);
+  const meanRates = Object.fromEntries(names.map((name) => [name, routes.map(() => [] as number[])])) as Record<Name, number[][]>;
+  const toLimit = routes.map(() => [] as number[]);
+  const toPeer = routes.map(() => [] as number[]);
+  const atOnce = routes.map(() => [] as number[]);
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
   for (let round = 0; round < ROUNDS; round += 1) {
     await serve(async (bases) => {
       // All at once, before wrk runs: a keep-alive connection left idle for longer may be closed under a later fetch.
-      for (const route of LIST_ROUTES) {
+      for (const route of routes) {
         const served = await body(bases.service, route.name);
         for (const name of ['limit', 'peer'] as const) {
           const other = await body(bases[name], route.name);
           if (other !== served) throw new Error(`B1 ${route.name}: the ${name}'s body differs from the service's\n${served}\n${other}`);
         }
       }
-      for (const [i, route] of LIST_ROUTES.entries()) {
+      for (const [i, route] of routes.entries()) {
         const url = (name: Name) => `${bases[name]}/${route.name}?limit=20`;
         for (const name of names) wrk(url(name), [auth], undefined, '2'); // warm-up pass, discarded
         const slices = Object.fromEntries(names.map((name) => [name, [] as number[]])) as Record<Name, number[]>;
@@ -211,7 +222,7 @@ async function lists(dataDir: string, env: Record<string, string>, token: string
   const best = Math.max(...toLimit.map(median));
   const bestAtOnce = Math.max(...atOnce.map(median));
   const rows: Array<[string, string]> = [];
-  for (const [i, route] of LIST_ROUTES.entries()) {
+  for (const [i, route] of routes.entries()) {
     const label = `B1 GET /api/v1/${route.name}?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table`;
     rows.push([`${label}: service / limit / peer (req/s, medians)`, [meanRates.service, meanRates.limit, meanRates.peer].map((r) => median(r[i] as number[]).toFixed(0)).join(' / ')]);
     rows.push([`${label}: service / limit (goal ≥ 0.7), of the best route's`, `${shown(toLimit[i] as number[])}, ${(median(toLimit[i] as number[]) / best).toFixed(3)}`]);
