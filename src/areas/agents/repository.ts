@@ -2,8 +2,8 @@ import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { AgentCommands, AgentEnvironments } from '../../../generated/db';
 import type { Schemas } from '../../platform/api-types';
 import type { Database } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, listQuery } from '../../platform/db/list-query';
+import { epochMs, epochMsOrNull } from '../../platform/db/timestamps';
 
 export type EnvironmentRow = Selectable<AgentEnvironments> & { pending_commands: number };
 export type CommandRow = Selectable<AgentCommands>;
@@ -29,8 +29,6 @@ export async function findEnvironment(db: Database, userId: string, id: string, 
 
 /** What an environment is presented with: the list reads only these (not its credential), and its times as epoch milliseconds. */
 const ENVIRONMENT_FIELDS = ['e.id', 'e.name', 'e.platform', 'e.protocol_version', 'e.agent_version', 'e.reported_status', 'e.filesystem_grant'] as const;
-type EnvironmentFields = 'id' | 'name' | 'platform' | 'protocol_version' | 'agent_version' | 'reported_status' | 'filesystem_grant';
-export type EnvironmentView = Instants<Pick<EnvironmentRow, EnvironmentFields | 'pending_commands' | 'last_heartbeat_at' | 'created_at' | 'updated_at'>>;
 
 /** The owner's environments, with their waiting commands as of `now`; read a page at a time. */
 export const environmentList = listQuery({
@@ -40,6 +38,7 @@ export const environmentList = listQuery({
       .select([...ENVIRONMENT_FIELDS, epochMsOrNull('e.last_heartbeat_at'), epochMs('e.created_at'), epochMs('e.updated_at')])
       .where('e.owner_user_id', '=', ownerUserId),
 });
+export type EnvironmentView = ListedRecord<EnvironmentRow, typeof environmentList>;
 
 export async function countEnvironments(db: Database, userId: string): Promise<number> {
   const row = await db.selectFrom('agent_environments').select(sql<number>`count(*)::int`.as('n')).where('owner_user_id', '=', userId).executeTakeFirst();
@@ -116,7 +115,6 @@ export function findCommand(db: Database, environmentId: string, id: string, opt
 
 /** What a command is presented with: the list reads these, and its times as epoch milliseconds. */
 const COMMAND_FIELDS = ['id', 'environment_id', 'type', 'payload', 'status', 'deliveries', 'error_code', 'error_message'] as const;
-export type CommandView = Instants<Pick<CommandRow, (typeof COMMAND_FIELDS)[number] | 'lease_expires_at' | 'expires_at' | 'created_at' | 'acknowledged_at'>>;
 
 /** An environment's commands, filtered; read a page at a time. */
 export const commandList = listQuery({
@@ -130,6 +128,7 @@ export const commandList = listQuery({
     return query;
   },
 });
+export type CommandView = ListedRecord<CommandRow, typeof commandList>;
 
 export function updateCommand(db: Database, id: string, patch: Updateable<AgentCommands>): Promise<CommandRow> {
   return db.updateTable('agent_commands').set(patch).where('id', '=', id).returningAll().executeTakeFirstOrThrow();

@@ -2,7 +2,8 @@ import { type Insertable, type Selectable, sql, type Transaction, type Updateabl
 import type { AutomationRuns, Automations } from '../../../generated/db';
 import type { Schemas } from '../../platform/api-types';
 import type { Database, DB } from '../../platform/db';
-import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
+import type { ListedRecord } from '../../platform/db/list-query';
+import { ownedList, ownedRecords } from '../../platform/db/owned';
 
 export type AutomationRow = Selectable<Automations>;
 export type RunRow = Selectable<AutomationRuns>;

@@ -1,8 +1,8 @@
 import type { Selectable, Updateable } from 'kysely';
-import type { Budgets, LedgerEntries } from '../../../generated/db';
+import type { Budgets } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { epochMs, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, listQuery } from '../../platform/db/list-query';
+import { epochMs } from '../../platform/db/timestamps';
 import { uuidv7 } from '../../platform/ids';
 
 export function findBudget(db: Database, userId: string) {
@@ -70,10 +70,10 @@ export function findLedgerEntryByReference(db: Database, reference: string) {
 
 /** What a ledger entry is presented with: the list reads these, and its time as epoch milliseconds. */
 const LEDGER_FIELDS = ['id', 'user_id', 'amount_cents', 'balance_after_cents', 'kind', 'actor_user_id', 'reason'] as const;
-export type LedgerEntryView = Instants<Pick<Selectable<LedgerEntries>, (typeof LEDGER_FIELDS)[number] | 'created_at'>>;
 
 /** A user's ledger entries; read a page at a time. */
 export const ledgerEntryList = listQuery({
   id: 'id',
   rows: (db, { userId }: { userId: string }) => db.selectFrom('ledger_entries').select([...LEDGER_FIELDS, epochMs('created_at')]).where('user_id', '=', userId),
 });
+export type LedgerEntryView = ListedRecord<'ledger_entries', typeof ledgerEntryList>;

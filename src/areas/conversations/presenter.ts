@@ -1,7 +1,7 @@
 import type { components } from '../../../generated/api';
+import { millis, millisOrNull } from '../../platform/db/timestamps';
 import { presentSnippet } from '../../platform/snippet';
 import { presentRecordedUsage } from '../../platform/usage';
-import { millis, millisOrNull } from '../../platform/db/timestamps';
 import type { ApprovalView, ConversationView, MessageView } from './repository';
 
 type Schemas = components['schemas'];

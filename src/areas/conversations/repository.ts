@@ -1,9 +1,9 @@
 import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
 import type { Conversations, Messages, ToolApprovals } from '../../../generated/db';
 import type { Database, DB } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
-import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, listQuery } from '../../platform/db/list-query';
+import { ownedList, ownedRecords } from '../../platform/db/owned';
+import { epochMs, epochMsOrNull } from '../../platform/db/timestamps';
 
 export type ConversationRow = Selectable<Conversations>;
 export type MessageRow = Selectable<Messages>;
@@ -40,7 +40,6 @@ const MESSAGE_FIELDS = [
   'cost_micro_cents',
   'parts',
 ] as const;
-export type MessageView = Instants<Pick<MessageRow, (typeof MESSAGE_FIELDS)[number] | 'created_at' | 'updated_at'>>;
 
 /** A conversation's messages; read a page at a time. */
 export const messageList = listQuery({
@@ -48,6 +47,7 @@ export const messageList = listQuery({
   rows: (db, { conversationId }: { conversationId: string }) =>
     db.selectFrom('messages').select([...MESSAGE_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('conversation_id', '=', conversationId),
 });
+export type MessageView = ListedRecord<MessageRow, typeof messageList>;
 
 /** The last `limit` complete messages before `beforeId`, oldest first: the prompt's history. */
 export async function history(db: Database, conversationId: string, beforeId: string, limit: number) {
@@ -204,7 +204,6 @@ export function findApproval(db: Database, userId: string, id: string) {
 
 /** What an approval is presented with: the list reads only these, and its times as epoch milliseconds. */
 const APPROVAL_FIELDS = ['id', 'conversation_id', 'message_id', 'tool_call_id', 'tool_name', 'arguments', 'arguments_digest', 'status'] as const;
-export type ApprovalView = Instants<Pick<ApprovalRow, (typeof APPROVAL_FIELDS)[number] | 'created_at' | 'expires_at' | 'decided_at'>>;
 
 /** The user's approvals still pending at `now`; read a page at a time. */
 export const pendingApprovalList = listQuery({
@@ -217,6 +216,7 @@ export const pendingApprovalList = listQuery({
       .where('status', '=', 'pending')
       .where('expires_at', '>', now),
 });
+export type ApprovalView = ListedRecord<ApprovalRow, typeof pendingApprovalList>;
 
 /** Decides a pending approval once; undefined when it was decided (or expired) meanwhile. */
 export function decideApproval(trx: Transaction<DB>, id: string, status: 'approved' | 'denied', now: Date) {

@@ -1,9 +1,9 @@
-import { type ExpressionBuilder, type Insertable, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type Insertable, sql } from 'kysely';
 import type { DB, Files } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
+import { type ListedRecord, listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
-import { epochMs, type Instants } from '../../platform/db/timestamps';
+import { epochMs } from '../../platform/db/timestamps';
 
 export interface FileFilter {
   scope: 'all' | 'owned' | 'shared';
@@ -51,7 +51,6 @@ const FILE_FIELDS = [
   'chunk_count',
   'ingest_error',
 ] as const;
-export type FileView = Instants<Pick<Selectable<Files>, (typeof FILE_FIELDS)[number] | 'created_at' | 'updated_at'>>;
 
 /**
  * The files a user owns or was shared (per `scope`), filtered; read a page at a time. Each row
@@ -81,6 +80,7 @@ export const readableFileList = listQuery({
     return query;
   },
 });
+export type FileView = ListedRecord<'files', typeof readableFileList>;
 
 export function insertFile(db: Database, row: Insertable<Files>) {
   return db.insertInto('files').values(row).returningAll().executeTakeFirstOrThrow();

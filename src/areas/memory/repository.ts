@@ -1,7 +1,8 @@
 import { type Insertable, sql } from 'kysely';
 import type { MemoryItems } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
+import type { ListedRecord } from '../../platform/db/list-query';
+import { ownedList, ownedRecords } from '../../platform/db/owned';
 import { anyWord } from '../../platform/db/text-search';
 
 export const { find: findMemoryItem, update: updateMemoryItem, remove: deleteMemoryItem } = ownedRecords('memory_items');

@@ -1,7 +1,8 @@
 import type { Insertable, Selectable } from 'kysely';
 import type { ModelConnections, ModelPolicy } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
+import type { ListedRecord } from '../../platform/db/list-query';
+import { ownedList, ownedRecords } from '../../platform/db/owned';
 
 export type ConnectionRow = Selectable<ModelConnections>;
 export type PolicyRow = Selectable<ModelPolicy>;

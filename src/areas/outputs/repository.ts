@@ -1,7 +1,8 @@
 import type { Insertable } from 'kysely';
 import type { Outputs } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
+import type { ListedRecord } from '../../platform/db/list-query';
+import { ownedList, ownedRecords } from '../../platform/db/owned';
 
 export const { find: findOutput } = ownedRecords('outputs');
 

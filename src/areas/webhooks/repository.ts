@@ -7,9 +7,9 @@ import type {
 } from '../../../generated/db';
 import type { QueryOf } from '../../platform/api-types';
 import type { Database, DB } from '../../platform/db';
-import { listQuery } from '../../platform/db/list-query';
-import { type ListedRecord, ownedList, ownedRecords } from '../../platform/db/owned';
-import { epochMs, epochMsOrNull, type Instants } from '../../platform/db/timestamps';
+import { type ListedRecord, listQuery } from '../../platform/db/list-query';
+import { ownedList, ownedRecords } from '../../platform/db/owned';
+import { epochMs, epochMsOrNull } from '../../platform/db/timestamps';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptions>;
 
@@ -72,8 +72,6 @@ export function findDelivery(db: Database, ownerUserId: string, id: string): Pro
 
 /** What a delivery is presented with: the list reads only these (not its lease), and its times as epoch milliseconds. */
 const DELIVERY_FIELDS = ['d.id', 'd.subscription_id', 'd.event_id', 'd.status'] as const;
-type DeliveryTimes = 'next_attempt_at' | 'created_at' | 'updated_at' | 'completed_at';
-export type DeliveryView = Instants<Pick<DeliveryRow, 'id' | 'subscription_id' | 'event_id' | 'status' | 'event_type' | 'event_body' | DeliveryTimes>>;
 
 /** The owner's deliveries with their events, filtered; read a page at a time. */
 export const deliveryList = listQuery({
@@ -87,6 +85,7 @@ export const deliveryList = listQuery({
     return query;
   },
 });
+export type DeliveryView = ListedRecord<DeliveryRow, typeof deliveryList>;
 
 export function attemptsOf(db: Database, deliveryIds: string[]): Promise<AttemptRow[]> {
   if (deliveryIds.length === 0) return Promise.resolve([]);

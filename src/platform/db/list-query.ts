@@ -1,6 +1,8 @@
-import { type CompiledQuery, type SelectQueryBuilder, sql } from 'kysely';
+import { type CompiledQuery, type Selectable, type SelectQueryBuilder, sql } from 'kysely';
+import type { DB } from '../../../generated/db';
 import { type PageRequest, toPage } from '../pagination';
 import type { Database } from './index';
+import type { Instants } from './timestamps';
 
 /**
  * Stands for one argument's value while a list query is built for a shape; the value takes its
@@ -97,3 +99,16 @@ export class ListQuery<A extends object, QDB, TB extends keyof QDB, R extends { 
 /** A collection's list query (see ListQuery). */
 export const listQuery = <A extends object, QDB, TB extends keyof QDB, R extends { id: string }>(definition: ListDefinition<A, QDB, TB, R>) =>
   new ListQuery(definition);
+
+/** Anything read a page at a time, as a ListQuery is. */
+type Paged = { page: (...args: never[]) => Promise<{ items: unknown[] }> };
+
+/** A table's row (by the table's name) or a row type as it is. */
+type RowOf<T> = T extends keyof DB ? Selectable<DB[T]> : T;
+
+/**
+ * A record as its presenter takes it: the columns of `T` (a table's name, or a row type with what a
+ * list adds, such as a count) that its list `L` reads, each timestamp a Date (a record read alone)
+ * or epoch milliseconds (a listed one).
+ */
+export type ListedRecord<T, L extends Paged> = Instants<Pick<RowOf<T>, keyof Awaited<ReturnType<L['page']>>['items'][number] & keyof RowOf<T>>>;

@@ -2,7 +2,7 @@ import type { Kysely, Selectable, SelectQueryBuilder, Updateable } from 'kysely'
 import type { DB } from '../../../generated/db';
 import type { Database } from './index';
 import { type ListQuery, listQuery } from './list-query';
-import { epochMs, type Instants } from './timestamps';
+import { epochMs } from './timestamps';
 
 /** The tables whose records each belong to one user: an `id` and an `owner_user_id`. */
 export type OwnedTable = { [T in keyof DB]: DB[T] extends { id: string; owner_user_id: string } ? T : never }[keyof DB];
@@ -69,10 +69,3 @@ export function ownedList<T extends OwnedTable, F extends Column<T>, M extends C
     },
   });
 }
-
-type ListRow<L extends { page: (...args: never[]) => Promise<{ items: unknown[] }> }> = Awaited<ReturnType<L['page']>>['items'][number];
-
-/** A record of `table` as its presenter takes it: the columns its list `L` reads, each time a Date (read alone) or epoch milliseconds (listed). */
-export type ListedRecord<T extends OwnedTable, L extends { page: (...args: never[]) => Promise<{ items: unknown[] }> }> = Instants<
-  Pick<Selectable<DB[T]>, keyof ListRow<L> & keyof Selectable<DB[T]>>
->;
