@@ -2,7 +2,9 @@
  * The baselines of B1 in `make bench`: `GET /<route>?limit=20` for each list route of
  * bench/lists.ts, doing what the service must do for it and nothing else: verify the bearer JWT
  * once (jose, the same key, issuer and audience) and then remember it, as the service does; read
- * the `limit + 1` rows with one prepared statement per route (pg); answer the same JSON.
+ * the `limit + 1` rows with one prepared statement per route (pg); answer the same JSON, written
+ * by the serializer the service compiles from the document for the route's operation (a limit
+ * writing it with JSON.stringify would do more work than the service must).
  * `fastify` is the peer a user would pick instead; `http` (bare node:http) is the limit.
  *   tsx bench/baseline.ts fastify|http   (PORT, DATA_DIR, DATABASE_URL)
  */
@@ -10,6 +12,7 @@ import http from 'node:http';
 import Fastify from 'fastify';
 import { jwtVerify } from 'jose';
 import pg from 'pg';
+import { serializerFor } from '../src/http/json-writer';
 import { DEV_AUDIENCE, DEV_ISSUER, loadDevAuthMaterial } from '../src/platform/tokens';
 import { LIST_ROUTES, type ListRoute } from './lists';
 
@@ -24,6 +27,7 @@ async function main(): Promise<void> {
   const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
   const verified = new Map<string, string>();
   const routes = new Map(LIST_ROUTES.map((route) => [`/${route.name}`, route]));
+  const serializers = new Map(LIST_ROUTES.map((route) => [route, serializerFor(route.operationId)]));
 
   /** The caller's user id, verifying a token only the first time it is seen; null when it does not verify. */
   async function userOf(authorization: string | undefined): Promise<string | null> {
@@ -46,7 +50,8 @@ async function main(): Promise<void> {
     const { rows } = await pool.query({ name: route.name, text: route.select, values: [userId, limit + 1] });
     const items = rows.slice(0, limit);
     const last = items[items.length - 1] as Record<string, string> | undefined;
-    return JSON.stringify({
+    const serialize = serializers.get(route) as (body: unknown) => string;
+    return serialize({
       [route.items]: route.item ? items.map((row) => route.item?.(row, userId)) : items,
       nextCursor: rows.length > limit && last ? Buffer.from(Object.values(last)[0] as string).toString('base64url') : null,
     });

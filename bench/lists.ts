@@ -12,6 +12,8 @@ export interface ListRoute {
   name: string;
   /** The page's array property. */
   items: string;
+  /** The operation the service answers the route with: the limit writes its body with the same compiled serializer. */
+  operationId: string;
   /** Inserts the table's rows. */
   seed(db: Database, rows: number): Promise<void>;
   /** The limit's statement: $1 the user, $2 the rows to read (limit + 1); the record's id must be the first column. */
@@ -36,6 +38,7 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'notes',
     items: 'notes',
+    operationId: 'getNotes',
     seed: (db, rows) => fill(db, 'notes', { title: `'Bench note ' || g`, content: `repeat('Content of bench note ' || g || '. ', 4)` }, rows),
     select: `select id as "noteId", title, content, project_id as "projectId", pinned, ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
              from notes where owner_user_id = $1 order by id desc limit $2`,
@@ -43,6 +46,7 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'memory',
     items: 'memoryItems',
+    operationId: 'getMemory',
     seed: (db, rows) =>
       fill(db, 'memory_items', { kind: `'fact'`, content: `'The user prefers bench item ' || g`, content_key: `'bench-' || g`, source: `'user'` }, rows),
     select: `select id as "memoryId", kind, content, project_id as "projectId", source, source_ref as "sourceRef",
@@ -52,6 +56,7 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'projects',
     items: 'projects',
+    operationId: 'getProjects',
     seed: (db, rows) => fill(db, 'projects', { name: `'Bench project ' || g`, description: `'A project of the bench, number ' || g` }, rows),
     select: `select id as "projectId", name, description, instructions, color, parent_id as "parentId", client_id as "clientId",
              ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
@@ -60,6 +65,7 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'skills',
     items: 'skills',
+    operationId: 'getSkills',
     seed: (db, rows) => fill(db, 'skills', { name: `'Bench skill ' || g`, instructions: `'Answer as bench skill ' || g || ' would.'` }, rows),
     select: `select id as "skillId", name, description, instructions, greeting, enabled, project_id as "projectId",
              ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
@@ -68,6 +74,7 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'files',
     items: 'files',
+    operationId: 'getFiles',
     // Files not yet uploaded: no content URL to sign, and no shares.
     seed: (db, rows) => fill(db, 'files', { kind: `'file'`, name: `'bench-' || g || '.txt'`, mime_type: `'text/plain'`, size_bytes: '1024', status: `'pending'` }, rows),
     select: `select id as "fileId", owner_user_id as "ownerUserId", kind, name, mime_type as "mimeType", size_bytes as "sizeBytes", status, sha256,
@@ -101,6 +108,7 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'conversations',
     items: 'conversations',
+    operationId: 'getConversations',
     seed: (db, rows) => fill(db, 'conversations', { title: `'Bench conversation ' || g` }, rows),
     select: `select id as "conversationId", title, project_id as "projectId", archived, model, ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
              from conversations where owner_user_id = $1 order by id desc limit $2`,
@@ -108,6 +116,7 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'automations',
     items: 'automations',
+    operationId: 'getAutomations',
     seed: (db, rows) =>
       fill(db, 'automations', { name: `'Bench automation ' || g`, prompt: `'Summarize the day, number ' || g`, enabled: 'false', output_format: `'markdown'` }, rows),
     select: `select id as "automationId", name, prompt,
@@ -120,6 +129,7 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'webhooks',
     items: 'subscriptions',
+    operationId: 'getWebhooks',
     seed: (db, rows) =>
       fill(db, 'webhook_subscriptions', { url: `'https://hooks.example.com/bench/' || g`, events: `array['note.created']`, enabled: 'true', secret: `'bench-secret-' || g` }, rows),
     select: `select id as "subscriptionId", url, description, events, enabled,
