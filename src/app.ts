@@ -97,9 +97,10 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
 }
 
 /**
- * The Express app over the composed service: logging, security headers, CORS, health, metrics and
- * docs, the payment-provider route, then the validated API routes from the document (authentication,
- * caller, rate limit, capability gate, role guard, handlers), and the error rendering.
+ * The Express app over the composed service: logging, security headers, CORS, the validated API
+ * routes from the document (authentication, caller, rate limit, capability gate, role guard,
+ * handlers), then health, metrics and docs, the payment provider's and the integrations' callback
+ * routes, and the error rendering.
  */
 export async function createApp(composition: Composition, logger: Logger, isDraining: () => boolean): Promise<Express> {
   const { config, doc, database, services, metrics, store } = composition;
@@ -113,23 +114,8 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
   app.use(requestLog(accessLog(logger), metrics));
   app.use(securityHeaders(API_HEADERS));
   app.use(cors(config.auth.allowedOrigins, doc));
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-  app.get('/readyz', async (_req, res) => {
-    const [reachable, storage] = await Promise.all([isReachable(database.db), store.isReachable()]);
-    const draining = isDraining();
-    const ready = reachable && storage && !draining;
-    // Embeddings are reported, never a reason to be unready: search answers lexically without them.
-    const embeddings = services.knowledge.embeddingsHealth.state;
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : draining ? 'draining' : 'not_ready', checks: { database: reachable, storage, draining, embeddings } });
-  });
-  app.get('/metrics', metrics.handler(config.metricsToken));
-  serveDocs(app);
-  if (services.stripeEvents) app.use(stripeWebhookRouter(services.stripeEvents));
   app.use(cookieParser(composition.cookieSecret));
-  // The OAuth redirect URI of integrations (a web-app route outside /api/v1, authenticated by its state).
-  app.use(integrationCallbackRouter(services.integrations, services.sessions, { returnUrl: config.integrations.returnUrl }));
+  // The API first: its path index answers most requests without the routes below testing their paths.
   app.use(
     await apiRouter(doc, handlerMap(services, config, composition.workers.runner), {
       validateResponses: config.validateResponses,
@@ -147,6 +133,22 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
       ],
     }),
   );
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    const [reachable, storage] = await Promise.all([isReachable(database.db), store.isReachable()]);
+    const draining = isDraining();
+    const ready = reachable && storage && !draining;
+    // Embeddings are reported, never a reason to be unready: search answers lexically without them.
+    const embeddings = services.knowledge.embeddingsHealth.state;
+    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : draining ? 'draining' : 'not_ready', checks: { database: reachable, storage, draining, embeddings } });
+  });
+  app.get('/metrics', metrics.handler(config.metricsToken));
+  serveDocs(app);
+  if (services.stripeEvents) app.use(stripeWebhookRouter(services.stripeEvents));
+  // The OAuth redirect URI of integrations (a web-app route outside /api/v1, authenticated by its state).
+  app.use(integrationCallbackRouter(services.integrations, services.sessions, { returnUrl: config.integrations.returnUrl }));
   app.use(apiNotFound);
   app.use(errorMiddleware(logger, { bodyLimitBytes: config.bodyLimitBytes, requireDeclaredStatus: config.validateResponses }));
   return app;

@@ -200,12 +200,14 @@ function respond(res: Response, body: unknown, write: Serialize, validated: bool
 /**
  * A 200 with a JSON body, without Express's serialization and checks (a content type parsed and
  * formatted again, a freshness check for answers that carry no validators): what `res.json` would
- * write, with the ETag off (`app.set('etag', false)`).
+ * write, with the ETag off (`app.set('etag', false)`). Node states the Content-Length of a body
+ * ended in one piece, counting its bytes as it writes them; an answer to HEAD writes none, so the
+ * length is stated here (counting them beforehand for every answer counted them twice).
  */
 function sendJsonText(res: Response, text: string): void {
   res.statusCode = 200;
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(text));
+  if (res.req.method === 'HEAD') res.setHeader('Content-Length', Buffer.byteLength(text));
   res.end(text);
 }
 

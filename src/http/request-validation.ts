@@ -21,6 +21,8 @@ const DOCUMENT_ID = 'openapi.json';
 
 /** Characters a query value must percent-encode (the library's check, for parameters without `allowReserved`). */
 const RESERVED = /[:/?#[\]@!$&'()*+,;=]/;
+/** The same but `&` and `=`, which separate the pairs: a query without these has no reserved value. */
+const RESERVED_IN_VALUES = /[:/?#[\]@!$'()*+,;]/;
 
 const integerWithin = (bits: number) => ({
   type: 'number' as const,
@@ -268,8 +270,10 @@ class OperationCheck {
     if (start < 0) return;
     // A `#` ends the query, as it does for Express's parser.
     const end = url.indexOf('#', start);
+    const query = url.slice(start + 1, end < 0 ? undefined : end);
+    if (!RESERVED_IN_VALUES.test(query)) return;
     const raw = new Map<string, string[]>();
-    for (const pair of url.slice(start + 1, end < 0 ? undefined : end).split('&')) {
+    for (const pair of query.split('&')) {
       const [key = '', value] = pair.split('=');
       raw.set(key, [...(raw.get(key) ?? []), value as string]);
     }
