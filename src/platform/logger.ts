@@ -60,7 +60,7 @@ const MAX_OPERATION_FIELDS = 1000;
  * The one line per request, written beside winston rather than through its stream pipeline (which
  * cost about a sixth of a small request): the JSON fields winston's format would write, buffered
  * and written to stdout once per turn of the event loop, and nothing at all below the `info`
- * level. The line is assembled from its fixed fields (each string JSON-encoded, the operationId's
+ * level (as the logger is at the turn's first line). The line is assembled from its fixed fields (each string JSON-encoded, the operationId's
  * field once per operation), with the timestamp's date and time formatted once per second: an
  * object spread, `JSON.stringify` and a date formatted per request cost a tenth of a small
  * request. Its fields hold no secrets (no query string, headers or bodies), so it is not redacted.
@@ -87,7 +87,12 @@ export function accessLog(logger: Logger, out: { write(chunk: string): unknown }
   let second = Number.NaN;
   let secondPrefix = '';
   return (entry) => {
-    if (logger.silent || !logger.isLevelEnabled('info')) return;
+    // Whether lines are written is decided at the first line of a turn, for all the turn's lines
+    // (winston walks its transports to decide it): a change of level counts from the next turn.
+    if (pending === '') {
+      if (logger.silent || !logger.isLevelEnabled('info')) return;
+      setImmediate(flush);
+    }
     const now = Date.now();
     if (now !== stampedAt) {
       stampedAt = now;
@@ -99,7 +104,6 @@ export function accessLog(logger: Logger, out: { write(chunk: string): unknown }
       }
       stamp = secondPrefix + (MILLIS[millis] as string);
     }
-    if (pending === '') setImmediate(flush);
     const operationId = entry.operationId === undefined ? '' : operationField(entry.operationId);
     const userId = entry.userId === undefined ? '' : `,"userId":${JSON.stringify(entry.userId)}`;
     pending +=

@@ -71,6 +71,23 @@ describe('access log', () => {
       expect(writes).toEqual([]);
     }
   });
+
+  test('a change of level counts from the next turn', async () => {
+    const { writes, out } = sink();
+    const logger = createLogger('info');
+    const log = accessLog(logger, out);
+    log(entry('r1'));
+    logger.level = 'warn';
+    log(entry('r2'));
+    await nextTurn();
+    log(entry('r3'));
+    await nextTurn();
+    expect(writes.join('').trim().split('\n').map((line) => (JSON.parse(line) as { requestId: string }).requestId)).toEqual(['r1', 'r2']);
+    logger.level = 'info';
+    log(entry('r4'));
+    await nextTurn();
+    expect(writes).toHaveLength(2);
+  });
 });
 
 describe('redaction', () => {
