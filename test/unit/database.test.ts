@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { openPostgres } from '../../src/platform/db';
+import { openPostgres, rowsOf } from '../../src/platform/db';
 import { migrateToLatest } from '../../src/platform/db/migrate';
 import { epochMs, epochMsOrNull, millis } from '../../src/platform/db/timestamps';
 import { type Harness, startHarness } from '../helpers/harness';
@@ -142,6 +142,28 @@ describe('the pool’s client (Postgres)', () => {
       } finally {
         await database.close();
       }
+    }
+  });
+
+  onPostgres('runs a compiled query (rowsOf) on the pool outside a transaction, and on the transaction’s connection inside one', async () => {
+    const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 2, { preparedStatements: true });
+    const { db } = database;
+    try {
+      expect(await rowsOf(db, sql<{ n: number }>`select ${40}::int + 2 as n`.compile(db))).toEqual([{ n: 42 }]);
+      await expect(rowsOf(db, sql`select 1 / ${0}::int`.compile(db))).rejects.toMatchObject({ code: '22012' });
+      // The client went back to the pool after the error: both of its connections still answer.
+      const both = await Promise.all([1, 2].map((n) => rowsOf(db, sql<{ n: number }>`select ${n}::int as n, pg_sleep(0.05)::text as slept`.compile(db))));
+      expect(both.map((rows) => rows[0]?.n)).toEqual([1, 2]);
+      expect(database.poolStats()).toMatchObject({ total: 2, idle: 2, waiting: 0 });
+      // A temporary table exists only on the connection that made it: the transaction's.
+      const inside = await db.transaction().execute(async (trx) => {
+        await sql`create temporary table only_here (n int) on commit drop`.execute(trx);
+        await sql`insert into only_here values (7)`.execute(trx);
+        return rowsOf(trx, sql<{ n: number }>`select n from only_here`.compile(trx));
+      });
+      expect(inside).toEqual([{ n: 7 }]);
+    } finally {
+      await database.close();
     }
   });
 });

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { type CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import type { DB } from '../../../generated/db';
@@ -99,6 +99,44 @@ export interface PostgresOptions {
   preparedStatements?: boolean;
 }
 
+/** Runs a compiled statement's text and parameters on a pool's client and answers its rows. */
+type Runner = (text: string, parameters: readonly unknown[]) => Promise<unknown[]>;
+/** The runner of each database opened by openPostgres (see `rowsOf`). */
+const runners = new WeakMap<Database, Runner>();
+
+/**
+ * The rows of a compiled query. On the database openPostgres opened, the query runs on a client of
+ * the pool directly (checked out, queried as Kysely queries it, released) rather than through
+ * Kysely's executor, whose connection provider, driver and result layers cost about a tenth of a
+ * short query's CPU time. A transaction (a Kysely of its own, on its connection) and PGlite run
+ * it through Kysely.
+ */
+export async function rowsOf<R>(db: Database, query: CompiledQuery<R>): Promise<R[]> {
+  const run = runners.get(db);
+  if (run) return (await run(query.sql, query.parameters)) as R[];
+  return (await db.executeQuery(query)).rows;
+}
+
+function poolRunner(pool: pg.Pool): Runner {
+  return (text, parameters) =>
+    new Promise((resolve, reject) => {
+      pool.connect((error, client, release) => {
+        if (error || !client) return reject(error ?? new Error('the pool gave no client'));
+        // The client's query(text, values) (clientClass), as Kysely calls it; released as Kysely releases it.
+        (client.query(text, parameters as unknown[]) as Promise<pg.QueryResult>).then(
+          (result) => {
+            release();
+            resolve(result.rows);
+          },
+          (failure: unknown) => {
+            release();
+            reject(failure as Error);
+          },
+        );
+      });
+    });
+}
+
 export async function openPostgres(url: string, poolSize: number, options: PostgresOptions = {}): Promise<DatabaseHandle> {
   const pool = new pg.Pool({
     connectionString: url,
@@ -108,6 +146,7 @@ export async function openPostgres(url: string, poolSize: number, options: Postg
   });
   pool.on('error', () => undefined); // an idle client lost its server; the pool replaces it
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  runners.set(db, poolRunner(pool));
   return {
     db,
     kind: 'postgres',

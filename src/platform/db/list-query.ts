@@ -1,7 +1,7 @@
 import { type CompiledQuery, type Selectable, type SelectQueryBuilder, sql } from 'kysely';
 import type { DB } from '../../../generated/db';
 import { type PageRequest, toPage } from '../pagination';
-import type { Database } from './index';
+import { type Database, rowsOf } from './index';
 import type { Instants } from './timestamps';
 
 /**
@@ -63,8 +63,7 @@ export class ListQuery<A extends object, QDB, TB extends keyof QDB, R extends { 
       if (!slot) return constant;
       return slot === CURSOR ? page.beforeId : slot === LIMIT ? page.limit + 1 : values[slot.key];
     });
-    const { rows } = await db.executeQuery<R>({ ...query, parameters } as CompiledQuery<R>);
-    return toPage(rows, page.limit);
+    return toPage(await rowsOf<R>(db, { ...query, parameters } as CompiledQuery<R>), page.limit);
   }
 
   private shape(db: Database, args: A, page: PageRequest): Shape {
