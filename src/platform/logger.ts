@@ -60,10 +60,11 @@ const MAX_OPERATION_FIELDS = 1000;
  * The one line per request, written beside winston rather than through its stream pipeline (which
  * cost about a sixth of a small request): the JSON fields winston's format would write, buffered
  * and written to stdout once per turn of the event loop, and nothing at all below the `info`
- * level (as the logger is at the turn's first line). The line is assembled from its fixed fields (each string JSON-encoded, the operationId's
- * field once per operation), with the timestamp's date and time formatted once per second: an
- * object spread, `JSON.stringify` and a date formatted per request cost a tenth of a small
- * request. Its fields hold no secrets (no query string, headers or bodies), so it is not redacted.
+ * level (as the logger is at the turn's first line). The line is assembled from its fixed fields
+ * (each string JSON-encoded, the operationId's field once per operation), with the timestamp's
+ * date and time formatted once per second: an object spread, `JSON.stringify` and a date
+ * formatted per request cost a tenth of a small request. Its fields hold no secrets (no query
+ * string, headers or bodies), so it is not redacted.
  */
 export function accessLog(logger: Logger, out: { write(chunk: string): unknown } = process.stdout): AccessLog {
   const service = JSON.stringify((logger.defaultMeta as { service?: string } | undefined)?.service);

@@ -107,9 +107,8 @@ const runners = new WeakMap<Database, Runner>();
 /**
  * The rows of a compiled query. On the database openPostgres opened, the query runs on a client of
  * the pool directly (checked out, queried as Kysely queries it, released) rather than through
- * Kysely's executor, whose connection provider, driver and result layers cost about a tenth of a
- * short query's CPU time. A transaction (a Kysely of its own, on its connection) and PGlite run
- * it through Kysely.
+ * Kysely's executor, whose connection provider, driver and result layers a compiled query does not
+ * need. A transaction (a Kysely of its own, on its connection) and PGlite run it through Kysely.
  */
 export async function rowsOf<R>(db: Database, query: CompiledQuery<R>): Promise<R[]> {
   const run = runners.get(db);
