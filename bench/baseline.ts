@@ -27,7 +27,6 @@ async function main(): Promise<void> {
   const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
   const verified = new Map<string, string>();
   const routes = new Map(LIST_ROUTES.map((route) => [`/${route.name}`, route]));
-  const serializers = new Map(LIST_ROUTES.map((route) => [route, serializerFor(route.operationId)]));
 
   /** The caller's user id, verifying a token only the first time it is seen; null when it does not verify. */
   async function userOf(authorization: string | undefined): Promise<string | null> {
@@ -50,8 +49,7 @@ async function main(): Promise<void> {
     const { rows } = await pool.query({ name: route.name, text: route.select, values: [userId, limit + 1] });
     const items = rows.slice(0, limit);
     const last = items[items.length - 1] as Record<string, string> | undefined;
-    const serialize = serializers.get(route) as (body: unknown) => string;
-    return serialize({
+    return serializerFor(route.operationId)({
       [route.items]: route.item ? items.map((row) => route.item?.(row, userId)) : items,
       nextCursor: rows.length > limit && last ? Buffer.from(Object.values(last)[0] as string).toString('base64url') : null,
     });
