@@ -34,6 +34,12 @@ async function fill(db: Database, table: string, columns: Record<string, string>
   await sql.raw(`analyze ${table}`).execute(db);
 }
 
+const FILE_SELECT = `select id as "fileId", owner_user_id as "ownerUserId", kind, name, mime_type as "mimeType", size_bytes as "sizeBytes", status, sha256,
+  project_id as "projectId", parent_id as "parentId", conversation_id as "conversationId",
+  ingest_status, ingest_progress, chunk_count, ingest_error,
+  coalesce((select array_agg(s.grantee_user_id order by s.grantee_user_id) from file_shares s where s.file_id = f.id), '{}') as shared_with,
+  ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"`;
+
 export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'notes',
@@ -77,13 +83,13 @@ export const LIST_ROUTES: ListRoute[] = [
     operationId: 'getFiles',
     // Files not yet uploaded: no content URL to sign, and no shares.
     seed: (db, rows) => fill(db, 'files', { kind: `'file'`, name: `'bench-' || g || '.txt'`, mime_type: `'text/plain'`, size_bytes: '1024', status: `'pending'` }, rows),
-    select: `select id as "fileId", owner_user_id as "ownerUserId", kind, name, mime_type as "mimeType", size_bytes as "sizeBytes", status, sha256,
-             project_id as "projectId", parent_id as "parentId", conversation_id as "conversationId",
-             ingest_status, ingest_progress, chunk_count, ingest_error,
-             coalesce((select array_agg(s.grantee_user_id order by s.grantee_user_id) from file_shares s where s.file_id = f.id), '{}') as shared_with,
-             ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
-             from files f where owner_user_id = $1 or exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = $1)
-             order by id desc limit $2`,
+    // The caller's own files and those shared with it, each read newest first from its own index.
+    select: `select * from (${FILE_SELECT} from files f where owner_user_id = $1 order by id desc limit $2) as owned
+             union all
+             select * from (${FILE_SELECT} from files f where owner_user_id <> $1
+                              and exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = $1)
+                            order by id desc limit $2) as shared
+             order by "fileId" desc limit $2`,
     item: (r, userId) => ({
       fileId: r.fileId,
       ownerUserId: r.ownerUserId,

@@ -196,6 +196,38 @@ describe('ownership and sharing', () => {
   });
 });
 
+describe('a list of owned and shared files', () => {
+  test('pages through both newest first, each filter and scope applied to both; another user sees none', async () => {
+    const [owner, reader, other] = await Promise.all([ctx.h.newUser('owner'), ctx.h.newUser('reader'), ctx.h.newUser('other')]);
+    // Created in turn, so that the reader's own files and those shared with it interleave by id.
+    const names: string[] = [];
+    for (let n = 1; n <= 6; n++) {
+      const mine = n % 2 === 0;
+      const file = await createFile(ctx.h, mine ? reader : owner, { name: `${mine ? 'mine' : 'shared'}-${n}`, kind: n === 5 || n === 6 ? 'folder' : 'file', ...(n < 5 ? { mimeType: 'text/plain', sizeBytes: n } : {}) });
+      if (!mine) await ctx.h.http().patch('/api/v1/files/share').set(owner.auth).send({ fileId: file.fileId, add: [reader.userId] }).expect(200);
+      names.unshift(file.name as string);
+    }
+    const pages = async (user: typeof reader, query: Record<string, string>) => {
+      const seen: string[][] = [];
+      let cursor: string | null = null;
+      do {
+        const body: { files: Array<{ name: string }>; nextCursor: string | null } = (
+          await ctx.h.http().get('/api/v1/files').query({ ...query, limit: 2, ...(cursor ? { cursor } : {}) }).set(user.auth).expect(200)
+        ).body;
+        seen.push(body.files.map((f) => f.name));
+        cursor = body.nextCursor;
+      } while (cursor !== null);
+      return seen;
+    };
+    expect(await pages(reader, {})).toEqual([names.slice(0, 2), names.slice(2, 4), names.slice(4, 6)]);
+    expect((await pages(reader, { kind: 'file' })).flat()).toEqual(names.filter((n) => !['mine-6', 'shared-5'].includes(n)));
+    expect((await pages(reader, { scope: 'owned' })).flat()).toEqual(['mine-6', 'mine-4', 'mine-2']);
+    expect((await pages(reader, { scope: 'shared', kind: 'file' })).flat()).toEqual(['shared-3', 'shared-1']);
+    expect((await pages(other, {})).flat()).toEqual([]);
+    expect((await ctx.h.http().get('/api/v1/files').query({ scope: 'mine' }).set(reader.auth)).status).toBe(400);
+  });
+});
+
 describe('folders', () => {
   test('files move into folders; folders never into themselves; a non-empty folder stays', async () => {
     const { alice, bob } = ctx;

@@ -55,7 +55,8 @@ const FILE_FIELDS = [
 /**
  * The files a user owns or was shared (per `scope`), filtered; read a page at a time. Each row
  * carries the users its file is shared with when `userId` owns it (empty otherwise), read in the
- * same statement rather than a second one per page.
+ * same statement rather than a second one per page. Owned and shared files are two parts of the
+ * list, each read from its own index.
  */
 export const readableFileList = listQuery({
   id: 'id',
@@ -68,16 +69,14 @@ export const readableFileList = listQuery({
         sql<string[]>`coalesce((select array_agg(s.grantee_user_id order by s.grantee_user_id) from file_shares s
                                  where s.file_id = files.id and files.owner_user_id = ${userId}), '{}')`.as('shared_with'),
       );
-    const shared = (eb: ExpressionBuilder<DB, 'files'>) => sharedWith(eb, userId);
-    if (scope === 'owned') query = query.where('owner_user_id', '=', userId);
-    else if (scope === 'shared') query = query.where('owner_user_id', '<>', userId).where(shared);
-    else query = query.where((eb) => eb.or([eb('owner_user_id', '=', userId), shared(eb)]));
     if (projectId !== undefined) query = query.where('project_id', '=', projectId);
     if (parentId !== undefined) query = query.where('parent_id', '=', parentId);
     if (kind !== undefined) query = query.where('kind', '=', kind);
     if (status !== undefined) query = query.where('status', '=', status);
     if (conversationId !== undefined) query = query.where('conversation_id', '=', conversationId);
-    return query;
+    const owned = query.where('owner_user_id', '=', userId);
+    const shared = query.where('owner_user_id', '<>', userId).where((eb) => sharedWith(eb, userId));
+    return scope === 'owned' ? owned : scope === 'shared' ? shared : [owned, shared];
   },
 });
 export type FileView = ListedRecord<'files', typeof readableFileList>;

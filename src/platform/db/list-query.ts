@@ -29,8 +29,13 @@ export interface ListDefinition<A extends object, QDB, TB extends keyof QDB, R e
    * added here). The query is built once per shape: an argument that is undefined or null is
    * given as it is, as are those named in `shapeBy`; every other one is a placeholder, which the
    * query may only pass to Kysely as a value.
+   *
+   * A collection that is the union of disjoint parts (a user's own files and those shared with
+   * them) gives each part: each is read newest first on its own, from its own index, and the page
+   * is the newest of their pages, where one query filtered by `a or b` would scan every row newer
+   * than the page's last.
    */
-  rows(db: Database, args: A): SelectQueryBuilder<QDB, TB, R>;
+  rows(db: Database, args: A): SelectQueryBuilder<QDB, TB, R> | ReadonlyArray<SelectQueryBuilder<QDB, TB, R>>;
   /** The column pages are ordered by, newest first, and cursors name (the record's id, e.g. `d.id`). */
   id: string;
   /** Arguments whose values choose the SQL itself (a scope, say), not only the values bound. */
@@ -83,16 +88,29 @@ export class ListQuery<A extends object, QDB, TB extends keyof QDB, R extends { 
       ]),
     ) as A;
     const id = sql.ref(this.definition.id);
-    let builder = this.definition.rows(db, stand);
-    if (page.beforeId !== null) builder = builder.where(sql<boolean>`${id} < ${CURSOR}`);
-    const query = builder
-      .orderBy(id, 'desc')
-      .limit(LIMIT as unknown as number)
-      .compile();
+    const newest = (part: SelectQueryBuilder<QDB, TB, R>) =>
+      (page.beforeId === null ? part : part.where(sql<boolean>`${id} < ${CURSOR}`)).orderBy(id, 'desc').limit(LIMIT as unknown as number);
+    const rows = this.definition.rows(db, stand);
+    let query: CompiledQuery;
+    if (!isParts(rows)) query = newest(rows).compile();
+    else {
+      // The union's rows are named by their columns alone.
+      const column = sql.ref(this.definition.id.slice(this.definition.id.lastIndexOf('.') + 1));
+      query = rows
+        .map((part, i) => db.selectFrom(newest(part).as(`part${i}`)).selectAll())
+        .reduce((union, part) => union.unionAll(part))
+        .orderBy(column, 'desc')
+        .limit(LIMIT as unknown as number)
+        .compile();
+    }
     const shape: Shape = { query, slots: query.parameters.map((value) => (value instanceof Placeholder ? value : null)) };
     this.shapes.set(key, shape);
     return shape;
   }
+}
+
+function isParts<T>(rows: T | ReadonlyArray<T>): rows is ReadonlyArray<T> {
+  return Array.isArray(rows);
 }
 
 /** A collection's list query (see ListQuery). */
