@@ -53,6 +53,13 @@ module.exports = {
       to: { path: '^test/' },
     },
     {
+      name: 'resolvable-imports-only',
+      comment: 'An import the cruiser cannot resolve would escape every rule above, so it fails too.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { couldNotResolve: true },
+    },
+    {
       name: 'no-circular',
       severity: 'error',
       from: { path: '^src/' },
@@ -63,6 +70,8 @@ module.exports = {
     doNotFollow: { path: 'node_modules' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
+    // Resolve packages' subpath exports as Node and tsc do, so that they count as resolved.
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'] },
     exclude: { path: '^(node_modules|dist)/' },
   },
 };
