@@ -3,12 +3,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { root } from '../helpers/process';
 
 /**
  * The layering rule (`.dependency-cruiser.cjs`) run on a small tree of its own: a correct tree
- * passes, and each wrong-way import fails with the rule's name, as `make layers` reports it.
+ * passes, and each wrong-way import below fails with its rule's name, as `make layers` reports it.
  */
-const root = path.resolve(__dirname, '../..');
 const cli = path.join(root, 'node_modules/dependency-cruiser/bin/dependency-cruise.mjs');
 const run = promisify(execFile);
 
