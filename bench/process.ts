@@ -99,7 +99,7 @@ export function percentile(values: number[], p: number): number {
 }
 
 /** B1, B2 and B4 measure their contenders in turn this many times (BENCH_ROUNDS; odd, so that the middle round is the median). */
-export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? '3');
+export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? '5');
 
 /**
  * Measures each contender once per round, in turn, for ROUNDS rounds: a slow or fast moment of the

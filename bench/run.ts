@@ -5,7 +5,7 @@
  *     database, then a restart) and idle RSS two seconds after;
  *   - B1 (Postgres, part `lists`): every list route of bench/lists.ts, GET ?limit=20 from tables
  *     of 100,000 rows, against the node:http limit and the Fastify peer (bench/baseline.ts), in
- *     BENCH_ROUNDS alternating rounds (default 3: the median ratio per route), and the service and
+ *     BENCH_ROUNDS alternating rounds (default 5: the median ratio per route), and the service and
  *     the limit served at once on their core;
  *   - B2-B3 (Postgres, part `throughput`): an authenticated constant route against bare Express
  *     (in BENCH_ROUNDS interleaved rounds), the validated create;
