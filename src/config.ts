@@ -15,8 +15,6 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | null;
   databasePoolSize: number;
-  /** Whether hot statements run as named (prepared) statements: off behind a transaction-mode pooler that cannot keep them. */
-  databasePreparedStatements: boolean;
   logLevel: 'error' | 'warn' | 'info' | 'debug' | 'silent';
   bodyLimitBytes: number;
   trustProxy: boolean;
@@ -639,7 +637,6 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(r.string('DATA_DIR', './.data')),
     databaseUrl,
     databasePoolSize: r.int('DATABASE_POOL_SIZE', 10, 1, 200),
-    databasePreparedStatements: r.bool('DATABASE_PREPARED_STATEMENTS', true),
     logLevel: r.oneOf('LOG_LEVEL', ['error', 'warn', 'info', 'debug', 'silent'] as const, 'info'),
     bodyLimitBytes: parseSize(r, 'BODY_LIMIT', 1024 * 1024),
     trustProxy: r.bool('TRUST_PROXY', false),

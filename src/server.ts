@@ -35,13 +35,6 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  // Start-up (the validators' compilation above all) leaves about 20 MiB of garbage that the first
-  // full collection, put off by --initial-old-space-size, would otherwise hold for as long as the
-  // instance idles. With --expose-gc (as `make run` and `npm start` run it) it goes now: the
-  // second collection gives back the pages the first one freed.
-  const gc = (globalThis as { gc?: () => void }).gc;
-  gc?.();
-  gc?.();
   const server: Server = createHttpServer(runtime.app, config.http).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
@@ -49,6 +42,7 @@ async function main(): Promise<void> {
   });
   logger.info('listening', {
     port: config.port,
+    node: process.version,
     database: runtime.database.kind,
     modelProvider: runtime.services.models.deploymentProvider.info.kind,
     startupMs: Math.round(performance.now() - started),

@@ -1,8 +1,9 @@
 import { sql } from 'kysely';
-import { openPostgres, rowsOf } from '../../src/platform/db';
+import { openPostgres } from '../../src/platform/db';
 import { migrateToLatest } from '../../src/platform/db/migrate';
 import { epochMs, epochMsOrNull, millis } from '../../src/platform/db/timestamps';
 import { type Harness, startHarness } from '../helpers/harness';
+import { eventually } from '../helpers/receiver';
 
 /** The tests that need a Postgres server (DATABASE_URL); skipped on the embedded PGlite. */
 const onPostgres = process.env.TEST_DATABASE_URL ? test : test.skip;
@@ -69,100 +70,46 @@ describe('the database', () => {
   });
 });
 
-describe('prepared statements (Postgres)', () => {
-  /** The named statements of the instance's one connection, after listing notes twice. */
-  async function preparedAfterListing(env: Record<string, string>): Promise<{ harness: Harness; statements: string[] }> {
-    const harness = await startHarness({ DATABASE_POOL_SIZE: '1', ...env });
-    const user = await harness.newUser();
-    await harness.http().post('/api/v1/notes').set(user.auth).send({ title: 'Prepared' }).expect(200);
-    for (let i = 0; i < 2; i += 1) {
-      const res = await harness.http().get('/api/v1/notes?limit=5').set(user.auth).expect(200);
-      expect(res.body.notes.map((n: { title: string }) => n.title)).toEqual(['Prepared']);
-    }
-    const { rows } = await sql<{ name: string; statement: string }>`select name, statement from pg_prepared_statements`.execute(harness.runtime.database.db);
-    return { harness, statements: rows.map((r) => `${r.name}: ${r.statement}`) };
-  }
-
-  onPostgres('data statements are prepared once per connection, and prepared again after a migration changes the table', async () => {
-    const { harness, statements } = await preparedAfterListing({});
+describe('the pool (Postgres)', () => {
+  onPostgres('answers Kysely’s queries with their rows, and refuses with Postgres’s error and code', async () => {
+    const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 1);
     try {
-      const list = statements.filter((s) => /^aiws_\d+: select "id", .* from "notes" where "owner_user_id" = \$1 order by "id" desc limit \$2$/.test(s));
-      expect(list).toHaveLength(1);
-      // Only data statements are named: never begin, commit or set.
-      expect(statements.filter((s) => !/^aiws_\d+: \s*(select|insert|update|delete|with)\b/i.test(s))).toEqual([]);
-      const user = await harness.newUser();
-      const created = await harness.http().post('/api/v1/notes').set(user.auth).send({ title: 'Before' }).expect(200);
-      const one = () => harness.http().get('/api/v1/notes').query({ noteId: created.body.note.noteId }).set(user.auth).expect(200);
-      await one();
-      // A `select *` prepared before the table changed fails once with a stale plan, and is prepared again.
-      await sql`alter table notes add column added_later text`.execute(harness.runtime.database.db);
-      expect((await one()).body.note.title).toBe('Before');
-      const res = await harness.http().get('/api/v1/notes').set(user.auth).expect(200);
-      expect(res.body.notes.map((n: { title: string }) => n.title)).toEqual(['Before']);
-    } finally {
-      await harness.close();
-    }
-  });
-
-  onPostgres('statements inside a transaction run unnamed (a stale plan could not be retried there)', async () => {
-    const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 1, { preparedStatements: true });
-    try {
-      const marker = `inside_${Date.now()}`;
-      await database.db.transaction().execute((trx) => sql`select ${marker}::text as inside`.execute(trx));
-      await sql`select ${marker}::text as outside`.execute(database.db);
-      const { rows } = await sql<{ statement: string }>`select statement from pg_prepared_statements`.execute(database.db);
-      const statements = rows.map((r) => r.statement);
-      expect(statements.some((s) => s.includes('as outside'))).toBe(true);
-      expect(statements.some((s) => s.includes('as inside'))).toBe(false);
+      const { rows } = await sql<{ n: number; s: string }>`select ${40}::int + 2 as n, ${'text'} as s`.execute(database.db);
+      expect(rows).toEqual([{ n: 42, s: 'text' }]);
+      const failed = sql`select 1 / ${0}::int`.execute(database.db);
+      await expect(failed).rejects.toMatchObject({ code: '22012', message: 'division by zero' });
+      // The pool's one connection is still usable, inside and outside a transaction.
+      const inside = await database.db.transaction().execute(async (trx) => (await sql<{ n: number }>`select 1 as n`.execute(trx)).rows);
+      expect(inside).toEqual([{ n: 1 }]);
+      expect((await sql<{ n: number }>`select 2 as n`.execute(database.db)).rows).toEqual([{ n: 2 }]);
     } finally {
       await database.close();
     }
   });
 
-  onPostgres('DATABASE_PREPARED_STATEMENTS=false runs every statement unnamed (for a transaction-mode pooler)', async () => {
-    const { harness, statements } = await preparedAfterListing({ DATABASE_PREPARED_STATEMENTS: 'false' });
-    await harness.close();
-    expect(statements).toEqual([]);
-  });
-});
-
-describe('the pool’s client (Postgres)', () => {
-  onPostgres('answers Kysely’s queries, prepared or not, with their rows, and refuses with Postgres’s error and code', async () => {
-    for (const preparedStatements of [true, false]) {
-      const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 1, { preparedStatements });
-      try {
-        const { rows } = await sql<{ n: number; s: string }>`select ${40}::int + 2 as n, ${'text'} as s`.execute(database.db);
-        expect(rows).toEqual([{ n: 42, s: 'text' }]);
-        const failed = sql`select 1 / ${0}::int`.execute(database.db);
-        await expect(failed).rejects.toMatchObject({ code: '22012', message: 'division by zero' });
-        // The pool's one connection is still usable, inside and outside a transaction.
-        const inside = await database.db.transaction().execute(async (trx) => (await sql<{ n: number }>`select 1 as n`.execute(trx)).rows);
-        expect(inside).toEqual([{ n: 1 }]);
-        expect((await sql<{ n: number }>`select 2 as n`.execute(database.db)).rows).toEqual([{ n: 2 }]);
-      } finally {
-        await database.close();
-      }
-    }
-  });
-
-  onPostgres('runs a compiled query (rowsOf) on the pool outside a transaction, and on the transaction’s connection inside one', async () => {
-    const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 2, { preparedStatements: true });
-    const { db } = database;
+  onPostgres('a connection the server ends, idle or inside a transaction, fails its query and is reported, and the process goes on', async () => {
+    const lost: string[] = [];
+    const database = await openPostgres(process.env.TEST_DATABASE_URL as string, 2, (error) => lost.push(error.message));
+    const admin = await openPostgres(process.env.TEST_DATABASE_URL as string, 1);
+    const terminate = (pid: number) => sql`select pg_terminate_backend(${pid})`.execute(admin.db);
     try {
-      expect(await rowsOf(db, sql<{ n: number }>`select ${40}::int + 2 as n`.compile(db))).toEqual([{ n: 42 }]);
-      await expect(rowsOf(db, sql`select 1 / ${0}::int`.compile(db))).rejects.toMatchObject({ code: '22012' });
-      // The client went back to the pool after the error: both of its connections still answer.
-      const both = await Promise.all([1, 2].map((n) => rowsOf(db, sql<{ n: number }>`select ${n}::int as n, pg_sleep(0.05)::text as slept`.compile(db))));
-      expect(both.map((rows) => rows[0]?.n)).toEqual([1, 2]);
-      expect(database.poolStats()).toMatchObject({ total: 2, idle: 2, waiting: 0 });
-      // A temporary table exists only on the connection that made it: the transaction's.
-      const inside = await db.transaction().execute(async (trx) => {
-        await sql`create temporary table only_here (n int) on commit drop`.execute(trx);
-        await sql`insert into only_here values (7)`.execute(trx);
-        return rowsOf(trx, sql<{ n: number }>`select n from only_here`.compile(trx));
+      // Inside a transaction: the checked-out client's server goes away between two statements.
+      const inTransaction = database.db.transaction().execute(async (trx) => {
+        const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx);
+        await terminate(rows[0]!.pid);
+        await sql`select pg_sleep(0.2)`.execute(trx);
       });
-      expect(inside).toEqual([{ n: 7 }]);
+      await expect(inTransaction).rejects.toThrow();
+      // Idle: both pooled connections end while no query holds them.
+      const pids = await Promise.all([1, 2].map(async () => (await sql<{ pid: number }>`select pg_backend_pid() as pid, pg_sleep(0.05)`.execute(database.db)).rows[0]!.pid));
+      for (const pid of new Set(pids)) await terminate(pid);
+      // The pool drops each client it is told of.
+      await eventually(() => (database.poolStats()?.total === 0 ? true : undefined));
+      expect(lost.length).toBeGreaterThanOrEqual(1 + new Set(pids).size);
+      // The pool connects again on the next query.
+      expect((await sql<{ n: number }>`select 3 as n`.execute(database.db)).rows).toEqual([{ n: 3 }]);
     } finally {
+      await admin.close();
       await database.close();
     }
   });

@@ -60,7 +60,6 @@ const FILE_FIELDS = [
  */
 export const readableFileList = listQuery({
   id: 'id',
-  shapeBy: ['scope'],
   rows: (db, { userId, scope, projectId, parentId, kind, status, conversationId }: FileFilter & { userId: string }) => {
     let query = db
       .selectFrom('files')

@@ -1,10 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { type CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import type { DB } from '../../../generated/db';
-import { parseTimestamptz } from './timestamps';
 
 export type Database = Kysely<DB>;
 export type { DB };
@@ -12,6 +11,8 @@ export type { DB };
 export interface DatabaseHandle {
   db: Database;
   kind: 'postgres' | 'pglite';
+  /** The connection pool (Postgres), for the few libraries that take one (the shared rate limit); undefined on PGlite. */
+  pool?: pg.Pool;
   /** The connection pool's state (Postgres), or null (PGlite has no pool). */
   poolStats(): { total: number; idle: number; waiting: number } | null;
   close(): Promise<void>;
@@ -19,136 +20,25 @@ export interface DatabaseHandle {
 
 // int8 (counts, sums) as numbers, as PGlite returns them; values stay far below 2^53 here.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
-pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, parseTimestamptz);
 
-/** Statement texts run as named statements, with their names (see `clientClass`). */
-const preparedNames = new Map<string, string>();
-/** A bound on the server memory prepared statements hold: each connection keeps each one it has run. */
-const MAX_PREPARED_STATEMENTS = 256;
-let preparedCount = 0;
-
-/** Queries worth planning once: data statements (not `begin`, `commit`, DDL or `set`). */
-const DATA_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
-const TRANSACTION_START = /^\s*(begin|start transaction)\b/i;
-const TRANSACTION_END = /^\s*(commit|rollback)\b/i;
-
-/** The name `text` runs under as a named statement, given one on its first run (up to the bound). */
-function preparedName(text: string): string | undefined {
-  let name = preparedNames.get(text);
-  if (name === undefined && preparedNames.size < MAX_PREPARED_STATEMENTS && DATA_STATEMENT.test(text)) {
-    name = `aiws_${(preparedCount += 1)}`;
-    preparedNames.set(text, name);
-  }
-  return name;
-}
+/** What the pool reports of a client that lost its server (a restart, a failover, an idle cut). */
+export type ConnectionErrorListener = (error: Error) => void;
 
 /**
- * Postgres refuses to run a prepared `select *` whose table a migration has changed since ("cached
- * plan must not change result type"); the text is then prepared again under a new name.
+ * Kysely's PostgresDialect over a pg.Pool. A client that loses its server emits `error`, and an
+ * `error` event nobody listens to ends the process: the pool listens on idle clients (and reports
+ * to `pool.on('error')`), and every client gets a listener of its own as it connects, so that one
+ * checked out by a query or a transaction when the server goes away fails that query instead.
  */
-const isStalePlan = (error: Error | null) => (error as { code?: string } | null)?.code === '0A000' && /cached plan must not change result type/.test(error?.message ?? '');
-
-/**
- * The pool's client: Kysely's queries (text and values, answered by a promise) run through pg's
- * callback form; when `prepared`, data statements outside transactions run as named (server-side
- * prepared) statements, parsed and planned once per connection rather than on every execution,
- * which is most of Postgres's work for the short queries every request makes. Statements inside a
- * transaction run unnamed: after a migration changes a table, a prepared `select *` fails once per
- * connection (and is prepared again), which a transaction could not recover from.
- *
- * The callback form, because of what pg's promise form costs: with it, every query's rows and
- * the request around them outlived two young-generation collections and were promoted to the old
- * generation (1.6-1.8 MB per collection in a loop of pool checkouts and queries on Node 20, against
- * 1.5 KB for the same loop through the callback form, which also ran 16% faster), so that each
- * collection copied them and full collections came every few seconds (docs/performance.md).
- * Kept on every Node for now, unlike the request constructors (src/http/server.ts): on Node 24.21
- * the killed-instance case of test/e2e/chat-recovery-instances.test.ts let a reply's lease lapse
- * while its instance was alive (3 of 3 runs with pg's promise form, 1 of 2 with this one); find out
- * why before gating this on Node 20.
- */
-function clientClass(prepared: boolean): typeof pg.Client {
-  return class ServiceClient extends pg.Client {
-    private inTransaction = false;
-
-    // The driver's overloads; Kysely calls query(text, values).
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    override query(config: any, values?: any, callback?: any): any {
-      if (typeof config !== 'string' || typeof values === 'function' || callback !== undefined) return super.query(config, values, callback);
-      if (TRANSACTION_START.test(config)) this.inTransaction = true;
-      else if (TRANSACTION_END.test(config)) this.inTransaction = false;
-      const name = prepared && !this.inTransaction ? preparedName(config) : undefined;
-      const query = name === undefined ? { text: config, values } : { name, text: config, values };
-      return new Promise((resolve, reject) => {
-        super.query(query, (error: Error | null, result: pg.QueryResult) => {
-          if (!error) return resolve(result);
-          if (name === undefined || !isStalePlan(error)) return reject(error);
-          if (preparedNames.get(config) === name) preparedNames.set(config, `aiws_${(preparedCount += 1)}`);
-          resolve(this.query(config, values));
-        });
-      });
-    }
-  };
-}
-
-export interface PostgresOptions {
-  /**
-   * Whether marked statements run as named statements. Off behind a transaction-mode connection
-   * pooler that does not track them (one that hands each transaction a different server
-   * connection, where the name may be unknown).
-   */
-  preparedStatements?: boolean;
-}
-
-/** Runs a compiled statement's text and parameters on a pool's client and answers its rows. */
-type Runner = (text: string, parameters: readonly unknown[]) => Promise<unknown[]>;
-/** The runner of each database opened by openPostgres (see `rowsOf`). */
-const runners = new WeakMap<Database, Runner>();
-
-/**
- * The rows of a compiled query. On the database openPostgres opened, the query runs on a client of
- * the pool directly (checked out, queried as Kysely queries it, released) rather than through
- * Kysely's executor, whose connection provider, driver and result layers a compiled query does not
- * need. A transaction (a Kysely of its own, on its connection) and PGlite run it through Kysely.
- */
-export async function rowsOf<R>(db: Database, query: CompiledQuery<R>): Promise<R[]> {
-  const run = runners.get(db);
-  if (run) return (await run(query.sql, query.parameters)) as R[];
-  return (await db.executeQuery(query)).rows;
-}
-
-function poolRunner(pool: pg.Pool): Runner {
-  return (text, parameters) =>
-    new Promise((resolve, reject) => {
-      pool.connect((error, client, release) => {
-        if (error || !client) return reject(error ?? new Error('the pool gave no client'));
-        // The client's query(text, values) (clientClass), as Kysely calls it; released as Kysely releases it.
-        (client.query(text, parameters as unknown[]) as Promise<pg.QueryResult>).then(
-          (result) => {
-            release();
-            resolve(result.rows);
-          },
-          (failure: unknown) => {
-            release();
-            reject(failure as Error);
-          },
-        );
-      });
-    });
-}
-
-export async function openPostgres(url: string, poolSize: number, options: PostgresOptions = {}): Promise<DatabaseHandle> {
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: poolSize,
-    connectionTimeoutMillis: 5000,
-    Client: clientClass(options.preparedStatements ?? false),
-  });
-  pool.on('error', () => undefined); // an idle client lost its server; the pool replaces it
+export async function openPostgres(url: string, poolSize: number, onConnectionError: ConnectionErrorListener = () => undefined): Promise<DatabaseHandle> {
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000 });
+  pool.on('error', onConnectionError);
+  pool.on('connect', (client) => client.on('error', onConnectionError));
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
-  runners.set(db, poolRunner(pool));
   return {
     db,
     kind: 'postgres',
+    pool,
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => db.destroy(),
   };
