@@ -1,5 +1,6 @@
 import cookieParser from 'cookie-parser';
 import express, { type Express } from 'express';
+import helmet from 'helmet';
 import { agentHandlers } from './areas/agents/handlers';
 import { auditHandlers } from './areas/audit/handlers';
 import { billingHandlers } from './areas/billing/handlers';
@@ -33,7 +34,7 @@ import { compose, type Composition, type Services, type Workers } from './compos
 import type { Config } from './config';
 import { limitAuthFailures, resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
-import { cors } from './http/cors';
+import { CORS_PATHS, cors } from './http/cors';
 import { serveDocs } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
@@ -41,11 +42,11 @@ import { apiRouter } from './http/openapi';
 import { perUserRateLimit } from './http/rate-limit';
 import { requestLog } from './http/request-log';
 import { requireRoles } from './http/roles';
-import { API_HEADERS, securityHeaders } from './http/security-headers';
+import { API_HEADERS } from './http/security-headers';
 import './http/types';
 import { type DatabaseHandle, isReachable } from './platform/db';
 import { IdempotencyStore } from './platform/idempotency';
-import { accessLog, type Logger } from './platform/logger';
+import type { Logger } from './platform/logger';
 import { memoryRateLimiter, type RateLimiter, SharedRateLimiter } from './platform/rate-limiter';
 
 export type { Services } from './composition';
@@ -107,15 +108,13 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustProxy);
-  app.set('query parser', 'simple');
   // No automatic weak ETag on JSON answers (a hash of every body, undocumented); the content
   // routes set their own strong ETag.
   app.set('etag', false);
-  app.use(requestLog(accessLog(logger), metrics));
-  app.use(securityHeaders(API_HEADERS));
-  app.use(cors(config.auth.allowedOrigins, doc));
+  app.use(requestLog(logger, metrics));
+  app.use(helmet(API_HEADERS));
+  app.use(CORS_PATHS, cors(config.auth.allowedOrigins, doc));
   app.use(cookieParser(composition.cookieSecret));
-  // The API first: its path index answers most requests without the routes below testing their paths.
   app.use(
     await apiRouter(doc, handlerMap(services, config, composition.workers.runner), {
       validateResponses: config.validateResponses,

@@ -1,11 +1,11 @@
+import corsMiddleware, { type CorsOptions } from 'cors';
 import type { RequestHandler } from 'express';
 import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import { errors } from '../platform/errors';
 import { METHODS } from './openapi';
-import { constantHeaders, setConstantHeaders } from './security-headers';
 
 /** The routes browser clients call: the API, the session route and the document. */
-const CORS_PATHS = /^\/(?:api\/v1(?:\/|$)|auth\/session$|openapi\.(?:json|yaml)$)/;
+export const CORS_PATHS = ['/api/v1', '/auth/session', '/openapi.json', '/openapi.yaml'];
 
 /** How long a browser may reuse a preflight's answer. */
 export const CORS_MAX_AGE_SECONDS = 600;
@@ -64,47 +64,33 @@ export function corsLists(doc: OpenAPIV3.DocumentV3): CorsLists {
 }
 
 /**
- * CORS for browser clients on the origins in ALLOWED_ORIGINS, on the API, the session route and
- * the document. A preflight from an allowed origin is answered here (before the validator, which
- * knows no OPTIONS) with 204 and the allowed methods and headers; one from any other origin gets
- * 403 without CORS headers (under the Fetch standard the missing Access-Control-Allow-Origin alone
- * makes the browser refuse the call; the 403 shows why in its developer tools). Every other answer
- * to an allowed origin, errors included, carries the origin, credentials (the cookie) and the
- * headers a script may read; answers to other origins carry no CORS header at all.
+ * CORS for browser clients on the origins in ALLOWED_ORIGINS (the `cors` package, its lists read
+ * from the document), for the routes in CORS_PATHS. A preflight from an allowed origin is answered
+ * with 204 and the allowed methods and headers; one from any other origin gets 403 without CORS
+ * headers (under the Fetch standard the missing Access-Control-Allow-Origin alone makes the
+ * browser refuse the call; the 403 shows why in its developer tools). Every other answer to an
+ * allowed origin, errors included, carries the origin, credentials (the cookie) and the headers a
+ * script may read; answers to other origins carry no CORS header at all.
  */
-export function cors(allowedOrigins: readonly string[], doc: OpenAPIV3.DocumentV3): RequestHandler {
+export function cors(allowedOrigins: readonly string[], doc: OpenAPIV3.DocumentV3): RequestHandler[] {
   const allowed = new Set(allowedOrigins);
   const { methods, allowHeaders, exposeHeaders } = corsLists(doc);
-  // The constant headers of each kind of answer, computed once.
-  const preflight = constantHeaders([
-    ['Access-Control-Allow-Credentials', 'true'],
-    ['Access-Control-Allow-Methods', methods],
-    ['Access-Control-Allow-Headers', allowHeaders],
-    ['Access-Control-Max-Age', String(CORS_MAX_AGE_SECONDS)],
-  ]);
-  const answer = constantHeaders([
-    ['Access-Control-Allow-Credentials', 'true'],
-    ['Access-Control-Expose-Headers', exposeHeaders],
-  ]);
-  return function corsMiddleware(req, res, next) {
-    if (!CORS_PATHS.test(req.path)) return next();
-    // The answer depends on Origin, so caches keep one per origin (`res.vary` only when Vary is already set).
-    if (res.getHeader('Vary') === undefined) res.setHeader('Vary', 'Origin');
-    else res.vary('Origin');
+  const granted: CorsOptions = {
+    origin: true,
+    credentials: true,
+    methods,
+    allowedHeaders: allowHeaders,
+    exposedHeaders: exposeHeaders,
+    maxAge: CORS_MAX_AGE_SECONDS,
+    optionsSuccessStatus: 204,
+  };
+  // The answer depends on Origin, so caches keep one per origin; a foreign preflight is refused.
+  const varyAndRefuse: RequestHandler = (req, res, next) => {
+    res.vary('Origin');
     const origin = req.headers.origin;
-    if (origin === undefined) return next();
-    const permitted = allowed.has(origin);
-    if (req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
-      if (!permitted) return next(errors.forbidden('This origin may not call the service from a browser.'));
-      res.setHeader('Access-Control-Allow-Origin', origin);
-      setConstantHeaders(res, preflight);
-      res.status(204).end();
-      return;
-    }
-    if (permitted) {
-      res.setHeader('Access-Control-Allow-Origin', origin);
-      setConstantHeaders(res, answer);
-    }
+    const preflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined;
+    if (preflight && origin !== undefined && !allowed.has(origin)) return next(errors.forbidden('This origin may not call the service from a browser.'));
     next();
   };
+  return [varyAndRefuse, corsMiddleware((req, callback) => callback(null, allowed.has(req.headers.origin ?? '') ? granted : { origin: false }))];
 }

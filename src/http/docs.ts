@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import express, { type Router } from 'express';
 import { projectRoot } from '../platform/paths';
-import { DOCUMENT_HEADERS, securityHeaders } from './security-headers';
+import helmet from 'helmet';
+import { DOCUMENT_HEADERS } from './security-headers';
 
 const PAGE = `<!doctype html>
 <html lang="en">
@@ -47,7 +48,7 @@ export function serveDocs(router: Router): void {
   router.get('/openapi.yaml', (_req, res) => {
     res.type('application/yaml').send(yaml);
   });
-  router.use('/docs', securityHeaders(DOCUMENT_HEADERS));
+  router.use('/docs', helmet(DOCUMENT_HEADERS));
   router.get(['/docs', '/docs/'], (_req, res) => {
     res.type('html').send(PAGE);
   });

@@ -1,12 +1,10 @@
 import { createHash } from 'node:crypto';
-import { isDeepStrictEqual } from 'node:util';
 import type { Request, RequestHandler, Response } from 'express';
 import type { operations } from '../../generated/api';
 import type { IdempotencyStore } from '../platform/idempotency';
 import type { Caller } from './auth';
 import { errors } from '../platform/errors';
 import { runIdempotent } from './idempotency';
-import { type Serialize, serializerFor } from './json-writer';
 
 export type OperationId = keyof operations;
 
@@ -93,8 +91,6 @@ export interface HandlerOptions {
   anonymous?: boolean;
   /** Set for operations that declare the `Idempotency-Key` header. */
   idempotency?: IdempotencyStore;
-  /** Whether answers are validated against the document (in tests), before they are written. */
-  validateResponses: boolean;
 }
 
 /**
@@ -103,16 +99,14 @@ export interface HandlerOptions {
  * `Idempotency-Key`, the handler runs at most once per key.
  */
 export function toExpressHandler<K extends OperationId>(handler: Handler<K>, options: HandlerOptions): RequestHandler {
-  // Compiled on the first answer, not at start-up.
-  const write: Serialize = (body) => serializerFor(options.operationId)(body);
   /** Writes a handler's result: nothing for STREAMED, a tagged body with its ETag (or 304), or a 200 JSON body. */
   const answer = (req: Request, res: Response, result: unknown): void => {
     if (result === STREAMED) return;
     if (result instanceof Tagged) {
-      if (!notModified(req, res, write(result.body))) respond(res, result.body, write, options.validateResponses);
+      if (!notModified(req, res, JSON.stringify(result.body))) res.status(200).json(result.body);
       return;
     }
-    respond(res, result, write, options.validateResponses);
+    res.status(200).json(result);
   };
   return async (req, res) => {
     if (options.anonymous) {
@@ -148,8 +142,7 @@ export function toExpressHandler<K extends OperationId>(handler: Handler<K>, opt
       const request = { store, userId: caller.userId, key, operationId: options.operationId, body: req.body };
       const outcome = await runIdempotent(request, execute);
       if (outcome.replayed) res.set('Idempotent-Replayed', 'true');
-      // A replayed body comes back from storage with its keys in another order: held to the same fields only.
-      respond(res, outcome.body, write, options.validateResponses, !outcome.replayed);
+      res.status(200).json(outcome.body);
       return;
     }
     answer(req, res, await execute());
@@ -172,43 +165,6 @@ function notModified(req: Request, res: Response, text: string): boolean {
 /** Whether an If-None-Match header names `etag` (compared weakly: `W/"…"` names it too) or is `*`. */
 export function noneMatch(header: string | undefined, etag: string): boolean {
   return header !== undefined && header.split(',').some((tag) => [etag, `W/${etag}`, '*'].includes(tag.trim()));
-}
-
-/**
- * Writes a 200 body with the operation's serializer. Where answers are validated (tests), the
- * validator checks the body given to `res.json`, and the text written is then that same object's,
- * by the same serializer as in production; one that writes other text than JSON.stringify would
- * (a field dropped or changed, or written in another order than the presenter's) fails there.
- */
-function respond(res: Response, body: unknown, write: Serialize, validated: boolean, inOrder = true): void {
-  if (!validated) return sendJsonText(res, write(body));
-  const send = res.send;
-  // The validator hands the body it checked to Express's res.json, which calls res.send with its text.
-  res.send = function sendValidated(this: Response, text: unknown) {
-    res.send = send;
-    if (res.statusCode !== 200) return send.call(this, text);
-    const written = write(body);
-    const expected = JSON.stringify(body);
-    const same = inOrder ? written === expected : isDeepStrictEqual(JSON.parse(written), JSON.parse(expected));
-    if (!same) throw new Error(`the serializer of this operation writes ${written} where JSON.stringify writes ${expected}`);
-    sendJsonText(res, written);
-    return res;
-  };
-  res.status(200).json(body);
-}
-
-/**
- * A 200 with a JSON body, without Express's serialization and checks (a content type parsed and
- * formatted again, a freshness check for answers that carry no validators): what `res.json` would
- * write, with the ETag off (`app.set('etag', false)`). Node states the Content-Length of a body
- * ended in one piece, counting its bytes as it writes them; an answer to HEAD writes none, so the
- * length is stated here (counting them beforehand for every answer counted them twice).
- */
-function sendJsonText(res: Response, text: string): void {
-  res.statusCode = 200;
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  if (res.req.method === 'HEAD') res.setHeader('Content-Length', Buffer.byteLength(text));
-  res.end(text);
 }
 
 /**

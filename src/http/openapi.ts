@@ -6,13 +6,10 @@ import type { OpenAPIV3 } from 'express-openapi-validator/dist/framework/types';
 import type { IdempotencyStore } from '../platform/idempotency';
 import { projectRoot } from '../platform/paths';
 import { authenticate } from './auth';
-import { chain } from './chain';
 import { type ApiError, errors } from '../platform/errors';
 import { type HandlerMap, type OperationId, toExpressHandler } from './handler';
 import { refuseUnstorableText } from './text-guard';
 import type { ApiOperation } from './operation';
-import { dispatchByPath, type PathDispatch } from './path-dispatch';
-import { keepQuery, RequestValidators } from './request-validation';
 import { type Components, resolveRef } from './document-refs';
 
 export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
@@ -27,8 +24,9 @@ export function loadApiDocument(): OpenAPIV3.DocumentV3 {
   return doc;
 }
 
-/** How express-openapi-validator is run where answers are validated (the tests): options of its public `middleware`. */
+/** How express-openapi-validator is run: options of its public `middleware`. */
 export interface ValidatorSettings {
+  /** Whether answers are validated too (tests and development). */
   validateResponses: boolean;
   /**
    * Whether the library checks each document it is given against the OpenAPI schema at start-up.
@@ -53,7 +51,7 @@ export interface ValidationOptions extends ValidatorSettings {
 const MAX_PATHS_PER_VALIDATOR = 8;
 
 /**
- * The document's paths in groups, one library validator each (where answers are validated): an
+ * The document's paths in groups, one library validator each: an
  * area's paths (`/api/v1/<area>/…`) stay together, and areas are packed in document order into groups of at most
  * MAX_PATHS_PER_VALIDATOR paths. A validator matches each request against its paths one by one,
  * compiling each path's pattern until one matches, while each validator costs a load of its
@@ -153,9 +151,11 @@ function inlineOperationRefs(spec: OpenAPIV3.DocumentV3): void {
 }
 
 /**
- * The library's middleware for a document, through its public options only. Security is the
- * service's (`authenticate`, which runs before the body is read); uploads are streamed to their
- * handlers (no multipart parsing); handlers are the service's routes.
+ * The library's middleware for a document, through its public options only: parameters coerced
+ * to their types (the library always does) and given their defaults, unknown and empty query
+ * parameters and unencoded reserved characters refused, bodies checked as they came. Security is
+ * the service's (`authenticate`, which runs before the body is read); uploads are streamed to
+ * their handlers (no multipart parsing); handlers are the service's routes.
  */
 function validatorMiddleware(apiSpec: OpenAPIV3.DocumentV3, settings: ValidatorSettings): RequestHandler[] {
   return OpenApiValidator.middleware({
@@ -242,34 +242,37 @@ function methodNotAllowed(item: PathItem): RequestHandler {
 }
 
 /**
- * One Express route per path of the document, each in a router of its own, reached through the
- * paths' index (`dispatchByPath`) so that finding a route costs the same wherever its path is in
- * the document. A documented method runs, in order and as one `chain`:
- * - `req.operation`, the document's operation of the route, and the query parsed once (`keepQuery`);
+ * Where the library is looser than the document: it requires a body only when the body's schema
+ * lists required properties, while the document also requires one with `required: true`.
+ */
+function requireDeclaredBody(req: Request, _res: Response, next: (error?: unknown) => void): void {
+  if (req.body !== undefined) return next();
+  next(errors.invalidRequest('The request is not valid.', [{ path: '/body', message: "must have required property 'body'" }]));
+}
+
+/**
+ * The API's routes, one Express route per path of the document, each method with the steps of the
+ * document's operation in order:
+ * - `req.operation`, the document's operation of the route;
  * - authentication (the document's security schemes and handlers) and `afterSecurity`, before
  *   anything reads the body, so that an anonymous or refused client cannot make the service wait
  *   for (or buffer) its body;
  * - the JSON body, read only for operations whose document says they take one (a streamed upload
  *   reaches its handler untouched whatever its Content-Type), then the refusal of text the
- *   database cannot store (NUL, lone surrogates);
- * - the operation's request validation (`RequestValidators`);
- * - where answers are validated (tests), express-openapi-validator's validator of the path
- *   (`pathValidators`): it checks the request again, as a second implementation of the same
- *   rules, and the handler's answers;
+ *   database cannot store (NUL, lone surrogates, nesting too deep);
+ * - express-openapi-validator's validator of the path's group (`pathValidators`), then the
+ *   document's rules it does not check (`requireDeclaredBody`);
  * - the handler.
  * Any other method is answered 405 with Allow.
  */
-export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap, options: ValidationOptions): Promise<PathDispatch<Router>> {
-  const requests = new RequestValidators(doc);
-  const library = options.validateResponses ? await pathValidators(doc, options) : undefined;
+export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap, options: ValidationOptions): Promise<Router> {
+  const validators = await pathValidators(doc, options);
   const beforeBody = [authenticate(options.securityHandlers, options.onAuthFailure), ...options.afterSecurity];
   const json = express.json({ limit: options.bodyLimitBytes, strict: false });
-  const routes: Array<{ template: string; handler: Router }> = [];
+  const router = express.Router();
   for (const [openApiPath, item] of Object.entries(doc.paths) as Array<[string, PathItem]>) {
-    const libraryValidator = library?.get(openApiPath) ?? [];
-    const router = express.Router();
+    const validator = validators.get(openApiPath) ?? [];
     const route = router.route(toExpressPath(openApiPath));
-    routes.push({ template: openApiPath, handler: router });
     for (const method of METHODS) {
       const operation = item[method];
       if (!operation) continue;
@@ -282,38 +285,33 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
       const userIdIsCaller = !described['x-required-roles'];
       // `security: []`: no credentials needed, and the handler has no caller.
       const anonymous = described.security.length === 0;
+      const body = requestBodyOf(doc, operation);
       route[method](
-        chain([
-          (req, _res, next) => {
-            req.operation = described;
-            keepQuery(req);
-            next();
-          },
-          ...beforeBody,
-          ...(takesJson(doc, operation) ? [json] : []),
-          refuseUnstorableText,
-          requests.forOperation(item as OpenAPIV3.PathItemObject, operation),
-          ...(method === 'get' ? libraryValidator.map(headAsGet) : libraryValidator),
-          toExpressHandler(handler, {
-            operationId,
-            anonymous,
-            userIdIsCaller,
-            idempotency: idempotent ? options.idempotency : undefined,
-            validateResponses: options.validateResponses,
-          }),
-        ]),
+        (req, _res, next) => {
+          req.operation = described;
+          next();
+        },
+        ...beforeBody,
+        ...(body?.content?.['application/json'] ? [json] : []),
+        refuseUnstorableText,
+        ...(method === 'get' ? validator.map(headAsGet) : validator),
+        ...(body?.required && body.content?.['application/json'] ? [requireDeclaredBody] : []),
+        toExpressHandler(handler, {
+          operationId,
+          anonymous,
+          userIdIsCaller,
+          idempotency: idempotent ? options.idempotency : undefined,
+        }),
       );
     }
     route.all(methodNotAllowed(item));
   }
-  return dispatchByPath(routes);
+  return router;
 }
 
-/** Whether the operation's request body may be JSON. */
-function takesJson(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject): boolean {
-  if (!operation.requestBody) return false;
-  const body = resolveRef((doc.components ?? {}) as Components, operation.requestBody);
-  return body.content?.['application/json'] !== undefined;
+/** The operation's request body, resolved. */
+function requestBodyOf(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject): OpenAPIV3.RequestBodyObject | undefined {
+  return operation.requestBody ? resolveRef<OpenAPIV3.RequestBodyObject>((doc.components ?? {}) as Components, operation.requestBody) : undefined;
 }
 
 /** Whether the operation declares the `Idempotency-Key` request header. */

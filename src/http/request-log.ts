@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestHandler, Response } from 'express';
-import type { AccessLog } from '../platform/logger';
+import type { Logger } from '../platform/logger';
 import type { Metrics } from '../platform/metrics';
 import { operationIdOf } from './openapi';
 
@@ -11,13 +11,13 @@ const CLIENT_REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
  * request when it ends: id, operationId, user, status, latency (also counted in the metrics).
  * Bodies, queries and headers are never logged, so neither are tokens.
  */
-export function requestLog(log: AccessLog, metrics: Metrics): RequestHandler {
+export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
   // One listener function for every response (not a closure per request).
   function finished(this: Response): void {
     const req = this.req;
     const latencyMs = performance.now() - req.receivedAt;
     const operationId = operationIdOf(req);
-    log({
+    logger.info('request', {
       requestId: req.requestId,
       operationId,
       userId: req.caller?.userId,

@@ -1,75 +1,7 @@
 import http from 'node:http';
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Express, Request } from 'express';
+import type { Express } from 'express';
 import { type ApiError, errors } from '../platform/errors';
-
-/** Node's request and response constructors, called on an object whose prototype is chosen here. */
-type NodeConstructor<A extends unknown[]> = (this: object, ...args: A) => void;
-
-/** Node's constructor as a plain function, or an error at start-up if this Node made it a class. */
-function callable<A extends unknown[]>(constructor: unknown, name: string): NodeConstructor<A> {
-  if (typeof constructor !== 'function' || Function.prototype.toString.call(constructor).startsWith('class')) {
-    throw new Error(`node:http's ${name} is not a plain function on this Node (${process.version}): src/http/server.ts must construct it another way`);
-  }
-  return constructor as NodeConstructor<A>;
-}
-
-/**
- * Whether requests and responses are constructed with the app's prototypes (`appConstructors`):
- * a workaround for Node 20's V8 only. Delete it, and `appConstructors`, when the runtime's
- * minimum is Node 22 (package.json `engines`).
- */
-export const CONSTRUCT_WITH_APP_PROTOTYPES = Number(process.versions.node.split('.')[0]) < 22;
-
-/**
- * Node 20 only (see CONSTRUCT_WITH_APP_PROTOTYPES): requests and responses constructed with
- * Express's prototypes for `app` (`app.request`, `app.response`) and with the service's own
- * request fields (src/http/types.ts).
- *
- * Express gives every request and response the app's prototypes with `Object.setPrototypeOf` as
- * it starts handling them. On Node 20's V8 an object whose prototype is changed that way keeps
- * what it references alive through young-generation collections, to be copied by each and
- * promoted to the old generation, and a bare node:http server that sets the prototypes per
- * request answers about half as many requests (docs/performance.md). Constructed with the same
- * prototypes, the call changes nothing (V8 returns at once when the prototype is already the one
- * given) and the objects die young. Declared at construction, the service's fields are written
- * in place rather than each changing the request's shape.
- */
-export function appConstructors(app: Express): Pick<http.ServerOptions, 'IncomingMessage' | 'ServerResponse'> {
-  const incomingMessage = callable<[Socket]>(http.IncomingMessage, 'IncomingMessage');
-  const serverResponse = callable<[http.IncomingMessage, unknown]>(http.ServerResponse, 'ServerResponse');
-
-  function ServiceRequest(this: Record<keyof ServiceRequestFields, unknown>, socket: Socket): void {
-    incomingMessage.call(this, socket);
-    this.requestId = undefined;
-    this.receivedAt = undefined;
-    this.operation = undefined;
-    this.credentials = undefined;
-    this.authFailure = undefined;
-    this.invalidToken = undefined;
-    this.caller = undefined;
-  }
-  ServiceRequest.prototype = app.request;
-  // Inheriting from Node's constructor, as a subclass would: V8 sizes a constructor's objects by the
-  // fields its constructor and those it inherits from assign, so that Node's fields are stored in
-  // the object itself. Without it a response held its fields in a dictionary, slower to build and read.
-  Object.setPrototypeOf(ServiceRequest, http.IncomingMessage);
-
-  function ServiceResponse(this: object, req: http.IncomingMessage, options: unknown): void {
-    serverResponse.call(this, req, options);
-  }
-  ServiceResponse.prototype = app.response;
-  Object.setPrototypeOf(ServiceResponse, http.ServerResponse);
-
-  return {
-    IncomingMessage: ServiceRequest as unknown as typeof http.IncomingMessage,
-    ServerResponse: ServiceResponse as unknown as typeof http.ServerResponse,
-  };
-}
-
-/** The request fields the service itself sets (src/http/types.ts). */
-type ServiceRequestFields = Pick<Request, 'requestId' | 'receivedAt' | 'operation' | 'credentials' | 'authFailure' | 'invalidToken' | 'caller'>;
 
 /**
  * Whether the request has a body (RFC 9112: Content-Length or Transfer-Encoding) not yet fully
@@ -100,9 +32,8 @@ function rawAnswer(error: ApiError): string {
  * extensions, 408 for a connection that did not send its headers within the headers timeout, and
  * 400 for the rest (a control character in a header, a malformed request line).
  */
-function answerClientError(error: Error & { code?: string; reason?: string }, socket: Duplex): void {
-  const inProgress = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (error.code === 'ECONNRESET' || !socket.writable || inProgress?.headersSent) {
+function answerClientError(error: Error & { code?: string; reason?: string }, socket: Duplex, answering: WeakMap<Duplex, http.ServerResponse>): void {
+  if (error.code === 'ECONNRESET' || !socket.writable || answering.get(socket)?.headersSent) {
     socket.destroy();
     return;
   }
@@ -190,8 +121,17 @@ export function createHttpServer(app: Express, limits?: HttpLimits): http.Server
         connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
       }
     : {};
-  const server = http.createServer({ ...(CONSTRUCT_WITH_APP_PROTOTYPES ? appConstructors(app) : {}), ...timeouts }, app);
-  server.on('clientError', answerClientError);
+  const server = http.createServer(timeouts, app);
+  // The response in progress on each connection: an error on a connection whose answer has begun
+  // can only close it (its own answer would land inside the other's).
+  const answering = new WeakMap<Duplex, http.ServerResponse>();
+  server.prependListener('request', (req, res) => {
+    answering.set(req.socket, res);
+    res.once('close', () => {
+      if (answering.get(req.socket) === res) answering.delete(req.socket);
+    });
+  });
+  server.on('clientError', (error: Error & { code?: string; reason?: string }, socket: Duplex) => answerClientError(error, socket, answering));
   if (limits) {
     server.keepAliveTimeout = limits.keepAliveTimeoutMs;
     if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections;

@@ -9,18 +9,6 @@ export interface QueueProbe {
   pool(): { total: number; idle: number; waiting: number } | null;
 }
 
-/** One label set of `http_requests_total`, and the requests counted for it and not yet added. */
-interface RequestTally {
-  labels: { operation: string; method: string; status: string };
-  uncounted: number;
-}
-
-interface OperationTallies {
-  /** `latency`'s child of the operation (its label set validated once). */
-  latency: { observe(seconds: number): void };
-  byMethod: Map<string, Map<number, RequestTally>>;
-}
-
 /** A gauge whose value is read at each scrape. */
 function scrapedGauge(registry: Registry, name: string, help: string, read: () => Promise<number>): void {
   new Gauge({
@@ -45,7 +33,6 @@ export class Metrics {
     help: 'Requests answered, by operation and status.',
     labelNames: ['operation', 'method', 'status'] as const,
     registers: [this.registry],
-    collect: () => this.addCountedRequests(),
   });
   readonly latency = new Histogram({
     name: 'http_request_duration_seconds',
@@ -117,10 +104,6 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** `requestAnswered`'s tallies by operation, method and status, in the order first seen. */
-  private readonly requestTallies = new Map<string, OperationTallies>();
-  private readonly tallyOrder: RequestTally[] = [];
-
   constructor(probe: QueueProbe) {
     collectDefaultMetrics({ register: this.registry });
     scrapedGauge(this.registry, 'webhook_deliveries_pending', 'Webhook deliveries waiting for an attempt (all instances).', () => probe.pendingDeliveries());
@@ -140,39 +123,10 @@ export class Metrics {
     });
   }
 
-  /**
-   * Counts an answered request in `requests` and its latency in `latency`. The count is tallied
-   * here and added to the counter when it is read (its `collect`), so that a request does not
-   * build and hash a label set for it; the latency is observed through the operation's child.
-   */
+  /** Counts an answered request in `requests` and its latency in `latency`. */
   requestAnswered(operation: string, method: string, status: number, seconds: number): void {
-    let byOperation = this.requestTallies.get(operation);
-    if (byOperation === undefined) {
-      byOperation = { latency: this.latency.labels({ operation }), byMethod: new Map() };
-      this.requestTallies.set(operation, byOperation);
-    }
-    let byStatus = byOperation.byMethod.get(method);
-    if (byStatus === undefined) {
-      byStatus = new Map();
-      byOperation.byMethod.set(method, byStatus);
-    }
-    let tally = byStatus.get(status);
-    if (tally === undefined) {
-      tally = { labels: { operation, method, status: String(status) }, uncounted: 0 };
-      byStatus.set(status, tally);
-      this.tallyOrder.push(tally);
-    }
-    tally.uncounted += 1;
-    byOperation.latency.observe(seconds);
-  }
-
-  /** Adds the requests tallied since the counter was last read, label sets in the order first seen. */
-  private addCountedRequests(): void {
-    for (const tally of this.tallyOrder) {
-      if (tally.uncounted === 0) continue;
-      this.requests.inc(tally.labels, tally.uncounted);
-      tally.uncounted = 0;
-    }
+    this.requests.inc({ operation, method, status: String(status) });
+    this.latency.observe({ operation }, seconds);
   }
 
   /**

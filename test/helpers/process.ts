@@ -19,9 +19,12 @@ export interface Running {
   exited: Promise<number | null>;
 }
 
-/** Starts src/server.ts as its own process with only the given environment (plus PATH). */
-export function start(env: Record<string, string>): Running {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+/**
+ * Starts src/server.ts as its own process with only the given environment (plus PATH); with
+ * `built`, the service as `make run` starts it (dist/, which the caller builds first).
+ */
+export function start(env: Record<string, string>, { built = false } = {}): Running {
+  const child = spawn(process.execPath, built ? ['dist/src/server.js'] : ['--import', 'tsx', 'src/server.ts'], {
     cwd: root,
     // No drain period unless a test asks for one: a stop is then as quick as before it existed.
     env: { PATH: process.env.PATH ?? '', SHUTDOWN_DRAIN_MS: '0', ...env },
