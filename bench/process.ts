@@ -1,5 +1,5 @@
-/** What the bench's parts share: pinned child processes, readiness, memory readings. */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+/** What the bench's parts share: pinned child processes, wrk passes, readiness, memory readings. */
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -19,21 +19,37 @@ export const serverCpu = '0';
 export const clientCpu = cpus > 1 ? '1' : '0';
 
 /**
- * With BENCH_PROFILE_DIR set, every service process and B1's baselines write a CPU profile there
- * when they stop (bench/profile-summary.ts summarizes one).
+ * With BENCH_PROFILE_DIR set, every service process and B1's peer and limit write a CPU profile
+ * there when they stop (bench/profile-summary.ts summarizes one).
  */
 const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+const profiled = (args: string[]) => args[0] === 'dist/src/server.js' || args.includes('bench/baseline.ts') || args.includes('bench/peer.ts');
 
-/** The service runs with the Node flags `make run` gives it (SERVICE_NODE_FLAGS, set by make bench). */
-const serviceFlags = (process.env.SERVICE_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== '');
-
+/** Starts `args` on `cpu` with this process's Node (the service as `make run` starts it: `node dist/src/server.js`). */
 export function spawnPinned(cpu: string, args: string[], env: Record<string, string>): ChildProcess {
-  const flags = args[0] === 'dist/src/server.js' ? [...serviceFlags, ...profile] : args.includes('bench/baseline.ts') ? profile : [];
-  return spawn('taskset', ['-c', cpu, process.execPath, ...flags, ...args], {
+  return spawn('taskset', ['-c', cpu, process.execPath, ...(profiled(args) ? profile : []), ...args], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: 'ignore',
   });
+}
+
+/** wrk's connections (BENCH_CONNECTIONS). */
+export const CONNECTIONS = process.env.BENCH_CONNECTIONS ?? '32';
+
+/** The rate wrk reports and the requests it counted; throws when it saw an error response. */
+function wrkResult(out: string): { rate: number; requests: number } {
+  const match = /Requests\/sec:\s+([\d.]+)/.exec(out);
+  const requests = /(\d+) requests in /.exec(out);
+  const errors = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
+  if (!match || !requests || errors) throw new Error(`wrk failed:\n${out}`);
+  return { rate: Number(match[1]), requests: Number(requests[1]) };
+}
+
+/** One wrk pass of `seconds` on CONNECTIONS connections, from the client's core (with a Lua `script`): its rate and requests. */
+export function wrkPass(url: string, headers: string[], seconds: string, script?: string): { rate: number; requests: number } {
+  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
+  return wrkResult(execFileSync('taskset', args, { encoding: 'utf8' }));
 }
 
 /** Runs a script to its end on `cpu` (with tsx); what it printed. */
