@@ -1,18 +1,7 @@
 import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
 import type { IdempotencyStore } from '../platform/idempotency';
 import { errors } from '../platform/errors';
-
-/** JSON with object keys sorted, so that equal bodies hash equally whatever their key order. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
 
 export interface IdempotentRequest {
   store: IdempotencyStore;
@@ -32,7 +21,8 @@ export async function runIdempotent<T>(
   execute: () => Promise<T>,
 ): Promise<{ body: T; replayed: boolean }> {
   const { store, userId, key, operationId } = request;
-  const hash = createHash('sha256').update(canonicalJson(request.body ?? null)).digest('base64url');
+  // RFC 8785 canonical JSON: equal bodies hash equally whatever their key order.
+  const hash = createHash('sha256').update(canonicalize(request.body ?? null) ?? 'null').digest('base64url');
   const claim = await store.claim(userId, key, operationId, hash);
   switch (claim.kind) {
     case 'mismatch':

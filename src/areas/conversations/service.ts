@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
 import type { Transaction } from 'kysely';
 import type { RequestInput } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
@@ -79,19 +80,8 @@ export interface SendOutcome {
   approval: repo.ApprovalRow | null;
 }
 
-/** The canonical JSON of a value: object keys sorted, no white space (what approvals digest). */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
-    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
-
-/** SHA-256 (hex) of the canonical JSON of `args`. */
-export const argumentsDigest = (args: unknown) => createHash('sha256').update(canonicalJson(args)).digest('hex');
+/** SHA-256 (hex) of the RFC 8785 canonical JSON of `args` (what approvals are bound to). */
+export const argumentsDigest = (args: unknown) => createHash('sha256').update(canonicalize(args) ?? 'null').digest('hex');
 
 export interface SendHooks {
   /** The client went away: cancels the reply. */
