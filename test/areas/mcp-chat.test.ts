@@ -112,6 +112,41 @@ describe('chat with MCP tools', () => {
   });
 });
 
+describe("an MCP tool's arguments", () => {
+  test('arguments that do not fit the schema are answered to the model and never reach the server; a schema Ajv cannot compile leaves the check to the server', async () => {
+    const server = await register(ctx.alice, 'streamable_http', 'allow');
+    const [dated, legacy] = [`${server.toolPrefix}__dated`, `${server.toolPrefix}__legacy`];
+    const conversationId = await conversation(ctx.alice);
+    const calls = mcp.calls.length;
+    script(
+      {
+        kind: 'tool-calls',
+        calls: [
+          { id: 'call_d1', name: dated, arguments: JSON.stringify({ day: 'tomorrow', at: 'noon' }) },
+          { id: 'call_d2', name: dated, arguments: JSON.stringify({ day: '2026-01-31' }) },
+          { id: 'call_l1', name: legacy, arguments: JSON.stringify({ text: 5 }) },
+        ],
+      },
+      { kind: 'reply', chunks: ['Checked.'] },
+    );
+    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Use the dated tools.' });
+    expect(res.status).toBe(200);
+    expect(res.body.reply).toMatchObject({ status: 'complete', content: 'Checked.' });
+    const results = res.body.reply.parts.filter((p: { type: string }) => p.type === 'tool-result');
+    expect(results.map((r: { toolCallId: string; outcome: string }) => [r.toolCallId, r.outcome])).toEqual([
+      ['call_d1', 'error'],
+      ['call_d2', 'success'],
+      ['call_l1', 'success'],
+    ]);
+    expect(results[0].output).toBe('The arguments are not valid: at is not a known argument; day must match pattern "^\\d{4}-\\d{2}-\\d{2}$".');
+    expect(mcp.calls.slice(calls)).toEqual([
+      { name: 'dated', args: { day: '2026-01-31' } },
+      { name: 'legacy', args: { text: 5 } },
+    ]);
+    await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
+  });
+});
+
 describe('a server that fails never breaks a chat turn', () => {
   type Part = { type: string; serverId?: string; serverName?: string; reason?: string; toolName?: string; outcome?: string };
 

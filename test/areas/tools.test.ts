@@ -191,7 +191,37 @@ describe('tool calling in chat', () => {
       ['call_c', 'not_found', true],
     ]);
     expect(results[0].output).toBe('File not found.');
-    expect(results[1].output).toMatch(/query must have at least 1 characters/);
+    expect(results[1].output).toBe('The arguments are not valid: query must NOT have fewer than 1 characters.');
+  });
+
+  test("every built-in tool's arguments are checked against its schema before it runs", async () => {
+    const user = await ctx.h.newUser('checked');
+    expect((await ctx.h.http().patch('/api/v1/settings').set(user.auth).send({ toolApproval: 'auto_approve' })).status).toBe(200);
+    const listed = await ctx.h.http().get('/api/v1/tools').set(user.auth);
+    const names = (listed.body.tools as Array<{ name: string; policy: string }>).filter((t) => t.policy === 'allow').map((t) => t.name);
+    expect(names).toHaveLength(7); // all but memory_save (deny)
+    const conversationId = await conversation(user);
+    script({ kind: 'tool-calls', calls: names.map((name, i) => ({ id: `call_${i}`, name, arguments: '{"bogus":true,"limit":"many"}' })) });
+    const res = await send(user, conversationId, 'Call them all wrongly.');
+    expect(res.status).toBe(200);
+    const results = res.body.reply.parts.filter((p: { type: string }) => p.type === 'tool-result');
+    expect(results).toHaveLength(7);
+    for (const result of results) {
+      expect(result).toMatchObject({ outcome: 'error', isError: true });
+      expect(result.output).toMatch(/^The arguments are not valid: .*bogus is not a known argument/);
+    }
+    const search = results.find((r: { toolName: string }) => r.toolName === 'knowledge_search');
+    expect(search.output).toBe('The arguments are not valid: query is required; bogus is not a known argument; limit must be integer.');
+    expect(await db().selectFrom('notes').select('id').where('owner_user_id', '=', user.userId).execute()).toEqual([]);
+  });
+
+  test('the arguments of an array or an enum name the item at fault and the allowed values', async () => {
+    const conversationId = await conversation(ctx.alice);
+    script(call('call_e', 'knowledge_search', { query: 'tea', sources: ['notes', 'mail', 'notes'] }));
+    const res = await send(ctx.alice, conversationId, 'Search.');
+    const result = res.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result');
+    expect(result).toMatchObject({ outcome: 'error', isError: true });
+    expect(result.output).toBe('The arguments are not valid: sources[1] must be one of files, memory, notes, projects; sources must NOT have duplicate items (items 0 and 2 are identical).');
   });
 
   test('the step limit: the last model call is made without tools, so the turn ends with an answer', async () => {

@@ -11,7 +11,8 @@ import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } fr
  * (stateless: a server per request) and the older HTTP+SSE transport at `/sse` (with its message
  * endpoint at `/messages`). It can require a credential header, never answer at all (`hang`),
  * answer every request with an HTTP error (`failWith`), and
- * offers tools that echo, fail, return an image, return `bytes` of text, or never return.
+ * offers tools that echo, fail, return an image, return `bytes` of text, or never return, and
+ * two whose schemas name a dialect (`dated`, draft-07; `legacy`, draft-04).
  */
 export interface TestMcpServer {
   /** The Streamable HTTP endpoint. */
@@ -55,6 +56,22 @@ export const TOOLS = [
   },
   { name: 'hang', description: 'Never returns.', inputSchema: { type: 'object', properties: {} } },
   { name: 'files.read/v2', description: 'A name models would refuse.', inputSchema: { type: 'object', properties: {} } },
+  {
+    name: 'dated',
+    description: 'Takes a day (a draft-07 schema, as many SDKs write).',
+    inputSchema: {
+      $schema: 'http://json-schema.org/draft-07/schema#',
+      type: 'object',
+      properties: { day: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$' } },
+      required: ['day'],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: 'legacy',
+    description: 'A draft-04 schema, which Ajv here does not compile.',
+    inputSchema: { $schema: 'http://json-schema.org/draft-04/schema#', type: 'object', properties: { text: { type: 'string' } } },
+  },
 ];
 
 async function answer(name: string, args: Record<string, unknown>, closed: Promise<void>): Promise<CallToolResult> {

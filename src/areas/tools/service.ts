@@ -1,4 +1,5 @@
 import type { SettingsService } from '../settings/service';
+import { ToolArguments } from './arguments';
 
 export interface ToolDefinition { name: string; description: string; inputSchema: Record<string, unknown>; source: { type: 'builtin' } | { type: 'mcp'; serverId: string; serverName: string }; policy: 'allow' | 'approval_required' | 'deny'; }
 /** A source (an MCP server) whose tools are left out, and why (never its address or credentials). */
@@ -8,7 +9,10 @@ export interface ToolCallResult { output: string; isError: boolean; unavailable?
 export interface ToolSource {
   /** The caller's enabled tools of this source; servers that failed are named in `unavailable` (left out of the turn). */
   listTools(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: UnavailableSource[] }>;
-  /** Calls one of the caller's tools; `output` is capped at maxResultBytes; throws only on programming errors. */
+  /**
+   * Calls one of the caller's tools with arguments already checked against its `inputSchema`;
+   * `output` is capped at maxResultBytes; throws only on programming errors.
+   */
   callTool(userId: string, name: string, args: Record<string, unknown>, options: { signal: AbortSignal; maxResultBytes: number }): Promise<ToolCallResult>;
 }
 
@@ -91,6 +95,7 @@ export class ToolService {
   private readonly settings: Pick<SettingsService, 'get'>;
   readonly limits: ToolLimits;
   private readonly log: (message: string, meta: Record<string, unknown>) => void;
+  private readonly arguments = new ToolArguments();
 
   constructor({ builtins, sources, settings, limits, log }: ToolServiceDeps) {
     this.builtins = builtins;
@@ -140,16 +145,20 @@ export class ToolService {
       find: (name) => byName.get(name),
       run: async (name, args, signal) => {
         const source = bySource.get(name);
-        if (!source) return { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false };
-        return this.call(source, userId, name, args, signal);
+        const definition = byName.get(name);
+        if (!source || !definition) return { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false };
+        return this.call(source, userId, definition, args, signal);
       },
     };
   }
 
-  private async call(source: ToolSource, userId: string, name: string, args: unknown, turn: AbortSignal): Promise<ToolRunResult> {
+  private async call(source: ToolSource, userId: string, definition: ToolDefinition, args: unknown, turn: AbortSignal): Promise<ToolRunResult> {
+    const { name } = definition;
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       return { outcome: 'error', output: 'The arguments must be a JSON object.', isError: true, truncated: false };
     }
+    const refusal = this.checkArguments(definition, args as Record<string, unknown>);
+    if (refusal) return { outcome: 'error', output: refusal, isError: true, truncated: false };
     const { timeoutMs, maxResultBytes } = this.limits;
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(new Error(`no result within ${timeoutMs} ms`)), timeoutMs);
@@ -170,5 +179,18 @@ export class ToolService {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * What the model is told when `args` do not fit the tool's schema (null when they do). A schema
+   * of an MCP server that Ajv cannot compile leaves the call to the server, which checks its own
+   * arguments (the tool stays usable; the failure is logged once per schema); a built-in tool's
+   * never runs unchecked.
+   */
+  private checkArguments(definition: ToolDefinition, args: Record<string, unknown>): string | null {
+    const check = this.arguments.check(definition.inputSchema, args);
+    if (check.compiled) return check.problems.length > 0 ? `The arguments are not valid: ${check.problems.join('; ')}.` : null;
+    if (check.first) this.log('a tool input schema could not be compiled; its calls are checked by the tool alone', { tool: definition.name, error: check.reason });
+    return definition.source.type === 'builtin' ? 'The tool cannot check its arguments.' : null;
   }
 }
