@@ -419,7 +419,6 @@ export interface Projects {
 
 export interface RateLimits {
   expire: number | null;
-  granted: Generated<number>;
   key: string;
   points: Generated<number>;
 }

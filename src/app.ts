@@ -47,7 +47,7 @@ import './http/types';
 import { type DatabaseHandle, isReachable } from './platform/db';
 import { IdempotencyStore } from './platform/idempotency';
 import type { Logger } from './platform/logger';
-import { memoryRateLimiter, type RateLimiter, SharedRateLimiter } from './platform/rate-limiter';
+import { memoryRateLimiter, postgresRateLimiter, type RateLimiter } from './platform/rate-limiter';
 
 export type { Services } from './composition';
 
@@ -63,7 +63,7 @@ export interface Runtime extends Pick<Composition, 'config' | 'database' | 'serv
 
 /** Counted in the shared database so every instance shares one count; the embedded one belongs to one process. */
 function rateLimiter(database: DatabaseHandle, perMinute: number): RateLimiter {
-  return database.kind === 'postgres' ? new SharedRateLimiter(database.db, perMinute) : memoryRateLimiter(perMinute);
+  return database.pool ? postgresRateLimiter(database.pool, perMinute) : memoryRateLimiter(perMinute);
 }
 
 function handlerMap(services: Services, config: Config, runner: AutomationRunner): HandlerMap {

@@ -4,14 +4,15 @@ import { errors } from '../platform/errors';
 
 /**
  * The per-user request limit, counted by `limiter` (shared through the database, or in this
- * process on the embedded one): `429 rate_limited` with `Retry-After` over it, and the IETF
- * draft's `RateLimit-*` headers on every authenticated answer.
+ * process on the embedded one) under `user:<id>` (the auth-failure limit counts `auth-failures:<ip>`):
+ * `429 rate_limited` with `Retry-After` over it, and the IETF draft's `RateLimit-*` headers on
+ * every authenticated answer.
  */
 export function perUserRateLimit(limiter: RateLimiter, perMinute: number): RequestHandler {
   return async function perUserRateLimitMiddleware(req, res, next) {
     const userId = req.caller?.userId;
     if (userId === undefined) return next();
-    const decision = await limiter.consume(userId);
+    const decision = await limiter.consume(`user:${userId}`);
     setHeaders(res, perMinute, decision);
     if (decision.allowed) next();
     else next(errors.rateLimited(Math.max(1, Math.ceil(decision.resetMs / 1000)), perMinute));

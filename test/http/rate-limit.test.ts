@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { sql } from 'kysely';
+import pg from 'pg';
 import supertest from 'supertest';
-import { SharedRateLimiter } from '../../src/platform/rate-limiter';
+import { postgresRateLimiter } from '../../src/platform/rate-limiter';
 import { anotherInstance, useHarnessWith } from '../helpers/harness';
 
 const ctx = useHarnessWith(() => ({ RATE_LIMIT_PER_MINUTE: '5' }), 'alice', 'bob', 'carol');
@@ -48,47 +50,39 @@ describe('per-user rate limit', () => {
 
   describe('the shared count (Postgres)', () => {
     const onPostgres = process.env.TEST_DATABASE_URL ? test : test.skip;
-    const row = async (key: string) =>
-      (await sql<{ points: number }>`select points from rate_limits where key = ${key}`.execute(ctx.h.runtime.database.db)).rows[0]?.points;
+    const pool = () => ctx.h.runtime.database.pool as pg.Pool;
 
-    onPostgres('an instance reserves 1% of the limit at a time and spends it without a query', async () => {
-      const key = `limiter-${randomUUID()}`;
-      const a = new SharedRateLimiter(ctx.h.runtime.database.db, 1000);
-      const b = new SharedRateLimiter(ctx.h.runtime.database.db, 1000);
-      for (let i = 0; i < 15; i += 1) expect((await a.consume(key)).allowed).toBe(true);
-      expect(await row(key)).toBe(20); // two batches of 10
-      const fromB = await b.consume(key);
-      expect(await row(key)).toBe(30);
-      // What B knows: 30 taken from the shared count, 9 of them still its own.
-      expect(fromB).toMatchObject({ allowed: true, remaining: 979 });
-      expect(fromB.resetMs).toBeGreaterThan(55_000);
-    });
-
-    onPostgres('all instances together never pass the limit, and lose at most one batch each', async () => {
-      const key = `limiter-${randomUUID()}`;
-      const instances = [0, 1, 2].map(() => new SharedRateLimiter(ctx.h.runtime.database.db, 300));
-      let allowed = 0;
-      const decisions = await Promise.all(
-        Array.from({ length: 400 }, (_, i) => instances[i % 3]!.consume(key)),
-      );
-      for (const decision of decisions) if (decision.allowed) allowed += 1;
-      expect(allowed).toBeLessThanOrEqual(300);
-      expect(allowed).toBeGreaterThanOrEqual(300 - 3 * 3);
-      expect(await row(key)).toBeLessThanOrEqual(300);
+    onPostgres('instances counting one key at once never pass the limit together, and refuse the rest', async () => {
+      const key = `user:limiter-${randomUUID()}`;
+      const instances = [0, 1, 2].map(() => postgresRateLimiter(pool(), 300));
+      const decisions = await Promise.all(Array.from({ length: 400 }, (_, i) => instances[i % 3]!.consume(key)));
+      expect(decisions.filter((decision) => decision.allowed)).toHaveLength(300);
       const refused = decisions.find((decision) => !decision.allowed);
       expect(refused).toMatchObject({ remaining: 0 });
+      expect(refused!.resetMs).toBeGreaterThan(0);
+      expect(refused!.resetMs).toBeLessThanOrEqual(60_000);
+      const { rows } = await sql<{ points: number }>`select points from rate_limits where key = ${key}`.execute(ctx.h.runtime.database.db);
+      expect(rows[0]!.points).toBeGreaterThanOrEqual(301);
     });
+  });
 
-    onPostgres('a new window starts the count again', async () => {
-      const key = `limiter-${randomUUID()}`;
-      let now = Date.now();
-      const limiter = new SharedRateLimiter(ctx.h.runtime.database.db, 2, () => now);
-      expect((await limiter.consume(key)).allowed).toBe(true);
-      expect((await limiter.consume(key)).allowed).toBe(true);
-      expect(await limiter.consume(key)).toMatchObject({ allowed: false, remaining: 0 });
-      now += 60_001;
-      expect(await limiter.consume(key)).toMatchObject({ allowed: true, remaining: 1 });
-      expect(await row(key)).toBe(1);
-    });
+  test('while the database cannot answer, each instance counts in memory instead of refusing everyone', async () => {
+    // A port nothing listens on: every query fails at once.
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as net.AddressInfo;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const down = new pg.Pool({ connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`, connectionTimeoutMillis: 2000 });
+    down.on('error', () => undefined);
+    try {
+      const limiter = postgresRateLimiter(down, 2);
+      await expect(down.query('select 1')).rejects.toThrow();
+      expect(await limiter.consume('user:someone')).toMatchObject({ allowed: true, remaining: 1 });
+      expect(await limiter.consume('user:someone')).toMatchObject({ allowed: true, remaining: 0 });
+      expect(await limiter.consume('user:someone')).toMatchObject({ allowed: false, remaining: 0 });
+      expect(await limiter.consume('user:someone-else')).toMatchObject({ allowed: true });
+    } finally {
+      await down.end();
+    }
   });
 });

@@ -19,7 +19,7 @@ afterAll(() => h.close());
 describe('the database', () => {
   test('is migrated to the latest migration', async () => {
     const rows = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(h.runtime.database.db);
-    expect(rows.rows.map((r) => r.name)).toEqual(['0001_initial', '0002_idempotency_keys', '0003_administration', '0004_files', '0005_knowledge', '0006_webhooks', '0007_conversations', '0008_automations', '0009_billing', '0010_agent_environments', '0011_rate_limits', '0012_rate_limit_grants', '0013_reply_leases', '0014_embedding_models', '0015_model_connections', '0016_settings_onboarding', '0017_embeddings_model_setting', '0018_tools_approvals', '0019_mcp_servers', '0020_message_citations', '0021_media', '0022_integrations', '0023_integration_refresh_lease']);
+    expect(rows.rows.map((r) => r.name)).toEqual(['0001_initial', '0002_idempotency_keys', '0003_administration', '0004_files', '0005_knowledge', '0006_webhooks', '0007_conversations', '0008_automations', '0009_billing', '0010_agent_environments', '0011_rate_limits', '0012_rate_limit_grants', '0013_reply_leases', '0014_embedding_models', '0015_model_connections', '0016_settings_onboarding', '0017_embeddings_model_setting', '0018_tools_approvals', '0019_mcp_servers', '0020_message_citations', '0021_media', '0022_integrations', '0023_integration_refresh_lease', '0024_rate_limiter_flexible']);
   });
 
   test('an up-to-date database is left alone; one with a migration this version does not know is refused', async () => {

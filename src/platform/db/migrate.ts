@@ -22,6 +22,7 @@ import * as m0020 from './migrations/0020_message_citations';
 import * as m0021 from './migrations/0021_media';
 import * as m0022 from './migrations/0022_integrations';
 import * as m0023 from './migrations/0023_integration_refresh_lease';
+import * as m0024 from './migrations/0024_rate_limiter_flexible';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -48,6 +49,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0021_media': m0021,
   '0022_integrations': m0022,
   '0023_integration_refresh_lease': m0023,
+  '0024_rate_limiter_flexible': m0024,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
