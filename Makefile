@@ -35,9 +35,10 @@ run: $(BUILD)
 	$(NODE) dist/src/server.js
 
 ## Run the test suite (against DATABASE_URL when it is set, otherwise on PGlite).
-# pdf.js (PDF ingestion) loads its worker with a dynamic import, which jest runs only with VM modules.
+# pdf.js (PDF ingestion) loads its worker with a dynamic import, which jest runs only with VM modules;
+# gc() is exposed to the tests only (the large-file test collects before it reads memory).
 test: $(NODE_MODULES)
-	NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --no-warnings=ExperimentalWarning" $(NODE) node_modules/jest/bin/jest.js $(JEST_ARGS)
+	NODE_OPTIONS="$(NODE_OPTIONS) --experimental-vm-modules --expose-gc --no-warnings=ExperimentalWarning" $(NODE) node_modules/jest/bin/jest.js $(JEST_ARGS)
 
 ## Fuzz the API from its document: make fuzz [N=100000] [SEED=<a logged seed>] (DATABASE_URL as for make test).
 fuzz: $(NODE_MODULES)
