@@ -5867,7 +5867,7 @@ export interface components {
          */
         McpHeaderName: string;
         /**
-         * @description The bearer token or header value. Write-only: stored encrypted, never returned (responses say `hasCredentials`), never logged, and removed from any error text the server sends back.
+         * @description The bearer token or header value. Write-only: stored encrypted, never returned (responses say `hasCredentials`), never logged, and removed from any error text the server sends back. It must be usable as an HTTP header value: CR, LF and the other control characters but tab, characters past U+00FF, and a leading or trailing space or tab are `400`.
          * @example ghp_example
          */
         McpCredentials: string;

@@ -1,3 +1,4 @@
+import { validateHeaderValue } from 'node:http';
 import type { RequestInput } from '../../platform/api-types';
 import type { FailureLog } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
@@ -513,6 +514,9 @@ export class McpServerService implements OAuthServers {
     }
     if ((authentication === 'none' || authentication === 'oauth') && reach.credentials !== null) {
       details.push({ path: '/body/credentials', message: 'are only allowed with authentication bearer or header' });
+    } else if (reach.credentials !== null) {
+      const problem = credentialsProblem(reach.credentials);
+      if (problem) details.push({ path: '/body/credentials', message: problem });
     }
     if (reach.urlChanged !== false) {
       const refused = await this.outbound.whyRefused(reach.url);
@@ -521,6 +525,21 @@ export class McpServerService implements OAuthServers {
     if (details.length > 0) throw errors.invalidRequest('The MCP server as given is not valid.', details);
     return { ...reach, headerName: authentication === 'header' ? headerName : null, integrationId: authentication === 'oauth' ? integrationId : null };
   }
+}
+
+/**
+ * Why credentials cannot be sent as the value of an HTTP header (null: they can). Node's own check
+ * refuses CR, LF, the other control characters but tab, and characters past U+00FF; a leading or
+ * trailing space or tab would be trimmed on the way, so the server would get other credentials.
+ */
+function credentialsProblem(credentials: string): string | null {
+  try {
+    validateHeaderValue('credentials', credentials);
+  } catch {
+    return 'must be usable as an HTTP header value: no CR, LF or other control character (tab aside), and no character past U+00FF';
+  }
+  if (/^[\t ]|[\t ]$/.test(credentials)) return 'must not start or end with a space or tab (an HTTP header value loses them)';
+  return null;
 }
 
 /** The headers that carry the credentials (or an `oauth` connection's access token). */
