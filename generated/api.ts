@@ -6185,7 +6185,7 @@ export interface components {
             /** @example false */
             isError: boolean;
             /**
-             * @description Whether the tool's output was cut at the cap.
+             * @description Whether the tool's output was cut: at the deployment's result cap (`TOOL_RESULT_MAX_BYTES`, with a note at the end of `output`), or, for an MCP tool, while its server's answer was read, past the cap on one answer (`MCP_MAX_RESPONSE_BYTES`; then `isError` is true and `output` says so).
              * @example false
              */
             truncated: boolean;

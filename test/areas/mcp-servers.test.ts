@@ -261,7 +261,7 @@ describe('the tool source', () => {
   test('a tool returning 10 MB is cut to the cap; the transport cap and a denied tool are error results', async () => {
     const mcp = h.runtime.services.mcpServers;
     const result = await mcp.callTool(alice.userId, 'github__big', { bytes: 10_000_000 }, { signal: controller(), maxResultBytes: 16_384 });
-    expect(result.isError).toBe(false);
+    expect(result).toMatchObject({ isError: false, truncated: true });
     expect(Buffer.byteLength(result.output)).toBeLessThanOrEqual(16_384);
     expect(result.output).toMatch(/^x+\n\[output truncated: 10000000 bytes, only the first part is shown\]$/);
 
@@ -276,7 +276,7 @@ describe('the tool source', () => {
     });
     for (const name of ['github__big', 'github-2__big']) {
       const capped = await small.callTool(alice.userId, name, { bytes: 10_000_000 }, { signal: controller(), maxResultBytes: 16_384 });
-      expect(capped).toEqual({ output: 'The MCP server\'s answer is larger than 262144 bytes.', isError: true });
+      expect(capped).toEqual({ output: 'The MCP server\'s answer is larger than 262144 bytes.', isError: true, truncated: true });
     }
 
     await patch(alice, { serverId: githubId, toolPolicies: { echo: 'allow', big: 'allow', hang: 'allow', picture: 'allow', fail: 'deny' } });
