@@ -5867,7 +5867,7 @@ export interface components {
          */
         McpHeaderName: string;
         /**
-         * @description The bearer token or header value. Write-only: stored encrypted, never returned (responses say `hasCredentials`), never logged, and removed from any error text the server sends back.
+         * @description The bearer token or header value. Write-only: stored encrypted, never returned (responses say `hasCredentials`), never logged, and removed from any error text the server sends back. It must be usable as an HTTP header value: CR, LF and the other control characters but tab, characters past U+00FF, and a leading or trailing space or tab are `400`.
          * @example ghp_example
          */
         McpCredentials: string;
@@ -6185,7 +6185,7 @@ export interface components {
             /** @example false */
             isError: boolean;
             /**
-             * @description Whether the tool's output was cut at the cap.
+             * @description Whether the tool's output was cut: at the deployment's result cap (`TOOL_RESULT_MAX_BYTES`, with a note at the end of `output`), or, for an MCP tool, while its server's answer was read, past the cap on one answer (`MCP_MAX_RESPONSE_BYTES`; then `isError` is true and `output` says so).
              * @example false
              */
             truncated: boolean;

@@ -12,9 +12,19 @@ beforeAll(async () => {
 });
 afterAll(() => mcp.close());
 
+/** The cap on a tool result the model is given, and on one answer of an MCP server. */
+const RESULT_CAP = 4096;
+const ANSWER_CAP = 256 * 1024;
+
 const servers = useFakeModelAndReceiver();
 const ctx = useHarnessWith(
-  () => ({ MODEL_PROVIDER_BASE_URL: servers.model.baseUrl, MODEL_PROVIDER_MODELS: 'test-model', OUTBOUND_ALLOW_LOOPBACK: 'true' }),
+  () => ({
+    MODEL_PROVIDER_BASE_URL: servers.model.baseUrl,
+    MODEL_PROVIDER_MODELS: 'test-model',
+    OUTBOUND_ALLOW_LOOPBACK: 'true',
+    TOOL_RESULT_MAX_BYTES: String(RESULT_CAP),
+    MCP_MAX_RESPONSE_BYTES: String(ANSWER_CAP),
+  }),
   'alice',
   'bob',
 );
@@ -143,6 +153,50 @@ describe("an MCP tool's arguments", () => {
       { name: 'dated', args: { day: '2026-01-31' } },
       { name: 'legacy', args: { text: 5 } },
     ]);
+    await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
+  });
+});
+
+describe('a result cut anywhere is marked truncated', () => {
+  type ResultPart = { type: string; toolName: string; outcome: string; output: string; isError: boolean; truncated: boolean };
+
+  test.each(['streamable_http', 'sse'] as const)('%s: cut at the result cap, or past the answer cap while read: truncated, streamed and stored', async (transport) => {
+    const server = await register(ctx.alice, transport, 'allow');
+    const tool = `${server.toolPrefix}__big`;
+    const conversationId = await conversation(ctx.alice);
+    const first = servers.model.requests.length;
+    const sizes = [100, RESULT_CAP * 10, ANSWER_CAP * 2];
+    script(
+      { kind: 'tool-calls', calls: sizes.map((bytes, i) => ({ id: `call_t${i}`, name: tool, arguments: JSON.stringify({ bytes }) })) },
+      { kind: 'reply', chunks: ['Done.'] },
+    );
+    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Fetch it all.', stream: true }).buffer(true).parse(textBody);
+    expect(res.status).toBe(200);
+    const events = parseEvents(res.body as string);
+    const streamed = events.filter((e) => e.event === 'tool-result').map((e) => (e.data as { part: ResultPart }).part);
+    expect(streamed).toEqual([
+      { type: 'tool-result', toolCallId: 'call_t0', toolName: tool, outcome: 'success', output: 'x'.repeat(100), isError: false, truncated: false },
+      {
+        type: 'tool-result',
+        toolCallId: 'call_t1',
+        toolName: tool,
+        outcome: 'success',
+        output: expect.stringMatching(new RegExp(`^x+\\n\\[output truncated: ${RESULT_CAP * 10} bytes, only the first part is shown\\]$`)),
+        isError: false,
+        truncated: true,
+      },
+      { type: 'tool-result', toolCallId: 'call_t2', toolName: tool, outcome: 'error', output: `The MCP server's answer is larger than ${ANSWER_CAP} bytes.`, isError: true, truncated: true },
+    ]);
+    expect(Buffer.byteLength(streamed[1]!.output)).toBeLessThanOrEqual(RESULT_CAP);
+
+    // The stored reply says the same (read back through the API, validated).
+    const done = (events.at(-1)!.data as { message: { status: string; parts: ResultPart[] } }).message;
+    expect(done.status).toBe('complete');
+    const listed = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(ctx.alice.auth);
+    expect(listed.body.messages[0].parts.filter((p: ResultPart) => p.type === 'tool-result')).toEqual(streamed);
+    // The model was given the cut output.
+    const toolMessages = servers.model.requests[first + 1]!.body.messages.filter((m) => m.role === 'tool');
+    expect(toolMessages.map((m) => m.content)).toEqual(streamed.map((p) => p.output));
     await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
   });
 });

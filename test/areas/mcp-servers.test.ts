@@ -261,7 +261,7 @@ describe('the tool source', () => {
   test('a tool returning 10 MB is cut to the cap; the transport cap and a denied tool are error results', async () => {
     const mcp = h.runtime.services.mcpServers;
     const result = await mcp.callTool(alice.userId, 'github__big', { bytes: 10_000_000 }, { signal: controller(), maxResultBytes: 16_384 });
-    expect(result.isError).toBe(false);
+    expect(result).toMatchObject({ isError: false, truncated: true });
     expect(Buffer.byteLength(result.output)).toBeLessThanOrEqual(16_384);
     expect(result.output).toMatch(/^x+\n\[output truncated: 10000000 bytes, only the first part is shown\]$/);
 
@@ -276,7 +276,7 @@ describe('the tool source', () => {
     });
     for (const name of ['github__big', 'github-2__big']) {
       const capped = await small.callTool(alice.userId, name, { bytes: 10_000_000 }, { signal: controller(), maxResultBytes: 16_384 });
-      expect(capped).toEqual({ output: 'The MCP server\'s answer is larger than 262144 bytes.', isError: true });
+      expect(capped).toEqual({ output: 'The MCP server\'s answer is larger than 262144 bytes.', isError: true, truncated: true });
     }
 
     await patch(alice, { serverId: githubId, toolPolicies: { echo: 'allow', big: 'allow', hang: 'allow', picture: 'allow', fail: 'deny' } });
@@ -409,6 +409,32 @@ describe('refusals', () => {
     expect((await draft(alice, { ...base, authentication: 'oauth', integrationId: 'nosuch' })).status).toBe(400);
     expect((await call(h.http().get('/api/v1/mcp-servers').set(alice.auth))).body.servers.length).toBe(before);
     expect((await get(alice, githubId)).body.server).toEqual(current);
+  });
+
+  test('credentials that cannot be an HTTP header value are 400 naming them at create, update and test; nothing is stored or sent', async () => {
+    const odd = [`${TOKEN}\r\nX-Injected: 1`, `${TOKEN}\n`, `a\rb`, `a\u0000b`, `a\u007fb`, `a\u0001b`, `a\u2028b`, `token\u0100`, ` ${TOKEN}`, `${TOKEN}\t`];
+    const before = (await call(h.http().get('/api/v1/mcp-servers').query({ limit: 100 }).set(alice.auth))).body.servers.length;
+    const current = (await get(alice, githubId)).body.server;
+    const sent = bearer.requests.length + header.requests.length;
+    const refusedAt = (res: supertest.Response) => ({ status: res.status, code: res.body.code, paths: ((res.body.details ?? []) as Array<{ path: string }>).map((d) => d.path) });
+    const refused = { status: 400, code: 'invalid_request', paths: ['/body/credentials'] };
+    for (const credentials of odd) {
+      const bearerDraft = { name: 'Odd', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials };
+      const headerDraft = { name: 'Odd', url: header.sseUrl, transport: 'sse', authentication: 'header', headerName: 'X-Api-Key', credentials };
+      expect({ credentials, ...refusedAt(await create(alice, bearerDraft)) }).toEqual({ credentials, ...refused });
+      expect({ credentials, ...refusedAt(await create(alice, headerDraft)) }).toEqual({ credentials, ...refused });
+      expect({ credentials, ...refusedAt(await patch(alice, { serverId: githubId, credentials })) }).toEqual({ credentials, ...refused });
+      expect({ credentials, ...refusedAt(await draft(alice, bearerDraft)) }).toEqual({ credentials, ...refused });
+    }
+    const [first] = (await create(alice, { name: 'Odd', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: 'a\nb' })).body.details;
+    expect(first.message).toMatch(/HTTP header value: no CR, LF/);
+    expect((await call(h.http().get('/api/v1/mcp-servers').query({ limit: 100 }).set(alice.auth))).body.servers).toHaveLength(before);
+    expect((await get(alice, githubId)).body.server).toEqual(current);
+    expect(bearer.requests.length + header.requests.length).toBe(sent);
+    // A tab inside, and Latin-1 text past ASCII, are valid header values.
+    const latin = await create(alice, { name: 'Latin', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: 'caf\u00e9\ttoken', enabled: false });
+    expect(latin.status).toBe(200);
+    expect((await remove(alice, latin.body.server.serverId)).status).toBe(200);
   });
 
   test('a user has at most MCP_SERVERS_PER_USER servers; Idempotency-Key replays a create', async () => {

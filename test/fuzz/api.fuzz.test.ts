@@ -4,11 +4,13 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { type TestUser, useHarnessWith, userNamed } from '../helpers/harness';
-import { AWKWARD_CHARACTERS, encodeUriText, holdsUnstorableText, isOmitted, outOfBoundsFor, queryString, resolver, type Schema, valueFor, wrongTypeFor } from './schema-arbitrary';
+import { MAX_NESTING } from '../../src/http/text-guard';
+import { AWKWARD_CHARACTERS, encodeUriText, holdsUnstorableText, isOmitted, nestedJson, outOfBoundsFor, queryString, resolver, type Schema, valueFor, wrongTypeFor } from './schema-arbitrary';
 
 /**
  * Property-based fuzzing driven by the OpenAPI document: for every operation, requests built from
- * its schemas (valid as far as a generator can tell) and invalid mutations of them. Whatever is
+ * its schemas (valid as far as a generator can tell), invalid mutations of them, and bodies nested
+ * from a few levels to 100,000 (refused past the nesting limit). Whatever is
  * sent: never a 5xx (a response that strays from the document is a 500 too, since response
  * validation is on), every error in the ErrorResponse shape, and a request refused as invalid
  * changes nothing in the database. `FUZZ_REQUESTS` sets the count, `FUZZ_SEED` replays a run.
@@ -33,12 +35,17 @@ interface Operation {
 }
 interface Request {
   op: Operation;
-  kind: 'valid' | 'missing' | 'wrongType' | 'extra' | 'outOfBounds' | 'malformed' | 'contentType' | 'badQuery';
+  kind: 'valid' | 'missing' | 'wrongType' | 'extra' | 'outOfBounds' | 'malformed' | 'contentType' | 'badQuery' | 'nested';
   url: string;
   query: Record<string, unknown>;
   body: unknown;
   contentType: string | null;
+  /** Of a `nested` body (sent as JSON text): its deepest level, and whether the service must refuse it (past the nesting limit, or unstorable text). */
+  nesting?: { deepest: number; refused: boolean };
 }
+
+/** Stands for the nested value in a body's JSON until it is spliced in. */
+const NESTED = `nested-${randomUUID()}`;
 
 const doc = JSON.parse(fs.readFileSync(path.resolve(__dirname, '../../generated/openapi.json'), 'utf8'));
 const resolve = resolver(doc);
@@ -117,6 +124,20 @@ function requestFor(op: Operation): fc.Arbitrary<Request> {
     }
   }
   if (op.jsonBody) {
+    // Nesting as a dimension: the value of one property (or the whole body) nested from a few to
+    // 100,000 levels; the body is level 1, so a property's value starts at level 2.
+    const targets = object?.properties ? [null, ...Object.keys(object.properties)] : [null];
+    variants.push(
+      fc.tuple(base, fc.constantFrom(...targets), nestedJson).map(([r, target, nested]) => {
+        const deepest = target === null ? nested.levels : nested.levels + 1;
+        const body = target === null ? nested.json : JSON.stringify({ ...(r.body as Record<string, unknown>), [target]: NESTED }).replace(`"${NESTED}"`, nested.json);
+        const refused = deepest > MAX_NESTING || nested.unstorable || (target !== null && holdsUnstorableText({ ...(r.body as Record<string, unknown>), [target]: null }));
+        const request: Request = { ...r, kind: 'nested' as const, body, nesting: { deepest, refused } };
+        // A counterexample is printed without its body of up to a megabyte.
+        const shown = `${op.method.toUpperCase()} ${r.url} with a body ${deepest} levels deep (${body.length} characters): ${body.slice(0, 200)}…`;
+        return Object.assign(request, { [fc.toStringMethod]: () => shown });
+      }),
+    );
     // Unterminated, and a raw (unescaped) NUL inside a string, which JSON does not allow.
     const malformed = fc.constantFrom('{"unterminated": ', '{"a": "\u0000"}');
     variants.push(fc.tuple(base, malformed).map(([r, body]) => ({ ...r, kind: 'malformed' as const, body })));
@@ -167,12 +188,16 @@ test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape,
   console.log(`fuzzing ${operations.length} operations with ${REQUESTS} requests, seed ${SEED} (replay: make fuzz N=${REQUESTS} SEED=${SEED})`);
   const admin: TestUser = await userNamed(ctx.h, ADMIN_ID);
   const counts: Record<string, number> = {};
+  /** Nested bodies sent, by their deepest level. */
+  const nested: Record<string, number> = {};
   await fc.assert(
     fc.asyncProperty(fc.constantFrom(...operations).chain(requestFor), async (r) => {
       const query = queryString(r.query);
       // Text the service refuses (NUL anywhere, a lone surrogate in the body or the path; one in
       // the query is decoded as U+FFFD) makes a request invalid whatever its kind.
-      const invalid = r.kind !== 'valid' || holdsUnstorableText(r.body) || /%00/.test(`${r.url}?${query}`) || /%ED%[AB]/i.test(r.url);
+      // A nested body is refused past the nesting limit; below it, it may be valid (a free-form field).
+      const refusedBody = r.nesting ? r.nesting.refused : r.kind !== 'valid' || holdsUnstorableText(r.body);
+      const invalid = refusedBody || /%00/.test(`${r.url}?${query}`) || /%ED%[AB]/i.test(r.url);
       const before = invalid ? await fingerprint() : '';
       let call = ctx.h.http()[r.op.method](query ? `${r.url}?${query}` : r.url).set((r.op.asAdmin ? admin : ctx.fuzzer).auth);
       if (r.op.rawBody) call = call.set('content-type', 'application/octet-stream').send(Buffer.from('fuzz'));
@@ -182,7 +207,14 @@ test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape,
       const res = await call.buffer(true);
       const label = `${r.kind} ${r.op.method.toUpperCase()} ${r.op.path} → ${res.status}`;
       counts[`${res.status}`] = (counts[`${res.status}`] ?? 0) + 1;
-      if (res.status >= 500) throw new Error(`${label}: ${JSON.stringify(res.body)} for ${JSON.stringify({ query: r.query, body: r.body })}`);
+      if (r.nesting) {
+        const band = r.nesting.deepest > 10_000 ? 'over 10,000' : r.nesting.deepest > MAX_NESTING ? `${MAX_NESTING + 1}–10,000` : `1–${MAX_NESTING}`;
+        nested[band] = (nested[band] ?? 0) + 1;
+      }
+      if (res.status >= 500) {
+        const sent = typeof r.body === 'string' && r.body.length > 2000 ? `${r.body.slice(0, 2000)}… (${r.body.length} characters)` : r.body;
+        throw new Error(`${label}: ${JSON.stringify(res.body)} for ${JSON.stringify({ query: r.query, body: sent })}`);
+      }
       if (res.status >= 400) {
         expect({ label, error: typeof res.body.error, code: typeof res.body.code }).toEqual({ label, error: 'string', code: 'string' });
       }
@@ -193,5 +225,5 @@ test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape,
     }),
     { numRuns: REQUESTS, seed: SEED, endOnFailure: true },
   );
-  console.log(`statuses: ${JSON.stringify(counts)}`);
+  console.log(`statuses: ${JSON.stringify(counts)}; nested bodies by depth: ${JSON.stringify(nested)}`);
 }, 1_800_000);

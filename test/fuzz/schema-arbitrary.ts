@@ -90,6 +90,56 @@ export function holdsUnstorableText(value: unknown): boolean {
   return Object.entries(value).some(([key, item]) => unstorable(key) || holdsUnstorableText(item));
 }
 
+/**
+ * Nesting depth as a dimension: a JSON text of `levels` arrays or objects (or both, alternating)
+ * around one scalar, from a few levels to far past the service's limit (MAX_NESTING) and deeper
+ * than any recursive code could take. Built as text, iteratively, since the fuzzer's own
+ * JSON.stringify could not serialise the deepest ones.
+ */
+export interface NestedJson {
+  json: string;
+  levels: number;
+  /** Whether a property name or the scalar holds text the service refuses (NUL, a lone surrogate). */
+  unstorable: boolean;
+}
+
+const unstorableText = (text: string) => /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text);
+
+/** Mostly around the limit, sometimes far past it. */
+const nestingLevels: fc.Arbitrary<number> = fc.oneof(
+  { weight: 4, arbitrary: fc.integer({ min: 1, max: 80 }) },
+  { weight: 2, arbitrary: fc.constantFrom(62, 63, 64, 65, 66) },
+  { weight: 1, arbitrary: fc.integer({ min: 100, max: 10_000 }) },
+  { weight: 1, arbitrary: fc.constantFrom(100_000) },
+);
+
+export const nestedJson: fc.Arbitrary<NestedJson> = fc
+  .record({
+    levels: nestingLevels,
+    shape: fc.constantFrom('arrays', 'objects', 'alternating'),
+    key: fc.oneof({ weight: 3, arbitrary: fc.constant('a') }, { weight: 1, arbitrary: text(1, 4) }),
+    leaf: fc.oneof(fc.integer(), fc.boolean(), fc.constant(null), text(0, 12)),
+  })
+  .map(({ levels, shape, key, leaf }) => {
+    const opener = (level: number) => (shape === 'arrays' || (shape === 'alternating' && level % 2 === 0) ? '[' : `{${JSON.stringify(key)}:`);
+    const opened = Array.from({ length: levels }, (_, level) => opener(level));
+    const closed = opened.map((open) => (open === '[' ? ']' : '}')).reverse();
+    const json = `${opened.join('')}${JSON.stringify(leaf)}${closed.join('')}`;
+    const unstorable = (shape !== 'arrays' && unstorableText(key)) || (typeof leaf === 'string' && unstorableText(leaf));
+    return { json, levels, unstorable };
+  });
+
+/** A free-form JSON object of moderate nesting (a chain of up to 40 levels in some), as a value. */
+const freeFormObject: fc.Arbitrary<Record<string, unknown>> = fc.oneof(
+  fc.constant({}),
+  fc.dictionary(plainText(1, 8), fc.jsonValue({ maxDepth: 4 }), { maxKeys: 4 }),
+  fc.tuple(fc.integer({ min: 1, max: 40 }), fc.boolean(), fc.jsonValue({ maxDepth: 1 })).map(([levels, arrays, leaf]) => {
+    let value: unknown = leaf;
+    for (let level = 0; level < levels; level += 1) value = arrays ? [value] : { nested: value };
+    return { chain: value };
+  }),
+);
+
 /** A query string of the values (arrays repeat their name, null sends the name alone). */
 export function queryString(query: Record<string, unknown>): string {
   return Object.entries(query)
@@ -142,6 +192,7 @@ export function valueFor(schema: Schema, resolve: Resolve, depth = 0, omitted: r
       }
       case 'object':
       default: {
+        if (!s.properties && s.additionalProperties === true) return freeFormObject;
         if (depth > 4 || !s.properties) return fc.constant({});
         const keys = Object.entries(s.properties as Record<string, Schema>)
           .filter(([, property]) => !isOmitted(property, omitted))

@@ -1,3 +1,4 @@
+import { validateHeaderValue } from 'node:http';
 import type { RequestInput } from '../../platform/api-types';
 import type { FailureLog } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
@@ -41,10 +42,12 @@ export interface ToolDefinition {
   policy: ToolPolicy;
 }
 
-/** What a tool call gave: its output for the model, whether it is an error, and whether its server is unavailable. */
+/** What a tool call gave: its output for the model, whether it is an error, whether it was cut, and whether its server is unavailable. */
 export interface ToolCallResult {
   output: string;
   isError: boolean;
+  /** The answer was cut here: its output past the caller's cap, or the whole answer past the transport's. */
+  truncated?: true;
   unavailable?: UnavailableServer;
 }
 
@@ -370,7 +373,8 @@ export class McpServerService implements OAuthServers {
   /**
    * Calls the tool `name` (a namespaced name of one of the user's servers) with the SDK. Never
    * throws for the server's sake: an unknown or denied tool, a server off or failing, a timeout or
-   * an answer past the transport's cap are error results; output past `maxResultBytes` is cut.
+   * an answer past the transport's cap are error results (the last `truncated`); output past
+   * `maxResultBytes` is cut, and `truncated`.
    */
   async callTool(userId: string, name: string, args: Record<string, unknown>, options: { signal: AbortSignal; maxResultBytes: number }): Promise<ToolCallResult> {
     const prefix = prefixOf(name);
@@ -393,6 +397,8 @@ export class McpServerService implements OAuthServers {
       const known = failure instanceof McpFailure ? failure : new McpFailure('protocol', "The MCP server's answer could not be read.", String(failure));
       this.observe('call_tool', known.outcome, (performance.now() - started) / 1000);
       this.log('MCP tool call failed', { serverId: row.id, tool: tool.name, outcome: known.outcome, error: known.message, detail: known.detail });
+      // An answer past the transport's cap was cut while it was read: nothing of it is kept.
+      if (known.outcome === 'too_large') return { ...refuse(known.message), truncated: true };
       // A server that cannot be reached (or answers HTTP errors) is left out for the rest of the turn.
       if (!SERVER_DOWN.has(known.outcome)) return refuse(known.message);
       return { output: known.message, isError: true, unavailable: { serverId: row.id, serverName: row.name, reason: known.message } };
@@ -513,6 +519,9 @@ export class McpServerService implements OAuthServers {
     }
     if ((authentication === 'none' || authentication === 'oauth') && reach.credentials !== null) {
       details.push({ path: '/body/credentials', message: 'are only allowed with authentication bearer or header' });
+    } else if (reach.credentials !== null) {
+      const problem = credentialsProblem(reach.credentials);
+      if (problem) details.push({ path: '/body/credentials', message: problem });
     }
     if (reach.urlChanged !== false) {
       const refused = await this.outbound.whyRefused(reach.url);
@@ -521,6 +530,21 @@ export class McpServerService implements OAuthServers {
     if (details.length > 0) throw errors.invalidRequest('The MCP server as given is not valid.', details);
     return { ...reach, headerName: authentication === 'header' ? headerName : null, integrationId: authentication === 'oauth' ? integrationId : null };
   }
+}
+
+/**
+ * Why credentials cannot be sent as the value of an HTTP header (null: they can). Node's own check
+ * refuses CR, LF, the other control characters but tab, and characters past U+00FF; a leading or
+ * trailing space or tab would be trimmed on the way, so the server would get other credentials.
+ */
+function credentialsProblem(credentials: string): string | null {
+  try {
+    validateHeaderValue('credentials', credentials);
+  } catch {
+    return 'must be usable as an HTTP header value: no CR, LF or other control character (tab aside), and no character past U+00FF';
+  }
+  if (/^[\t ]|[\t ]$/.test(credentials)) return 'must not start or end with a space or tab (an HTTP header value loses them)';
+  return null;
 }
 
 /** The headers that carry the credentials (or an `oauth` connection's access token). */
@@ -547,7 +571,7 @@ function catalogOf(prefix: string, listed: ListedTool[]): CatalogTool[] {
 /**
  * A tool's answer as output for the model: its text content joined, other content summarized
  * (`[image: image/png, 2048 bytes]`), structured content as JSON when there is no content; cut to
- * `maxBytes` (UTF-8) with a note of how much was left out.
+ * `maxBytes` (UTF-8) with a note of how much was left out, and then `truncated`.
  */
 export function toResult(raw: RawToolResult, maxBytes: number): ToolCallResult {
   const parts: string[] = [];
@@ -556,7 +580,10 @@ export function toResult(raw: RawToolResult, maxBytes: number): ToolCallResult {
   }
   if (parts.length === 0 && raw.structuredContent !== undefined) parts.push(JSON.stringify(raw.structuredContent));
   if (parts.length === 0 && raw.toolResult !== undefined) parts.push(JSON.stringify(raw.toolResult));
-  return { output: truncate(parts.join('\n'), maxBytes), isError: raw.isError === true };
+  const text = parts.join('\n');
+  const result: ToolCallResult = { output: truncate(text, maxBytes), isError: raw.isError === true };
+  if (Buffer.byteLength(text) > maxBytes) result.truncated = true;
+  return result;
 }
 
 function summarize(item: Record<string, unknown>): string {

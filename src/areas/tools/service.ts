@@ -4,8 +4,11 @@ import { ToolArguments } from './arguments';
 export interface ToolDefinition { name: string; description: string; inputSchema: Record<string, unknown>; source: { type: 'builtin' } | { type: 'mcp'; serverId: string; serverName: string }; policy: 'allow' | 'approval_required' | 'deny'; }
 /** A source (an MCP server) whose tools are left out, and why (never its address or credentials). */
 export interface UnavailableSource { serverId: string; serverName: string; reason: string; }
-/** A call's output for the model; `unavailable` when the call could not reach its source (the turn goes on without the source's tools). */
-export interface ToolCallResult { output: string; isError: boolean; unavailable?: UnavailableSource; }
+/**
+ * A call's output for the model; `truncated` when the source cut it (an MCP answer past a cap);
+ * `unavailable` when the call could not reach its source (the turn goes on without the source's tools).
+ */
+export interface ToolCallResult { output: string; isError: boolean; truncated?: true; unavailable?: UnavailableSource; }
 export interface ToolSource {
   /** The caller's enabled tools of this source; servers that failed are named in `unavailable` (left out of the turn). */
   listTools(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: UnavailableSource[] }>;
@@ -169,8 +172,9 @@ export class ToolService {
       if (result === 'timeout') {
         return { outcome: 'timeout', output: turn.aborted ? 'The call was cancelled.' : `The tool gave no result within ${timeoutMs} ms.`, isError: true, truncated: false };
       }
+      // Cut here at the cap, or already by the source.
       const { output, truncated } = capOutput(result.output, maxResultBytes);
-      const run: ToolRunResult = { outcome: result.isError ? 'error' : 'success', output, isError: result.isError, truncated };
+      const run: ToolRunResult = { outcome: result.isError ? 'error' : 'success', output, isError: result.isError, truncated: truncated || result.truncated === true };
       if (result.unavailable) run.unavailable = result.unavailable;
       return run;
     } catch (error) {
