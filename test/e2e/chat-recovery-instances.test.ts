@@ -165,6 +165,32 @@ describe('chat replies whose instance stopped', () => {
     }
   }, 120_000);
 
+  test('an instance never fails a reply it is still writing, though its lease lapsed (as while the database was unreachable), and renews it', async () => {
+    const h = await startHarness({ ...env(), CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
+    let open: http.ClientRequest | null = null;
+    try {
+      const { user, conversationId } = await setUp(h);
+      open = await startReply(h.baseUrl, user, conversationId);
+      const pending = await eventually(async () => {
+        const m = await reply(h, user, conversationId);
+        return m?.status === 'generating' ? m : undefined;
+      });
+      const db = h.runtime.database.db;
+      const lease = () => db.selectFrom('messages').select(['status', sql<boolean>`locked_until > now()`.as('held')]).where('id', '=', pending.messageId as string).executeTakeFirstOrThrow();
+      await db.updateTable('messages').set({ locked_until: sql`now() - interval '1 minute'` }).where('id', '=', pending.messageId as string).execute();
+      expect(await lease()).toEqual({ status: 'generating', held: false });
+
+      // Its own sweep passes it over; its next renewal holds it again.
+      expect(await h.runtime.replies.runOnce()).toBe(0);
+      expect(await lease()).toMatchObject({ status: 'generating' });
+      await eventually(async () => ((await lease()).held ? true : undefined), 30_000);
+      expect(await reply(h, user, conversationId)).toMatchObject({ messageId: pending.messageId, status: 'generating' });
+    } finally {
+      open?.destroy();
+      await h.close();
+    }
+  }, 120_000);
+
   test('a shutdown that cannot wait fails the replies still streaming as interrupted', async () => {
     const h = await startHarness({ ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
     let open: http.ClientRequest | null = null;

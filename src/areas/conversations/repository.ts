@@ -1,4 +1,4 @@
-import type { Insertable, Selectable, Transaction, Updateable } from 'kysely';
+import { type Insertable, type Selectable, sql, type Transaction, type Updateable } from 'kysely';
 import type { Conversations, Messages, ToolApprovals } from '../../../generated/db';
 import type { Database, DB } from '../../platform/db';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
@@ -82,21 +82,29 @@ export function insertMessage(db: Database, row: Insertable<Messages>) {
 }
 
 /**
- * Stores a turn's message and its pending reply and touches the conversation, in one statement
- * (atomic as a transaction would be, in one round trip instead of five).
+ * The end of a reply's lease `ms` from now, on the database's clock: the instance that writes a
+ * lease and the one that sweeps it compare times on one clock, whatever their own clocks or how
+ * long the writing instance waited before its statement ran.
+ */
+const leaseEnd = (ms: number) => sql<Date>`now() + cast(${`${ms} milliseconds`} as interval)`;
+
+/**
+ * Stores a turn's message and its pending reply (held for `leaseMs` from the insert) and touches
+ * the conversation, in one statement (atomic as a transaction would be, in one round trip instead of five).
  */
 export async function insertTurn(
   db: Database,
   conversation: { ownerUserId: string; id: string; changes: Updateable<Conversations> },
   message: Insertable<Messages>,
   reply: Insertable<Messages>,
+  leaseMs: number,
 ) {
   const rows = await db
     .with('touched', (qb) =>
       qb.updateTable('conversations').set(conversation.changes).where('owner_user_id', '=', conversation.ownerUserId).where('id', '=', conversation.id).returning('id'),
     )
     .insertInto('messages')
-    .values([message, reply])
+    .values([message, { ...reply, locked_until: leaseEnd(leaseMs) }])
     .returningAll()
     .execute();
   const stored = rows.find((row) => row.id === message.id);
@@ -124,24 +132,29 @@ export async function setReplyCitations(db: Database, id: string, citations: str
   await db.updateTable('messages').set({ citations }).where('id', '=', id).where('status', '=', 'generating').execute();
 }
 
-/** Extends the leases of these replies, while they are still being generated. */
-export async function renewReplyLeases(db: Database, ids: string[], until: Date): Promise<void> {
+/** Extends the leases of these replies to `leaseMs` from now, while they are still being generated. */
+export async function renewReplyLeases(db: Database, ids: string[], leaseMs: number): Promise<void> {
   if (ids.length === 0) return;
-  await db.updateTable('messages').set({ locked_until: until }).where('id', 'in', ids).where('status', '=', 'generating').execute();
+  await db.updateTable('messages').set({ locked_until: leaseEnd(leaseMs) }).where('id', 'in', ids).where('status', '=', 'generating').execute();
 }
 
 /**
- * Fails as `interrupted` up to `limit` replies still generating whose lease ran out before `now`
- * (their instance stopped), or, with `ids`, these replies whatever their lease. One statement, so
- * of several instances only one ends (and reports) each reply.
+ * Fails as `interrupted` up to `limit` replies still generating whose lease has run out on the
+ * database's clock (their instance stopped), except the sweeping instance's own (`alive`), or,
+ * with `ids`, these replies whatever their lease. One statement, so of several instances only one
+ * ends (and reports) each reply.
  */
-export async function interruptReplies(trx: Transaction<DB>, now: Date, error: string, limit: number, ids?: string[]) {
-  if (ids?.length === 0) return [];
+export async function interruptReplies(trx: Transaction<DB>, now: Date, error: string, limit: number, target: { ids: string[] } | { alive: string[] }) {
+  if ('ids' in target && target.ids.length === 0) return [];
   const picked = trx
     .selectFrom('messages')
     .select('id')
     .where('status', '=', 'generating')
-    .$call((q) => (ids ? q.where('id', 'in', ids) : q.where('locked_until', '<', now)))
+    .$call((q) => {
+      if ('ids' in target) return q.where('id', 'in', target.ids);
+      const lapsed = q.where('locked_until', '<', sql<Date>`now()`);
+      return target.alive.length > 0 ? lapsed.where('id', 'not in', target.alive) : lapsed;
+    })
     .limit(limit)
     .forUpdate()
     .skipLocked();
@@ -183,11 +196,11 @@ export function pauseReply(trx: Transaction<DB>, id: string, changes: Updateable
     .executeTakeFirst();
 }
 
-/** Resumes a paused reply (generating again, under this instance's lease); undefined when it is not paused. */
-export function resumeReply(trx: Transaction<DB>, id: string, lockedUntil: Date, now: Date) {
+/** Resumes a paused reply (generating again, under this instance's lease of `leaseMs`); undefined when it is not paused. */
+export function resumeReply(trx: Transaction<DB>, id: string, leaseMs: number, now: Date) {
   return trx
     .updateTable('messages')
-    .set({ status: 'generating', locked_until: lockedUntil, updated_at: now })
+    .set({ status: 'generating', locked_until: leaseEnd(leaseMs), updated_at: now })
     .where('id', '=', id)
     .where('status', '=', 'awaiting_approval')
     .returningAll()

@@ -391,7 +391,8 @@ export class ChatService {
         this.db,
         { ownerUserId: userId, id: conversation.id, changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) } },
         { ...base, id: messageId, role: 'user', kind: 'message', content: input.content, status: 'complete' },
-        { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id, locked_until: new Date(now.getTime() + this.lease.leaseMs) },
+        { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id },
+        this.lease.leaseMs,
       );
       this.storing.add(stored);
       const started = stored.then(([message]) => hooks.onStart?.(message));
@@ -704,7 +705,7 @@ export class ChatService {
     const decided = await this.db.transaction().execute(async (trx) => {
       const approval = await repo.decideApproval(trx, found.id, approve ? 'approved' : 'denied', now);
       if (!approval) return null;
-      const reply = await repo.resumeReply(trx, approval.message_id, new Date(now.getTime() + this.lease.leaseMs), now);
+      const reply = await repo.resumeReply(trx, approval.message_id, this.lease.leaseMs, now);
       if (!reply) throw new Error(`the reply of pending approval ${approval.id} is not awaiting approval`);
       await this.audit?.record(
         actor,
@@ -816,19 +817,21 @@ export class ChatService {
   }
 
   /** Extends the leases of the replies this instance is generating. */
-  async renewLeases(now: Date = new Date()): Promise<void> {
-    await repo.renewReplyLeases(this.db, [...this.generating], new Date(now.getTime() + this.lease.leaseMs));
+  async renewLeases(): Promise<void> {
+    await repo.renewReplyLeases(this.db, [...this.generating], this.lease.leaseMs);
   }
 
   /**
-   * Fails as `interrupted` the replies whose instance stopped (their lease ran out before `now`)
-   * and emits their `chat.failed`, each in the transaction that ends it, so one instance only
-   * reports each. Resolves with how many this instance ended.
+   * Fails as `interrupted` the replies whose instance stopped (their lease ran out, on the
+   * database's clock) and emits their `chat.failed`, each in the transaction that ends it, so one
+   * instance only reports each. The replies this instance is generating are alive whatever their
+   * lease says (one that lapsed while the database was unreachable is renewed again). Resolves
+   * with how many this instance ended.
    */
   async recoverInterrupted(now: Date = new Date()): Promise<number> {
     let ended = 0;
     for (;;) {
-      const batch = await this.db.transaction().execute((trx) => this.interrupt(trx, now));
+      const batch = await this.db.transaction().execute((trx) => this.interrupt(trx, now, { alive: [...this.generating] }));
       ended += batch;
       if (batch < INTERRUPT_BATCH) return ended;
     }
@@ -843,11 +846,11 @@ export class ChatService {
     await Promise.allSettled([...this.storing]);
     const ids = [...this.generating];
     if (ids.length === 0) return 0;
-    return this.db.transaction().execute((trx) => this.interrupt(trx, new Date(), ids));
+    return this.db.transaction().execute((trx) => this.interrupt(trx, new Date(), { ids }));
   }
 
-  private async interrupt(trx: Transaction<DB>, now: Date, ids?: string[]): Promise<number> {
-    const ended = await repo.interruptReplies(trx, now, INTERRUPTED, INTERRUPT_BATCH, ids);
+  private async interrupt(trx: Transaction<DB>, now: Date, target: { ids: string[] } | { alive: string[] }): Promise<number> {
+    const ended = await repo.interruptReplies(trx, now, INTERRUPTED, INTERRUPT_BATCH, target);
     for (const reply of ended) {
       await this.webhooks.emitEvent(trx, 'chat.failed', reply.owner_user_id, {
         conversationId: reply.conversation_id,
