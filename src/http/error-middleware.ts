@@ -83,9 +83,11 @@ export function errorMiddleware(logger: Logger, { bodyLimitBytes, requireDeclare
       logger.error('error status not declared by the operation', { requestId: req.requestId, operationId: req.operation?.operationId, status: apiError.status, code: apiError.code });
       apiError = errors.internal(req.requestId);
     }
-    if (error instanceof ApiError && error.status >= 500) {
-      // An expected outcome (a provider failed, a dependency is down), reported where it happened.
-      logger.warn('request failed', { requestId: req.requestId, code: error.code, error: error.message });
+    // An expected outcome (a provider failed, a dependency is down), reported where it happened or
+    // here without a stack: a database or file store that cannot be reached answers 503.
+    const unavailable = apiError.code === 'database_unavailable' || apiError.code === 'storage_unavailable';
+    if ((error instanceof ApiError || unavailable) && apiError.status >= 500) {
+      logger.warn('request failed', { requestId: req.requestId, code: apiError.code, error: (error as Error)?.message });
     } else if (apiError.status >= 500) {
       const e = error as Error & { errors?: unknown };
       logger.error('unhandled error', {

@@ -13,6 +13,8 @@ export type Behaviour =
   | { kind: 'hold'; until: Promise<unknown>; then: Behaviour }
   /** Streams these chunks, then never finishes. */
   | { kind: 'stall'; chunks: string[] }
+  /** Streams `chunks`, waits for `until` to settle, then streams `rest` and finishes (a reply spanning an event). */
+  | { kind: 'pause'; chunks: string[]; until: Promise<unknown>; rest: string[]; usage?: { prompt: number; completion: number } }
   /**
    * Calls tools (OpenAI format: `tool_calls`, finish reason `tool_calls`), after the text in
    * `chunks` if any; `arguments` is the JSON text as the model writes it (streamed in two pieces).
@@ -169,6 +171,11 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
           res.end('data: [DONE]\n\n');
           return;
         }
+        if (!body.stream && answer.kind === 'pause') {
+          const { until, chunks, rest, usage } = answer;
+          void until.then(() => respond({ kind: 'reply', chunks: [...chunks, ...rest], usage }));
+          return;
+        }
         if (!body.stream) {
           const usage = answer.kind === 'reply' ? (answer.usage ?? { prompt: 10, completion: 5 }) : { prompt: 0, completion: 0 };
           res.writeHead(200, { 'content-type': 'application/json' });
@@ -188,10 +195,21 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
           event({ choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content }, finish_reason: null }] }),
         );
         if (answer.kind === 'stall') return;
-        const usage = answer.usage ?? { prompt: 10, completion: 5 };
-        event({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
-        event({ choices: [], usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } });
-        res.end('data: [DONE]\n\n');
+        const finish = (usage: { prompt: number; completion: number }) => {
+          event({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+          event({ choices: [], usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } });
+          res.end('data: [DONE]\n\n');
+        };
+        if (answer.kind === 'pause') {
+          const { until, rest, usage } = answer;
+          void until.then(() => {
+            if (res.destroyed) return;
+            for (const content of rest) event({ choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+            finish(usage ?? { prompt: 10, completion: 5 });
+          });
+          return;
+        }
+        finish(answer.usage ?? { prompt: 10, completion: 5 });
       };
       respond(fake.behaviour(n));
     });

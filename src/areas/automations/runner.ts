@@ -3,6 +3,7 @@ import cron, { type ScheduledTask } from 'node-cron';
 import { ApiError } from '../../platform/errors';
 import type { Database } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
+import { whileUnreachable } from '../../platform/reconnect';
 import { WorkerPool } from '../../platform/workers';
 import type { BudgetGate } from '../billing/service';
 import type { CapabilityService } from '../capabilities/service';
@@ -245,16 +246,18 @@ export class AutomationRunner {
       );
       const extension = { markdown: 'md', text: 'txt', json: 'json' }[automation.output_format] ?? 'txt';
       const day = new Date().toISOString().slice(0, 10);
-      const output = await this.outputs.create({
+      // The run's output and end are stored once the database can be reached again (within the
+      // run's lease, renewed meanwhile), instead of the run being taken over and generated again.
+      const output = await this.untilStored(() => this.outputs.create({
         ownerUserId: automation.owner_user_id,
         type: 'document',
         name: `${automation.name} ${day}.${extension}`,
         mimeType: generated.mimeType,
         body: Buffer.from(generated.content, 'utf8'),
         automationId: automation.id,
-      });
+      }));
       const cost = generated.connectionId === null ? costMicroCents(generated.model, generated.usage) : 0;
-      const ended = await this.db.transaction().execute(async (trx) => {
+      const ended = await this.untilStored(() => this.db.transaction().execute(async (trx) => {
         const now = new Date();
         const stored = await repo.finishRun(trx, run.id, token, {
           status: 'succeeded',
@@ -275,7 +278,7 @@ export class AutomationRunner {
           usage: presentUsage(generated.usage, cost),
         });
         return true;
-      });
+      }));
       if (ended) this.onFinished('succeeded');
       // Another instance took the run over (this one outlived its lease): its output is not this run's.
       else await this.outputs.delete(automation.owner_user_id, output.id).catch(() => undefined);
@@ -285,9 +288,14 @@ export class AutomationRunner {
     }
   }
 
+  /** A write of a run's outcome, tried again while the database cannot be reached (for up to the run's lease). */
+  private untilStored<T>(write: () => Promise<T>): Promise<T> {
+    return whileUnreachable(write, { forMs: this.leaseMs });
+  }
+
   /** Ends a run without output, emitting `automation.failed` for a failure. */
   private async end(run: repo.RunRow, token: string, status: 'failed' | 'cancelled', error: { code: string; message: string }) {
-    await this.db.transaction().execute(async (trx) => {
+    await this.untilStored(() => this.db.transaction().execute(async (trx) => {
       const stored = await repo.finishRun(trx, run.id, token, { status, finished_at: new Date(), error_code: error.code, error_message: error.message });
       if (stored) this.onFinished(status);
       if (!stored || status !== 'failed') return;
@@ -299,6 +307,6 @@ export class AutomationRunner {
         errorCode: error.code,
         error: error.message,
       });
-    });
+    }));
   }
 }

@@ -9,6 +9,7 @@ import type { Actor, AuditService } from '../audit/service';
 import type { ToolDefinition, ToolRunResult, ToolService, TurnTools, UnavailableSource } from '../tools/service';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
+import { whileUnreachable } from '../../platform/reconnect';
 import { type Grounding, groundingBlock } from '../../platform/ai/grounding';
 import type { KnowledgeService } from '../knowledge/service';
 import type { MemoryService } from '../memory/service';
@@ -582,9 +583,20 @@ export class ChatService {
     return index === 0 ? turn.reply.id : `${turn.reply.id}:${index + 1}`;
   }
 
+  /**
+   * A turn's write of its reply's progress or outcome, in a transaction, tried again while the
+   * database cannot be reached, for up to the reply's lease (which this instance renews again as
+   * soon as it can): a turn that outlives a database restart ends as it would have, instead of
+   * being left `generating`. Each write is guarded by the reply's state, so a repeat of one that
+   * committed changes (and charges) nothing.
+   */
+  private turnWrite<T>(write: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+    return whileUnreachable(() => this.db.transaction().execute(write), { forMs: this.lease.leaseMs });
+  }
+
   /** Stores a step that called tools (parts and usage so far) and charges it. */
   private async recordStep(turn: Turn, step: { index: number; usage: ChatUsage }): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
+    await this.turnWrite(async (trx) => {
       const now = new Date();
       const stored = await repo.updateGenerating(trx, turn.reply.id, { ...this.progress(turn), updated_at: now });
       // Ended meanwhile (interrupted after its lease, or its conversation deleted): nothing to charge to it.
@@ -639,7 +651,7 @@ export class ChatService {
 
   /** Pauses the turn for the user's decision on `call`: an approval, the reply `awaiting_approval`, `approval.requested`. */
   private async pause(turn: Turn, call: ToolCallPart): Promise<SendOutcome> {
-    return this.db.transaction().execute(async (trx) => {
+    return this.turnWrite(async (trx) => {
       const now = new Date();
       const approvalId = uuidv7(now.getTime());
       call.approvalId = approvalId;
@@ -964,7 +976,7 @@ export class ChatService {
   private complete(turn: Turn, step: { index: number; usage: ChatUsage }) {
     const { userId, reply, model } = turn;
     const text = contentOf(turn.parts);
-    return this.db.transaction().execute(async (trx) => {
+    return this.turnWrite(async (trx) => {
       const now = new Date();
       const stored = await repo.endReply(trx, reply.id, { ...this.progress(turn), status: 'complete', updated_at: now });
       // Already failed as interrupted (this instance outlived its lease), or the conversation was deleted meanwhile.
@@ -983,7 +995,7 @@ export class ChatService {
   }
 
   private fail(userId: string, reply: repo.MessageRow, model: string, text: string, failure: { code: FailureCode; error: string }) {
-    return this.db.transaction().execute(async (trx) => {
+    return this.turnWrite(async (trx) => {
       const stored = await repo.endReply(trx, reply.id, {
         content: text,
         status: 'failed',

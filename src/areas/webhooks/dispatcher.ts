@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Database } from '../../platform/db';
 import { AddressNotAllowed, type Outbound, UrlNotAllowed } from '../../platform/net/outbound';
 import type { Secrets } from '../../platform/secrets';
+import { whileUnreachable } from '../../platform/reconnect';
 import { WorkerPool } from '../../platform/workers';
 import * as repo from './repository';
 import { signatureHeader, signingSecretContext } from './signing';
@@ -173,7 +174,9 @@ export class WebhookDispatcher {
     if (!context) return; // the subscription was deleted meanwhile
     const attemptedAt = new Date(Date.now());
     const outcome = await this.send(context, attemptedAt.getTime());
-    await this.record({ claimed, token }, number, attemptedAt, outcome);
+    // An answer is recorded once the database can be reached again (within the lease, renewed
+    // meanwhile), rather than left to the lease's end and sent a second time.
+    await whileUnreachable(() => this.record({ claimed, token }, number, attemptedAt, outcome), { forMs: this.leaseMs });
   }
 
   private async send(
