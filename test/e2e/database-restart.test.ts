@@ -149,6 +149,7 @@ function pg(tool: string, args: string[]): string {
     expect(outcomes.some((o) => o.status === 503)).toBe(true);
     expect(outcomes.at(-1)!.status).toBe(200);
   }, 180_000);
+
   test('chat turns (streamed, and awaiting approval), webhook deliveries and an automation run in flight: the process lives, each ends, none is charged twice', async () => {
     await freshCluster();
     // The model answers the streamed and held turns and the run only when `answer` is called

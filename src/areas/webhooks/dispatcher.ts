@@ -142,9 +142,7 @@ export class WebhookDispatcher {
   async claim(limit: number): Promise<Claim[]> {
     const token = randomUUID();
     const now = Date.now();
-    const claimed = await this.db
-      .transaction()
-      .execute((trx) => repo.claimDue(trx, new Date(now), new Date(now + this.leaseMs), token, limit));
+    const claimed = await repo.claimDue(this.db, new Date(now), new Date(now + this.leaseMs), token, limit);
     return claimed.map((row) => ({ claimed: row, token }));
   }
 
