@@ -10,7 +10,7 @@ module.exports = {
     ],
   },
   // ESM-only packages are compiled to CommonJS for jest.
-  transformIgnorePatterns: ['/node_modules/(?!(jose|@electric-sql|kysely-pglite-dialect|openapi-fetch|openid-client|oauth4webapi|oauth2-mock-server|is-plain-obj)/)'],
+  transformIgnorePatterns: ['/node_modules/(?!(jose|@electric-sql|kysely-pglite-dialect|openapi-fetch|openid-client|oauth4webapi|oauth2-mock-server|is-plain-obj|p-retry|is-network-error)/)'],
   globalSetup: '<rootDir>/test/global-setup.ts',
   globalTeardown: '<rootDir>/test/global-teardown.ts',
   maxWorkers: 2,
