@@ -8,8 +8,9 @@
  *     columns, timestamps as epoch milliseconds computed by Postgres) and presents each row as the
  *     API's item, as a plain app's repository and presenter would.
  */
-import { type AliasedRawBuilder, type Kysely, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { DB } from '../generated/db';
+import { epochMs, epochMsOrNull } from '../src/platform/db/timestamps';
 
 /** An API item, its id first. */
 export type Item = Record<string, unknown>;
@@ -34,9 +35,6 @@ const id = `'01936d2e-7b1a-7c3e-' || lpad(g::text, 12, '0')`;
 const owner = `case when g % 100 = 0 then 'bench-user' else 'bench-other-' || (g % 97) end`;
 const ms = (column: string) => `floor(extract(epoch from ${column}) * 1000)::int8`;
 
-/** The peer's timestamp column as epoch milliseconds computed by Postgres, as the service reads its lists' (null stays null). */
-const epochMs = <C extends string>(column: C) => sql<number>`floor(extract(epoch from ${sql.ref(column)}) * 1000)::int8`.as(column) as AliasedRawBuilder<number, C>;
-const epochMsOrNull = <C extends string>(column: C) => epochMs(column) as unknown as AliasedRawBuilder<number | null, C>;
 
 async function fill(db: Kysely<DB>, table: string, columns: Record<string, string>, rows: number): Promise<void> {
   const names = ['id', 'owner_user_id', ...Object.keys(columns), 'created_at', 'updated_at'];

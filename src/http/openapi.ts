@@ -242,15 +242,6 @@ function methodNotAllowed(item: PathItem): RequestHandler {
 }
 
 /**
- * Where the library is looser than the document: it requires a body only when the body's schema
- * lists required properties, while the document also requires one with `required: true`.
- */
-function requireDeclaredBody(req: Request, _res: Response, next: (error?: unknown) => void): void {
-  if (req.body !== undefined) return next();
-  next(errors.invalidRequest('The request is not valid.', [{ path: '/body', message: "must have required property 'body'" }]));
-}
-
-/**
  * The API's routes, one Express route per path of the document, each method with the steps of the
  * document's operation in order:
  * - `req.operation`, the document's operation of the route;
@@ -260,8 +251,7 @@ function requireDeclaredBody(req: Request, _res: Response, next: (error?: unknow
  * - the JSON body, read only for operations whose document says they take one (a streamed upload
  *   reaches its handler untouched whatever its Content-Type), then the refusal of text the
  *   database cannot store (NUL, lone surrogates, nesting too deep);
- * - express-openapi-validator's validator of the path's group (`pathValidators`), then the
- *   document's rules it does not check (`requireDeclaredBody`);
+ * - express-openapi-validator's validator of the path's group (`pathValidators`);
  * - the handler.
  * Any other method is answered 405 with Allow.
  */
@@ -295,7 +285,6 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
         ...(body?.content?.['application/json'] ? [json] : []),
         refuseUnstorableText,
         ...(method === 'get' ? validator.map(headAsGet) : validator),
-        ...(body?.required && body.content?.['application/json'] ? [requireDeclaredBody] : []),
         toExpressHandler(handler, {
           operationId,
           anonymous,

@@ -14,7 +14,7 @@ declare module 'express-serve-static-core' {
     receivedAt: number;
     /** The document's operation of the Express route, set first on every documented route (src/http/openapi.ts). */
     operation?: ApiOperation;
-    /** Set by express-openapi-validator where it runs (`VALIDATE_RESPONSES`, the tests) once it has matched the request. */
+    /** Set by express-openapi-validator once it has matched the request. */
     openapi?: OpenApiMetadata;
     /** The authenticated caller, set once the operation's security passed. */
     caller?: Caller;

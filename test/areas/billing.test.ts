@@ -297,6 +297,23 @@ describe('budgets enforced on charged actions', () => {
     const usage = await ctx.h.http().get('/api/v1/admin/usage').query({ userId: user.userId }).set((await admin()).auth).expect(200);
     expect(usage.body.budget.balanceCents).toBe(100);
     expect(usage.body.entries[0]).toMatchObject({ kind: 'usage', amountCents: -200, balanceAfterCents: 100, actorUserId: user.userId });
+    // The reply's charge written again (a write tried again after its commit's answer was lost): neither recorded nor charged twice.
+    const replyId: string = reply.body.reply.messageId;
+    const recorded = await db().selectFrom('usage_records').selectAll().where('resource_id', '=', replyId).execute();
+    expect(recorded).toHaveLength(1);
+    const again = await db().transaction().execute((trx) =>
+      ctx.h.runtime.services.billing.charge(trx, {
+        userId: user.userId,
+        kind: 'chat.reply',
+        resourceId: replyId,
+        model: { id: recorded[0]!.model, providerId: 'openai', name: recorded[0]!.model, inputCentsPerMillionTokens: 1e9, outputCentsPerMillionTokens: 1e9, default: false },
+        usage: { inputTokens: 10, outputTokens: 10 },
+        at: new Date(),
+      }),
+    );
+    expect(again).toBe(0);
+    expect(await db().selectFrom('usage_records').select('id').where('resource_id', '=', replyId).execute()).toHaveLength(1);
+    expect((await ctx.h.http().get('/api/v1/admin/usage').query({ userId: user.userId }).set((await admin()).auth).expect(200)).body.budget.balanceCents).toBe(100);
     await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId }).expect(200);
     await ctx.h.runtime.runner.runOnce();
     // The run cost 200 with 100 left: it completes, and the balance owes the rest.

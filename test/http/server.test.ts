@@ -5,7 +5,7 @@ import { useHarness } from '../helpers/harness';
 
 const ctx = useHarness('alice');
 
-/** Serves one authenticated request through `server`: the request and response its handlers saw, and their prototypes as Node handed them over. */
+/** Serves one authenticated request through `server`: the request its handlers saw, and what it answered. */
 async function servedRequest(
   server: Server,
   path: string,
@@ -26,7 +26,7 @@ async function servedRequest(
 }
 
 describe('the service HTTP server', () => {
-  test('a request is served with the fields the chain sets', async () => {
+  test('a request is served with the fields the routes set', async () => {
     const service = await servedRequest(createHttpServer(ctx.h.runtime.app), '/api/v1/notes?limit=5', ctx.alice.auth);
     expect(service.status).toBe(200);
     expect(service.body).toMatchObject({ notes: [] });

@@ -267,7 +267,9 @@ export class AutomationRunner {
           cost_micro_cents: cost,
           output_ids: [output.id],
         });
-        if (!stored) return false;
+        // Not held any more: ended by an earlier try whose answer was lost (the run holds this
+        // output, and its charge and event were written with it), or taken over by another instance.
+        if (!stored) return (await repo.findRun(trx, automation.owner_user_id, run.id))?.output_ids?.includes(output.id) ?? false;
         await this.billing.charge(trx, { userId: automation.owner_user_id, kind: 'automation.run', resourceId: run.id, model: generated.model, connectionId: generated.connectionId, usage: generated.usage, at: now });
         await this.webhooks.emitEvent(trx, 'automation.finished', automation.owner_user_id, {
           automationId: automation.id,
@@ -295,10 +297,9 @@ export class AutomationRunner {
 
   /** Ends a run without output, emitting `automation.failed` for a failure. */
   private async end(run: repo.RunRow, token: string, status: 'failed' | 'cancelled', error: { code: string; message: string }) {
-    await this.untilStored(() => this.db.transaction().execute(async (trx) => {
+    const ended = await this.untilStored(() => this.db.transaction().execute(async (trx) => {
       const stored = await repo.finishRun(trx, run.id, token, { status, finished_at: new Date(), error_code: error.code, error_message: error.message });
-      if (stored) this.onFinished(status);
-      if (!stored || status !== 'failed') return;
+      if (!stored || status !== 'failed') return !!stored;
       await this.webhooks.emitEvent(trx, 'automation.failed', run.owner_user_id, {
         automationId: run.automation_id,
         runId: run.id,
@@ -307,6 +308,8 @@ export class AutomationRunner {
         errorCode: error.code,
         error: error.message,
       });
+      return true;
     }));
+    if (ended) this.onFinished(status);
   }
 }

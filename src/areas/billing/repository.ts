@@ -114,12 +114,18 @@ export interface UsageUnits {
   count: number;
 }
 
-/** Writes what a charged action consumed, and its cost in millionths of a cent, to the usage ledger. */
+/**
+ * Writes what a charged action consumed, and its cost in millionths of a cent, to the usage ledger;
+ * false when the ledger already has the action (its kind and resource): a write repeated after its
+ * first try committed is not recorded twice.
+ */
 export async function recordUsage(
   db: Database,
   entry: { userId: string; kind: UsageKind; resourceId: string; model: ModelInfo; connectionId?: string | null; usage: ChatUsage; units?: UsageUnits; at: Date },
   costMicroCents: number,
-): Promise<void> {
+): Promise<boolean> {
+  const recorded = await db.selectFrom('usage_records').select('id').where('kind', '=', entry.kind).where('resource_id', '=', entry.resourceId).executeTakeFirst();
+  if (recorded) return false;
   await db
     .insertInto('usage_records')
     .values({
@@ -137,4 +143,5 @@ export async function recordUsage(
       created_at: entry.at,
     })
     .execute();
+  return true;
 }

@@ -226,11 +226,13 @@ export class BillingService implements BudgetGate, EntitlementGuard {
    * Records what a charged action consumed and charges it, in the transaction that records the
    * action's outcome: the period's allowance first, then the balance in whole cents (the fraction
    * carried to the next charge), each cent taken from the balance written to the ledger.
-   * Returns the cost in millionths of a cent.
+   * Returns the cost in millionths of a cent; an action the ledger has already (its kind and
+   * resource) is neither recorded nor charged again, and costs 0.
    */
   async charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number> {
     const cost = entry.connectionId ? 0 : costMicroCents(entry.model, entry.usage) + (entry.units ? entry.units.count * entry.units.microCentsPerUnit : 0);
-    await repo.recordUsage(trx, entry, cost);
+    // Charged already (a repeated write): nothing more to record or charge.
+    if (!(await repo.recordUsage(trx, entry, cost))) return 0;
     if (cost === 0) return cost;
     const standing = await this.standing(entry.userId, trx);
     const budget = await budgets.lockBudget(trx, entry.userId);

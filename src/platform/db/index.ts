@@ -26,14 +26,15 @@ export type ConnectionErrorListener = (error: Error) => void;
 
 /**
  * Kysely's PostgresDialect over a pg.Pool. A client that loses its server emits `error`, and an
- * `error` event nobody listens to ends the process: the pool listens on idle clients (and reports
- * to `pool.on('error')`), and every client gets a listener of its own as it connects, so that one
- * checked out by a query or a transaction when the server goes away fails that query instead.
+ * `error` event nobody listens to ends the process. Every client gets a listener of its own as it
+ * connects, which reports the loss, so that one checked out by a query or a transaction when the
+ * server goes away fails that query instead; the pool drops an idle one and passes its error on to
+ * `pool.on('error')`, which needs a listener too (the client's has reported it already).
  */
 export async function openPostgres(url: string, poolSize: number, onConnectionError: ConnectionErrorListener = () => undefined): Promise<DatabaseHandle> {
   const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000 });
-  pool.on('error', onConnectionError);
   pool.on('connect', (client) => client.on('error', onConnectionError));
+  pool.on('error', () => undefined);
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,

@@ -23,6 +23,7 @@ import * as m0021 from './migrations/0021_media';
 import * as m0022 from './migrations/0022_integrations';
 import * as m0023 from './migrations/0023_integration_refresh_lease';
 import * as m0024 from './migrations/0024_rate_limiter_flexible';
+import * as m0025 from './migrations/0025_usage_resource_index';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -50,6 +51,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0022_integrations': m0022,
   '0023_integration_refresh_lease': m0023,
   '0024_rate_limiter_flexible': m0024,
+  '0025_usage_resource_index': m0025,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
