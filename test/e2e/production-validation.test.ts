@@ -1,9 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort, listening, root, start } from '../helpers/process';
+import { freePort, listening, productionEnv, root, start } from '../helpers/process';
 
 // The built service is started once (make build first, which is quick when dist/ is current).
 jest.setTimeout(600_000);
@@ -21,18 +20,7 @@ describe('the built service in production mode', () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-validation-'));
     const port = String(await freePort());
     const service = start(
-      {
-        DATA_DIR: dataDir,
-        PORT: port,
-        HOST: '127.0.0.1',
-        NODE_ENV: 'production',
-        AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
-        AUTH_ISSUER: 'https://idp.example.com/',
-        AUTH_AUDIENCE: 'ai-workspace',
-        COOKIE_SECRET: randomBytes(32).toString('hex'),
-        SECRETS_KEY: `k1:${randomBytes(32).toString('base64')}`,
-        MODEL_PROVIDER: 'development',
-      },
+      { ...productionEnv(dataDir), PORT: port, HOST: '127.0.0.1', MODEL_PROVIDER: 'development' },
       { built: true },
     );
     try {

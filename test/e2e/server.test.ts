@@ -1,10 +1,9 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadDevAuthMaterial, signDevToken } from '../../src/platform/tokens';
-import { freePort, listening, root, start } from '../helpers/process';
+import { freePort, listening, productionEnv, root, start } from '../helpers/process';
 
 // Each case starts the service from source (tsx) one or more times: on a loaded 2-core machine a
 // start alone can take minutes. The cases wait for conditions; this only bounds them.
@@ -131,15 +130,7 @@ describe('the service process', () => {
 
   test('production without a model provider refuses to start, saying so; MODEL_PROVIDER=development is served only when chosen, and said', async () => {
     // Everything else production needs, so that the model provider is the one problem left.
-    const production = {
-      DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-prod-')),
-      NODE_ENV: 'production',
-      AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
-      AUTH_ISSUER: 'https://idp.example.com/',
-      AUTH_AUDIENCE: 'ai-workspace',
-      COOKIE_SECRET: randomBytes(32).toString('hex'),
-      SECRETS_KEY: `k1:${randomBytes(32).toString('base64')}`,
-    };
+    const production = productionEnv(fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-prod-')));
     try {
       const refused = start(production);
       expect(await refused.exited).toBe(1);
@@ -157,7 +148,7 @@ describe('the service process', () => {
         expect(await chosen.exited).toBe(0);
       }
     } finally {
-      fs.rmSync(production.DATA_DIR, { recursive: true, force: true });
+      fs.rmSync(production.DATA_DIR as string, { recursive: true, force: true });
     }
   });
 });

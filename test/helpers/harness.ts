@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import type { Server } from 'node:http';
@@ -180,3 +181,18 @@ export const binaryBody: BodyParser = (res, callback) => {
   res.on('data', (chunk: Buffer) => parts.push(chunk));
   res.on('end', () => callback(null, Buffer.concat(parts)));
 };
+
+/** Row counts of every table a request could write (not the audit log nor the rate limiter's counts). */
+export async function tableRowCounts(h: Harness): Promise<Record<string, number>> {
+  const tables = await sql<{ table_name: string }>`
+    select table_name from information_schema.tables
+    where table_schema = 'public' and table_type = 'BASE TABLE'
+      and table_name not in ('audit_events', 'rate_limits', 'kysely_migration', 'kysely_migration_lock')
+    order by table_name`.execute(h.runtime.database.db);
+  const counts: Record<string, number> = {};
+  for (const { table_name } of tables.rows) {
+    const result = await sql<{ n: string }>`select count(*)::text as n from ${sql.table(table_name)}`.execute(h.runtime.database.db);
+    counts[table_name] = Number(result.rows[0]?.n);
+  }
+  return counts;
+}

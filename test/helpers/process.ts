@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -45,4 +46,17 @@ export async function listening(running: Running): Promise<Record<string, unknow
     if (running.child.exitCode !== null) throw new Error(`server exited: ${running.output()}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** Everything production needs to start but a model provider: an identity provider (not reached at start), secrets. */
+export function productionEnv(dataDir: string): Record<string, string> {
+  return {
+    DATA_DIR: dataDir,
+    NODE_ENV: 'production',
+    AUTH_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json',
+    AUTH_ISSUER: 'https://idp.example.com/',
+    AUTH_AUDIENCE: 'ai-workspace',
+    COOKIE_SECRET: randomBytes(32).toString('hex'),
+    SECRETS_KEY: `k1:${randomBytes(32).toString('base64')}`,
+  };
 }

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { sql } from 'kysely';
-import { type Harness, startHarness, type TestUser, userNamed } from '../helpers/harness';
+import { type Harness, startHarness, type TestUser, userNamed, tableRowCounts } from '../helpers/harness';
 
 // A body nested deeper than the nesting limit is refused by the text guard, before anything that
 // recurses over the body (the validator, the idempotency key's canonical JSON, serialisation):
@@ -48,20 +47,7 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
-/** Row counts of every table a request could write (not the audit log nor the rate limiter's counts). */
-async function rowCounts(): Promise<Record<string, number>> {
-  const tables = await sql<{ table_name: string }>`
-    select table_name from information_schema.tables
-    where table_schema = 'public' and table_type = 'BASE TABLE'
-      and table_name not in ('audit_events', 'rate_limits', 'kysely_migration', 'kysely_migration_lock')
-    order by table_name`.execute(h.runtime.database.db);
-  const counts: Record<string, number> = {};
-  for (const { table_name } of tables.rows) {
-    const result = await sql<{ n: string }>`select count(*)::text as n from ${sql.table(table_name)}`.execute(h.runtime.database.db);
-    counts[table_name] = Number(result.rows[0]?.n);
-  }
-  return counts;
-}
+const rowCounts = () => tableRowCounts(h);
 
 const send = (op: Operation, body: string) =>
   h.http()[op.method](op.path).set((op.asAdmin ? admin : alice).auth).set('content-type', 'application/json').send(body);

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
-import { sql } from 'kysely';
-import { type Harness, startHarness, type TestUser, userNamed } from '../helpers/harness';
+import { type Harness, startHarness, type TestUser, userNamed, tableRowCounts } from '../helpers/harness';
 
 // Text the database cannot store (NUL, lone UTF-16 surrogates) is refused at the boundary, in every
 // string of the body (nested, keys too), the query and the path: 400 naming the field, nothing stored.
@@ -24,20 +23,7 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
-/** Row counts of every table a request could write (not the audit log nor the rate limiter's counts). */
-async function rowCounts(): Promise<Record<string, number>> {
-  const tables = await sql<{ table_name: string }>`
-    select table_name from information_schema.tables
-    where table_schema = 'public' and table_type = 'BASE TABLE'
-      and table_name not in ('audit_events', 'rate_limits', 'kysely_migration', 'kysely_migration_lock')
-    order by table_name`.execute(h.runtime.database.db);
-  const counts: Record<string, number> = {};
-  for (const { table_name } of tables.rows) {
-    const result = await sql<{ n: string }>`select count(*)::text as n from ${sql.table(table_name)}`.execute(h.runtime.database.db);
-    counts[table_name] = Number(result.rows[0]?.n);
-  }
-  return counts;
-}
+const rowCounts = () => tableRowCounts(h);
 
 async function expectRefused(send: () => Promise<{ status: number; body: Record<string, unknown> }>, path: string, message = refusedNul) {
   const before = await rowCounts();
