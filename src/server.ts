@@ -40,14 +40,6 @@ async function main(): Promise<void> {
     server.once('listening', resolve);
     server.once('error', reject);
   });
-  logger.info('listening', {
-    port: config.port,
-    node: process.version,
-    database: runtime.database.kind,
-    modelProvider: runtime.services.models.deploymentProvider.info.kind,
-    startupMs: Math.round(performance.now() - started),
-  });
-
   let stopping = false;
   let endDrain: (() => void) | undefined;
   const shutdown = async (signal: string) => {
@@ -94,6 +86,15 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  // Said once the signals are handled: a supervisor that stops the process as soon as it reads
+  // this line (a test, an orchestrator's quick restart) gets a graceful stop, not the default kill.
+  logger.info('listening', {
+    port: config.port,
+    node: process.version,
+    database: runtime.database.kind,
+    modelProvider: runtime.services.models.deploymentProvider.info.kind,
+    startupMs: Math.round(performance.now() - started),
+  });
 }
 
 main().catch((error: unknown) => {
