@@ -51,12 +51,11 @@ export interface ValidationOptions extends ValidatorSettings {
 const MAX_PATHS_PER_VALIDATOR = 8;
 
 /**
- * The document's paths in groups, one library validator each: an
- * area's paths (`/api/v1/<area>/…`) stay together, and areas are packed in document order into groups of at most
+ * The document's paths in groups, one library validator each: an area's paths (`/api/v1/<area>/…`)
+ * stay together, and areas are packed in document order into groups of at most
  * MAX_PATHS_PER_VALIDATOR paths. A validator matches each request against its paths one by one,
- * compiling each path's pattern until one matches, while each validator costs a load of its
- * document and a compilation of the OpenAPI schema at start-up: a few small groups keep both low
- * (figures in docs/performance.md).
+ * compiling each path's pattern until one matches, so small groups keep that search short; each
+ * validator loads its document at start-up (docs/performance.md has the cost).
  */
 export function validatorGroups(paths: string[]): string[][] {
   const areas = new Map<string, string[]>();
