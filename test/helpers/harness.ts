@@ -196,3 +196,9 @@ export async function tableRowCounts(h: Harness): Promise<Record<string, number>
   }
   return counts;
 }
+
+/** Stops the instance's background work (deliveries, runs, schedules, indexing), so that only the test's requests change rows. */
+export async function stopBackgroundWork(h: Harness): Promise<void> {
+  const rt = h.runtime;
+  await Promise.all([rt.dispatcher.stop(), rt.runner.stop(), rt.scheduler.stop(), rt.indexer.stop()]);
+}

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { type Harness, startHarness, type TestUser, userNamed, tableRowCounts } from '../helpers/harness';
+import { type Harness, startHarness, type TestUser, userNamed, tableRowCounts, stopBackgroundWork } from '../helpers/harness';
 
 // A body nested deeper than the nesting limit is refused by the text guard, before anything that
 // recurses over the body (the validator, the idempotency key's canonical JSON, serialisation):
@@ -40,8 +40,7 @@ let admin: TestUser;
 beforeAll(async () => {
   // Every capability on, so that no operation is refused by its capability gate before the guard.
   h = await startHarness({ BOOTSTRAP_ADMIN_USER_IDS: rootId, CAPABILITY_BILLING: 'true' });
-  const rt = h.runtime;
-  await Promise.all([rt.dispatcher.stop(), rt.runner.stop(), rt.scheduler.stop(), rt.indexer.stop()]);
+  await stopBackgroundWork(h);
   alice = await h.newUser('alice');
   admin = await userNamed(h, rootId);
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
-import { type Harness, startHarness, type TestUser, userNamed, tableRowCounts } from '../helpers/harness';
+import { type Harness, startHarness, type TestUser, userNamed, tableRowCounts, stopBackgroundWork } from '../helpers/harness';
 
 // Text the database cannot store (NUL, lone UTF-16 surrogates) is refused at the boundary, in every
 // string of the body (nested, keys too), the query and the path: 400 naming the field, nothing stored.
@@ -16,8 +16,7 @@ let admin: TestUser;
 beforeAll(async () => {
   h = await startHarness({ BOOTSTRAP_ADMIN_USER_IDS: rootId });
   // Background work (embedding a new note, delivering) would change row counts between the two reads.
-  const rt = h.runtime;
-  await Promise.all([rt.dispatcher.stop(), rt.runner.stop(), rt.scheduler.stop(), rt.indexer.stop()]);
+  await stopBackgroundWork(h);
   alice = await h.newUser('alice');
   admin = await userNamed(h, rootId);
 });
