@@ -37,7 +37,7 @@ const loadAverage = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').sl
 export async function pagesBench(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
   const routes = measuredRoutes();
   const url = env.DATABASE_URL as string;
-  const database = await openPostgres(url, 2);
+  const database = await openPostgres(url, { poolSize: 2 });
   try {
     for (const route of LIST_ROUTES) await route.seed(database.db, TABLE_ROWS);
   } finally {

@@ -54,7 +54,7 @@ const EXPORT_EVENTS = 100_000;
 
 /** Seeds 100,000 audit events (with the service stopped), then streams their export from the service. */
 async function auditExport(dataDir: string, env: Record<string, string>, token: string): Promise<Array<[string, string]>> {
-  const database = await openPostgres(env.DATABASE_URL as string, 2);
+  const database = await openPostgres(env.DATABASE_URL as string, { poolSize: 2 });
   const resourceType = 'bench';
   try {
     await sql`
@@ -137,7 +137,7 @@ async function benchDatabase(serverUrl: string): Promise<{ url: string; drop: ()
   const name = `aiws_bench_${process.pid}`;
   let admin;
   try {
-    admin = await openPostgres(serverUrl, 1);
+    admin = await openPostgres(serverUrl, { poolSize: 1 });
     await sql`select 1`.execute(admin.db);
   } catch {
     await admin?.close();
@@ -157,7 +157,7 @@ async function benchDatabase(serverUrl: string): Promise<{ url: string; drop: ()
 
 /** Brings the bench database's schema up to date (done by the start-up part when it runs). */
 async function migrated(url: string): Promise<void> {
-  const database = await openPostgres(url, 1);
+  const database = await openPostgres(url, { poolSize: 1 });
   try {
     await migrateToLatest(database.db);
   } finally {

@@ -45,7 +45,7 @@ async function deliveries(url: string, env: Record<string, string>): Promise<Arr
   const serviceEnv = { ...env, WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOWED_PORTS: String(port) };
   const base = `http://127.0.0.1:${env.PORT}`;
   const service = spawnPinned(serverCpu, ['dist/src/server.js'], serviceEnv);
-  const database = await openPostgres(url, 2);
+  const database = await openPostgres(url, { poolSize: 2 });
   try {
     await waitReady(`${base}/readyz`);
     const user = `bench-hooks-${Date.now()}`;
@@ -85,7 +85,7 @@ async function deliveries(url: string, env: Record<string, string>): Promise<Arr
 async function automationClaims(url: string, env: Record<string, string>): Promise<Array<[string, string]>> {
   const base = Number(env.PORT);
   const instances = [0, 1, 2].map((i) => spawnPinned(serverCpu, ['dist/src/server.js'], { ...env, PORT: String(base + 10 + i) }));
-  const database = await openPostgres(url, 2);
+  const database = await openPostgres(url, { poolSize: 2 });
   const owner = `bench-auto-${Date.now()}`;
   try {
     await Promise.all([0, 1, 2].map((i) => waitReady(`http://127.0.0.1:${base + 10 + i}/readyz`)));

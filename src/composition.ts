@@ -184,7 +184,10 @@ export function openSecrets(config: Config, cookieSecret: string | null): Secret
 /** The configured database; a connection that loses its server is reported to `logger` (and replaced by the pool). */
 export async function openDatabase(config: Config, logger?: Logger): Promise<DatabaseHandle> {
   return config.databaseUrl
-    ? openPostgres(config.databaseUrl, config.databasePoolSize, (error) => logger?.warn('a database connection was lost', { error: error.message }))
+    ? openPostgres(config.databaseUrl, {
+        poolSize: config.databasePoolSize,
+        onConnectionError: (error) => logger?.warn('a database connection was lost', { error: error.message }),
+      })
     : openPglite(path.join(config.dataDir, 'pglite'));
 }
 

@@ -25,7 +25,7 @@ export default async function globalSetup(): Promise<void> {
     testUrl.pathname = `/${name}`;
     process.env.TEST_DATABASE_URL = testUrl.toString();
     process.env.TEST_DATABASE_NAME = name;
-    const database = await openPostgres(testUrl.toString(), 2);
+    const database = await openPostgres(testUrl.toString(), { poolSize: 2 });
     await migrateToLatest(database.db);
     await database.close();
   } else {

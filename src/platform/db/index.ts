@@ -24,6 +24,13 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 /** What the pool reports of a client that lost its server (a restart, a failover, an idle cut). */
 export type ConnectionErrorListener = (error: Error) => void;
 
+export interface PoolOptions {
+  poolSize: number;
+  /** How long a new connection may take before the query that needed it fails (5 s). */
+  connectTimeoutMs?: number;
+  onConnectionError?: ConnectionErrorListener;
+}
+
 /**
  * Kysely's PostgresDialect over a pg.Pool. A client that loses its server emits `error`, and an
  * `error` event nobody listens to ends the process. Every client gets a listener of its own as it
@@ -31,8 +38,9 @@ export type ConnectionErrorListener = (error: Error) => void;
  * server goes away fails that query instead; the pool drops an idle one and passes its error on to
  * `pool.on('error')`, which needs a listener too (the client's has reported it already).
  */
-export async function openPostgres(url: string, poolSize: number, onConnectionError: ConnectionErrorListener = () => undefined): Promise<DatabaseHandle> {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000 });
+export async function openPostgres(url: string, options: PoolOptions): Promise<DatabaseHandle> {
+  const { poolSize, connectTimeoutMs = 5000, onConnectionError = () => undefined } = options;
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: connectTimeoutMs });
   pool.on('connect', (client) => client.on('error', onConnectionError));
   pool.on('error', () => undefined);
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
