@@ -16,7 +16,7 @@ BUILD := dist/.built
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NODE ?= node
 
-.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck layers token admin rotate-secrets migrate pglite-dump quickstart bench clean
+.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck layers format format-check token admin rotate-secrets migrate pglite-dump quickstart bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -91,8 +91,15 @@ typecheck: $(NODE_MODULES)
 layers: $(NODE_MODULES)
 	npx depcruise src --config .dependency-cruiser.cjs --output-type err
 
-lint: lint-spec compat typecheck layers
+lint: lint-spec compat typecheck layers format-check
 	npx eslint .
+
+## Format the TypeScript of src/, test/, bench/ and scripts/ with Prettier (.prettierrc.json); `make lint` checks it.
+format: $(NODE_MODULES)
+	npx prettier --write --log-level warn src test bench scripts
+
+format-check: $(NODE_MODULES)
+	npx prettier --check --log-level warn src test bench scripts
 
 ## Measure the goals of #12 in one run (docs/performance.md): servers on one core, wrk and the bench's clients on the other.
 bench: $(BUILD)

@@ -49,9 +49,14 @@ const MODEL_CONTENT = /"content":"[^"]/;
 /** A request the service made, sent to the model server directly. */
 async function direct(fake: FakeModelServer, body: FakeRequestBody): Promise<{ firstMs: number; endMs: number }> {
   const started = performance.now();
-  const res = await fetch(`${fake.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer bench' }, body: JSON.stringify(body) });
+  const res = await fetch(`${fake.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer bench' },
+    body: JSON.stringify(body),
+  });
   const out = await timed(res, started, MODEL_CONTENT);
-  if (res.status !== 200 || !out.text.includes('[DONE]')) throw new Error(`the model server answered ${res.status}: ${out.text.slice(0, 300)}`);
+  if (res.status !== 200 || !out.text.includes('[DONE]'))
+    throw new Error(`the model server answered ${res.status}: ${out.text.slice(0, 300)}`);
   return out;
 }
 
@@ -77,7 +82,11 @@ export async function chatBench(env: Record<string, string>, token: string): Pro
     KNOWLEDGE_INDEX_INTERVAL_MS: '3600000',
   });
   const api = async (path: string, body: unknown) =>
-    fetch(`${base}/api/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    fetch(`${base}/api/v1${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
 
   /** One streamed turn in a new conversation: TTFT and total, and the model requests it made. */
   const turn = async (content: string) => {
@@ -88,7 +97,8 @@ export async function chatBench(env: Record<string, string>, token: string): Pro
     const started = performance.now();
     const res = await api('/conversations/messages', { conversationId: conversation.conversationId, content, stream: true });
     const out = await timed(res, started, SERVICE_DELTA);
-    if (res.status !== 200 || !/(^|\n)event: done\n/.test(out.text)) throw new Error(`the turn answered ${res.status}: ${out.text.slice(0, 500)}`);
+    if (res.status !== 200 || !/(^|\n)event: done\n/.test(out.text))
+      throw new Error(`the turn answered ${res.status}: ${out.text.slice(0, 500)}`);
     return { ...out, requests: fake.requests.slice(before).map((r) => r.body) };
   };
 
@@ -114,7 +124,8 @@ export async function chatBench(env: Record<string, string>, token: string): Pro
     const trip = { service: [] as number[], direct: [] as number[], added: [] as number[] };
     for (let i = 0; i < WARM_UP + TOOL_TURNS; i += 1) {
       const served = await turn(`List my projects, turn ${i}.`);
-      if (served.requests.length !== 2 || !served.text.includes('event: tool-result')) throw new Error(`a tool turn made ${served.requests.length} model requests`);
+      if (served.requests.length !== 2 || !served.text.includes('event: tool-result'))
+        throw new Error(`a tool turn made ${served.requests.length} model requests`);
       let straight = 0;
       for (const request of served.requests) straight += (await direct(fake, request as FakeRequestBody)).endMs;
       if (i < WARM_UP) continue;
@@ -126,7 +137,10 @@ export async function chatBench(env: Record<string, string>, token: string): Pro
       [`chat TTFT, streamed turn through the service, ${TURNS} turns: p50 / p95 (ms)`, ms(ttft.service)],
       ['chat TTFT, the same model requests sent directly: p50 / p95 (ms)', ms(ttft.direct)],
       ['chat TTFT added by the service, paired differences: p50 / p95 (ms; goal p50 ≤ 5)', ms(ttft.added)],
-      ['chat plain turn to its end: service / direct (p50, ms); added, paired: p50 / p95 (ms)', `${percentile(whole.service, 50).toFixed(2)} / ${percentile(whole.direct, 50).toFixed(2)}; ${ms(whole.added)}`],
+      [
+        'chat plain turn to its end: service / direct (p50, ms); added, paired: p50 / p95 (ms)',
+        `${percentile(whole.service, 50).toFixed(2)} / ${percentile(whole.direct, 50).toFixed(2)}; ${ms(whole.added)}`,
+      ],
       [`chat turn with one tool call (${TOOL}), ${TOOL_TURNS} turns, to its end: p50 / p95 (ms)`, ms(trip.service)],
       ['chat: its two model requests sent directly, one after the other: p50 / p95 (ms)', ms(trip.direct)],
       ['chat tool-call round trip added by the service, paired differences: p50 / p95 (ms)', ms(trip.added)],

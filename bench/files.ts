@@ -10,13 +10,31 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
-import { clientCpu, interleaved, outputOf, peakRss, port, ratio, rates, rssMiB, serverCpu, spawnPinned, stop, waitListening, waitReady } from './process';
+import {
+  clientCpu,
+  interleaved,
+  outputOf,
+  peakRss,
+  port,
+  ratio,
+  rates,
+  rssMiB,
+  serverCpu,
+  spawnPinned,
+  stop,
+  waitListening,
+  waitReady,
+} from './process';
 import { SIZE } from './transfer';
 
 const MiB = 1024 * 1024;
 
 /** MiB/s of one transfer (bench/transfer.ts), run by a client process of its own on the client's core. */
-async function rate(kind: string, target: string, options: { headers?: Record<string, string>; env?: Record<string, string> } = {}): Promise<number> {
+async function rate(
+  kind: string,
+  target: string,
+  options: { headers?: Record<string, string>; env?: Record<string, string> } = {},
+): Promise<number> {
   return Number(await outputOf(clientCpu, ['bench/transfer.ts', kind, target, JSON.stringify(options.headers ?? {})], options.env ?? {}));
 }
 
@@ -75,8 +93,14 @@ async function startService(env: Record<string, string>) {
   return {
     child,
     async upload(): Promise<number> {
-      ({ fileId } = ((await api(base, token, 'POST', '/api/v1/files', { name: 'big.bin', mimeType: 'application/octet-stream', sizeBytes: SIZE })) as { file: { fileId: string } }).file);
-      const { upload } = (await api(base, token, 'POST', '/api/v1/files/upload-url', { fileId })) as { upload: { url: string; headers: Record<string, string> } };
+      ({ fileId } = (
+        (await api(base, token, 'POST', '/api/v1/files', { name: 'big.bin', mimeType: 'application/octet-stream', sizeBytes: SIZE })) as {
+          file: { fileId: string };
+        }
+      ).file);
+      const { upload } = (await api(base, token, 'POST', '/api/v1/files/upload-url', { fileId })) as {
+        upload: { url: string; headers: Record<string, string> };
+      };
       return rate('http-put', upload.url, { headers: upload.headers });
     },
     /** Downloads the file of the last upload. */
@@ -85,7 +109,10 @@ async function startService(env: Record<string, string>) {
 }
 
 /** Runs `measure` against the service on `env`; the service's RSS before it and at its peak during it. */
-async function withService(env: Record<string, string>, measure: (service: Awaited<ReturnType<typeof startService>>) => Promise<void>): Promise<{ before: number; peak: number }> {
+async function withService(
+  env: Record<string, string>,
+  measure: (service: Awaited<ReturnType<typeof startService>>) => Promise<void>,
+): Promise<{ before: number; peak: number }> {
   const service = await startService(env);
   try {
     const pid = service.child.pid as number;
@@ -117,7 +144,10 @@ export async function filesBench(env: Record<string, string>): Promise<Array<[st
   };
   const rows: Array<[string, string]> = [];
   const memory = (store: string, { before, peak }: { before: number; peak: number }) =>
-    rows.push([`B4 ${store}: service RSS before → peak over the rounds, growth (MiB; goal < 64)`, `${before.toFixed(1)} → ${peak.toFixed(1)}, ${(peak - before).toFixed(1)}`]);
+    rows.push([
+      `B4 ${store}: service RSS before → peak over the rounds, growth (MiB; goal < 64)`,
+      `${before.toFixed(1)} → ${peak.toFixed(1)}, ${(peak - before).toFixed(1)}`,
+    ]);
   const bare = bareHttp(port + 1, path.join(dir, 'raw.bin'));
   const tcp = bareTcp(port + 2);
   try {
@@ -174,7 +204,12 @@ export async function filesBench(env: Record<string, string>): Promise<Array<[st
 }
 
 if (require.main === module) {
-  filesBench({ PORT: port(4), LOG_LEVEL: 'warn', NODE_ENV: 'development', ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}) }).then((rows) => {
+  filesBench({
+    PORT: port(4),
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'development',
+    ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}),
+  }).then((rows) => {
     for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
   });
 }

@@ -29,9 +29,36 @@ const USER = 'bench-user';
  * topics co-occur never and one occur in most chunks.)
  */
 function* words(seed: number): Generator<string> {
-  const syllables = ['ka', 'lo', 'mi', 'ne', 'ru', 'sa', 'ti', 'vo', 'ze', 'pa', 'qu', 'bri', 'dra', 'fen', 'gor', 'hal', 'jun', 'wex', 'yor', 'tal'];
-  const madeUp = Array.from({ length: 2000 }, (_, i) => `${syllables[i % 20]}${syllables[Math.floor(i / 20) % 20]}${syllables[Math.floor(i / 400) % 20]}`);
-  const topics = 'revenue quarter plan garden tomato basil coral reef thesis research travel lisbon hotel river budget cost forecast meeting notes design review deploy server database index search vector memory project skill agent model prompt token invoice contract policy privacy security audit export report chart image audio video draft summary'.split(' ');
+  const syllables = [
+    'ka',
+    'lo',
+    'mi',
+    'ne',
+    'ru',
+    'sa',
+    'ti',
+    'vo',
+    'ze',
+    'pa',
+    'qu',
+    'bri',
+    'dra',
+    'fen',
+    'gor',
+    'hal',
+    'jun',
+    'wex',
+    'yor',
+    'tal',
+  ];
+  const madeUp = Array.from(
+    { length: 2000 },
+    (_, i) => `${syllables[i % 20]}${syllables[Math.floor(i / 20) % 20]}${syllables[Math.floor(i / 400) % 20]}`,
+  );
+  const topics =
+    'revenue quarter plan garden tomato basil coral reef thesis research travel lisbon hotel river budget cost forecast meeting notes design review deploy server database index search vector memory project skill agent model prompt token invoice contract policy privacy security audit export report chart image audio video draft summary'.split(
+      ' ',
+    );
   let state = seed >>> 0;
   const random = () => {
     state = (state + 0x6d2b79f5) >>> 0;
@@ -80,7 +107,10 @@ export async function knowledgeBench(log: (line: string) => void = () => undefin
       )}`.execute(db);
       const vectors = await embedder.embed(batch.map((c) => c.content));
       await sql`insert into knowledge_embeddings (source_kind, source_id, owner_user_id, source_version, embedding, embedding_model) values ${sql.join(
-        batch.map((c, i) => sql`('file', ${`bench-file:1:${c.seq}`}, ${USER}, 'chunk', ${toVectorLiteral(vectors[i] as number[])}::vector, ${embedder.name})`),
+        batch.map(
+          (c, i) =>
+            sql`('file', ${`bench-file:1:${c.seq}`}, ${USER}, 'chunk', ${toVectorLiteral(vectors[i] as number[])}::vector, ${embedder.name})`,
+        ),
       )}`.execute(db);
     }
     log(`loaded ${CHUNKS} chunks and embeddings in ${((performance.now() - started) / 1000).toFixed(1)} s`);
@@ -93,26 +123,46 @@ export async function knowledgeBench(log: (line: string) => void = () => undefin
     log(`built the HNSW index in ${((performance.now() - indexStarted) / 1000).toFixed(1)} s`);
 
     const audit = new AuditService(db);
-    const defaults = { automations: true, billing: false, vectorSearch: true, byok: true, mcp: true, integrations: true, billingProvider: 'stripe' as const, cacheMs: 0 };
+    const defaults = {
+      automations: true,
+      billing: false,
+      vectorSearch: true,
+      byok: true,
+      mcp: true,
+      integrations: true,
+      billingProvider: 'stripe' as const,
+      cacheMs: 0,
+    };
     const capabilities = new CapabilityService({ db, audit, defaults, vectorAvailable: true });
     const knowledge = new KnowledgeService({ db, capabilities, projects: new ProjectService(db), embedder, vectorAvailable: true });
-    const queries = ['quarterly revenue forecast', 'coral reef research', 'hotel in lisbon', 'security audit export', 'vector index search', 'garden tomato basil'];
+    const queries = [
+      'quarterly revenue forecast',
+      'coral reef research',
+      'hotel in lisbon',
+      'security audit export',
+      'vector index search',
+      'garden tomato basil',
+    ];
     const query = (i: number) => queries[i % queries.length] as string;
     const actor = { userId: 'bench-admin', requestId: null };
 
     await capabilities.update(actor, { vectorSearch: false });
     const lexical = await timed((i) => knowledge.search(USER, { query: query(i), limit: 10 }), queries.length);
-    const rawLexical = await timed((i) =>
-      sql`select c.seq from file_chunks c, (select ${anyWord(query(i))} as q) query
+    const rawLexical = await timed(
+      (i) =>
+        sql`select c.seq from file_chunks c, (select ${anyWord(query(i))} as q) query
           where c.tsv @@ query.q order by ts_rank_cd(c.tsv, query.q) desc limit 10`.execute(db),
       queries.length,
     );
     await capabilities.update(actor, { vectorSearch: true });
     const hybrid = await timed((i) => knowledge.search(USER, { query: query(i), limit: 10 }), queries.length);
     const vectors = await embedder.embed(queries);
-    const rawVector = await timed((i) =>
-      sql`select source_id from knowledge_embeddings where vector_dims(embedding) = 256
-          order by embedding::vector(256) <=> ${toVectorLiteral(vectors[i % queries.length] as number[])}::vector(256) limit 10`.execute(db),
+    const rawVector = await timed(
+      (i) =>
+        sql`select source_id from knowledge_embeddings where vector_dims(embedding) = 256
+          order by embedding::vector(256) <=> ${toVectorLiteral(vectors[i % queries.length] as number[])}::vector(256) limit 10`.execute(
+          db,
+        ),
       queries.length,
     );
     const ms = (v: number) => v.toFixed(1);

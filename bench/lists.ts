@@ -35,7 +35,6 @@ const id = `'01936d2e-7b1a-7c3e-' || lpad(g::text, 12, '0')`;
 const owner = `case when g % 100 = 0 then 'bench-user' else 'bench-other-' || (g % 97) end`;
 const ms = (column: string) => `floor(extract(epoch from ${column}) * 1000)::int8`;
 
-
 async function fill(db: Kysely<DB>, table: string, columns: Record<string, string>, rows: number): Promise<void> {
   const names = ['id', 'owner_user_id', ...Object.keys(columns), 'created_at', 'updated_at'];
   const values = [id, owner, ...Object.values(columns), 'now()', 'now()'];
@@ -104,7 +103,15 @@ async function filePage(db: Kysely<DB>, userId: string, rows: number): Promise<I
       ? query.where('owner_user_id', '=', userId)
       : query
           .where('owner_user_id', '<>', userId)
-          .where((eb) => eb.exists(eb.selectFrom('file_shares').select('file_id').whereRef('file_shares.file_id', '=', 'files.id').where('grantee_user_id', '=', userId)));
+          .where((eb) =>
+            eb.exists(
+              eb
+                .selectFrom('file_shares')
+                .select('file_id')
+                .whereRef('file_shares.file_id', '=', 'files.id')
+                .where('grantee_user_id', '=', userId),
+            ),
+          );
     return mine.orderBy('id', 'desc').limit(rows);
   };
   const found = await db
@@ -121,7 +128,8 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'notes',
     items: 'notes',
-    seed: (db, rows) => fill(db, 'notes', { title: `'Bench note ' || g`, content: `repeat('Content of bench note ' || g || '. ', 4)` }, rows),
+    seed: (db, rows) =>
+      fill(db, 'notes', { title: `'Bench note ' || g`, content: `repeat('Content of bench note ' || g || '. ', 4)` }, rows),
     select: `select id as "noteId", title, content, project_id as "projectId", pinned, ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
              from notes where owner_user_id = $1 order by id desc limit $2`,
     page: async (db, userId, rows) =>
@@ -133,13 +141,26 @@ export const LIST_ROUTES: ListRoute[] = [
           .orderBy('id', 'desc')
           .limit(rows)
           .execute()
-      ).map((r) => ({ noteId: r.id, title: r.title, content: r.content, projectId: r.project_id, pinned: r.pinned, createdAt: r.created_at, updatedAt: r.updated_at })),
+      ).map((r) => ({
+        noteId: r.id,
+        title: r.title,
+        content: r.content,
+        projectId: r.project_id,
+        pinned: r.pinned,
+        createdAt: r.created_at,
+        updatedAt: r.updated_at,
+      })),
   },
   {
     name: 'memory',
     items: 'memoryItems',
     seed: (db, rows) =>
-      fill(db, 'memory_items', { kind: `'fact'`, content: `'The user prefers bench item ' || g`, content_key: `'bench-' || g`, source: `'user'` }, rows),
+      fill(
+        db,
+        'memory_items',
+        { kind: `'fact'`, content: `'The user prefers bench item ' || g`, content_key: `'bench-' || g`, source: `'user'` },
+        rows,
+      ),
     select: `select id as "memoryId", kind, content, project_id as "projectId", source, source_ref as "sourceRef",
              ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
              from memory_items where owner_user_id = $1 order by id desc limit $2`,
@@ -166,7 +187,8 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'projects',
     items: 'projects',
-    seed: (db, rows) => fill(db, 'projects', { name: `'Bench project ' || g`, description: `'A project of the bench, number ' || g` }, rows),
+    seed: (db, rows) =>
+      fill(db, 'projects', { name: `'Bench project ' || g`, description: `'A project of the bench, number ' || g` }, rows),
     select: `select id as "projectId", name, description, instructions, color, parent_id as "parentId", client_id as "clientId",
              ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
              from projects where owner_user_id = $1 order by id desc limit $2`,
@@ -174,7 +196,17 @@ export const LIST_ROUTES: ListRoute[] = [
       (
         await db
           .selectFrom('projects')
-          .select(['id', 'name', 'description', 'instructions', 'color', 'parent_id', 'client_id', epochMs('created_at'), epochMs('updated_at')])
+          .select([
+            'id',
+            'name',
+            'description',
+            'instructions',
+            'color',
+            'parent_id',
+            'client_id',
+            epochMs('created_at'),
+            epochMs('updated_at'),
+          ])
           .where('owner_user_id', '=', userId)
           .orderBy('id', 'desc')
           .limit(rows)
@@ -194,7 +226,8 @@ export const LIST_ROUTES: ListRoute[] = [
   {
     name: 'skills',
     items: 'skills',
-    seed: (db, rows) => fill(db, 'skills', { name: `'Bench skill ' || g`, instructions: `'Answer as bench skill ' || g || ' would.'` }, rows),
+    seed: (db, rows) =>
+      fill(db, 'skills', { name: `'Bench skill ' || g`, instructions: `'Answer as bench skill ' || g || ' would.'` }, rows),
     select: `select id as "skillId", name, description, instructions, greeting, enabled, project_id as "projectId",
              ${ms('created_at')} as "createdAt", ${ms('updated_at')} as "updatedAt"
              from skills where owner_user_id = $1 order by id desc limit $2`,
@@ -202,7 +235,17 @@ export const LIST_ROUTES: ListRoute[] = [
       (
         await db
           .selectFrom('skills')
-          .select(['id', 'name', 'description', 'instructions', 'greeting', 'enabled', 'project_id', epochMs('created_at'), epochMs('updated_at')])
+          .select([
+            'id',
+            'name',
+            'description',
+            'instructions',
+            'greeting',
+            'enabled',
+            'project_id',
+            epochMs('created_at'),
+            epochMs('updated_at'),
+          ])
           .where('owner_user_id', '=', userId)
           .orderBy('id', 'desc')
           .limit(rows)
@@ -223,7 +266,13 @@ export const LIST_ROUTES: ListRoute[] = [
     name: 'files',
     items: 'files',
     // Files not yet uploaded: no content URL to sign, and no shares.
-    seed: (db, rows) => fill(db, 'files', { kind: `'file'`, name: `'bench-' || g || '.txt'`, mime_type: `'text/plain'`, size_bytes: '1024', status: `'pending'` }, rows),
+    seed: (db, rows) =>
+      fill(
+        db,
+        'files',
+        { kind: `'file'`, name: `'bench-' || g || '.txt'`, mime_type: `'text/plain'`, size_bytes: '1024', status: `'pending'` },
+        rows,
+      ),
     // The caller's own files and those shared with it, each read newest first from its own index.
     select: `select * from (${FILE_SELECT} from files f where owner_user_id = $1 order by id desc limit $2) as owned
              union all
@@ -263,7 +312,12 @@ export const LIST_ROUTES: ListRoute[] = [
     name: 'automations',
     items: 'automations',
     seed: (db, rows) =>
-      fill(db, 'automations', { name: `'Bench automation ' || g`, prompt: `'Summarize the day, number ' || g`, enabled: 'false', output_format: `'markdown'` }, rows),
+      fill(
+        db,
+        'automations',
+        { name: `'Bench automation ' || g`, prompt: `'Summarize the day, number ' || g`, enabled: 'false', output_format: `'markdown'` },
+        rows,
+      ),
     select: `select id as "automationId", name, prompt,
              case when cron is not null and timezone is not null then json_build_object('cron', cron, 'timezone', timezone) end as schedule,
              enabled, project_id as "projectId", skill_ids as "skillIds", model, output_format as "outputFormat",
@@ -315,7 +369,17 @@ export const LIST_ROUTES: ListRoute[] = [
     name: 'webhooks',
     items: 'subscriptions',
     seed: (db, rows) =>
-      fill(db, 'webhook_subscriptions', { url: `'https://hooks.example.com/bench/' || g`, events: `array['note.created']`, enabled: 'true', secret: `'bench-secret-' || g` }, rows),
+      fill(
+        db,
+        'webhook_subscriptions',
+        {
+          url: `'https://hooks.example.com/bench/' || g`,
+          events: `array['note.created']`,
+          enabled: 'true',
+          secret: `'bench-secret-' || g`,
+        },
+        rows,
+      ),
     select: `select id as "subscriptionId", url, description, events, enabled,
              case when not enabled then 'disabled' when failing_since is not null then 'failing' else 'active' end as status,
              case when enabled then null else coalesce(disabled_reason, 'user') end as "disabledReason",
@@ -355,7 +419,8 @@ export const LIST_ROUTES: ListRoute[] = [
         disabledReason: r.enabled ? null : (r.disabled_reason ?? 'user'),
         disabledAt: r.enabled ? null : r.disabled_at,
         failingSince: r.failing_since,
-        previousSecretExpiresAt: r.previous_secret_expires_at !== null && r.previous_secret_expires_at > Date.now() ? r.previous_secret_expires_at : null,
+        previousSecretExpiresAt:
+          r.previous_secret_expires_at !== null && r.previous_secret_expires_at > Date.now() ? r.previous_secret_expires_at : null,
         createdAt: r.created_at,
         updatedAt: r.updated_at,
       })),

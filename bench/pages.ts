@@ -20,7 +20,8 @@ function measuredRoutes(): typeof LIST_ROUTES {
   const named = process.env.BENCH_ROUTES?.split(',').map((name) => name.trim());
   if (!named) return LIST_ROUTES;
   const unknown = named.filter((name) => !LIST_ROUTES.some((route) => route.name === name));
-  if (unknown.length > 0) throw new Error(`BENCH_ROUTES: no list route ${unknown.join(', ')} (${LIST_ROUTES.map((route) => route.name).join(', ')})`);
+  if (unknown.length > 0)
+    throw new Error(`BENCH_ROUTES: no list route ${unknown.join(', ')} (${LIST_ROUTES.map((route) => route.name).join(', ')})`);
   return LIST_ROUTES.filter((route) => named.includes(route.name));
 }
 
@@ -53,7 +54,12 @@ export async function pagesBench(dataDir: string, env: Record<string, string>, t
     ready: `http://127.0.0.1:${at}/api/v1/notes`,
   });
   const contenders = {
-    service: { args: ['dist/src/server.js'], env: serviceEnv, base: `http://127.0.0.1:${env.PORT}/api/v1`, ready: `http://127.0.0.1:${env.PORT}/readyz` },
+    service: {
+      args: ['dist/src/server.js'],
+      env: serviceEnv,
+      base: `http://127.0.0.1:${env.PORT}/api/v1`,
+      ready: `http://127.0.0.1:${env.PORT}/readyz`,
+    },
     peer: script('bench/peer.ts', port(3)),
     limit: script('bench/baseline.ts', port(2)),
   };
@@ -67,7 +73,8 @@ export async function pagesBench(dataDir: string, env: Record<string, string>, t
         await waitReady(contenders[name].ready);
         if (children[i]?.exitCode !== null) throw new Error(`B1 ${name} exited: is its port taken (BENCH_PORTS)?`);
       }
-      const each = <V>(value: (name: Name, i: number) => V) => Object.fromEntries(names.map((name, i) => [name, value(name, i)])) as Record<Name, V>;
+      const each = <V>(value: (name: Name, i: number) => V) =>
+        Object.fromEntries(names.map((name, i) => [name, value(name, i)])) as Record<Name, V>;
       return await work(
         each((name) => contenders[name].base),
         each((_name, i) => children[i]?.pid as number),
@@ -104,10 +111,14 @@ export async function pagesBench(dataDir: string, env: Record<string, string>, t
         if (peer !== served && !isDeepStrictEqual(JSON.parse(peer), JSON.parse(served))) {
           throw new Error(`B1 ${route.name}: the peer's JSON differs from the service's\n${served}\n${peer}`);
         }
-        if (peer !== served && round === 0) console.error(`B1 ${route.name}: the peer's body is the service's JSON, its keys in another order`);
+        if (peer !== served && round === 0)
+          console.error(`B1 ${route.name}: the peer's body is the service's JSON, its keys in another order`);
       }
       // What each process answered in the passes, and when: the window of its profile to summarize.
-      const passes = Object.fromEntries(names.map((name) => [name, { requests: 0, from: 0n, to: 0n }])) as Record<Name, { requests: number; from: bigint; to: bigint }>;
+      const passes = Object.fromEntries(names.map((name) => [name, { requests: 0, from: 0n, to: 0n }])) as Record<
+        Name,
+        { requests: number; from: bigint; to: bigint }
+      >;
       const pass = (name: Name, route: string, seconds: string) => {
         const counted = passes[name];
         const from = now();
@@ -124,7 +135,11 @@ export async function pagesBench(dataDir: string, env: Record<string, string>, t
           for (const name of names) slices[name].push(pass(name, route.name, String(SLICE_SECONDS)));
         }
         for (const name of names) meanRates[name][i]?.push(mean(slices[name]));
-        const sliceRatios = (other: Name) => percentile(slices.service.map((value, k) => value / (slices[other][k] as number)), 50);
+        const sliceRatios = (other: Name) =>
+          percentile(
+            slices.service.map((value, k) => value / (slices[other][k] as number)),
+            50,
+          );
         toPeer[i]?.push(sliceRatios('peer'));
         toLimit[i]?.push(sliceRatios('limit'));
       }
@@ -132,14 +147,17 @@ export async function pagesBench(dataDir: string, env: Record<string, string>, t
         for (const name of names) {
           const { requests, from, to } = passes[name];
           const profile = path.join(process.env.BENCH_PROFILE_DIR, `CPU.*.${pids[name]}.*.cpuprofile`);
-          console.error(`B1 round ${round + 1}, the ${name}'s profile: node --import tsx bench/profile-summary.ts ${profile} ${requests} ${from} ${to}`);
+          console.error(
+            `B1 round ${round + 1}, the ${name}'s profile: node --import tsx bench/profile-summary.ts ${profile} ${requests} ${from} ${to}`,
+          );
         }
       }
     });
   }
   const loadAtEnd = loadAverage();
   const median = (values: number[]) => percentile(values, 50);
-  const spread = (values: number[], digits: number) => `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
+  const spread = (values: number[], digits: number) =>
+    `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
   const rows: Array<[string, string]> = [[`B1 load average (1, 5, 15 min) at start / end`, `${loadAtStart} / ${loadAtEnd}`]];
   for (const [i, route] of routes.entries()) {
     const label = `B1 GET /api/v1/${route.name}?limit=20, ${TABLE_ROWS.toLocaleString('en')}-row table`;

@@ -30,9 +30,20 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 process.on('SIGTERM', () => process.exit(0));
 
 /** The error codes of the service's ErrorResponse, by the status the validator or a handler failed with. */
-const CODES: Record<number, string> = { 400: 'invalid_request', 401: 'unauthenticated', 403: 'forbidden', 404: 'not_found', 405: 'method_not_allowed' };
+const CODES: Record<number, string> = {
+  400: 'invalid_request',
+  401: 'unauthenticated',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+};
 
-const answerError: ErrorRequestHandler = (error: { status?: number; message?: string; errors?: Array<{ path: string; message: string }> }, _req, res, _next) => {
+const answerError: ErrorRequestHandler = (
+  error: { status?: number; message?: string; errors?: Array<{ path: string; message: string }> },
+  _req,
+  res,
+  _next,
+) => {
   const status = error.status ?? 500;
   res.status(status).json({
     error: status < 500 ? error.message : 'Internal error.',
@@ -80,7 +91,10 @@ async function main(): Promise<void> {
       const rows = await route.page(db, userId, limit + 1);
       const items = rows.slice(0, limit);
       const last = items[items.length - 1];
-      res.json({ [route.items]: items, nextCursor: rows.length > limit && last ? Buffer.from(String(Object.values(last)[0])).toString('base64url') : null });
+      res.json({
+        [route.items]: items,
+        nextCursor: rows.length > limit && last ? Buffer.from(String(Object.values(last)[0])).toString('base64url') : null,
+      });
     });
   }
   app.use(answerError);

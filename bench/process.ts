@@ -23,7 +23,8 @@ export const clientCpu = cpus > 1 ? '1' : '0';
  * there when they stop (bench/profile-summary.ts summarizes one).
  */
 const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
-const profiled = (args: string[]) => args[0] === 'dist/src/server.js' || args.includes('bench/baseline.ts') || args.includes('bench/peer.ts');
+const profiled = (args: string[]) =>
+  args[0] === 'dist/src/server.js' || args.includes('bench/baseline.ts') || args.includes('bench/peer.ts');
 
 /** Starts `args` on `cpu` with this process's Node (the service as `make run` starts it: `node dist/src/server.js`). */
 export function spawnPinned(cpu: string, args: string[], env: Record<string, string>): ChildProcess {
@@ -48,7 +49,17 @@ function wrkResult(out: string): { rate: number; requests: number } {
 
 /** One wrk pass of `seconds` on CONNECTIONS connections, from the client's core (with a Lua `script`): its rate and requests. */
 export function wrkPass(url: string, headers: string[], seconds: string, script?: string): { rate: number; requests: number } {
-  const args = ['-c', clientCpu, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, ...(script ? ['-s', script] : []), ...headers.flatMap((h) => ['-H', h]), url];
+  const args = [
+    '-c',
+    clientCpu,
+    'wrk',
+    '-t1',
+    `-c${CONNECTIONS}`,
+    `-d${seconds}s`,
+    ...(script ? ['-s', script] : []),
+    ...headers.flatMap((h) => ['-H', h]),
+    url,
+  ];
   return wrkResult(execFileSync('taskset', args, { encoding: 'utf8' }));
 }
 

@@ -39,7 +39,23 @@ import { chatBench } from './chat';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
 import { pagesBench, SLICE_SECONDS, SLICES } from './pages';
-import { clientCpu, CONNECTIONS, cpus, interleaved, peakRss, port, ratio, rates, ROUNDS, rssMiB, serverCpu, spawnPinned, stop, waitReady, wrkPass } from './process';
+import {
+  clientCpu,
+  CONNECTIONS,
+  cpus,
+  interleaved,
+  peakRss,
+  port,
+  ratio,
+  rates,
+  ROUNDS,
+  rssMiB,
+  serverCpu,
+  spawnPinned,
+  stop,
+  waitReady,
+  wrkPass,
+} from './process';
 import { workersBench } from './workers';
 
 const DURATION = process.env.BENCH_SECONDS ?? '10';
@@ -75,7 +91,9 @@ async function auditExport(dataDir: string, env: Record<string, string>, token: 
     const before = rssMiB(service.pid as number);
     const sampler = peakRss(service.pid as number);
     const started = performance.now();
-    const res = await fetch(`${base}/api/v1/admin/audit/export?resourceType=${resourceType}`, { headers: { authorization: `Bearer ${token}` } });
+    const res = await fetch(`${base}/api/v1/admin/audit/export?resourceType=${resourceType}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     let lines = 0;
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
       for (const byte of chunk) if (byte === 10) lines += 1;
@@ -115,7 +133,10 @@ async function throughput(dataDir: string, env: Record<string, string>, token: s
   {
     const [b2, bare] = await interleaved(
       () => run(['dist/src/server.js'], serviceEnv, `${service}/readyz`, () => wrk(`${service}/api/v1/capabilities`, [auth])),
-      () => run(['--import', 'tsx', 'bench/bare-express.ts'], { PORT: port(1) }, `http://127.0.0.1:${port(1)}/capabilities`, () => wrk(`http://127.0.0.1:${port(1)}/capabilities`)),
+      () =>
+        run(['--import', 'tsx', 'bench/bare-express.ts'], { PORT: port(1) }, `http://127.0.0.1:${port(1)}/capabilities`, () =>
+          wrk(`http://127.0.0.1:${port(1)}/capabilities`),
+        ),
     );
     rows.push(['B2 GET /api/v1/capabilities, authenticated, constant body (req/s)', rates(b2)]);
     rows.push(['B2 bare Express, same body (req/s)', rates(bare)]);
@@ -204,7 +225,8 @@ async function main(): Promise<void> {
   const postgres = await benchDatabase(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
   try {
     // DATABASE_URL empty: the service's children inherit the bench's environment, which may name Postgres.
-    if (selected('startup')) rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup'), DATABASE_URL: '' })));
+    if (selected('startup'))
+      rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup'), DATABASE_URL: '' })));
     if (postgres) {
       const pgEnv = { ...env, DATABASE_URL: postgres.url };
       if (selected('startup')) rows.push(...(await startUp('Postgres', pgEnv)));

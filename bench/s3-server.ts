@@ -6,6 +6,12 @@
 import S3rver from 's3rver';
 
 const [port, directory = 's3'] = process.argv.slice(2);
-const server = new S3rver({ port: Number(port), address: '127.0.0.1', silent: true, directory, configureBuckets: [{ name: 'bench', configs: [] }] });
+const server = new S3rver({
+  port: Number(port),
+  address: '127.0.0.1',
+  silent: true,
+  directory,
+  configureBuckets: [{ name: 'bench', configs: [] }],
+});
 void server.run();
 process.on('SIGTERM', () => void server.close().then(() => process.exit(0)));

@@ -66,13 +66,18 @@ async function deliveries(url: string, env: Record<string, string>): Promise<Arr
         from generate_series(1, ${DELIVERIES}) as g
         returning id)
       insert into webhook_deliveries (id, subscription_id, event_id, owner_user_id, status, max_attempts, next_attempt_at, created_at, updated_at)
-      select gen_random_uuid()::text, ${subscription.subscriptionId}, id, ${user}, 'pending', 8, now(), now(), now() from events`.execute(database.db);
+      select gen_random_uuid()::text, ${subscription.subscriptionId}, id, ${user}, 'pending', 8, now(), now(), now() from events`.execute(
+      database.db,
+    );
     const seconds = await until(async () => received >= DELIVERIES, 120_000);
     // The rate from the first delivery to the last: before the first, the workers wait for their
     // next poll (WEBHOOK_POLL_INTERVAL_MS), which the total includes.
     const rate = (DELIVERIES - 1) / ((last - first) / 1000);
     return [
-      [`B6 webhook deliveries to a loopback receiver, ${DELIVERIES.toLocaleString('en')} pending, one instance (deliveries/s; goal ≥ 500)`, rate.toFixed(0)],
+      [
+        `B6 webhook deliveries to a loopback receiver, ${DELIVERIES.toLocaleString('en')} pending, one instance (deliveries/s; goal ≥ 500)`,
+        rate.toFixed(0),
+      ],
       ['B6 the same, from the insert to the last delivery, with the first poll (s)', seconds.toFixed(2)],
     ];
   } finally {
@@ -120,12 +125,21 @@ async function automationClaims(url: string, env: Record<string, string>): Promi
 
 export async function workersBench(env: Record<string, string>, parts = ['deliveries', 'automations']): Promise<Array<[string, string]>> {
   const url = env.DATABASE_URL as string;
-  return [...(parts.includes('deliveries') ? await deliveries(url, env) : []), ...(parts.includes('automations') ? await automationClaims(url, env) : [])];
+  return [
+    ...(parts.includes('deliveries') ? await deliveries(url, env) : []),
+    ...(parts.includes('automations') ? await automationClaims(url, env) : []),
+  ];
 }
 
 if (require.main === module) {
   const dataDir = path.join(process.env.TMPDIR ?? '/tmp', `aiws-bench-workers-${Date.now()}`);
-  const env = { DATA_DIR: dataDir, PORT: port(5), LOG_LEVEL: 'warn', NODE_ENV: 'development', DATABASE_URL: process.env.DATABASE_URL as string };
+  const env = {
+    DATA_DIR: dataDir,
+    PORT: port(5),
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'development',
+    DATABASE_URL: process.env.DATABASE_URL as string,
+  };
   workersBench(env, process.argv.length > 2 ? process.argv.slice(2) : undefined).then((rows) => {
     for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
   });

@@ -21,7 +21,12 @@ async function main(): Promise<void> {
   try {
     await migrateToLatest(database.db);
     const principals = new PrincipalService(database.db, new AuditService(database.db));
-    const granted = await principals.ensureRole({ userId: 'system:script', requestId: null }, [userId], role as Role, reason || 'granted with make admin');
+    const granted = await principals.ensureRole(
+      { userId: 'system:script', requestId: null },
+      [userId],
+      role as Role,
+      reason || 'granted with make admin',
+    );
     console.log(granted.length > 0 ? `granted ${role} to ${userId}` : `${userId} already holds ${role}`);
   } finally {
     await database.close();

@@ -155,7 +155,11 @@ class Comparison {
           this.report(where, 'operation removed');
           continue;
         }
-        this.parameters(where, [...(oldItem.parameters ?? []), ...(oldOp.parameters ?? [])], [...(newItem?.parameters ?? []), ...(newOp.parameters ?? [])]);
+        this.parameters(
+          where,
+          [...(oldItem.parameters ?? []), ...(oldOp.parameters ?? [])],
+          [...(newItem?.parameters ?? []), ...(newOp.parameters ?? [])],
+        );
         this.requestBody(where, deref(this.older, oldOp.requestBody), deref(this.newer, newOp.requestBody));
         this.responses(where, oldOp.responses ?? {}, newOp.responses ?? {});
       }
@@ -164,7 +168,8 @@ class Comparison {
   }
 
   private parameters(where: string, oldList: Parameter[], newList: Parameter[]): void {
-    const byKey = (doc: Document, list: Parameter[]) => new Map(list.map((p) => deref(doc, p)!).map((p) => [`${p.in} parameter ${p.name}`, p]));
+    const byKey = (doc: Document, list: Parameter[]) =>
+      new Map(list.map((p) => deref(doc, p)!).map((p) => [`${p.in} parameter ${p.name}`, p]));
     const olds = byKey(this.older, oldList);
     const news = byKey(this.newer, newList);
     for (const [key, param] of news) {
@@ -244,7 +249,8 @@ class Comparison {
     if (dir === 'response' && oldEnum && !tolerantEnum(before)) {
       const gained = newEnum ? [...newEnum].filter((v) => !oldEnum.has(v)) : null;
       if (!newEnum) this.report(at, 'enum removed (any value may now be sent)');
-      else if (gained!.length) this.report(at, `enum values added: ${gained!.join(', ')} (the published schema does not say clients must tolerate new values)`);
+      else if (gained!.length)
+        this.report(at, `enum values added: ${gained!.join(', ')} (the published schema does not say clients must tolerate new values)`);
     }
 
     if (dir === 'request') {
@@ -292,7 +298,8 @@ class Comparison {
     }
     if (dir === 'request') {
       for (const name of newRequired) {
-        if (!oldRequired.has(name) && !skip(newProps[name], this.newer)) this.report(`${where} ${field}.${name}`, 'new required request field');
+        if (!oldRequired.has(name) && !skip(newProps[name], this.newer))
+          this.report(`${where} ${field}.${name}`, 'new required request field');
       }
     }
   }
@@ -317,8 +324,7 @@ class Comparison {
         const match = oldMap.get(key) ?? single(olds, before);
         if (!match) {
           if (!/tolerate new/i.test(before.description ?? '')) this.report(`${where} ${field}`, `response variant ${key} added`);
-        }
-        else this.schema(where, dir, match, variant, field);
+        } else this.schema(where, dir, match, variant, field);
       }
     }
     return true;
@@ -351,7 +357,10 @@ function main(): void {
   const publishedDir = path.join(root, 'openapi', 'published');
   const current = bundleCurrent(root);
   let failed = 0;
-  for (const file of fs.readdirSync(publishedDir).filter((f) => f.endsWith('.json')).sort()) {
+  for (const file of fs
+    .readdirSync(publishedDir)
+    .filter((f) => f.endsWith('.json'))
+    .sort()) {
     const published = JSON.parse(fs.readFileSync(path.join(publishedDir, file), 'utf8')) as Document;
     const problems = breakingChanges(published, current);
     if (problems.length === 0) {

@@ -14,13 +14,21 @@ import { migrateToLatest } from '../src/platform/db/migrate';
 const root = path.resolve(__dirname, '..');
 const out = path.join(root, 'generated');
 const bin = (name: string) => path.join(root, 'node_modules', '.bin', name);
-const quiet = { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] as ('ignore' | 'inherit')[], env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' } };
+const quiet = {
+  cwd: root,
+  stdio: ['ignore', 'ignore', 'inherit'] as ('ignore' | 'inherit')[],
+  env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
+};
 
 async function main(): Promise<void> {
   fs.mkdirSync(out, { recursive: true });
   execFileSync(bin('redocly'), ['bundle', 'openapi/openapi.yaml', '--output', 'generated/openapi.yaml'], quiet);
   execFileSync(bin('redocly'), ['bundle', 'openapi/openapi.yaml', '--ext', 'json', '--output', 'generated/openapi.json'], quiet);
-  execFileSync(bin('openapi-typescript'), ['generated/openapi.yaml', '--output', 'generated/api.ts', '--default-non-nullable=false'], quiet);
+  execFileSync(
+    bin('openapi-typescript'),
+    ['generated/openapi.yaml', '--output', 'generated/api.ts', '--default-non-nullable=false'],
+    quiet,
+  );
   fs.writeFileSync(path.join(out, 'client.ts'), CLIENT);
 
   const { db, close } = await openPglite(null);

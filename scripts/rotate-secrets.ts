@@ -16,7 +16,8 @@ async function main(): Promise<void> {
   const database = await openDatabase(config);
   try {
     await migrateToLatest(database.db);
-    const cookieSecret = config.auth.cookieSecret ?? (hasIdentityProvider(config) ? null : (await loadDevAuthMaterial(config.dataDir)).cookieSecret);
+    const cookieSecret =
+      config.auth.cookieSecret ?? (hasIdentityProvider(config) ? null : (await loadDevAuthMaterial(config.dataDir)).cookieSecret);
     const secrets = openSecrets(config, cookieSecret);
     const report = await resealAll(database.db, secrets, SEALED_COLUMNS);
     console.log(`re-sealed ${report.resealed} stored secret(s) with key ${secrets.currentKeyId}`);

@@ -52,7 +52,8 @@ import { memoryRateLimiter, postgresRateLimiter, type RateLimiter } from './plat
 export type { Services } from './composition';
 
 /** The running service: its composition's parts and workers, the Express app, and its life cycle. */
-export interface Runtime extends Pick<Composition, 'config' | 'database' | 'services' | 'devAuth' | 'secrets' | 'outbound' | 'metrics'>, Workers {
+export interface Runtime
+  extends Pick<Composition, 'config' | 'database' | 'services' | 'devAuth' | 'secrets' | 'outbound' | 'metrics'>, Workers {
   app: Express;
   /** Fails as `interrupted` the replies this instance is still generating (a shutdown that cannot wait). */
   interruptReplies(): Promise<number>;
@@ -123,10 +124,15 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
       bodyLimitBytes: config.bodyLimitBytes,
       idempotency: new IdempotencyStore(database.db),
       securityHandlers: securityHandlers(composition.verifyToken, services.sessions, composition.signedUrls),
-      onAuthFailure: config.authFailuresPerMinute > 0 ? limitAuthFailures(rateLimiter(database, config.authFailuresPerMinute), config.authFailuresPerMinute) : undefined,
+      onAuthFailure:
+        config.authFailuresPerMinute > 0
+          ? limitAuthFailures(rateLimiter(database, config.authFailuresPerMinute), config.authFailuresPerMinute)
+          : undefined,
       afterSecurity: [
         resolveCaller(config.auth.allowedOrigins),
-        ...(config.rateLimitPerMinute > 0 ? [perUserRateLimit(rateLimiter(database, config.rateLimitPerMinute), config.rateLimitPerMinute)] : []),
+        ...(config.rateLimitPerMinute > 0
+          ? [perUserRateLimit(rateLimiter(database, config.rateLimitPerMinute), config.rateLimitPerMinute)]
+          : []),
         requireDeclaredCapability(services.capabilities),
         requireRoles(services.principals),
       ],
@@ -141,7 +147,10 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
     const ready = reachable && storage && !draining;
     // Embeddings are reported, never a reason to be unready: search answers lexically without them.
     const embeddings = services.knowledge.embeddingsHealth.state;
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : draining ? 'draining' : 'not_ready', checks: { database: reachable, storage, draining, embeddings } });
+    res.status(ready ? 200 : 503).json({
+      status: ready ? 'ready' : draining ? 'draining' : 'not_ready',
+      checks: { database: reachable, storage, draining, embeddings },
+    });
   });
   app.get('/metrics', metrics.handler(config.metricsToken));
   serveDocs(app);

@@ -39,7 +39,15 @@ import { loadApiDocument } from './http/openapi';
 import { type DatabaseHandle, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
 import { EmbeddingsFailure, HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
-import { DevelopmentProvider, findModel, listProviderModels, type ModelPrice, type ModelProvider, ModelProviderFailure, OpenAICompatibleProvider } from './platform/ai/models';
+import {
+  DevelopmentProvider,
+  findModel,
+  listProviderModels,
+  type ModelPrice,
+  type ModelProvider,
+  ModelProviderFailure,
+  OpenAICompatibleProvider,
+} from './platform/ai/models';
 import { hasVectorExtension } from './platform/db/vector';
 import type { Logger } from './platform/logger';
 import { Metrics } from './platform/metrics';
@@ -135,14 +143,18 @@ async function resolveModels(config: Config, logger: Logger): Promise<ModelPrice
   const { baseUrl, apiKey, models } = config.models;
   if (!baseUrl) {
     if (config.env === 'production') {
-      logger.warn('MODEL_PROVIDER=development: serving the built-in development model, which is NOT an AI (it quotes the user). Set MODEL_PROVIDER_BASE_URL for a real model.');
+      logger.warn(
+        'MODEL_PROVIDER=development: serving the built-in development model, which is NOT an AI (it quotes the user). Set MODEL_PROVIDER_BASE_URL for a real model.',
+      );
     }
     return [];
   }
   if (models.length > 0) return [...models];
   try {
     const ids = await listProviderModels({ baseUrl, apiKey });
-    logger.info('read the model provider\'s model list (MODEL_PROVIDER_MODELS is not set); the first is the default, all priced 0', { models: ids });
+    logger.info("read the model provider's model list (MODEL_PROVIDER_MODELS is not set); the first is the default, all priced 0", {
+      models: ids,
+    });
     return ids.map((id) => ({ id, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 }));
   } catch (error) {
     const failure = error instanceof ModelProviderFailure ? error : new ModelProviderFailure(String(error));
@@ -163,7 +175,12 @@ export function openObjectStore(config: Config): ObjectStore {
 }
 
 /** Every column holding sealed secrets, for key rotation (each area that stores secrets adds its own). */
-export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhookSealedColumns, ...modelSealedColumns, ...mcpSealedColumns, ...integrationSealedColumns];
+export const SEALED_COLUMNS: readonly SealedColumn[] = [
+  ...webhookSealedColumns,
+  ...modelSealedColumns,
+  ...mcpSealedColumns,
+  ...integrationSealedColumns,
+];
 
 /**
  * The secrets-at-rest keys: SECRETS_KEY (the first seals); the key derived from the deprecated
@@ -208,7 +225,20 @@ export interface ServicesDeps {
   metrics: Metrics;
 }
 
-export function createServices({ config, database, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics }: ServicesDeps): Services {
+export function createServices({
+  config,
+  database,
+  store,
+  signedUrls,
+  logger,
+  vectorAvailable,
+  dispatcher,
+  secrets,
+  modelList,
+  outbound,
+  doc,
+  metrics,
+}: ServicesDeps): Services {
   const { db } = database;
   const audit = new AuditService(db);
   const projects = new ProjectService(db);
@@ -217,7 +247,13 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   const { dimensions, queryTimeoutMs } = config.embeddings;
   const embedder =
     config.embeddings.provider === 'http'
-      ? new HttpEmbedder({ baseUrl: config.embeddings.baseUrl as string, apiKey: config.embeddings.apiKey, model: config.embeddings.model, dimensions, queryTimeoutMs })
+      ? new HttpEmbedder({
+          baseUrl: config.embeddings.baseUrl as string,
+          apiKey: config.embeddings.apiKey,
+          model: config.embeddings.model,
+          dimensions,
+          queryTimeoutMs,
+        })
       : new HashingEmbedder(dimensions ?? undefined);
   const skills = new SkillService(db, projects);
   const webhooks = new WebhookService(db, secrets, dispatcher);
@@ -231,7 +267,10 @@ export function createServices({ config, database, store, signedUrls, logger, ve
     stripeEvents = new stripe.StripeEvents(db, settings, (level, message, meta) => logger.log(level, message, meta));
   }
   const deployment: ModelProvider = config.models.baseUrl
-    ? new OpenAICompatibleProvider({ baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList, media: config.models.media }, warn)
+    ? new OpenAICompatibleProvider(
+        { baseUrl: config.models.baseUrl, apiKey: config.models.apiKey, models: modelList, media: config.models.media },
+        warn,
+      )
     : new DevelopmentProvider();
   const models = new ModelService({
     db,
@@ -280,7 +319,12 @@ export function createServices({ config, database, store, signedUrls, logger, ve
   const memory = new MemoryService(db, projects);
   // The deployment's default chat model, and its first model of each media kind.
   const firstMedia = (kind: 'image' | 'transcription' | 'speech') => deployment.media?.models.find((m) => m.kind === kind)?.id;
-  const defaultModels = { chat: findModel(deployment)?.id, image: firstMedia('image'), transcription: firstMedia('transcription'), speech: firstMedia('speech') };
+  const defaultModels = {
+    chat: findModel(deployment)?.id,
+    image: firstMedia('image'),
+    transcription: firstMedia('transcription'),
+    speech: firstMedia('speech'),
+  };
   const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: defaultModels } });
   models.useDefaults(settings);
   const knowledge = new KnowledgeService({
@@ -480,8 +524,18 @@ function createWorkers({ config, logger, database, services, store, metrics, dis
     log,
     onFinished: (status) => metrics.runsFinished.inc({ status }),
   });
-  const scheduler = new AutomationScheduler({ db: database.db, capabilities, tickCron: config.automations.tickCron, log, onQueued: () => runner.wake() });
-  const replies = new ReplyRecovery(services.chat, { leaseMs: config.models.replyLeaseMs, sweepIntervalMs: config.models.replyRecoveryIntervalMs }, log);
+  const scheduler = new AutomationScheduler({
+    db: database.db,
+    capabilities,
+    tickCron: config.automations.tickCron,
+    log,
+    onQueued: () => runner.wake(),
+  });
+  const replies = new ReplyRecovery(
+    services.chat,
+    { leaseMs: config.models.replyLeaseMs, sweepIntervalMs: config.models.replyRecoveryIntervalMs },
+    log,
+  );
   const incomingSweep = new PeriodicTask(
     config.storage.incomingSweepIntervalMs,
     async () => {
@@ -523,7 +577,20 @@ export async function compose(config: Config, logger: Logger, database?: Databas
     });
     const modelList = await resolveModels(config, logger);
     const doc = loadApiDocument();
-    const services = createServices({ config, database: db, store, signedUrls, logger, vectorAvailable, dispatcher, secrets, modelList, outbound, doc, metrics });
+    const services = createServices({
+      config,
+      database: db,
+      store,
+      signedUrls,
+      logger,
+      vectorAvailable,
+      dispatcher,
+      secrets,
+      modelList,
+      outbound,
+      doc,
+      metrics,
+    });
     const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },
@@ -550,7 +617,14 @@ export async function compose(config: Config, logger: Logger, database?: Databas
       close: async () => {
         await workers.scheduler.stop();
         const { indexer, runner, replies, incomingSweep } = workers;
-        await Promise.all([indexer.stop(), dispatcher.stop(), runner.stop(), replies.stop(), incomingSweep.stop(), services.integrations.settle()]);
+        await Promise.all([
+          indexer.stop(),
+          dispatcher.stop(),
+          runner.stop(),
+          replies.stop(),
+          incomingSweep.stop(),
+          services.integrations.settle(),
+        ]);
         store.close();
         await db.close();
       },

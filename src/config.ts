@@ -72,7 +72,14 @@ export interface Config {
   metricsToken: string | null;
   storage: {
     /** S3-compatible store when a bucket is set; otherwise the local directory DATA_DIR/objects. */
-    s3: { endpoint: string | null; bucket: string; region: string; accessKeyId: string | null; secretAccessKey: string | null; forcePathStyle: boolean } | null;
+    s3: {
+      endpoint: string | null;
+      bucket: string;
+      region: string;
+      accessKeyId: string | null;
+      secretAccessKey: string | null;
+      forcePathStyle: boolean;
+    } | null;
     maxUploadBytes: number;
     maxOutputBytes: number;
     /** Partial objects of uploads that never ended are removed once this old. */
@@ -376,7 +383,8 @@ function parsePlans(reader: Reader): Plan[] {
   const plans: Plan[] = [];
   for (const [id, value] of Object.entries(parsed as Record<string, unknown>)) {
     const plan = (value ?? {}) as Record<string, unknown>;
-    if (!PLAN_ID.test(id) || id === 'free' || id === 'self_hosted') problem(`plan ids are lower-case words other than free and self_hosted (got "${id}")`);
+    if (!PLAN_ID.test(id) || id === 'free' || id === 'self_hosted')
+      problem(`plan ids are lower-case words other than free and self_hosted (got "${id}")`);
     const priceIds = plan.priceIds;
     if (!Array.isArray(priceIds) || priceIds.length === 0 || !priceIds.every((p) => typeof p === 'string' && p.length > 0)) {
       problem(`plan "${id}" needs priceIds: a non-empty list of the provider's price ids`);
@@ -416,7 +424,10 @@ function parseToolPolicies(r: Reader, name: string): Record<string, 'allow' | 'a
   for (const entry of r.list(name)) {
     const match = /^([a-zA-Z0-9_-]{1,64})=(allow|approval_required|deny)$/.exec(entry);
     if (match) policies[match[1] as string] = match[2] as 'allow' | 'approval_required' | 'deny';
-    else r.problems.push(`${name} must be a comma-separated list of tool=policy, the policy allow, approval_required or deny (got "${entry}")`);
+    else
+      r.problems.push(
+        `${name} must be a comma-separated list of tool=policy, the policy allow, approval_required or deny (got "${entry}")`,
+      );
   }
   return policies;
 }
@@ -432,17 +443,23 @@ function parseMediaModels(r: Reader, name: string): MediaModelPrice[] {
   return r.list(name).map((entry) => {
     const priced = MEDIA_PRICE.exec(entry);
     const id = priced ? (priced[1] as string) : entry;
-    if (id.length > 200 || /\s|=/.test(id)) r.problems.push(`${name} entries are model ids, optionally with a price in cents per unit: dall-e-3=4 (got "${entry}")`);
+    if (id.length > 200 || /\s|=/.test(id))
+      r.problems.push(`${name} entries are model ids, optionally with a price in cents per unit: dall-e-3=4 (got "${entry}")`);
     const [whole, fraction = ''] = (priced?.[2] ?? '0').split('.');
     return { id, microCentsPerUnit: Number(whole) * 1_000_000 + Number(fraction.padEnd(6, '0')) };
   });
 }
 
-function parseModelEntry(r: { problems: string[] }, entry: string): { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number } {
+function parseModelEntry(
+  r: { problems: string[] },
+  entry: string,
+): { id: string; inputCentsPerMillionTokens: number; outputCentsPerMillionTokens: number } {
   const priced = /^(.+):(\d{1,9}):(\d{1,9})$/.exec(entry);
   const id = priced ? (priced[1] as string) : entry;
   if (id.length > 200 || /\s/.test(id) || /^:|:$/.test(id)) {
-    r.problems.push(`MODEL_PROVIDER_MODELS entries are model ids (which may contain : and /), optionally with prices: gpt-4o-mini:15:60 (got "${entry}")`);
+    r.problems.push(
+      `MODEL_PROVIDER_MODELS entries are model ids (which may contain : and /), optionally with prices: gpt-4o-mini:15:60 (got "${entry}")`,
+    );
   }
   return { id, inputCentsPerMillionTokens: Number(priced?.[2] ?? 0), outputCentsPerMillionTokens: Number(priced?.[3] ?? 0) };
 }
@@ -456,7 +473,8 @@ function secretsAndOutbound(r: Reader, env: Config['env']): Pick<Config, 'secret
   const aliased = (name: string, alias: string): string => {
     const value = r.raw(name);
     const old = r.raw(alias);
-    if (value !== undefined && old !== undefined && value !== old) r.problems.push(`set ${name} only (${alias} is its deprecated alias, set to another value)`);
+    if (value !== undefined && old !== undefined && value !== old)
+      r.problems.push(`set ${name} only (${alias} is its deprecated alias, set to another value)`);
     return value === undefined && old !== undefined ? alias : name;
   };
   const secretsKey = r.raw('SECRETS_KEY');
@@ -466,16 +484,20 @@ function secretsAndOutbound(r: Reader, env: Config['env']): Pick<Config, 'secret
   if (webhookSecretsKey !== null && webhookSecretsKey.length < 32) r.problems.push('WEBHOOK_SECRETS_KEY must be at least 32 characters');
   const loopbackName = aliased('OUTBOUND_ALLOW_LOOPBACK', 'WEBHOOK_ALLOW_LOOPBACK');
   const allowLoopback = r.bool(loopbackName, false);
-  if (env === 'production' && allowLoopback) r.problems.push(`${loopbackName} is for tests and local development; it cannot be set in production`);
+  if (env === 'production' && allowLoopback)
+    r.problems.push(`${loopbackName} is for tests and local development; it cannot be set in production`);
   const portsName = aliased('OUTBOUND_ALLOWED_PORTS', 'WEBHOOK_ALLOWED_PORTS');
   const allowedPorts = r.list(portsName).map((port) => {
-    if (!/^\d+$/.test(port) || Number(port) < 1 || Number(port) > 65535) r.problems.push(`${portsName} must list port numbers (got "${port}")`);
+    if (!/^\d+$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+      r.problems.push(`${portsName} must list port numbers (got "${port}")`);
     return Number(port);
   });
   // Always required in production, not only once a secret is stored: a missing key then shows at
   // deploy time rather than at the first restart after a user saved a webhook or an API key.
   if (env === 'production' && secretsKey === undefined && webhookSecretsKey === null) {
-    r.problems.push('production needs SECRETS_KEY to seal stored secrets: <key id>:<32 random bytes in base64>, e.g. k1:<output of openssl rand -base64 32>');
+    r.problems.push(
+      'production needs SECRETS_KEY to seal stored secrets: <key id>:<32 random bytes in base64>, e.g. k1:<output of openssl rand -base64 32>',
+    );
   }
   return { secrets: { keys: parsed.keys, webhookSecretsKey }, outbound: { allowLoopback, allowedPorts } };
 }
@@ -515,8 +537,19 @@ function parseIntegrationProviders(r: Reader, env: Config['env']): IntegrationPr
       continue;
     }
     const entry = value as Record<string, unknown>;
-    const known = ['name', 'issuer', 'authorizationUrl', 'tokenUrl', 'revocationUrl', 'clientId', 'clientSecret', 'scopes', 'authorizationParams'];
-    for (const field of Object.keys(entry)) if (!known.includes(field)) problem(`"${id}" has an unknown field "${field}" (known: ${known.join(', ')})`);
+    const known = [
+      'name',
+      'issuer',
+      'authorizationUrl',
+      'tokenUrl',
+      'revocationUrl',
+      'clientId',
+      'clientSecret',
+      'scopes',
+      'authorizationParams',
+    ];
+    for (const field of Object.keys(entry))
+      if (!known.includes(field)) problem(`"${id}" has an unknown field "${field}" (known: ${known.join(', ')})`);
     const text = (field: string, required: boolean): string | null => {
       const v = entry[field];
       if (v === undefined || v === null) {
@@ -538,7 +571,9 @@ function parseIntegrationProviders(r: Reader, env: Config['env']): IntegrationPr
         if (!allowed.includes(parsedUrl.protocol)) throw new Error('protocol');
         if (parsedUrl.hash) throw new Error('fragment');
       } catch {
-        problem(`"${id}": ${field} must be an ${env === 'production' ? 'https' : 'https (or, outside production, http)'} URL without a fragment`);
+        problem(
+          `"${id}": ${field} must be an ${env === 'production' ? 'https' : 'https (or, outside production, http)'} URL without a fragment`,
+        );
         return null;
       }
       return v;
@@ -549,8 +584,10 @@ function parseIntegrationProviders(r: Reader, env: Config['env']): IntegrationPr
     const authorizationUrl = url('authorizationUrl');
     const tokenUrl = url('tokenUrl');
     const revocationUrl = url('revocationUrl');
-    if (issuer !== null && (authorizationUrl !== null || tokenUrl !== null)) problem(`"${id}": give either issuer (discovery) or authorizationUrl and tokenUrl, not both`);
-    if (entry.issuer === undefined && (entry.authorizationUrl === undefined || entry.tokenUrl === undefined)) problem(`"${id}" needs issuer, or authorizationUrl and tokenUrl`);
+    if (issuer !== null && (authorizationUrl !== null || tokenUrl !== null))
+      problem(`"${id}": give either issuer (discovery) or authorizationUrl and tokenUrl, not both`);
+    if (entry.issuer === undefined && (entry.authorizationUrl === undefined || entry.tokenUrl === undefined))
+      problem(`"${id}" needs issuer, or authorizationUrl and tokenUrl`);
     const clientId = text('clientId', true);
     const clientSecret = text('clientSecret', false);
     const scopes = entry.scopes ?? [];
@@ -559,10 +596,16 @@ function parseIntegrationProviders(r: Reader, env: Config['env']): IntegrationPr
     }
     const params = entry.authorizationParams ?? {};
     const reserved = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'code_challenge', 'code_challenge_method'];
-    if (typeof params !== 'object' || params === null || Array.isArray(params) || !Object.values(params).every((v) => typeof v === 'string')) {
+    if (
+      typeof params !== 'object' ||
+      params === null ||
+      Array.isArray(params) ||
+      !Object.values(params).every((v) => typeof v === 'string')
+    ) {
       problem(`"${id}": authorizationParams must be an object of strings, such as {"access_type":"offline","prompt":"consent"}`);
     } else {
-      for (const key of Object.keys(params)) if (reserved.includes(key)) problem(`"${id}": authorizationParams cannot set ${key} (the service sets it)`);
+      for (const key of Object.keys(params))
+        if (reserved.includes(key)) problem(`"${id}": authorizationParams cannot set ${key} (the service sets it)`);
     }
     providers.push({
       id,
@@ -574,7 +617,8 @@ function parseIntegrationProviders(r: Reader, env: Config['env']): IntegrationPr
       clientId: clientId ?? '',
       clientSecret,
       scopes: Array.isArray(scopes) ? scopes.map(String) : [],
-      authorizationParams: typeof params === 'object' && params !== null && !Array.isArray(params) ? (params as Record<string, string>) : {},
+      authorizationParams:
+        typeof params === 'object' && params !== null && !Array.isArray(params) ? (params as Record<string, string>) : {},
     });
   }
   return providers;
@@ -585,13 +629,16 @@ function integrationSettings(r: Reader, env: Config['env']): Config['integration
   let publicUrl = r.url('PUBLIC_URL', env === 'production' ? ['https:'] : ['https:', 'http:']);
   if (publicUrl !== null) {
     const url = new URL(publicUrl);
-    if (url.search || url.hash || url.username || url.password) r.problems.push('PUBLIC_URL must be a base URL such as https://api.example.com (no query, fragment or credentials)');
+    if (url.search || url.hash || url.username || url.password)
+      r.problems.push('PUBLIC_URL must be a base URL such as https://api.example.com (no query, fragment or credentials)');
     publicUrl = publicUrl.replace(/\/+$/, '');
   } else if (env !== 'production') {
     const port = r.raw('PORT');
     publicUrl = `http://localhost:${port !== undefined && /^\d{1,5}$/.test(port) ? Number(port) : 8080}`;
   } else if (providers.length > 0) {
-    r.problems.push('INTEGRATIONS needs PUBLIC_URL in production: the https base URL browsers reach the service at (the OAuth redirect URI is <PUBLIC_URL>/integrations/callback)');
+    r.problems.push(
+      'INTEGRATIONS needs PUBLIC_URL in production: the https base URL browsers reach the service at (the OAuth redirect URI is <PUBLIC_URL>/integrations/callback)',
+    );
   }
   return {
     publicUrl,
@@ -720,7 +767,11 @@ export function loadConfig(env: Env = process.env): Config {
     models: {
       baseUrl: r.url('MODEL_PROVIDER_BASE_URL', ['http:', 'https:']),
       apiKey: r.optional('MODEL_PROVIDER_API_KEY'),
-      provider: r.oneOf('MODEL_PROVIDER', ['openai-compatible', 'development'] as const, r.raw('MODEL_PROVIDER_BASE_URL') ? 'openai-compatible' : 'development'),
+      provider: r.oneOf(
+        'MODEL_PROVIDER',
+        ['openai-compatible', 'development'] as const,
+        r.raw('MODEL_PROVIDER_BASE_URL') ? 'openai-compatible' : 'development',
+      ),
       models: r.list('MODEL_PROVIDER_MODELS').map((entry) => parseModelEntry(r, entry)),
       timeoutMs: r.int('CHAT_TIMEOUT_MS', 60_000, 100, 600_000),
       replyLeaseMs: r.int('CHAT_REPLY_LEASE_MS', 30_000, 300, 600_000),
@@ -790,10 +841,13 @@ export function loadConfig(env: Env = process.env): Config {
   }
   for (const kind of ['image', 'transcription', 'speech'] as const) {
     if (!config.models.baseUrl && config.models.media[kind].length > 0) {
-      r.problems.push(`MODEL_PROVIDER_${kind.toUpperCase()}_MODELS needs MODEL_PROVIDER_BASE_URL (an API in OpenAI's format); the development provider has its own media models`);
+      r.problems.push(
+        `MODEL_PROVIDER_${kind.toUpperCase()}_MODELS needs MODEL_PROVIDER_BASE_URL (an API in OpenAI's format); the development provider has its own media models`,
+      );
     }
   }
-  if (config.storage.incomingMaxAgeMs < 60_000) r.problems.push('INCOMING_UPLOAD_MAX_AGE must be at least 1m (longer than any upload, e.g. 24h)');
+  if (config.storage.incomingMaxAgeMs < 60_000)
+    r.problems.push('INCOMING_UPLOAD_MAX_AGE must be at least 1m (longer than any upload, e.g. 24h)');
   if (config.storage.incomingSweepIntervalMs < 1000 || config.storage.incomingSweepIntervalMs > 2 ** 31 - 1) {
     r.problems.push('INCOMING_UPLOAD_SWEEP_INTERVAL must be a duration from 1s to 24d');
   }

@@ -138,7 +138,10 @@ type SecurityHandler = (req: Request) => Promise<boolean>;
  * propagates as itself. Nothing is thrown (or given a stack trace) for a scheme a request simply
  * does not use, and the schemes are worked out once per operation.
  */
-export function authenticate(handlers: Record<string, SecurityHandler>, onFailure: (req: Request) => Promise<ApiError | null> = async () => null) {
+export function authenticate(
+  handlers: Record<string, SecurityHandler>,
+  onFailure: (req: Request) => Promise<ApiError | null> = async () => null,
+) {
   const plans = new WeakMap<ApiOperation, { schemes: string[]; requirements: string[][] }>();
   const planOf = (operation: ApiOperation) => {
     let plan = plans.get(operation);

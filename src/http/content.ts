@@ -5,7 +5,8 @@ import { errors } from '../platform/errors';
 import { noneMatch, STREAMED } from './handler';
 
 /** Types a browser would run (script, markup): always downloaded, never rendered in our origin. */
-const ACTIVE_TYPE = /^(text\/html|application\/xhtml\+xml|image\/svg\+xml|application\/xml|text\/xml|text\/javascript|application\/javascript|application\/[\w.-]+\+xml)$/i;
+const ACTIVE_TYPE =
+  /^(text\/html|application\/xhtml\+xml|image\/svg\+xml|application\/xml|text\/xml|text\/javascript|application\/javascript|application\/[\w.-]+\+xml)$/i;
 
 export interface StoredContent {
   name: string;

@@ -45,7 +45,8 @@ export function corsLists(doc: OpenAPIV3.DocumentV3): CorsLists {
     if (record.in === 'header' && typeof record.name === 'string') requestHeaders.push(record.name);
     const headers = record.headers;
     // A response's `headers` map (an encoding's is never inside a response here).
-    if (headers && typeof headers === 'object' && !Array.isArray(headers) && 'description' in record) responseHeaders.push(...Object.keys(headers));
+    if (headers && typeof headers === 'object' && !Array.isArray(headers) && 'description' in record)
+      responseHeaders.push(...Object.keys(headers));
     Object.values(record).forEach(visit);
   };
   for (const method of METHODS) {
@@ -89,8 +90,12 @@ export function cors(allowedOrigins: readonly string[], doc: OpenAPIV3.DocumentV
     res.vary('Origin');
     const origin = req.headers.origin;
     const preflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined;
-    if (preflight && origin !== undefined && !allowed.has(origin)) return next(errors.forbidden('This origin may not call the service from a browser.'));
+    if (preflight && origin !== undefined && !allowed.has(origin))
+      return next(errors.forbidden('This origin may not call the service from a browser.'));
     next();
   };
-  return [varyAndRefuse, corsMiddleware((req, callback) => callback(null, allowed.has(req.headers.origin ?? '') ? granted : { origin: false }))];
+  return [
+    varyAndRefuse,
+    corsMiddleware((req, callback) => callback(null, allowed.has(req.headers.origin ?? '') ? granted : { origin: false })),
+  ];
 }

@@ -27,7 +27,8 @@ export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?:
   if (isConnectionFailure(error)) return errors.databaseUnavailable();
   const e = (error ?? {}) as LibraryError;
   const status = e.status ?? e.statusCode;
-  if (e.type === 'entity.too.large' || status === 413) return errors.payloadTooLarge(`The request body is larger than ${bodyLimitBytes} bytes.`);
+  if (e.type === 'entity.too.large' || status === 413)
+    return errors.payloadTooLarge(`The request body is larger than ${bodyLimitBytes} bytes.`);
   if (e.type === 'entity.parse.failed') {
     return errors.invalidRequest('The request body is not valid JSON.', [{ path: '/body', message: 'must be valid JSON' }]);
   }
@@ -80,7 +81,12 @@ export function errorMiddleware(logger: Logger, { bodyLimitBytes, requireDeclare
     let apiError = toApiError(error, bodyLimitBytes, req.authFailure, req.invalidToken) ?? errors.internal(req.requestId);
     const statuses = req.operation?.statuses;
     if (requireDeclaredStatus && statuses && !statuses.has(String(apiError.status)) && !statuses.has('default')) {
-      logger.error('error status not declared by the operation', { requestId: req.requestId, operationId: req.operation?.operationId, status: apiError.status, code: apiError.code });
+      logger.error('error status not declared by the operation', {
+        requestId: req.requestId,
+        operationId: req.operation?.operationId,
+        status: apiError.status,
+        code: apiError.code,
+      });
       apiError = errors.internal(req.requestId);
     }
     // An expected outcome (a provider failed, a dependency is down), reported where it happened or

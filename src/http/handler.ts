@@ -188,11 +188,7 @@ export function fromQueryOrBody(
 }
 
 /** The id of the record a DELETE names, from the query or the body; required. */
-export function idFromQueryOrBody(
-  name: string,
-  query: Record<string, unknown>,
-  body: Record<string, unknown> | undefined,
-): string {
+export function idFromQueryOrBody(name: string, query: Record<string, unknown>, body: Record<string, unknown> | undefined): string {
   const id = fromQueryOrBody(name, query, body);
   if (id === undefined) {
     throw errors.invalidRequest(`${name} is required, in the query or in the body.`, [

@@ -16,13 +16,12 @@ export interface IdempotentRequest {
  * remembered body (`replayed`), a different request under the same key is a 422, a repeat while the
  * first still runs is a 409. A failed request releases its key.
  */
-export async function runIdempotent<T>(
-  request: IdempotentRequest,
-  execute: () => Promise<T>,
-): Promise<{ body: T; replayed: boolean }> {
+export async function runIdempotent<T>(request: IdempotentRequest, execute: () => Promise<T>): Promise<{ body: T; replayed: boolean }> {
   const { store, userId, key, operationId } = request;
   // RFC 8785 canonical JSON: equal bodies hash equally whatever their key order.
-  const hash = createHash('sha256').update(canonicalize(request.body ?? null) ?? 'null').digest('base64url');
+  const hash = createHash('sha256')
+    .update(canonicalize(request.body ?? null) ?? 'null')
+    .digest('base64url');
   const claim = await store.claim(userId, key, operationId, hash);
   switch (claim.kind) {
     case 'mismatch':

@@ -160,7 +160,13 @@ function validatorMiddleware(apiSpec: OpenAPIV3.DocumentV3, settings: ValidatorS
   return OpenApiValidator.middleware({
     apiSpec,
     validateApiSpec: settings.validateApiSpec,
-    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false, allErrors: true, discriminator: true },
+    validateRequests: {
+      allowUnknownQueryParameters: false,
+      coerceTypes: false,
+      removeAdditional: false,
+      allErrors: true,
+      discriminator: true,
+    },
     validateResponses: settings.validateResponses ? { removeAdditional: false, coerceTypes: false } : false,
     validateSecurity: false,
     fileUploader: false,
@@ -179,7 +185,17 @@ async function checkLoaded(validator: RequestHandler[], openApiPath: string, ite
   const method = METHODS.find((name) => !item[name])?.toUpperCase() ?? 'UNDECLARED';
   const url = openApiPath.replace(/\{[^}]+\}/g, 'x');
   // A request of its own app: the service's app only ever sees real requests.
-  const req = { method, url, originalUrl: url, path: url, baseUrl: '', headers: {}, query: {}, params: {}, app: express() } as unknown as Request;
+  const req = {
+    method,
+    url,
+    originalUrl: url,
+    path: url,
+    baseUrl: '',
+    headers: {},
+    query: {},
+    params: {},
+    app: express(),
+  } as unknown as Request;
   for (const step of validator) {
     const error = await new Promise<unknown>((resolve) => void step(req, {} as Response, resolve));
     if (error === undefined) continue;
@@ -236,7 +252,9 @@ function apiOperation(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationO
 
 /** The 405 of a method the path does not have, with the methods it has. */
 function methodNotAllowed(item: PathItem): RequestHandler {
-  const allow = METHODS.filter((method) => item[method]).map((method) => method.toUpperCase()).join(', ');
+  const allow = METHODS.filter((method) => item[method])
+    .map((method) => method.toUpperCase())
+    .join(', ');
   return (_req, _res, next) => next(errors.methodNotAllowed(allow));
 }
 
@@ -299,7 +317,9 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
 
 /** The operation's request body, resolved. */
 function requestBodyOf(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject): OpenAPIV3.RequestBodyObject | undefined {
-  return operation.requestBody ? resolveRef<OpenAPIV3.RequestBodyObject>((doc.components ?? {}) as Components, operation.requestBody) : undefined;
+  return operation.requestBody
+    ? resolveRef<OpenAPIV3.RequestBodyObject>((doc.components ?? {}) as Components, operation.requestBody)
+    : undefined;
 }
 
 /** Whether the operation declares the `Idempotency-Key` request header. */

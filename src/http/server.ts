@@ -32,7 +32,11 @@ function rawAnswer(error: ApiError): string {
  * extensions, 408 for a connection that did not send its headers within the headers timeout, and
  * 400 for the rest (a control character in a header, a malformed request line).
  */
-function answerClientError(error: Error & { code?: string; reason?: string }, socket: Duplex, answering: WeakMap<Duplex, http.ServerResponse>): void {
+function answerClientError(
+  error: Error & { code?: string; reason?: string },
+  socket: Duplex,
+  answering: WeakMap<Duplex, http.ServerResponse>,
+): void {
   if (error.code === 'ECONNRESET' || !socket.writable || answering.get(socket)?.headersSent) {
     socket.destroy();
     return;
@@ -131,7 +135,9 @@ export function createHttpServer(app: Express, limits?: HttpLimits): http.Server
       if (answering.get(req.socket) === res) answering.delete(req.socket);
     });
   });
-  server.on('clientError', (error: Error & { code?: string; reason?: string }, socket: Duplex) => answerClientError(error, socket, answering));
+  server.on('clientError', (error: Error & { code?: string; reason?: string }, socket: Duplex) =>
+    answerClientError(error, socket, answering),
+  );
   if (limits) {
     server.keepAliveTimeout = limits.keepAliveTimeoutMs;
     if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections;

@@ -100,6 +100,8 @@ export function refuseUnstorableText(req: Request, _res: Response, next: NextFun
   if (found.length === 0) return next();
   const tooDeep = found.some((detail) => detail.message === TOO_DEEP);
   const unstorable = found.some((detail) => detail.message !== TOO_DEEP);
-  const message = [unstorable && 'holds text that cannot be stored', tooDeep && `is nested more than ${MAX_NESTING} levels deep`].filter(Boolean).join(' and ');
+  const message = [unstorable && 'holds text that cannot be stored', tooDeep && `is nested more than ${MAX_NESTING} levels deep`]
+    .filter(Boolean)
+    .join(' and ');
   next(errors.invalidRequest(`The request ${message}.`, found));
 }

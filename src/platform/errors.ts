@@ -70,15 +70,22 @@ export const errors = {
     new ApiError(402, 'quota_exceeded', message, { entitlement, limit, used }),
   invalidSignature: (message: string) => new ApiError(400, 'invalid_signature', message),
   unsupportedProtocolVersion: (version: number, supported: readonly number[]) =>
-    new ApiError(400, 'unsupported_protocol_version', `Protocol version ${version} is not supported; this deployment speaks ${supported.join(', ')}.`, {
-      supported,
-    }),
-  commandIdMismatch: (details: ErrorDetail[]) => new ApiError(400, 'command_id_mismatch', "The body's ids do not match the path.", { details }),
+    new ApiError(
+      400,
+      'unsupported_protocol_version',
+      `Protocol version ${version} is not supported; this deployment speaks ${supported.join(', ')}.`,
+      {
+        supported,
+      },
+    ),
+  commandIdMismatch: (details: ErrorDetail[]) =>
+    new ApiError(400, 'command_id_mismatch', "The body's ids do not match the path.", { details }),
   invalidEnvironmentCredential: () =>
     new ApiError(403, 'invalid_environment_credential', "The Environment-Credential header is not this environment's credential."),
   pathOutsideGrant: (details: ErrorDetail[]) =>
     new ApiError(403, 'path_outside_grant', "The command names paths outside the environment's filesystem grant.", { details }),
-  commandNotClaimed: (status: string) => new ApiError(409, 'command_not_claimed', `The command is not claimed; it is ${status}.`, { status }),
+  commandNotClaimed: (status: string) =>
+    new ApiError(409, 'command_not_claimed', `The command is not claimed; it is ${status}.`, { status }),
   notFound: (message = 'Not found.') => new ApiError(404, 'not_found', message),
   /** A body field names a record that does not exist or is not the caller's: `details` names the field. */
   referenceNotFound: (field: string, message: string) =>
@@ -87,9 +94,15 @@ export const errors = {
   methodNotAllowed: (allow: string) =>
     new ApiError(405, 'method_not_allowed', 'This method is not allowed on this route.', {}, allow ? { Allow: allow } : {}),
   rateLimited: (retryAfterSeconds: number, limit: number) =>
-    new ApiError(429, 'rate_limited', `Too many requests: at most ${limit} a minute per user. Retry after ${retryAfterSeconds} s.`, { retryAfter: retryAfterSeconds }, {
-      'Retry-After': String(retryAfterSeconds),
-    }),
+    new ApiError(
+      429,
+      'rate_limited',
+      `Too many requests: at most ${limit} a minute per user. Retry after ${retryAfterSeconds} s.`,
+      { retryAfter: retryAfterSeconds },
+      {
+        'Retry-After': String(retryAfterSeconds),
+      },
+    ),
   authFailuresLimited: (retryAfterSeconds: number, limit: number) =>
     new ApiError(
       429,
@@ -114,16 +127,17 @@ export const errors = {
    * `message` says what failed without any address (see describeProviderError); `ref` names what
    * failed: a chat reply's `messageId`, or a media call's `generationId`.
    */
-  modelProviderError: (message: string, ref: { messageId: string } | { generationId: string }) => new ApiError(502, 'model_provider_error', message, ref),
+  modelProviderError: (message: string, ref: { messageId: string } | { generationId: string }) =>
+    new ApiError(502, 'model_provider_error', message, ref),
   /** An integration's authorization server could not be used (discovery, registration); `message` names no address or token. */
   integrationError: (message: string) => new ApiError(502, 'integration_error', message),
-  modelProviderTimeout: (message: string, ref: { messageId: string } | { generationId: string }) => new ApiError(504, 'model_provider_timeout', message, ref),
+  modelProviderTimeout: (message: string, ref: { messageId: string } | { generationId: string }) =>
+    new ApiError(504, 'model_provider_timeout', message, ref),
   databaseUnavailable: () =>
     new ApiError(503, 'database_unavailable', 'The database is unavailable; try again shortly.', {}, { 'Retry-After': '2' }),
   storageUnavailable: () =>
     new ApiError(503, 'storage_unavailable', 'The file store is unavailable; try again shortly.', {}, { 'Retry-After': '5' }),
-  internal: (requestId: string) =>
-    new ApiError(500, 'internal_error', 'An unexpected error occurred.', { requestId }),
+  internal: (requestId: string) => new ApiError(500, 'internal_error', 'An unexpected error occurred.', { requestId }),
 };
 
 /** A body sent as another media type than the operation takes (every such operation takes JSON). */

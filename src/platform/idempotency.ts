@@ -1,10 +1,6 @@
 import type { Database } from './db';
 
-export type Claim =
-  | { kind: 'claimed' }
-  | { kind: 'replay'; body: unknown }
-  | { kind: 'mismatch' }
-  | { kind: 'in_progress' };
+export type Claim = { kind: 'claimed' } | { kind: 'replay'; body: unknown } | { kind: 'mismatch' } | { kind: 'in_progress' };
 
 export interface IdempotencyPolicy {
   /** How long a completed response is remembered. */

@@ -106,7 +106,9 @@ export class Metrics {
 
   constructor(probe: QueueProbe) {
     collectDefaultMetrics({ register: this.registry });
-    scrapedGauge(this.registry, 'webhook_deliveries_pending', 'Webhook deliveries waiting for an attempt (all instances).', () => probe.pendingDeliveries());
+    scrapedGauge(this.registry, 'webhook_deliveries_pending', 'Webhook deliveries waiting for an attempt (all instances).', () =>
+      probe.pendingDeliveries(),
+    );
     scrapedGauge(this.registry, 'automation_runs_queued', 'Automation runs waiting to start (all instances).', () => probe.queuedRuns());
     new Gauge({
       name: 'db_pool_connections',

@@ -37,7 +37,10 @@ export const LEGACY_KEY_ID = 'legacy';
 export function parseSecretKeys(value: string): { keys: SecretKey[]; problems: string[] } {
   const keys: SecretKey[] = [];
   const problems: string[] = [];
-  const entries = value.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  const entries = value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
   entries.forEach((entry, index) => {
     const colon = entry.indexOf(':');
     const id = colon < 0 ? '' : entry.slice(0, colon);
@@ -47,10 +50,13 @@ export function parseSecretKeys(value: string): { keys: SecretKey[]; problems: s
       problems.push(`${where} must be <key id>:<base64 key>, the key id 1 to 32 letters, digits, - or _ (such as k2026:…)`);
       return;
     }
-    if (id === LEGACY_KEY_ID) problems.push(`${where}: the key id "${LEGACY_KEY_ID}" is reserved (the key derived from WEBHOOK_SECRETS_KEY)`);
+    if (id === LEGACY_KEY_ID)
+      problems.push(`${where}: the key id "${LEGACY_KEY_ID}" is reserved (the key derived from WEBHOOK_SECRETS_KEY)`);
     const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(encoded) ? Buffer.from(encoded.replace(/-/g, '+').replace(/_/g, '/'), 'base64') : null;
     if (!key || key.length !== 32) {
-      problems.push(`${where} (key id "${id}"): the key must be 32 random bytes in base64, such as the output of \`openssl rand -base64 32\``);
+      problems.push(
+        `${where} (key id "${id}"): the key must be 32 random bytes in base64, such as the output of \`openssl rand -base64 32\``,
+      );
       return;
     }
     if (keys.some((known) => known.id === id)) problems.push(`${where}: the key id "${id}" is listed twice`);
@@ -73,7 +79,8 @@ export function loadDevSecretKey(dataDir: string): SecretKey {
   const file = path.join(dataDir, 'dev-secrets', 'secrets-key');
   if (!fs.existsSync(file)) writeOnce(file, `dev:${randomBytes(32).toString('base64')}`);
   const { keys, problems } = parseSecretKeys(fs.readFileSync(file, 'utf8').trim());
-  if (problems.length > 0 || !keys[0]) throw new Error(`${file} does not hold a key: delete it to generate a new one (${problems.join('; ')})`);
+  if (problems.length > 0 || !keys[0])
+    throw new Error(`${file} does not hold a key: delete it to generate a new one (${problems.join('; ')})`);
   return keys[0];
 }
 
@@ -133,7 +140,8 @@ export class Secrets {
   }
 
   private openV1(stored: string): string {
-    if (!this.v1Key) throw new SecretUnreadable('sealed in the webhook secrets format of earlier versions, with no key material to open it');
+    if (!this.v1Key)
+      throw new SecretUnreadable('sealed in the webhook secrets format of earlier versions, with no key material to open it');
     const bytes = Buffer.from(stored.slice(3), 'base64url');
     try {
       const decipher = createDecipheriv('aes-256-gcm', this.v1Key, bytes.subarray(0, NONCE_BYTES));

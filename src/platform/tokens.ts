@@ -112,7 +112,11 @@ const CLOCK_TOLERANCE_SECONDS = 5;
  * verified is remembered (by its exact text) until its expiry or for a minute, whichever is first;
  * a token that failed is checked again each time.
  */
-export async function createTokenVerifier(auth: TokenSettings, dev: DevAuthMaterial | null, now: () => number = Date.now): Promise<TokenVerifier> {
+export async function createTokenVerifier(
+  auth: TokenSettings,
+  dev: DevAuthMaterial | null,
+  now: () => number = Date.now,
+): Promise<TokenVerifier> {
   let key: CryptoKey | JWTVerifyGetKey;
   let issuer: string;
   let audience: string;
@@ -121,9 +125,7 @@ export async function createTokenVerifier(auth: TokenSettings, dev: DevAuthMater
     algorithms = auth.algorithms;
     issuer = auth.issuer as string;
     audience = auth.audience as string;
-    key = auth.jwksUrl
-      ? createRemoteJWKSet(new URL(auth.jwksUrl))
-      : await importSPKI(auth.publicKeyPem as string, algorithms[0] as string);
+    key = auth.jwksUrl ? createRemoteJWKSet(new URL(auth.jwksUrl)) : await importSPKI(auth.publicKeyPem as string, algorithms[0] as string);
   } else if (dev) {
     algorithms = [DEV_ALGORITHM];
     issuer = DEV_ISSUER;
@@ -139,12 +141,20 @@ export async function createTokenVerifier(auth: TokenSettings, dev: DevAuthMater
     if (known && known.until > at) return known.sub;
     if (known) verified.delete(token);
     try {
-      const options = { issuer, audience, algorithms, clockTolerance: CLOCK_TOLERANCE_SECONDS, requiredClaims: ['sub', 'exp'], currentDate: new Date(at) };
-      const { payload } =
-        typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
+      const options = {
+        issuer,
+        audience,
+        algorithms,
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        requiredClaims: ['sub', 'exp'],
+        currentDate: new Date(at),
+      };
+      const { payload } = typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
       const sub = payload.sub;
       if (typeof sub !== 'string' || sub.length === 0 || sub.length > MAX_USER_ID_LENGTH || UNSTORABLE.test(sub)) {
-        throw new InvalidTokenError(`The access token's subject is not a usable user id (1-${MAX_USER_ID_LENGTH} characters, no NUL or unpaired surrogate).`);
+        throw new InvalidTokenError(
+          `The access token's subject is not a usable user id (1-${MAX_USER_ID_LENGTH} characters, no NUL or unpaired surrogate).`,
+        );
       }
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
       verified.set(token, { sub, until: Math.min(at + VERIFIED_CACHE_MS, ((payload.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000) });

@@ -15,7 +15,11 @@ export function presentUsage(usage: ChatUsage, costMicroCents: number): UsageJso
 }
 
 /** The usage a reply or run row recorded, or null before it finished (or when it failed). */
-export function presentRecordedUsage(row: { input_tokens: number | null; output_tokens: number | null; cost_micro_cents: number | null }): UsageJson | null {
+export function presentRecordedUsage(row: {
+  input_tokens: number | null;
+  output_tokens: number | null;
+  cost_micro_cents: number | null;
+}): UsageJson | null {
   if (row.input_tokens === null || row.output_tokens === null || row.cost_micro_cents === null) return null;
   return presentUsage({ inputTokens: row.input_tokens, outputTokens: row.output_tokens }, row.cost_micro_cents);
 }

@@ -52,32 +52,68 @@ const calls: Call[] = [
   {
     operationId: 'grantAdminPrincipal',
     allowed: ['admin'],
-    send: (u) => h.http().post('/api/v1/admin/principals').set(u.auth).send({ userId: `target-${randomUUID()}`, role: 'support', reason: 'matrix' }),
+    send: (u) =>
+      h
+        .http()
+        .post('/api/v1/admin/principals')
+        .set(u.auth)
+        .send({ userId: `target-${randomUUID()}`, role: 'support', reason: 'matrix' }),
   },
   {
     operationId: 'revokeAdminPrincipal',
     allowed: ['admin'],
     send: async (u) => {
       const target = `target-${randomUUID()}`;
-      await h.http().post('/api/v1/admin/principals').set(root.auth).send({ userId: target, role: 'support', reason: 'to revoke' }).expect(200);
+      await h
+        .http()
+        .post('/api/v1/admin/principals')
+        .set(root.auth)
+        .send({ userId: target, role: 'support', reason: 'to revoke' })
+        .expect(200);
       return h.http().delete('/api/v1/admin/principals').set(u.auth).send({ userId: target });
     },
   },
-  { operationId: 'listAuditEvents', allowed: ['admin', 'auditor'], send: (u) => h.http().get('/api/v1/admin/audit').query({ limit: 1 }).set(u.auth) },
+  {
+    operationId: 'listAuditEvents',
+    allowed: ['admin', 'auditor'],
+    send: (u) => h.http().get('/api/v1/admin/audit').query({ limit: 1 }).set(u.auth),
+  },
   {
     operationId: 'exportAuditEvents',
     allowed: ['admin', 'auditor'],
-    send: (u) => h.http().get('/api/v1/admin/audit/export').query({ actorUserId: `nobody-${randomUUID()}` }).set(u.auth),
+    send: (u) =>
+      h
+        .http()
+        .get('/api/v1/admin/audit/export')
+        .query({ actorUserId: `nobody-${randomUUID()}` })
+        .set(u.auth),
   },
-  { operationId: 'getAdminUsage', allowed: ['admin', 'billing_admin'], send: (u) => h.http().get('/api/v1/admin/usage').query({ userId: 'someone' }).set(u.auth) },
+  {
+    operationId: 'getAdminUsage',
+    allowed: ['admin', 'billing_admin'],
+    send: (u) => h.http().get('/api/v1/admin/usage').query({ userId: 'someone' }).set(u.auth),
+  },
   {
     operationId: 'adjustAdminBudget',
     allowed: ['admin', 'billing_admin'],
-    send: (u) => h.http().post('/api/v1/admin/usage').set(u.auth).send({ userId: `budget-${randomUUID()}`, amountCents: 100 }),
+    send: (u) =>
+      h
+        .http()
+        .post('/api/v1/admin/usage')
+        .set(u.auth)
+        .send({ userId: `budget-${randomUUID()}`, amountCents: 100 }),
   },
-  { operationId: 'updateCapabilities', allowed: ['admin'], send: (u) => h.http().patch('/api/v1/admin/capabilities').set(u.auth).send({ automations: true }) },
+  {
+    operationId: 'updateCapabilities',
+    allowed: ['admin'],
+    send: (u) => h.http().patch('/api/v1/admin/capabilities').set(u.auth).send({ automations: true }),
+  },
   { operationId: 'getModelPolicy', allowed: ['admin', 'auditor'], send: (u) => h.http().get('/api/v1/admin/model-policy').set(u.auth) },
-  { operationId: 'updateModelPolicy', allowed: ['admin'], send: (u) => h.http().patch('/api/v1/admin/model-policy').set(u.auth).send({ block: [] }) },
+  {
+    operationId: 'updateModelPolicy',
+    allowed: ['admin'],
+    send: (u) => h.http().patch('/api/v1/admin/model-policy').set(u.auth).send({ block: [] }),
+  },
 ];
 
 describe('the role × route matrix', () => {
@@ -115,7 +151,11 @@ describe('the role × route matrix', () => {
           expect((res as unknown as { body: { code: string } }).body.code).toBe('forbidden');
           expect(denied).toHaveLength(1);
           expect(denied[0]).toMatchObject({ action: auditOf(call.operationId), outcome: 'denied', actor_user_id: user.userId });
-          expect(denied[0]!.metadata).toMatchObject({ operationId: call.operationId, method: expect.any(String), path: expect.stringMatching(/^\/api\/v1\/admin\//) });
+          expect(denied[0]!.metadata).toMatchObject({
+            operationId: call.operationId,
+            method: expect.any(String),
+            path: expect.stringMatching(/^\/api\/v1\/admin\//),
+          });
         }
       });
     }
@@ -125,7 +165,12 @@ describe('the role × route matrix', () => {
     const requestId = `anon-${randomUUID()}`;
     for (const headers of [{}, { Authorization: 'Bearer not-a-token' }]) {
       expect((await h.http().get('/api/v1/admin/principals').set(headers).set('X-Request-Id', requestId)).status).toBe(401);
-      const res = await h.http().post('/api/v1/admin/usage').set(headers).set('X-Request-Id', requestId).send({ userId: 'x', amountCents: 1 });
+      const res = await h
+        .http()
+        .post('/api/v1/admin/usage')
+        .set(headers)
+        .set('X-Request-Id', requestId)
+        .send({ userId: 'x', amountCents: 1 });
       expect(res.status).toBe(401);
     }
     const recorded = await h.runtime.database.db.selectFrom('audit_events').select('id').where('request_id', '=', requestId).execute();
@@ -145,7 +190,11 @@ describe('the role × route matrix', () => {
 describe('principals', () => {
   test('grant → list → revoke → revoke again, with grant and revoke events', async () => {
     const target = `bob-${randomUUID()}`;
-    const granted = await h.http().post('/api/v1/admin/principals').set(root.auth).send({ userId: target, role: 'auditor', reason: 'Q4 audit' });
+    const granted = await h
+      .http()
+      .post('/api/v1/admin/principals')
+      .set(root.auth)
+      .send({ userId: target, role: 'auditor', reason: 'Q4 audit' });
     expect(granted.status).toBe(200);
     expect(granted.body.principal).toMatchObject({ userId: target, role: 'auditor', reason: 'Q4 audit', grantedBy: rootId });
     const again = await h.http().post('/api/v1/admin/principals').set(root.auth).send({ userId: target, role: 'auditor', reason: 'other' });
@@ -162,8 +211,16 @@ describe('principals', () => {
     expect(twice.body.code).toBe('principal_not_found');
 
     const trail = await events({ resourceId: target, outcome: 'success' });
-    expect(trail.map((e) => e.action)).toEqual(['administration.principal.grant', 'administration.principal.grant', 'administration.principal.revoke']);
-    expect(trail[0]).toMatchObject({ actor_user_id: rootId, resource_type: 'administrative_principal', metadata: { role: 'auditor', reason: 'Q4 audit' } });
+    expect(trail.map((e) => e.action)).toEqual([
+      'administration.principal.grant',
+      'administration.principal.grant',
+      'administration.principal.revoke',
+    ]);
+    expect(trail[0]).toMatchObject({
+      actor_user_id: rootId,
+      resource_type: 'administrative_principal',
+      metadata: { role: 'auditor', reason: 'Q4 audit' },
+    });
   });
 
   test('a role can be revoked alone; query and body must agree', async () => {
@@ -173,7 +230,12 @@ describe('principals', () => {
     }
     const one = await h.http().delete('/api/v1/admin/principals').set(root.auth).send({ userId: target, role: 'auditor' });
     expect(one.body.revoked).toEqual(['auditor']);
-    const mismatch = await h.http().delete('/api/v1/admin/principals').query({ userId: target }).send({ userId: 'someone-else' }).set(root.auth);
+    const mismatch = await h
+      .http()
+      .delete('/api/v1/admin/principals')
+      .query({ userId: target })
+      .send({ userId: 'someone-else' })
+      .set(root.auth);
     expect(mismatch.status).toBe(400);
     const notHeld = await h.http().delete('/api/v1/admin/principals').query({ userId: target, role: 'auditor' }).set(root.auth);
     expect(notHeld.status).toBe(404);
@@ -197,8 +259,9 @@ describe('principals', () => {
   });
 
   test('the last admin cannot be revoked', async () => {
-    const admins = (await h.http().get('/api/v1/admin/principals').set(root.auth)).body.principals
-      .filter((p: { role: string; userId: string }) => p.role === 'admin' && p.userId !== rootId);
+    const admins = (await h.http().get('/api/v1/admin/principals').set(root.auth)).body.principals.filter(
+      (p: { role: string; userId: string }) => p.role === 'admin' && p.userId !== rootId,
+    );
     for (const admin of admins) {
       await h.http().delete('/api/v1/admin/principals').query({ userId: admin.userId, role: 'admin' }).set(root.auth).expect(200);
     }
@@ -217,10 +280,20 @@ describe('usage and budgets', () => {
     const empty = await h.http().get('/api/v1/admin/usage').query({ userId: target }).set(billing.auth);
     expect(empty.body).toEqual({ budget: { userId: target, balanceCents: 0, updatedAt: null }, entries: [], nextCursor: null });
 
-    const credit = await h.http().post('/api/v1/admin/usage').set(billing.auth).send({ userId: target, amountCents: 2500, reason: 'Goodwill' });
+    const credit = await h
+      .http()
+      .post('/api/v1/admin/usage')
+      .set(billing.auth)
+      .send({ userId: target, amountCents: 2500, reason: 'Goodwill' });
     expect(credit.status).toBe(200);
     expect(credit.body.budget).toMatchObject({ userId: target, balanceCents: 2500 });
-    expect(credit.body.entry).toMatchObject({ amountCents: 2500, balanceAfterCents: 2500, kind: 'adjustment', actorUserId: billing.userId, reason: 'Goodwill' });
+    expect(credit.body.entry).toMatchObject({
+      amountCents: 2500,
+      balanceAfterCents: 2500,
+      kind: 'adjustment',
+      actorUserId: billing.userId,
+      reason: 'Goodwill',
+    });
     const debit = await h.http().post('/api/v1/admin/usage').set(billing.auth).send({ userId: target, amountCents: -1000 });
     expect(debit.body.budget.balanceCents).toBe(1500);
     const overdraw = await h.http().post('/api/v1/admin/usage').set(billing.auth).send({ userId: target, amountCents: -1501 });
@@ -229,7 +302,11 @@ describe('usage and budgets', () => {
     const usage = await h.http().get('/api/v1/admin/usage').query({ userId: target, limit: 1 }).set(billing.auth);
     expect(usage.body.budget.balanceCents).toBe(1500);
     expect(usage.body.entries.map((e: { amountCents: number }) => e.amountCents)).toEqual([-1000]);
-    const older = await h.http().get('/api/v1/admin/usage').query({ userId: target, limit: 1, cursor: usage.body.nextCursor }).set(billing.auth);
+    const older = await h
+      .http()
+      .get('/api/v1/admin/usage')
+      .query({ userId: target, limit: 1, cursor: usage.body.nextCursor })
+      .set(billing.auth);
     expect(older.body.entries.map((e: { amountCents: number }) => e.amountCents)).toEqual([2500]);
 
     const audited = await events({ action: 'administration.budget.adjust', resourceId: target });
@@ -289,9 +366,17 @@ describe('the audit log', () => {
     for (let i = 0; i < 1000; i += 1) {
       const actor = actors[i % 3]!;
       const action = actions[i % 4]!;
-      await audit.record({ userId: actor, requestId: `req-${i}` }, { action, resourceType, resourceId: `r-${i}`, outcome: 'success', metadata: { i } });
+      await audit.record(
+        { userId: actor, requestId: `req-${i}` },
+        { action, resourceType, resourceId: `r-${i}`, outcome: 'success', metadata: { i } },
+      );
     }
-    const rows = await h.runtime.database.db.selectFrom('audit_events').select(['id', 'actor_user_id', 'action']).where('resource_type', '=', resourceType).orderBy('id', 'desc').execute();
+    const rows = await h.runtime.database.db
+      .selectFrom('audit_events')
+      .select(['id', 'actor_user_id', 'action'])
+      .where('resource_type', '=', resourceType)
+      .orderBy('id', 'desc')
+      .execute();
     seeded.push(...rows.map((r) => ({ id: r.id, actor: r.actor_user_id, action: r.action })));
   });
 
@@ -300,7 +385,11 @@ describe('the audit log', () => {
     let before: string | null = null;
     type Page = { status: number; body: { events: Array<{ eventId: string }>; nextBefore: string | null } };
     for (let pages = 0; pages < 2000; pages += 1) {
-      const res: Page = await h.http().get('/api/v1/admin/audit').query({ ...query, limit, ...(before ? { before } : {}) }).set(root.auth);
+      const res: Page = await h
+        .http()
+        .get('/api/v1/admin/audit')
+        .query({ ...query, limit, ...(before ? { before } : {}) })
+        .set(root.auth);
       expect(res.status).toBe(200);
       expect(res.body.events.length).toBeLessThanOrEqual(limit);
       ids.push(...res.body.events.map((e) => e.eventId));
@@ -313,26 +402,50 @@ describe('the audit log', () => {
   test('filters and before/limit paging return exactly the expected events, newest first', async () => {
     expect(seeded).toHaveLength(1000);
     expect(await readAll({ resourceType }, 200)).toEqual(seeded.map((e) => e.id));
-    expect(await readAll({ resourceType, actorUserId: actors[1]! }, 37)).toEqual(seeded.filter((e) => e.actor === actors[1]).map((e) => e.id));
-    expect(await readAll({ resourceType, action: 'seed.update' }, 50)).toEqual(seeded.filter((e) => e.action === 'seed.update').map((e) => e.id));
+    expect(await readAll({ resourceType, actorUserId: actors[1]! }, 37)).toEqual(
+      seeded.filter((e) => e.actor === actors[1]).map((e) => e.id),
+    );
+    expect(await readAll({ resourceType, action: 'seed.update' }, 50)).toEqual(
+      seeded.filter((e) => e.action === 'seed.update').map((e) => e.id),
+    );
     const both = seeded.filter((e) => e.action === 'seed.read' && e.actor === actors[2]).map((e) => e.id);
     expect(await readAll({ resourceType, action: 'seed.read', actorUserId: actors[2]! }, 7)).toEqual(both);
     const first = await h.http().get('/api/v1/admin/audit').query({ resourceType, limit: 3 }).set(root.auth);
-    expect(first.body.events[0]).toMatchObject({ resourceType, outcome: 'success', requestId: expect.stringMatching(/^req-/), metadata: { i: 999 } });
+    expect(first.body.events[0]).toMatchObject({
+      resourceType,
+      outcome: 'success',
+      requestId: expect.stringMatching(/^req-/),
+      metadata: { i: 999 },
+    });
     expect((await h.http().get('/api/v1/admin/audit').query({ limit: 201 }).set(root.auth)).status).toBe(400);
   });
 
   test('exports NDJSON and CSV of the filtered events, and records the export', async () => {
     const actor = actors[0]!;
     const expected = seeded.filter((e) => e.actor === actor).map((e) => e.id);
-    const ndjson = await h.http().get('/api/v1/admin/audit/export').query({ resourceType, actorUserId: actor }).set(root.auth).buffer(true).parse(textBody);
+    const ndjson = await h
+      .http()
+      .get('/api/v1/admin/audit/export')
+      .query({ resourceType, actorUserId: actor })
+      .set(root.auth)
+      .buffer(true)
+      .parse(textBody);
     expect(ndjson.status).toBe(200);
     expect(ndjson.headers['content-type']).toMatch(/application\/x-ndjson/);
     expect(ndjson.headers['content-disposition']).toMatch(/attachment; filename="audit-.*\.ndjson"/);
-    const lines = (ndjson.body as string).trim().split('\n').map((l) => JSON.parse(l) as { eventId: string });
+    const lines = (ndjson.body as string)
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { eventId: string });
     expect(lines.map((l) => l.eventId)).toEqual(expected);
 
-    const csv = await h.http().get('/api/v1/admin/audit/export').query({ resourceType, actorUserId: actor, format: 'csv' }).set(root.auth).buffer(true).parse(textBody);
+    const csv = await h
+      .http()
+      .get('/api/v1/admin/audit/export')
+      .query({ resourceType, actorUserId: actor, format: 'csv' })
+      .set(root.auth)
+      .buffer(true)
+      .parse(textBody);
     const rows = (csv.body as string).trim().split('\r\n');
     expect(rows[0]).toBe('eventId,createdAt,action,actorUserId,resourceType,resourceId,outcome,requestId,metadata');
     expect(rows.slice(1).map((r) => r.split(',')[0])).toEqual(expected);
@@ -344,7 +457,9 @@ describe('the audit log', () => {
 
   test('events cannot be changed or deleted, even in the database', async () => {
     const db = h.runtime.database.db;
-    await expect(db.updateTable('audit_events').set({ outcome: 'denied' }).where('resource_type', '=', resourceType).execute()).rejects.toThrow(/cannot be changed/);
+    await expect(
+      db.updateTable('audit_events').set({ outcome: 'denied' }).where('resource_type', '=', resourceType).execute(),
+    ).rejects.toThrow(/cannot be changed/);
     await expect(db.deleteFrom('audit_events').where('resource_type', '=', resourceType).execute()).rejects.toThrow(/cannot be changed/);
     // And no route changes them: the audit paths only read.
     const paths = loadApiDocument().paths;
@@ -357,8 +472,15 @@ describe('the audit log', () => {
 describe('CSV export', () => {
   test('quotes fields and defuses spreadsheet formulas', async () => {
     const line = auditEventCsvLine({
-      eventId: 'e1', createdAt: 1, action: '=HYPERLINK("x")', actorUserId: 'a,b', resourceType: 't', resourceId: null,
-      outcome: 'success', requestId: null, metadata: { note: 'say "hi"' },
+      eventId: 'e1',
+      createdAt: 1,
+      action: '=HYPERLINK("x")',
+      actorUserId: 'a,b',
+      resourceType: 't',
+      resourceId: null,
+      outcome: 'success',
+      requestId: null,
+      metadata: { note: 'say "hi"' },
     });
     expect(line).toBe('e1,1,"\'=HYPERLINK(""x"")","a,b",t,,success,,"{""note"":""say \\""hi\\""""}"\r\n');
   });

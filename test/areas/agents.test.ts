@@ -4,7 +4,8 @@ import { type TestUser, useHarnessWith } from '../helpers/harness';
 const ctx = useHarnessWith(() => ({ AGENT_OFFLINE_AFTER_MS: '1000' }), 'alice', 'bob');
 
 /** The service as it will be `ms` from now (leases and expiries are decided by its clock). */
-const later = (ms: number) => new AgentEnvironmentService(ctx.h.runtime.database.db, ctx.h.runtime.config.agents, () => new Date(Date.now() + ms));
+const later = (ms: number) =>
+  new AgentEnvironmentService(ctx.h.runtime.database.db, ctx.h.runtime.config.agents, () => new Date(Date.now() + ms));
 
 interface Registered {
   environmentId: string;
@@ -13,13 +14,18 @@ interface Registered {
 
 const base = '/api/v1/agent-environments';
 async function register(user: TestUser, body: Record<string, unknown> = {}): Promise<Registered> {
-  const res = await ctx.h.http().post(base).set(user.auth).send({ name: 'Laptop', platform: 'linux', protocolVersion: 1, ...body });
+  const res = await ctx.h
+    .http()
+    .post(base)
+    .set(user.auth)
+    .send({ name: 'Laptop', platform: 'linux', protocolVersion: 1, ...body });
   expect(res.status).toBe(200);
   return { environmentId: res.body.environment.environmentId, credential: res.body.credential };
 }
 const heartbeat = (user: TestUser, env: Registered, body: Record<string, unknown> = {}) =>
   ctx.h.http().post(`${base}/${env.environmentId}/heartbeat`).set(user.auth).set('Environment-Credential', env.credential).send(body);
-const enqueue = (user: TestUser, env: Registered, body: Record<string, unknown>) => ctx.h.http().post(`${base}/${env.environmentId}/commands`).set(user.auth).send(body);
+const enqueue = (user: TestUser, env: Registered, body: Record<string, unknown>) =>
+  ctx.h.http().post(`${base}/${env.environmentId}/commands`).set(user.auth).send(body);
 const ack = (user: TestUser, env: Registered, commandId: string, body: Record<string, unknown> = {}) =>
   ctx.h
     .http()
@@ -27,9 +33,12 @@ const ack = (user: TestUser, env: Registered, commandId: string, body: Record<st
     .set(user.auth)
     .set('Environment-Credential', env.credential)
     .send({ protocolVersion: 1, commandId, environmentId: env.environmentId, accepted: true, ...body });
-const grant = (user: TestUser, env: Registered, filesystemGrant: unknown) => ctx.h.http().patch(`${base}/${env.environmentId}/roots`).set(user.auth).send({ filesystemGrant });
+const grant = (user: TestUser, env: Registered, filesystemGrant: unknown) =>
+  ctx.h.http().patch(`${base}/${env.environmentId}/roots`).set(user.auth).send({ filesystemGrant });
 const commandsOf = async (user: TestUser, env: Registered, query: Record<string, string> = {}) =>
-  (await ctx.h.http().get(`${base}/${env.environmentId}/commands`).query(query).set(user.auth).expect(200)).body.commands as Array<Record<string, unknown>>;
+  (await ctx.h.http().get(`${base}/${env.environmentId}/commands`).query(query).set(user.auth).expect(200)).body.commands as Array<
+    Record<string, unknown>
+  >;
 
 describe('registration', () => {
   test('returns the environment (offline, no grant) and its credential once; list and read are the owner’s', async () => {
@@ -56,14 +65,22 @@ describe('registration', () => {
     const list = await ctx.h.http().get(base).set(ctx.alice.auth).expect(200);
     expect(list.body.environments.map((e: { environmentId: string }) => e.environmentId)).toContain(id);
     expect((await ctx.h.http().get(base).query({ environmentId: id }).set(ctx.bob.auth)).status).toBe(404);
-    expect((await ctx.h.http().get(base).set(ctx.bob.auth).expect(200)).body.environments.map((e: { environmentId: string }) => e.environmentId)).not.toContain(id);
+    expect(
+      (await ctx.h.http().get(base).set(ctx.bob.auth).expect(200)).body.environments.map((e: { environmentId: string }) => e.environmentId),
+    ).not.toContain(id);
   });
 
   test('bad registrations are 400, an unsupported protocol precisely', async () => {
     const protocol = await ctx.h.http().post(base).set(ctx.alice.auth).send({ name: 'X', platform: 'linux', protocolVersion: 2 });
     expect(protocol.status).toBe(400);
     expect(protocol.body).toMatchObject({ code: 'unsupported_protocol_version', supported: [1] });
-    for (const body of [{ platform: 'linux', protocolVersion: 1 }, { name: 'X', platform: 'beos', protocolVersion: 1 }, { name: '', platform: 'linux', protocolVersion: 1 }, { name: 'X', platform: 'linux', protocolVersion: '1' }, { name: 'X', platform: 'linux', protocolVersion: 1, owner: 'bob' }]) {
+    for (const body of [
+      { platform: 'linux', protocolVersion: 1 },
+      { name: 'X', platform: 'beos', protocolVersion: 1 },
+      { name: '', platform: 'linux', protocolVersion: 1 },
+      { name: 'X', platform: 'linux', protocolVersion: '1' },
+      { name: 'X', platform: 'linux', protocolVersion: 1, owner: 'bob' },
+    ]) {
       const res = await ctx.h.http().post(base).set(ctx.alice.auth).send(body);
       expect(res.status).toBe(400);
       expect(res.body.code).toBe('invalid_request');
@@ -74,7 +91,12 @@ describe('registration', () => {
     const env = await register(ctx.alice);
     await enqueue(ctx.alice, env, { type: 'reconnect' }).expect(200);
     expect((await ctx.h.http().delete(base).query({ environmentId: env.environmentId }).set(ctx.bob.auth)).status).toBe(404);
-    await ctx.h.http().delete(base).query({ environmentId: env.environmentId }).set(ctx.alice.auth).expect(200, { environmentId: env.environmentId, deleted: true });
+    await ctx.h
+      .http()
+      .delete(base)
+      .query({ environmentId: env.environmentId })
+      .set(ctx.alice.auth)
+      .expect(200, { environmentId: env.environmentId, deleted: true });
     expect((await heartbeat(ctx.alice, env)).status).toBe(404);
     expect((await ctx.h.http().delete(base).set(ctx.alice.auth).send({})).status).toBe(400);
   });
@@ -83,11 +105,26 @@ describe('registration', () => {
 describe('filesystem grant', () => {
   test.each([
     ['empty roots', { mode: 'selected_roots', roots: [] }, '/body/filesystemGrant/roots', 'must NOT have fewer than 1 items'],
-    ['101 roots', { mode: 'selected_roots', roots: Array.from({ length: 101 }, (_, i) => `/r${i}`) }, '/body/filesystemGrant/roots', 'must NOT have more than 100 items'],
-    ['an empty string', { mode: 'selected_roots', roots: ['/ok', ''] }, '/body/filesystemGrant/roots/1', 'must NOT have fewer than 1 characters'],
+    [
+      '101 roots',
+      { mode: 'selected_roots', roots: Array.from({ length: 101 }, (_, i) => `/r${i}`) },
+      '/body/filesystemGrant/roots',
+      'must NOT have more than 100 items',
+    ],
+    [
+      'an empty string',
+      { mode: 'selected_roots', roots: ['/ok', ''] },
+      '/body/filesystemGrant/roots/1',
+      'must NOT have fewer than 1 characters',
+    ],
     ['an extra property', { mode: 'all_user_files', extra: true }, '/body/filesystemGrant/extra', 'must NOT have additional properties'],
     ['an unknown mode', { mode: 'everything' }, '/body/filesystemGrant', 'value of tag "mode" must be in oneOf'],
-    ['both shapes mixed', { mode: 'all_user_files', roots: ['/home'] }, '/body/filesystemGrant/roots', 'must NOT have additional properties'],
+    [
+      'both shapes mixed',
+      { mode: 'all_user_files', roots: ['/home'] },
+      '/body/filesystemGrant/roots',
+      'must NOT have additional properties',
+    ],
     ['roots missing', { mode: 'selected_roots' }, '/body/filesystemGrant/roots', "must have required property 'roots'"],
     ['mode missing', { roots: ['/home'] }, '/body/filesystemGrant', 'tag "mode" must be string'],
     ['not an object', 'all_user_files', '/body/filesystemGrant', 'must be object'],
@@ -136,10 +173,21 @@ describe('commands', () => {
     const env = await register(ctx.alice);
     const first = await enqueue(ctx.alice, env, { type: 'prompt', payload: { prompt: 'Run the tests' } });
     expect(first.status).toBe(200);
-    expect(first.body.command).toMatchObject({ type: 'prompt', status: 'queued', deliveries: 0, leaseExpiresAt: null, payload: { prompt: 'Run the tests' } });
+    expect(first.body.command).toMatchObject({
+      type: 'prompt',
+      status: 'queued',
+      deliveries: 0,
+      leaseExpiresAt: null,
+      payload: { prompt: 'Run the tests' },
+    });
     const second = (await enqueue(ctx.alice, env, { type: 'cancel' }).expect(200)).body.command;
 
-    const beat = await heartbeat(ctx.alice, env, { agentVersion: '0.9.2', status: 'busy', userId: ctx.alice.userId, accessToken: 'ignored' });
+    const beat = await heartbeat(ctx.alice, env, {
+      agentVersion: '0.9.2',
+      status: 'busy',
+      userId: ctx.alice.userId,
+      accessToken: 'ignored',
+    });
     expect(beat.status).toBe(200);
     expect(beat.body.environment).toMatchObject({ status: 'online', agentVersion: '0.9.2', reportedStatus: 'busy', pendingCommands: 2 });
     expect(beat.body.commands.map((c: { commandId: string }) => c.commandId)).toEqual([first.body.command.commandId, second.commandId]);
@@ -147,7 +195,12 @@ describe('commands', () => {
 
     const accepted = await ack(ctx.alice, env, first.body.command.commandId);
     expect(accepted.status).toBe(200);
-    expect(accepted.body.command).toMatchObject({ status: 'accepted', leaseExpiresAt: null, acknowledgedAt: expect.any(Number), errorCode: null });
+    expect(accepted.body.command).toMatchObject({
+      status: 'accepted',
+      leaseExpiresAt: null,
+      acknowledgedAt: expect.any(Number),
+      errorCode: null,
+    });
     const again = await ack(ctx.alice, env, first.body.command.commandId);
     expect(again.status).toBe(200);
     expect(again.body.command).toEqual(accepted.body.command);
@@ -155,23 +208,40 @@ describe('commands', () => {
     expect(flipped.status).toBe(409);
     expect(flipped.body).toMatchObject({ code: 'command_not_claimed', status: 'accepted' });
 
-    const rejected = await ack(ctx.alice, env, second.commandId, { accepted: false, errorCode: 'busy', errorMessage: 'Another prompt is running.' });
+    const rejected = await ack(ctx.alice, env, second.commandId, {
+      accepted: false,
+      errorCode: 'busy',
+      errorMessage: 'Another prompt is running.',
+    });
     expect(rejected.body.command).toMatchObject({ status: 'rejected', errorCode: 'busy', errorMessage: 'Another prompt is running.' });
-    expect((await ack(ctx.alice, env, second.commandId, { accepted: false, errorCode: 'busy', errorMessage: 'Another prompt is running.' })).status).toBe(200);
+    expect(
+      (await ack(ctx.alice, env, second.commandId, { accepted: false, errorCode: 'busy', errorMessage: 'Another prompt is running.' }))
+        .status,
+    ).toBe(200);
     expect((await commandsOf(ctx.alice, env, { status: 'rejected' })).map((c) => c.commandId)).toEqual([second.commandId]);
-    const one = await ctx.h.http().get(`${base}/${env.environmentId}/commands`).query({ commandId: second.commandId }).set(ctx.alice.auth).expect(200);
+    const one = await ctx.h
+      .http()
+      .get(`${base}/${env.environmentId}/commands`)
+      .query({ commandId: second.commandId })
+      .set(ctx.alice.auth)
+      .expect(200);
     expect(one.body.command).toEqual(rejected.body.command);
   });
 
   test('a lapsed lease returns the command to the queue with the same commandId', async () => {
     const env = await register(ctx.alice);
     const command = (await enqueue(ctx.alice, env, { type: 'start' }).expect(200)).body.command;
-    expect((await heartbeat(ctx.alice, env).expect(200)).body.commands.map((c: { commandId: string }) => c.commandId)).toEqual([command.commandId]);
+    expect((await heartbeat(ctx.alice, env).expect(200)).body.commands.map((c: { commandId: string }) => c.commandId)).toEqual([
+      command.commandId,
+    ]);
     // Within the lease a heartbeat gets nothing more.
     expect((await heartbeat(ctx.alice, env).expect(200)).body.commands).toEqual([]);
     // A minute and a second later (the default lease is a minute) the claim has lapsed.
     const lapsed = ctx.h.runtime.config.agents.commandLeaseMs + 1000;
-    expect(await later(lapsed).command(ctx.alice.userId, env.environmentId, command.commandId)).toMatchObject({ id: command.commandId, status: 'queued' });
+    expect(await later(lapsed).command(ctx.alice.userId, env.environmentId, command.commandId)).toMatchObject({
+      id: command.commandId,
+      status: 'queued',
+    });
     const redelivered = await later(lapsed).heartbeat(ctx.alice.userId, env.environmentId, env.credential, {});
     expect(redelivered.commands).toEqual([expect.objectContaining({ id: command.commandId, status: 'claimed', deliveries: 2 })]);
     await ack(ctx.alice, env, command.commandId).expect(200);
@@ -186,7 +256,10 @@ describe('commands', () => {
     await heartbeat(ctx.alice, env).expect(200);
     const mismatch = await ack(ctx.alice, env, queued.commandId, { commandId: 'another', environmentId: 'elsewhere' });
     expect(mismatch.status).toBe(400);
-    expect(mismatch.body).toMatchObject({ code: 'command_id_mismatch', details: [{ path: '/body/commandId' }, { path: '/body/environmentId' }] });
+    expect(mismatch.body).toMatchObject({
+      code: 'command_id_mismatch',
+      details: [{ path: '/body/commandId' }, { path: '/body/environmentId' }],
+    });
     const protocol = await ack(ctx.alice, env, queued.commandId, { protocolVersion: 7 });
     expect(protocol.status).toBe(400);
     expect(protocol.body.code).toBe('unsupported_protocol_version');
@@ -230,8 +303,14 @@ describe('commands', () => {
     expect(none.status).toBe(403);
     expect(none.body).toMatchObject({ code: 'path_outside_grant', details: [{ path: '/body/payload/cwd' }] });
     await grant(ctx.alice, env, { mode: 'selected_roots', roots: ['/home/ada/projects'] }).expect(200);
-    await enqueue(ctx.alice, env, { type: 'start', payload: { cwd: '/home/ada/projects/app', paths: ['/home/ada/projects', '/home/ada/projects/a//b/'] } }).expect(200);
-    const outside = await enqueue(ctx.alice, env, { type: 'start', payload: { cwd: '/home/ada/projectsX', paths: ['/home/ada/projects/ok', '/etc'] } });
+    await enqueue(ctx.alice, env, {
+      type: 'start',
+      payload: { cwd: '/home/ada/projects/app', paths: ['/home/ada/projects', '/home/ada/projects/a//b/'] },
+    }).expect(200);
+    const outside = await enqueue(ctx.alice, env, {
+      type: 'start',
+      payload: { cwd: '/home/ada/projectsX', paths: ['/home/ada/projects/ok', '/etc'] },
+    });
     expect(outside.status).toBe(403);
     expect(outside.body.details.map((d: { path: string }) => d.path)).toEqual(['/body/payload/cwd', '/body/payload/paths/1']);
     for (const payload of [{ cwd: 'relative' }, { path: '/home/ada/projects/../../etc' }, { paths: '/home/ada/projects' }, { root: 42 }]) {
@@ -239,7 +318,13 @@ describe('commands', () => {
       expect(res.status).toBe(400);
       expect(res.body.code).toBe('invalid_request');
     }
-    for (const body of [{ type: 'reboot' }, {}, { type: 'start', payload: [] }, { type: 'start', ttlSeconds: 5 }, { type: 'start', extra: 1 }]) {
+    for (const body of [
+      { type: 'reboot' },
+      {},
+      { type: 'start', payload: [] },
+      { type: 'start', ttlSeconds: 5 },
+      { type: 'start', extra: 1 },
+    ]) {
       const res = await enqueue(ctx.alice, env, body);
       expect(res.status).toBe(400);
     }
@@ -253,7 +338,13 @@ describe('commands', () => {
 
   test('an Idempotency-Key queues one command', async () => {
     const env = await register(ctx.alice);
-    const send = () => ctx.h.http().post(`${base}/${env.environmentId}/commands`).set(ctx.alice.auth).set('Idempotency-Key', `k-${env.environmentId}`).send({ type: 'reconnect' });
+    const send = () =>
+      ctx.h
+        .http()
+        .post(`${base}/${env.environmentId}/commands`)
+        .set(ctx.alice.auth)
+        .set('Idempotency-Key', `k-${env.environmentId}`)
+        .send({ type: 'reconnect' });
     const [a, b] = [await send(), await send()];
     expect(b.body).toEqual(a.body);
     expect(b.headers['idempotent-replayed']).toBe('true');

@@ -21,10 +21,21 @@ beforeEach(() => {
   servers.model.behaviour = () => ({ kind: 'reply', chunks: ['- Four notes reviewed.'] });
 });
 
-type Run = { runId: string; status: string; attempt: number; errorCode: string | null; outputs: { outputId: string; mimeType: string }[]; usage: unknown };
+type Run = {
+  runId: string;
+  status: string;
+  attempt: number;
+  errorCode: string | null;
+  outputs: { outputId: string; mimeType: string }[];
+  usage: unknown;
+};
 
 async function automation(user: TestUser, body: Record<string, unknown> = {}): Promise<string> {
-  const res = await ctx.h.http().post('/api/v1/automations').set(user.auth).send({ name: `Briefing ${Math.random()}`, prompt: 'Summarize my notes.', ...body });
+  const res = await ctx.h
+    .http()
+    .post('/api/v1/automations')
+    .set(user.auth)
+    .send({ name: `Briefing ${Math.random()}`, prompt: 'Summarize my notes.', ...body });
   expect(res.status).toBe(200);
   return res.body.automation.automationId;
 }
@@ -58,7 +69,13 @@ describe('automations: the collection contract', () => {
         { name: 'n', prompt: 'x'.repeat(20_001) },
         { name: 'n', prompt: 'p', skillIds: ['a', 'a'] },
       ],
-      invalidUpdates: [{ name: '' }, { omitId: true }, { enabled: 'no' }, { model: 'no-such-model' }, { schedule: { cron: '0 9 * * *', timezone: 'Nowhere/City' } }],
+      invalidUpdates: [
+        { name: '' },
+        { omitId: true },
+        { enabled: 'no' },
+        { model: 'no-such-model' },
+        { schedule: { cron: '0 9 * * *', timezone: 'Nowhere/City' } },
+      ],
     },
     () => ctx.h,
   );
@@ -74,10 +91,18 @@ describe('automations', () => {
     const disabled = await ctx.h.http().patch('/api/v1/automations').set(ctx.alice.auth).send({ automationId: id, enabled: false });
     expect(disabled.body.automation.nextRunAt).toBeNull();
     const before = await ctx.h.http().get('/api/v1/automations').query({ limit: 200 }).set(ctx.alice.auth);
-    const bad = await ctx.h.http().post('/api/v1/automations').set(ctx.alice.auth).send({ name: 'Bad', prompt: 'p', schedule: { cron: '61 * * * *', timezone: 'UTC' } });
+    const bad = await ctx.h
+      .http()
+      .post('/api/v1/automations')
+      .set(ctx.alice.auth)
+      .send({ name: 'Bad', prompt: 'p', schedule: { cron: '61 * * * *', timezone: 'UTC' } });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ code: 'invalid_cron', details: [{ path: '/body/schedule/cron' }] });
-    const six = await ctx.h.http().post('/api/v1/automations').set(ctx.alice.auth).send({ name: 'Bad', prompt: 'p', schedule: { cron: '* * * * * *', timezone: 'UTC' } });
+    const six = await ctx.h
+      .http()
+      .post('/api/v1/automations')
+      .set(ctx.alice.auth)
+      .send({ name: 'Bad', prompt: 'p', schedule: { cron: '* * * * * *', timezone: 'UTC' } });
     expect(six.body.code).toBe('invalid_cron');
     const after = await ctx.h.http().get('/api/v1/automations').query({ limit: 200 }).set(ctx.alice.auth);
     expect(after.body.automations).toEqual(before.body.automations);
@@ -86,11 +111,21 @@ describe('automations', () => {
 
 describe('POST /api/v1/automations/test', () => {
   test('a valid draft: valid, with the next five slots', async () => {
-    const res = await test_(ctx.alice, { name: 'Daily', prompt: 'Summarize.', schedule: { cron: '30 8 * * 1-5', timezone: 'America/New_York' } });
+    const res = await test_(ctx.alice, {
+      name: 'Daily',
+      prompt: 'Summarize.',
+      schedule: { cron: '30 8 * * 1-5', timezone: 'America/New_York' },
+    });
     expect(res.body).toMatchObject({ valid: true, errors: [], preview: null });
     expect(res.body.nextRuns).toHaveLength(5);
     for (const slot of res.body.nextRuns as number[]) {
-      const local = new Date(slot).toLocaleString('en-US', { timeZone: 'America/New_York', weekday: 'short', hour: '2-digit', minute: '2-digit', hour12: false });
+      const local = new Date(slot).toLocaleString('en-US', {
+        timeZone: 'America/New_York',
+        weekday: 'short',
+        hour: '2-digit',
+        minute: '2-digit',
+        hour12: false,
+      });
       expect(local).toMatch(/^(Mon|Tue|Wed|Thu|Fri) 08:30$/);
     }
     expect([...res.body.nextRuns].sort()).toEqual(res.body.nextRuns);
@@ -98,7 +133,11 @@ describe('POST /api/v1/automations/test', () => {
 
   test('an invalid cron, an unknown time zone, another user’s project or skill, an unknown model: valid false with the field', async () => {
     const project = await ctx.h.http().post('/api/v1/projects').set(ctx.bob.auth).send({ name: 'Bob’s' });
-    const skill = await ctx.h.http().post('/api/v1/skills').set(ctx.bob.auth).send({ name: `Bob skill ${Date.now()}` });
+    const skill = await ctx.h
+      .http()
+      .post('/api/v1/skills')
+      .set(ctx.bob.auth)
+      .send({ name: `Bob skill ${Date.now()}` });
     const res = await test_(ctx.alice, {
       name: 'Bad',
       prompt: 'p',
@@ -125,7 +164,10 @@ describe('POST /api/v1/automations/test', () => {
     await subscribe(ctx.h, user, `${servers.receiver.url}/dry`, ['automation.finished', 'automation.failed']);
     const skill = await ctx.h.http().post('/api/v1/skills').set(user.auth).send({ name: 'Terse', instructions: 'Be terse.' });
     const res = await test_(user, { name: 'Dry', prompt: 'Summarize my week.', skillIds: [skill.body.skill.skillId], execute: true });
-    expect(res.body).toMatchObject({ valid: true, preview: { content: '- Four notes reviewed.', mimeType: 'text/markdown', usage: { inputTokens: 10, outputTokens: 5 } } });
+    expect(res.body).toMatchObject({
+      valid: true,
+      preview: { content: '- Four notes reviewed.', mimeType: 'text/markdown', usage: { inputTokens: 10, outputTokens: 5 } },
+    });
     const prompt = servers.model.requests.at(-1)!.body.messages;
     expect(prompt[0]!.content).toContain('Be terse.');
     expect(prompt.at(-1)).toEqual({ role: 'user', content: 'Summarize my week.' });
@@ -141,7 +183,13 @@ describe('POST /api/v1/automations/test', () => {
   });
 
   test('bad input is a 400', async () => {
-    for (const body of [{}, { name: 'n' }, { name: 'n', prompt: 'p', execute: 'yes' }, { name: 'n', prompt: 'p', schedule: { cron: '* * * * *' } }, { name: 'n', prompt: 'p', extra: 1 }]) {
+    for (const body of [
+      {},
+      { name: 'n' },
+      { name: 'n', prompt: 'p', execute: 'yes' },
+      { name: 'n', prompt: 'p', schedule: { cron: '* * * * *' } },
+      { name: 'n', prompt: 'p', extra: 1 },
+    ]) {
       expect((await test_(ctx.alice, body)).status).toBe(400);
     }
     expect((await ctx.h.http().post('/api/v1/automations/test').send({ name: 'n', prompt: 'p' })).status).toBe(401);
@@ -157,17 +205,34 @@ describe('runs', () => {
     expect(queued.status).toBe(200);
     expect(queued.body.run).toMatchObject({ automationId, status: 'queued', trigger: 'manual', attempt: 0, outputs: [] });
     const run = await finished(user, queued.body.run.runId);
-    expect(run).toMatchObject({ status: 'succeeded', attempt: 1, errorCode: null, usage: { inputTokens: 10, outputTokens: 5, costCents: 0.002 } });
+    expect(run).toMatchObject({
+      status: 'succeeded',
+      attempt: 1,
+      errorCode: null,
+      usage: { inputTokens: 10, outputTokens: 5, costCents: 0.002 },
+    });
     expect(run.outputs).toHaveLength(1);
     expect(run.outputs[0]!.mimeType).toBe('text/markdown');
-    const content = await ctx.h.http().get(`/api/v1/outputs/${run.outputs[0]!.outputId}/content`).set(user.auth).buffer(true).parse(binaryBody);
+    const content = await ctx.h
+      .http()
+      .get(`/api/v1/outputs/${run.outputs[0]!.outputId}/content`)
+      .set(user.auth)
+      .buffer(true)
+      .parse(binaryBody);
     expect((content.body as Buffer).toString('utf8')).toBe('- Four notes reviewed.');
     const hook = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/finished'));
-    expect(verify(secret, hook)).toMatchObject({ type: 'automation.finished', data: { automationId, runId: run.runId, outputIds: [run.outputs[0]!.outputId] } });
+    expect(verify(secret, hook)).toMatchObject({
+      type: 'automation.finished',
+      data: { automationId, runId: run.runId, outputIds: [run.outputs[0]!.outputId] },
+    });
   });
 
   test('a provider error fails the run and emits automation.failed, its reason without the address the provider gave', async () => {
-    servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded at http://10.0.0.7:8000/v1 (10.0.0.7:8000)' });
+    servers.model.behaviour = () => ({
+      kind: 'error',
+      status: 500,
+      message: 'upstream overloaded at http://10.0.0.7:8000/v1 (10.0.0.7:8000)',
+    });
     const user = await ctx.h.newUser('runfails');
     const { secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/run-failed`, ['automation.failed']);
     const automationId = await automation(user);
@@ -177,7 +242,10 @@ describe('runs', () => {
     expect(run).toMatchObject({ status: 'failed', errorCode: 'model_provider_error', errorMessage: reason, outputs: [], usage: null });
     const hook = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/run-failed'));
     expect(hook.body).not.toContain('10.0.0.7');
-    expect(verify(secret, hook)).toMatchObject({ type: 'automation.failed', data: { automationId, runId: run.runId, errorCode: 'model_provider_error', error: reason } });
+    expect(verify(secret, hook)).toMatchObject({
+      type: 'automation.failed',
+      data: { automationId, runId: run.runId, errorCode: 'model_provider_error', error: reason },
+    });
   });
 
   describe('with a run timeout of one second', () => {
@@ -186,7 +254,11 @@ describe('runs', () => {
     test('a run that outlasts the run timeout fails', async () => {
       servers.model.behaviour = () => ({ kind: 'hang' }); // never answers: only the timeout ends the run
       const created = await timed.h.http().post('/api/v1/automations').set(timed.carol.auth).send({ name: 'Slow', prompt: 'Think.' });
-      const queued = await timed.h.http().post('/api/v1/automations/run').set(timed.carol.auth).send({ automationId: created.body.automation.automationId });
+      const queued = await timed.h
+        .http()
+        .post('/api/v1/automations/run')
+        .set(timed.carol.auth)
+        .send({ automationId: created.body.automation.automationId });
       const run = await eventually(async () => {
         const res = await timed.h.http().get('/api/v1/automations/runs').query({ runId: queued.body.run.runId }).set(timed.carol.auth);
         return res.body.run.status === 'running' || res.body.run.status === 'queued' ? undefined : (res.body.run as Run);
@@ -207,10 +279,19 @@ describe('runs', () => {
       servers.model.behaviour = () => ({ kind: 'hold', until: held, then: { kind: 'reply', chunks: ['Done.'] } });
       const asked = servers.model.requests.length;
       const created = await leased.h.http().post('/api/v1/automations').set(leased.dan.auth).send({ name: 'Long', prompt: 'Think.' });
-      const queued = await leased.h.http().post('/api/v1/automations/run').set(leased.dan.auth).send({ automationId: created.body.automation.automationId });
+      const queued = await leased.h
+        .http()
+        .post('/api/v1/automations/run')
+        .set(leased.dan.auth)
+        .send({ automationId: created.body.automation.automationId });
       const runId = queued.body.run.runId as string;
       await eventually(() => (servers.model.requests.length > asked ? true : undefined));
-      const claim = () => leased.h.runtime.database.db.selectFrom('automation_runs').select(['lease_token', 'locked_until', 'attempt']).where('id', '=', runId).executeTakeFirstOrThrow();
+      const claim = () =>
+        leased.h.runtime.database.db
+          .selectFrom('automation_runs')
+          .select(['lease_token', 'locked_until', 'attempt'])
+          .where('id', '=', runId)
+          .executeTakeFirstOrThrow();
       const claimed = await claim();
       expect(claimed.locked_until).not.toBeNull();
       const renewed = await eventually(async () => {
@@ -236,7 +317,9 @@ describe('runs', () => {
     const automationId = await automation(user);
     for (let i = 0; i < 3; i += 1) await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });
     const statuses = async () =>
-      ((await ctx.h.http().get('/api/v1/automations/runs').query({ automationId }).set(user.auth)).body.runs as Run[]).map((r) => r.status).sort();
+      ((await ctx.h.http().get('/api/v1/automations/runs').query({ automationId }).set(user.auth)).body.runs as Run[])
+        .map((r) => r.status)
+        .sort();
     // The model answers nothing until two runs are running (the third waits its turn); then all
     // three finish. Sampled throughout: never more than two running.
     const running: number[] = [];
@@ -257,8 +340,18 @@ describe('runs', () => {
 
   test('Idempotency-Key queues one run; another user’s automation is not found; bad input is a 400', async () => {
     const automationId = await automation(ctx.alice);
-    const a = await ctx.h.http().post('/api/v1/automations/run').set(ctx.alice.auth).set('Idempotency-Key', `run-${automationId}`).send({ automationId });
-    const b = await ctx.h.http().post('/api/v1/automations/run').set(ctx.alice.auth).set('Idempotency-Key', `run-${automationId}`).send({ automationId });
+    const a = await ctx.h
+      .http()
+      .post('/api/v1/automations/run')
+      .set(ctx.alice.auth)
+      .set('Idempotency-Key', `run-${automationId}`)
+      .send({ automationId });
+    const b = await ctx.h
+      .http()
+      .post('/api/v1/automations/run')
+      .set(ctx.alice.auth)
+      .set('Idempotency-Key', `run-${automationId}`)
+      .send({ automationId });
     expect({ status: b.status, body: b.body }).toMatchObject({ status: 200, body: { run: { runId: a.body.run.runId } } });
     expect(b.headers['idempotent-replayed']).toBe('true');
     expect((await ctx.h.http().post('/api/v1/automations/run').set(ctx.bob.auth).send({ automationId })).status).toBe(404);
@@ -277,7 +370,11 @@ describe('runs', () => {
     await finished(ctx.alice, r1.body.run.runId);
     const ofFirst = await ctx.h.http().get('/api/v1/automations/runs').query({ automationId: first }).set(ctx.alice.auth);
     expect(ofFirst.body.runs.map((r: Run) => r.runId)).toEqual([r1.body.run.runId]);
-    const succeeded = await ctx.h.http().get('/api/v1/automations/runs').query({ automationId: first, status: 'succeeded' }).set(ctx.alice.auth);
+    const succeeded = await ctx.h
+      .http()
+      .get('/api/v1/automations/runs')
+      .query({ automationId: first, status: 'succeeded' })
+      .set(ctx.alice.auth);
     expect(succeeded.body.runs).toHaveLength(1);
     expect((await ctx.h.http().get('/api/v1/automations/runs').query({ runId: r1.body.run.runId }).set(ctx.bob.auth)).status).toBe(404);
     expect((await ctx.h.http().get('/api/v1/automations/runs').query({ automationId: first }).set(ctx.bob.auth)).status).toBe(404);
@@ -289,7 +386,9 @@ describe('runs', () => {
 
 describe('the scheduler', () => {
   test('a tick missed because the event loop was blocked prints nothing (no node-cron warning or stack)', async () => {
-    const printed = (['log', 'info', 'debug', 'warn', 'error'] as const).map((method) => jest.spyOn(console, method).mockImplementation(() => undefined));
+    const printed = (['log', 'info', 'debug', 'warn', 'error'] as const).map((method) =>
+      jest.spyOn(console, method).mockImplementation(() => undefined),
+    );
     const logged: Array<{ level: string; message: string }> = [];
     // Ticking every second, on the harness's database (the harness's own scheduler ticks yearly).
     const scheduler = new AutomationScheduler({
@@ -376,7 +475,11 @@ describe('with the automations capability off', () => {
       bodies.push(res.body);
     }
     expect(new Set(bodies.map((b) => JSON.stringify(b))).size).toBe(1);
-    expect(bodies[0]).toEqual({ error: 'Automation scheduling is disabled for this deployment.', code: 'capability_disabled', capability: 'automations' });
+    expect(bodies[0]).toEqual({
+      error: 'Automation scheduling is disabled for this deployment.',
+      code: 'capability_disabled',
+      capability: 'automations',
+    });
     expect(await ctx.h.runtime.scheduler.tick(new Date(Date.now() + 10 * 60_000))).toBe(0);
     await ctx.h.runtime.services.capabilities.update(actor, { automations: true });
     const runs = await ctx.h.http().get('/api/v1/automations/runs').query({ automationId }).set(user.auth);

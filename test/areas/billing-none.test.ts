@@ -18,7 +18,12 @@ const ctx = useHarnessWith(
 const admin = () => userNamed(ctx.h, rootId);
 
 const switchBilling = async (on: boolean) =>
-  ctx.h.http().patch('/api/v1/admin/capabilities').set((await admin()).auth).send({ billing: on }).expect(200);
+  ctx.h
+    .http()
+    .patch('/api/v1/admin/capabilities')
+    .set((await admin()).auth)
+    .send({ billing: on })
+    .expect(200);
 
 describe('billing with provider none', () => {
   test('capabilities say billing false and provider none; the subscription reads as the self-hosted plan', async () => {
@@ -78,11 +83,18 @@ describe('billing with provider none', () => {
       expect((await other.services.billing.subscription(ctx.bob.userId)).standing.plan).toBe('free');
       const sub = await ctx.h.http().get('/api/v1/subscription').set(ctx.bob.auth).expect(200);
       expect(sub.body.subscription).toMatchObject({ plan: 'free', provider: 'stripe', status: 'none' });
-      const set = await ctx.h.http().post('/api/v1/subscription/settings').set(ctx.bob.auth).send({ monthlySpendingLimitCents: 250 }).expect(200);
+      const set = await ctx.h
+        .http()
+        .post('/api/v1/subscription/settings')
+        .set(ctx.bob.auth)
+        .send({ monthlySpendingLimitCents: 250 })
+        .expect(200);
       expect(set.body.settings).toMatchObject({ provider: 'stripe', monthlySpendingLimitCents: 250 });
 
       await switchBilling(false);
-      expect((await ctx.h.http().post('/api/v1/subscription/settings').set(ctx.bob.auth).send({ monthlySpendingLimitCents: 1 })).status).toBe(403);
+      expect(
+        (await ctx.h.http().post('/api/v1/subscription/settings').set(ctx.bob.auth).send({ monthlySpendingLimitCents: 1 })).status,
+      ).toBe(403);
       const off = await ctx.h.http().get('/api/v1/subscription').set(ctx.bob.auth).expect(200);
       expect(off.body.subscription).toMatchObject({ plan: 'self_hosted', provider: 'none' });
       await eventually(async () => ((await other.services.billing.preferences(ctx.bob.userId)).provider === 'none' ? true : undefined));

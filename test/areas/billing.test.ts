@@ -34,19 +34,35 @@ beforeEach(() => {
 
 const admin = () => userNamed(ctx.h, rootId);
 const adjust = async (userId: string, amountCents: number) =>
-  ctx.h.http().post('/api/v1/admin/usage').set((await admin()).auth).send({ userId, amountCents }).expect(200);
-const subscription = async (user: TestUser) => (await ctx.h.http().get('/api/v1/subscription').set(user.auth).expect(200)).body.subscription;
+  ctx.h
+    .http()
+    .post('/api/v1/admin/usage')
+    .set((await admin()).auth)
+    .send({ userId, amountCents })
+    .expect(200);
+const subscription = async (user: TestUser) =>
+  (await ctx.h.http().get('/api/v1/subscription').set(user.auth).expect(200)).body.subscription;
 const count = async (table: 'billing_events' | 'billing_subscriptions' | 'ledger_entries' | 'messages' | 'automation_runs') =>
   Number((await sql<{ n: string }>`select count(*) as n from ${sql.table(table)}`.execute(db())).rows[0]!.n);
 const snapshot = async () =>
-  (await sql<{ s: string }>`select (select json_agg(t order by id) from billing_subscriptions t)::text || (select count(*) from billing_events)::text || (select json_agg(b order by user_id) from budgets b)::text as s`.execute(db()))
-    .rows[0]!.s;
+  (
+    await sql<{
+      s: string;
+    }>`select (select json_agg(t order by id) from billing_subscriptions t)::text || (select count(*) from billing_events)::text || (select json_agg(b order by user_id) from budgets b)::text as s`.execute(
+      db(),
+    )
+  ).rows[0]!.s;
 
 describe('inbound Stripe events', () => {
   test('a subscription event gives the user the plan, its entitlements and its period', async () => {
     const user = await ctx.h.newUser('subscriber');
     const before = await subscription(user);
-    expect(before).toMatchObject({ plan: 'free', status: 'none', provider: 'stripe', entitlements: { monthlyBudgetCents: 0, storageBytes: null, automations: null } });
+    expect(before).toMatchObject({
+      plan: 'free',
+      status: 'none',
+      provider: 'stripe',
+      entitlements: { monthlyBudgetCents: 0, storageBytes: null, automations: null },
+    });
     const object = subscriptionObject({ id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId });
     const res = await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.created', object)));
     expect(res.status).toBe(200);
@@ -65,14 +81,25 @@ describe('inbound Stripe events', () => {
 
   test('the same signed event delivered twice at the same moment changes state once; both answers are 2xx', async () => {
     const user = await ctx.h.newUser('twice');
-    const payment = { id: `pi_${randomUUID()}`, object: 'payment_intent', amount_received: 1500, currency: 'usd', metadata: { kind: 'top_up', userId: user.userId } };
+    const payment = {
+      id: `pi_${randomUUID()}`,
+      object: 'payment_intent',
+      amount_received: 1500,
+      currency: 'usd',
+      metadata: { kind: 'top_up', userId: user.userId },
+    };
     const payload = JSON.stringify(stripeEvent('payment_intent.succeeded', payment));
     const events = await count('billing_events');
     const answers = await Promise.all([deliver(ctx.h, payload), deliver(ctx.h, payload)]);
     expect(answers.map((r) => r.status)).toEqual([200, 200]);
     expect(answers.map((r) => r.body.duplicate).sort()).toEqual([false, true]);
     expect(await count('billing_events')).toBe(events + 1);
-    const usage = await ctx.h.http().get('/api/v1/admin/usage').query({ userId: user.userId }).set((await admin()).auth).expect(200);
+    const usage = await ctx.h
+      .http()
+      .get('/api/v1/admin/usage')
+      .query({ userId: user.userId })
+      .set((await admin()).auth)
+      .expect(200);
     expect(usage.body.budget.balanceCents).toBe(1500);
     expect(usage.body.entries).toMatchObject([{ kind: 'top_up', amountCents: 1500, balanceAfterCents: 1500 }]);
     // And once more, later: still one change.
@@ -84,26 +111,57 @@ describe('inbound Stripe events', () => {
     const user = await ctx.h.newUser('cancel');
     const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
     const t = Math.floor(Date.now() / 1000);
-    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.created', subscriptionObject(base), { created: t - 30 }))).expect(200);
-    const newer = await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, cancelAtPeriodEnd: true }), { created: t - 10 })));
+    await deliver(
+      ctx.h,
+      JSON.stringify(stripeEvent('customer.subscription.created', subscriptionObject(base), { created: t - 30 })),
+    ).expect(200);
+    const newer = await deliver(
+      ctx.h,
+      JSON.stringify(
+        stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, cancelAtPeriodEnd: true }), { created: t - 10 }),
+      ),
+    );
     expect(newer.body.outcome).toBe('applied');
-    const older = await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, status: 'past_due' }), { created: t - 20 })));
+    const older = await deliver(
+      ctx.h,
+      JSON.stringify(
+        stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, status: 'past_due' }), { created: t - 20 }),
+      ),
+    );
     expect(older.status).toBe(200);
     expect(older.body.outcome).toBe('stale');
     expect(await subscription(user)).toMatchObject({ status: 'active', cancelAtPeriodEnd: true });
 
-    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.deleted', subscriptionObject({ ...base, status: 'canceled' }), { created: t }))).expect(200);
-    const late = await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject(base), { created: t - 5 })));
+    await deliver(
+      ctx.h,
+      JSON.stringify(stripeEvent('customer.subscription.deleted', subscriptionObject({ ...base, status: 'canceled' }), { created: t })),
+    ).expect(200);
+    const late = await deliver(
+      ctx.h,
+      JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject(base), { created: t - 5 })),
+    );
     expect(late.status).toBe(200);
     expect(late.body.outcome).toBe('stale');
     // Even one stamped later cannot revive a canceled subscription.
-    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject(base), { created: t + 5 }))).expect(200);
-    expect(await subscription(user)).toMatchObject({ plan: 'free', status: 'canceled', subscriptionId: base.id, entitlements: { monthlyBudgetCents: 0 } });
+    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject(base), { created: t + 5 }))).expect(
+      200,
+    );
+    expect(await subscription(user)).toMatchObject({
+      plan: 'free',
+      status: 'canceled',
+      subscriptionId: base.id,
+      entitlements: { monthlyBudgetCents: 0 },
+    });
   });
 
   test('a tampered body, the wrong secret, a stale or missing signature: 400 invalid_signature and no row changed', async () => {
     const user = await ctx.h.newUser('tamper');
-    const payload = JSON.stringify(stripeEvent('customer.subscription.created', subscriptionObject({ id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId })));
+    const payload = JSON.stringify(
+      stripeEvent(
+        'customer.subscription.created',
+        subscriptionObject({ id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId }),
+      ),
+    );
     const before = await snapshot();
     const good = (await import('stripe')).default.webhooks.generateTestHeaderString({ payload, secret: STRIPE_SECRET });
     const attempts = [
@@ -128,14 +186,38 @@ describe('inbound Stripe events', () => {
     const id = `sub_${randomUUID()}`;
     const t = Math.floor(Date.now() / 1000);
     // The subscription arrives first, without the user in its metadata.
-    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.created', subscriptionObject({ id, customer }), { created: t - 60 }))).expect(200);
+    await deliver(
+      ctx.h,
+      JSON.stringify(stripeEvent('customer.subscription.created', subscriptionObject({ id, customer }), { created: t - 60 })),
+    ).expect(200);
     expect(await subscription(user)).toMatchObject({ plan: 'free' });
-    await deliver(ctx.h, JSON.stringify(stripeEvent('checkout.session.completed', { id: 'cs_1', object: 'checkout.session', customer, client_reference_id: user.userId, subscription: id }))).expect(200);
+    await deliver(
+      ctx.h,
+      JSON.stringify(
+        stripeEvent('checkout.session.completed', {
+          id: 'cs_1',
+          object: 'checkout.session',
+          customer,
+          client_reference_id: user.userId,
+          subscription: id,
+        }),
+      ),
+    ).expect(200);
     expect(await subscription(user)).toMatchObject({ plan: 'pro', subscriptionId: id, latestInvoice: null });
 
-    const invoice = (status: string, amount: number) => ({ id: `in_${randomUUID()}`, object: 'invoice', status, amount_paid: amount, amount_due: amount, parent: { subscription_details: { subscription: id } } });
+    const invoice = (status: string, amount: number) => ({
+      id: `in_${randomUUID()}`,
+      object: 'invoice',
+      status,
+      amount_paid: amount,
+      amount_due: amount,
+      parent: { subscription_details: { subscription: id } },
+    });
     await deliver(ctx.h, JSON.stringify(stripeEvent('invoice.paid', invoice('paid', 2000), { created: t - 10 }))).expect(200);
-    const failedEarlier = await deliver(ctx.h, JSON.stringify(stripeEvent('invoice.payment_failed', invoice('open', 2000), { created: t - 20 })));
+    const failedEarlier = await deliver(
+      ctx.h,
+      JSON.stringify(stripeEvent('invoice.payment_failed', invoice('open', 2000), { created: t - 20 })),
+    );
     expect(failedEarlier.body.outcome).toBe('stale');
     expect((await subscription(user)).latestInvoice).toEqual({ status: 'paid', amountCents: 2000, at: (t - 10) * 1000 });
     // Events the service does not use are stored and acknowledged.
@@ -153,28 +235,47 @@ describe('inbound Stripe events', () => {
 
 describe('Stripe events stamped in the same second, and malformed ones', () => {
   const permutations = <T>(items: T[]): T[][] =>
-    items.length <= 1 ? [items] : items.flatMap((item, i) => permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]));
+    items.length <= 1
+      ? [items]
+      : items.flatMap((item, i) => permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]));
 
   test('created (incomplete) and updated (active) of one second end active in either delivery order', async () => {
     const t = Math.floor(Date.now() / 1000);
-    for (const order of [['created', 'updated'], ['updated', 'created']]) {
+    for (const order of [
+      ['created', 'updated'],
+      ['updated', 'created'],
+    ]) {
       const user = await ctx.h.newUser(`same-second-${order[0]}`);
       const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
       const events = {
         created: stripeEvent('customer.subscription.created', subscriptionObject({ ...base, status: 'incomplete' }), { created: t }),
-        updated: stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, status: 'active' }), { created: t, previous: { status: 'incomplete' } }),
+        updated: stripeEvent('customer.subscription.updated', subscriptionObject({ ...base, status: 'active' }), {
+          created: t,
+          previous: { status: 'incomplete' },
+        }),
       };
       const outcomes = [];
-      for (const name of order) outcomes.push((await deliver(ctx.h, JSON.stringify(events[name as keyof typeof events])).expect(200)).body.outcome);
+      for (const name of order)
+        outcomes.push((await deliver(ctx.h, JSON.stringify(events[name as keyof typeof events])).expect(200)).body.outcome);
       expect(outcomes).toEqual(order[0] === 'created' ? ['applied', 'applied'] : ['applied', 'stale']);
-      expect(await subscription(user)).toMatchObject({ plan: 'pro', status: 'active', subscriptionId: base.id, entitlements: { monthlyBudgetCents: 500 } });
+      expect(await subscription(user)).toMatchObject({
+        plan: 'pro',
+        status: 'active',
+        subscriptionId: base.id,
+        entitlements: { monthlyBudgetCents: 500 },
+      });
     }
   });
 
   test('a whole lifecycle stamped in one second ends at its last status in every delivery order', async () => {
     const t = Math.floor(Date.now() / 1000);
     // incomplete → trialing → active → past_due, each update naming the status it left.
-    const steps: [string, string | null][] = [['incomplete', null], ['trialing', 'incomplete'], ['active', 'trialing'], ['past_due', 'active']];
+    const steps: [string, string | null][] = [
+      ['incomplete', null],
+      ['trialing', 'incomplete'],
+      ['active', 'trialing'],
+      ['past_due', 'active'],
+    ];
     for (const order of permutations(steps)) {
       const user = await ctx.h.newUser('lifecycle');
       const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
@@ -186,13 +287,21 @@ describe('Stripe events stamped in the same second, and malformed ones', () => {
             : stripeEvent('customer.subscription.updated', object, { created: t, previous: { status: previous } });
         await deliver(ctx.h, JSON.stringify(event)).expect(200);
       }
-      expect({ order: order.map(([status]) => status), status: (await subscription(user)).status }).toEqual({ order: order.map(([status]) => status), status: 'past_due' });
+      expect({ order: order.map(([status]) => status), status: (await subscription(user)).status }).toEqual({
+        order: order.map(([status]) => status),
+        status: 'past_due',
+      });
     }
     // A cancellation wins whenever it arrives, even stamped before the state it ends.
     const user = await ctx.h.newUser('lifecycle-end');
     const base = { id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId };
-    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject(base), { created: t }))).expect(200);
-    const ended = await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.deleted', subscriptionObject({ ...base, status: 'canceled' }), { created: t - 1 })));
+    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.updated', subscriptionObject(base), { created: t }))).expect(
+      200,
+    );
+    const ended = await deliver(
+      ctx.h,
+      JSON.stringify(stripeEvent('customer.subscription.deleted', subscriptionObject({ ...base, status: 'canceled' }), { created: t - 1 })),
+    );
     expect(ended.body.outcome).toBe('applied');
     expect(await subscription(user)).toMatchObject({ plan: 'free', status: 'canceled' });
   });
@@ -202,8 +311,16 @@ describe('Stripe events stamped in the same second, and malformed ones', () => {
     const bound = document.components.schemas.BudgetAdjustRequest.properties.amountCents;
     expect([bound.minimum, bound.maximum]).toEqual([-MAX_POSTING_CENTS, MAX_POSTING_CENTS]);
     const user = await ctx.h.newUser('top-up-cap');
-    const payment = { id: `pi_${randomUUID()}`, object: 'payment_intent', amount_received: MAX_POSTING_CENTS, currency: 'usd', metadata: { kind: 'top_up', userId: user.userId } };
-    expect((await deliver(ctx.h, JSON.stringify(stripeEvent('payment_intent.succeeded', payment))).expect(200)).body.outcome).toBe('applied');
+    const payment = {
+      id: `pi_${randomUUID()}`,
+      object: 'payment_intent',
+      amount_received: MAX_POSTING_CENTS,
+      currency: 'usd',
+      metadata: { kind: 'top_up', userId: user.userId },
+    };
+    expect((await deliver(ctx.h, JSON.stringify(stripeEvent('payment_intent.succeeded', payment))).expect(200)).body.outcome).toBe(
+      'applied',
+    );
     expect((await subscription(user)).usage.balanceCents).toBe(MAX_POSTING_CENTS);
   });
 
@@ -214,7 +331,14 @@ describe('Stripe events stamped in the same second, and malformed ones', () => {
     const sub = (fields: Partial<Parameters<typeof subscriptionObject>[0]> = {}) =>
       subscriptionObject({ id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId, ...fields });
     const topUp = (amount: unknown, fields: Record<string, unknown> = {}) =>
-      stripeEvent('payment_intent.succeeded', { id: `pi_${randomUUID()}`, object: 'payment_intent', amount_received: amount, currency: 'usd', metadata: { kind: 'top_up', userId: user.userId }, ...fields });
+      stripeEvent('payment_intent.succeeded', {
+        id: `pi_${randomUUID()}`,
+        object: 'payment_intent',
+        amount_received: amount,
+        currency: 'usd',
+        metadata: { kind: 'top_up', userId: user.userId },
+        ...fields,
+      });
     const created = stripeEvent('customer.subscription.created', sub());
     const forms: [string, unknown, string][] = [
       ['empty object', {}, '/id'],
@@ -230,16 +354,52 @@ describe('Stripe events stamped in the same second, and malformed ones', () => {
       ['NUL in the type', { ...created, type: 'customer.\u0000' }, '/type'],
       ['an event id of 300 characters', { ...created, id: `evt_${'x'.repeat(296)}` }, '/id'],
       ['NUL in the subscription id', stripeEvent('customer.subscription.updated', sub({ id: 'sub_\u0000' })), '/data/object/id'],
-      ['lone surrogate in the customer', stripeEvent('customer.subscription.created', sub({ customer: 'cus_\udc00' })), '/data/object/customer'],
-      ['NUL in metadata.userId', stripeEvent('customer.subscription.created', sub({ userId: `${user.userId}\u0000` })), '/data/object/metadata/userId'],
-      ['NUL in the price id', stripeEvent('customer.subscription.created', sub({ priceId: 'price_\u0000' })), '/data/object/items/data/0/price/id'],
+      [
+        'lone surrogate in the customer',
+        stripeEvent('customer.subscription.created', sub({ customer: 'cus_\udc00' })),
+        '/data/object/customer',
+      ],
+      [
+        'NUL in metadata.userId',
+        stripeEvent('customer.subscription.created', sub({ userId: `${user.userId}\u0000` })),
+        '/data/object/metadata/userId',
+      ],
+      [
+        'NUL in the price id',
+        stripeEvent('customer.subscription.created', sub({ priceId: 'price_\u0000' })),
+        '/data/object/items/data/0/price/id',
+      ],
       ['NUL in the status', stripeEvent('customer.subscription.created', sub({ status: 'active\u0000' })), '/data/object/status'],
-      ['period end "abc"', stripeEvent('customer.subscription.created', { ...sub(), current_period_end: 'abc' }), '/data/object/current_period_end'],
-      ['period start 1e20', stripeEvent('customer.subscription.created', sub({ start: 1e20 })), '/data/object/items/data/0/current_period_start'],
-      ['NUL in the checkout customer', stripeEvent('checkout.session.completed', { id: 'cs_1', customer: 'cus_\u0000', client_reference_id: user.userId }), '/data/object/customer'],
-      ['NUL in client_reference_id', stripeEvent('checkout.session.completed', { id: 'cs_1', customer: `cus_${randomUUID()}`, client_reference_id: '\u0000' }), '/data/object/client_reference_id'],
-      ['invoice amount 1.5', stripeEvent('invoice.paid', { id: 'in_1', amount_paid: 1.5, subscription: 'sub_x' }), '/data/object/amount_paid'],
-      ['NUL in the invoice subscription', stripeEvent('invoice.paid', { id: 'in_1', amount_paid: 100, subscription: 'sub_\u0000' }), '/data/object/subscription'],
+      [
+        'period end "abc"',
+        stripeEvent('customer.subscription.created', { ...sub(), current_period_end: 'abc' }),
+        '/data/object/current_period_end',
+      ],
+      [
+        'period start 1e20',
+        stripeEvent('customer.subscription.created', sub({ start: 1e20 })),
+        '/data/object/items/data/0/current_period_start',
+      ],
+      [
+        'NUL in the checkout customer',
+        stripeEvent('checkout.session.completed', { id: 'cs_1', customer: 'cus_\u0000', client_reference_id: user.userId }),
+        '/data/object/customer',
+      ],
+      [
+        'NUL in client_reference_id',
+        stripeEvent('checkout.session.completed', { id: 'cs_1', customer: `cus_${randomUUID()}`, client_reference_id: '\u0000' }),
+        '/data/object/client_reference_id',
+      ],
+      [
+        'invoice amount 1.5',
+        stripeEvent('invoice.paid', { id: 'in_1', amount_paid: 1.5, subscription: 'sub_x' }),
+        '/data/object/amount_paid',
+      ],
+      [
+        'NUL in the invoice subscription',
+        stripeEvent('invoice.paid', { id: 'in_1', amount_paid: 100, subscription: 'sub_\u0000' }),
+        '/data/object/subscription',
+      ],
       ['top-up of 1e20', topUp(1e20), '/data/object/amount_received'],
       ['top-up of 1.5', topUp(1.5), '/data/object/amount_received'],
       ['top-up of 2^53', topUp(2 ** 53), '/data/object/amount_received'],
@@ -270,12 +430,15 @@ describe('budgets enforced on charged actions', () => {
   async function conversation(user: TestUser): Promise<string> {
     return (await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({}).expect(200)).body.conversation.conversationId;
   }
-  const chat = (user: TestUser, conversationId: string) => ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hello' });
+  const chat = (user: TestUser, conversationId: string) =>
+    ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hello' });
 
   test('an exhausted budget answers 402 on chat and automation run and changes nothing; an admin adjustment restores access', async () => {
     const user = await ctx.h.newUser('spender');
     const conversationId = await conversation(user);
-    const automationId = (await ctx.h.http().post('/api/v1/automations').set(user.auth).send({ name: 'Daily', prompt: 'Summarize.' }).expect(200)).body.automation.automationId;
+    const automationId = (
+      await ctx.h.http().post('/api/v1/automations').set(user.auth).send({ name: 'Daily', prompt: 'Summarize.' }).expect(200)
+    ).body.automation.automationId;
     const [messages, runs] = [await count('messages'), await count('automation_runs')];
 
     const refused = await chat(user, conversationId);
@@ -294,26 +457,49 @@ describe('budgets enforced on charged actions', () => {
     expect(reply.status).toBe(200);
     expect(reply.body.reply.usage).toMatchObject({ costCents: 200 });
     // 300 − 200: the reply was charged to the balance, with its ledger entry.
-    const usage = await ctx.h.http().get('/api/v1/admin/usage').query({ userId: user.userId }).set((await admin()).auth).expect(200);
+    const usage = await ctx.h
+      .http()
+      .get('/api/v1/admin/usage')
+      .query({ userId: user.userId })
+      .set((await admin()).auth)
+      .expect(200);
     expect(usage.body.budget.balanceCents).toBe(100);
     expect(usage.body.entries[0]).toMatchObject({ kind: 'usage', amountCents: -200, balanceAfterCents: 100, actorUserId: user.userId });
     // The reply's charge written again (a write tried again after its commit's answer was lost): neither recorded nor charged twice.
     const replyId: string = reply.body.reply.messageId;
     const recorded = await db().selectFrom('usage_records').selectAll().where('resource_id', '=', replyId).execute();
     expect(recorded).toHaveLength(1);
-    const again = await db().transaction().execute((trx) =>
-      ctx.h.runtime.services.billing.charge(trx, {
-        userId: user.userId,
-        kind: 'chat.reply',
-        resourceId: replyId,
-        model: { id: recorded[0]!.model, providerId: 'openai', name: recorded[0]!.model, inputCentsPerMillionTokens: 1e9, outputCentsPerMillionTokens: 1e9, default: false },
-        usage: { inputTokens: 10, outputTokens: 10 },
-        at: new Date(),
-      }),
-    );
+    const again = await db()
+      .transaction()
+      .execute((trx) =>
+        ctx.h.runtime.services.billing.charge(trx, {
+          userId: user.userId,
+          kind: 'chat.reply',
+          resourceId: replyId,
+          model: {
+            id: recorded[0]!.model,
+            providerId: 'openai',
+            name: recorded[0]!.model,
+            inputCentsPerMillionTokens: 1e9,
+            outputCentsPerMillionTokens: 1e9,
+            default: false,
+          },
+          usage: { inputTokens: 10, outputTokens: 10 },
+          at: new Date(),
+        }),
+      );
     expect(again).toBe(0);
     expect(await db().selectFrom('usage_records').select('id').where('resource_id', '=', replyId).execute()).toHaveLength(1);
-    expect((await ctx.h.http().get('/api/v1/admin/usage').query({ userId: user.userId }).set((await admin()).auth).expect(200)).body.budget.balanceCents).toBe(100);
+    expect(
+      (
+        await ctx.h
+          .http()
+          .get('/api/v1/admin/usage')
+          .query({ userId: user.userId })
+          .set((await admin()).auth)
+          .expect(200)
+      ).body.budget.balanceCents,
+    ).toBe(100);
     await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId }).expect(200);
     await ctx.h.runtime.runner.runOnce();
     // The run cost 200 with 100 left: it completes, and the balance owes the rest.
@@ -330,26 +516,46 @@ describe('budgets enforced on charged actions', () => {
     const conversationId = await conversation(user);
     // The first step, a call of notes_create (which needs approval), costs 150 + 150 cents: nothing is left.
     const args = { title: 'Paid for', content: 'Written after the budget ran out.' };
-    servers.model.behaviour = () => ({ kind: 'tool-calls', calls: [{ id: 'call_b1', name: 'notes_create', arguments: JSON.stringify(args) }], usage: { prompt: 1_500_000, completion: 750_000 } });
+    servers.model.behaviour = () => ({
+      kind: 'tool-calls',
+      calls: [{ id: 'call_b1', name: 'notes_create', arguments: JSON.stringify(args) }],
+      usage: { prompt: 1_500_000, completion: 750_000 },
+    });
     const paused = await chat(user, conversationId).expect(200);
     expect(paused.body.reply).toMatchObject({ status: 'awaiting_approval', usage: { costCents: 300 } });
     const approvalId = paused.body.reply.parts.find((p: { type: string }) => p.type === 'tool-call').approvalId as string;
     const requests = servers.model.requests.length;
 
     // Another user cannot decide it (404), and that changes nothing.
-    expect((await ctx.h.http().post('/api/v1/approvals/decide').set(ctx.bob.auth).send({ approvalId, decision: 'approve' })).status).toBe(404);
+    expect((await ctx.h.http().post('/api/v1/approvals/decide').set(ctx.bob.auth).send({ approvalId, decision: 'approve' })).status).toBe(
+      404,
+    );
     const decided = await ctx.h.http().post('/api/v1/approvals/decide').set(user.auth).send({ approvalId, decision: 'approve' });
     expect(decided.status).toBe(200);
     expect(decided.body.approval).toMatchObject({ approvalId, status: 'approved' });
-    expect(decided.body.reply).toMatchObject({ status: 'failed', errorCode: 'budget_exhausted', errorMessage: expect.stringContaining('the approved call did not run'), usage: null });
+    expect(decided.body.reply).toMatchObject({
+      status: 'failed',
+      errorCode: 'budget_exhausted',
+      errorMessage: expect.stringContaining('the approved call did not run'),
+      usage: null,
+    });
     // Neither the tool nor the model ran; nothing more was charged.
     expect(servers.model.requests.length).toBe(requests);
     const notes = (await ctx.h.http().get('/api/v1/notes').set(user.auth).expect(200)).body.notes as Array<{ title: string }>;
     expect(notes.map((n) => n.title)).not.toContain(args.title);
-    const usage = await ctx.h.http().get('/api/v1/admin/usage').query({ userId: user.userId }).set((await admin()).auth).expect(200);
+    const usage = await ctx.h
+      .http()
+      .get('/api/v1/admin/usage')
+      .query({ userId: user.userId })
+      .set((await admin()).auth)
+      .expect(200);
     expect(usage.body.budget.balanceCents).toBe(0);
     const stored = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(user.auth).expect(200);
-    expect(stored.body.messages[0]).toMatchObject({ messageId: paused.body.reply.messageId, status: 'failed', errorCode: 'budget_exhausted' });
+    expect(stored.body.messages[0]).toMatchObject({
+      messageId: paused.body.reply.messageId,
+      status: 'failed',
+      errorCode: 'budget_exhausted',
+    });
     // A decision is single use, also when the turn could not continue.
     expect((await ctx.h.http().post('/api/v1/approvals/decide').set(user.auth).send({ approvalId, decision: 'deny' })).status).toBe(409);
   });
@@ -357,7 +563,12 @@ describe('budgets enforced on charged actions', () => {
   test('a scheduled run that starts with nothing left fails with budget_exhausted, without calling the model', async () => {
     const user = await ctx.h.newUser('scheduled');
     const automationId = (
-      await ctx.h.http().post('/api/v1/automations').set(user.auth).send({ name: 'Later', prompt: 'Queued prompt.', schedule: { cron: '* * * * *', timezone: 'UTC' } }).expect(200)
+      await ctx.h
+        .http()
+        .post('/api/v1/automations')
+        .set(user.auth)
+        .send({ name: 'Later', prompt: 'Queued prompt.', schedule: { cron: '* * * * *', timezone: 'UTC' } })
+        .expect(200)
     ).body.automation.automationId;
     expect(await ctx.h.runtime.scheduler.tick(new Date(Date.now() + 61_000))).toBeGreaterThanOrEqual(1);
     await ctx.h.runtime.runner.runOnce();
@@ -371,26 +582,65 @@ describe('budgets enforced on charged actions', () => {
 
   test('the plan’s monthly budget is spent first, then the balance; fractions of a cent carry over', async () => {
     const user = await ctx.h.newUser('planned');
-    await deliver(ctx.h, JSON.stringify(stripeEvent('customer.subscription.created', subscriptionObject({ id: `sub_${randomUUID()}`, customer: `cus_${randomUUID()}`, userId: user.userId, start: Math.floor(Date.now() / 1000) - 3600, end: Math.floor(Date.now() / 1000) + 86_400 })))).expect(200);
+    await deliver(
+      ctx.h,
+      JSON.stringify(
+        stripeEvent(
+          'customer.subscription.created',
+          subscriptionObject({
+            id: `sub_${randomUUID()}`,
+            customer: `cus_${randomUUID()}`,
+            userId: user.userId,
+            start: Math.floor(Date.now() / 1000) - 3600,
+            end: Math.floor(Date.now() / 1000) + 86_400,
+          }),
+        ),
+      ),
+    ).expect(200);
     const conversationId = await conversation(user);
     for (let i = 0; i < 2; i += 1) await chat(user, conversationId).expect(200);
-    expect((await subscription(user)).usage).toMatchObject({ spentCents: 400, allowanceRemainingCents: 100, balanceCents: 0, availableCents: 100 });
+    expect((await subscription(user)).usage).toMatchObject({
+      spentCents: 400,
+      allowanceRemainingCents: 100,
+      balanceCents: 0,
+      availableCents: 100,
+    });
     // 100.5 cents: 100 from the allowance, half a cent carried against the balance.
     servers.model.behaviour = () => ({ kind: 'reply', chunks: ['Ok.'], usage: { prompt: 1_000_000, completion: 2_500 } });
     await chat(user, conversationId).expect(200);
-    expect((await subscription(user)).usage).toMatchObject({ spentCents: 500, allowanceRemainingCents: 0, balanceCents: 0, availableCents: -1 });
+    expect((await subscription(user)).usage).toMatchObject({
+      spentCents: 500,
+      allowanceRemainingCents: 0,
+      balanceCents: 0,
+      availableCents: -1,
+    });
     expect((await chat(user, conversationId)).status).toBe(402);
   });
 
   test('the user’s own spending limit caps the period; settings are the caller’s own', async () => {
     const user = await ctx.h.newUser('limited');
     await adjust(user.userId, 1000);
-    const set = await ctx.h.http().post('/api/v1/subscription/settings').set(user.auth).send({ monthlySpendingLimitCents: 200 }).expect(200);
-    expect(set.body.settings).toEqual({ provider: 'stripe', currency: 'usd', monthlySpendingLimitCents: 200, updatedAt: expect.any(Number) });
+    const set = await ctx.h
+      .http()
+      .post('/api/v1/subscription/settings')
+      .set(user.auth)
+      .send({ monthlySpendingLimitCents: 200 })
+      .expect(200);
+    expect(set.body.settings).toEqual({
+      provider: 'stripe',
+      currency: 'usd',
+      monthlySpendingLimitCents: 200,
+      updatedAt: expect.any(Number),
+    });
     const conversationId = await conversation(user);
     await chat(user, conversationId).expect(200);
     expect((await chat(user, conversationId)).status).toBe(402);
-    expect((await subscription(user)).usage).toMatchObject({ spentCents: 200, spendingLimitCents: 200, availableCents: 0, balanceCents: 800 });
+    expect((await subscription(user)).usage).toMatchObject({
+      spentCents: 200,
+      spendingLimitCents: 200,
+      availableCents: 0,
+      balanceCents: 800,
+    });
     // Another user's settings are untouched.
     const bob = await ctx.h.http().get('/api/v1/subscription/settings').set(ctx.bob.auth).expect(200);
     expect(bob.body.settings.monthlySpendingLimitCents).toBeNull();
@@ -400,7 +650,14 @@ describe('budgets enforced on charged actions', () => {
 
   test('bad settings are 400 and change nothing', async () => {
     const user = await ctx.h.newUser('bad');
-    for (const body of [{}, { monthlySpendingLimitCents: -1 }, { monthlySpendingLimitCents: 1.5 }, { monthlySpendingLimitCents: '5' }, { monthlySpendingLimitCents: 5, plan: 'pro' }, { monthlySpendingLimitCents: 100_000_001 }]) {
+    for (const body of [
+      {},
+      { monthlySpendingLimitCents: -1 },
+      { monthlySpendingLimitCents: 1.5 },
+      { monthlySpendingLimitCents: '5' },
+      { monthlySpendingLimitCents: 5, plan: 'pro' },
+      { monthlySpendingLimitCents: 100_000_001 },
+    ]) {
       const res = await ctx.h.http().post('/api/v1/subscription/settings').set(user.auth).send(body);
       expect(res.status).toBe(400);
       expect(res.body.code).toBe('invalid_request');

@@ -1,7 +1,11 @@
 import { createHash } from 'node:crypto';
 import { useHarnessWith, userNamed } from '../helpers/harness';
 
-const ctx = useHarnessWith(() => ({ BOOTSTRAP_ADMIN_USER_IDS: 'shell-root', ONBOARDING_STEPS: 'profile,first_project,tour' }), 'alice', 'bob');
+const ctx = useHarnessWith(
+  () => ({ BOOTSTRAP_ADMIN_USER_IDS: 'shell-root', ONBOARDING_STEPS: 'profile,first_project,tour' }),
+  'alice',
+  'bob',
+);
 
 const bootstrapOf = async (auth: { Authorization: string }, etag?: string) => {
   const req = ctx.h.http().get('/api/v1/bootstrap').set(auth);
@@ -11,7 +15,11 @@ const bootstrapOf = async (auth: { Authorization: string }, etag?: string) => {
 describe('bootstrap', () => {
   test('one call answers what the shell needs, each part as its own route answers it', async () => {
     const { h, alice } = ctx;
-    await h.http().patch('/api/v1/settings').set(alice.auth).send({ theme: 'dark', ui: { pane: 'left' } });
+    await h
+      .http()
+      .patch('/api/v1/settings')
+      .set(alice.auth)
+      .send({ theme: 'dark', ui: { pane: 'left' } });
     const res = await bootstrapOf(alice.auth);
     expect(res.status).toBe(200);
     const b = res.body.bootstrap;
@@ -29,7 +37,12 @@ describe('bootstrap', () => {
         { modelId: 'development-transcription', kinds: ['transcription'] },
         { modelId: 'development-speech', kinds: ['speech'] },
       ],
-      defaults: { chat: 'development', image: 'development-image', transcription: 'development-transcription', speech: 'development-speech' },
+      defaults: {
+        chat: 'development',
+        image: 'development-image',
+        transcription: 'development-transcription',
+        speech: 'development-speech',
+      },
     });
     const subscription = (await get('/api/v1/subscription')).subscription;
     expect(b.subscription).toEqual({
@@ -83,7 +96,9 @@ describe('bootstrap', () => {
     await changed(() => h.http().post('/api/v1/onboarding/complete').set(user.auth).send({ step: 'tour' }));
     await changed(() => h.http().post('/api/v1/projects').set(user.auth).send({ name: 'Shows in onboarding' }));
     const root = await userNamed(h, 'shell-root');
-    await changed(() => h.http().post('/api/v1/admin/principals').set(root.auth).send({ userId: user.userId, role: 'auditor', reason: 'test' }));
+    await changed(() =>
+      h.http().post('/api/v1/admin/principals').set(root.auth).send({ userId: user.userId, role: 'auditor', reason: 'test' }),
+    );
     expect((await bootstrapOf(user.auth)).body.bootstrap.user.roles).toEqual(['auditor']);
     await changed(() => h.http().patch('/api/v1/admin/capabilities').set(root.auth).send({ automations: false }));
     expect((await bootstrapOf(user.auth)).body.bootstrap.capabilities.automations).toBe(false);

@@ -17,7 +17,11 @@ let anthropic: FakeAnthropicServer;
 let google: FakeGoogleServer;
 let mcp: TestMcpServer;
 beforeAll(async () => {
-  [anthropic, google, mcp] = await Promise.all([startFakeAnthropic(ANTHROPIC_KEY), startFakeGoogle(GOOGLE_KEY), startMcpServer({ header: 'authorization', value: `Bearer ${MCP_TOKEN}` })]);
+  [anthropic, google, mcp] = await Promise.all([
+    startFakeAnthropic(ANTHROPIC_KEY),
+    startFakeGoogle(GOOGLE_KEY),
+    startMcpServer({ header: 'authorization', value: `Bearer ${MCP_TOKEN}` }),
+  ]);
 });
 afterAll(async () => {
   await Promise.all([anthropic?.close(), google?.close(), mcp?.close()]);
@@ -28,7 +32,11 @@ const db = () => ctx.h.runtime.database.db;
 
 /** A tested (active) connection of the caller's. */
 async function connection(user: TestUser, kind: 'anthropic' | 'google', baseUrl: string, apiKey: string): Promise<string> {
-  const created = await ctx.h.http().post('/api/v1/model-providers').set(user.auth).send({ kind, name: `My ${kind} key`, baseUrl, apiKey });
+  const created = await ctx.h
+    .http()
+    .post('/api/v1/model-providers')
+    .set(user.auth)
+    .send({ kind, name: `My ${kind} key`, baseUrl, apiKey });
   expect(created.status).toBe(200);
   const connectionId = created.body.connection.connectionId as string;
   const tested = await ctx.h.http().post('/api/v1/model-providers/test').set(user.auth).send({ connectionId });
@@ -38,11 +46,14 @@ async function connection(user: TestUser, kind: 'anthropic' | 'google', baseUrl:
 
 /** The caller's MCP server (tools allowed): its tool prefix. */
 async function mcpServer(user: TestUser): Promise<string> {
-  const res = await ctx.h
-    .http()
-    .post('/api/v1/mcp-servers')
-    .set(user.auth)
-    .send({ name: 'Tracker', url: mcp.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: MCP_TOKEN, defaultToolPolicy: 'allow' });
+  const res = await ctx.h.http().post('/api/v1/mcp-servers').set(user.auth).send({
+    name: 'Tracker',
+    url: mcp.streamableUrl,
+    transport: 'streamable_http',
+    authentication: 'bearer',
+    credentials: MCP_TOKEN,
+    defaultToolPolicy: 'allow',
+  });
   expect(res.body.server).toMatchObject({ status: 'active' });
   return res.body.server.toolPrefix as string;
 }
@@ -52,25 +63,42 @@ async function streamedTurn(user: TestUser, model: string, content: string) {
   const created = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({ model });
   expect(created.status).toBe(200);
   const conversationId = created.body.conversation.conversationId as string;
-  const res = await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content, stream: true }).buffer(true).parse(textBody);
+  const res = await ctx.h
+    .http()
+    .post('/api/v1/conversations/messages')
+    .set(user.auth)
+    .send({ conversationId, content, stream: true })
+    .buffer(true)
+    .parse(textBody);
   expect(res.status).toBe(200);
   const events = parseEvents(res.body as string);
   type Part = { type: string; toolCallId: string; toolName: string; outcome?: string; output?: string; arguments?: unknown };
-  const reply = (events.at(-1)!.data as { message: { messageId: string; status: string; content: string; model: string; usage: unknown; parts: Part[] } }).message;
+  const reply = (
+    events.at(-1)!.data as { message: { messageId: string; status: string; content: string; model: string; usage: unknown; parts: Part[] } }
+  ).message;
   return { events, reply, text: res.body as string };
 }
 
 /** The turn's usage records: one per model call, each with the connection and no cost. */
 async function usageOf(messageId: string) {
-  const rows = await sql<{ resource_id: string; connection_id: string | null; model: string; cost_micro_cents: number; input_tokens: number; output_tokens: number }>`
+  const rows = await sql<{
+    resource_id: string;
+    connection_id: string | null;
+    model: string;
+    cost_micro_cents: number;
+    input_tokens: number;
+    output_tokens: number;
+  }>`
     select resource_id, connection_id, model, cost_micro_cents::int, input_tokens::int, output_tokens::int
     from usage_records where resource_id = ${messageId} or resource_id like ${`${messageId}:%`} order by id`.execute(db());
   return rows.rows;
 }
 
 describe('tool calls through a user connection', () => {
-  test("Anthropic: a streamed turn calls a built-in tool and an MCP tool (tool_use blocks), with usage on the connection", async () => {
-    expect((await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Launch', content: 'The launch is on Monday.' })).status).toBe(200);
+  test('Anthropic: a streamed turn calls a built-in tool and an MCP tool (tool_use blocks), with usage on the connection', async () => {
+    expect(
+      (await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Launch', content: 'The launch is on Monday.' })).status,
+    ).toBe(200);
     const connectionId = await connection(ctx.alice, 'anthropic', anthropic.baseUrl, ANTHROPIC_KEY);
     const prefix = await mcpServer(ctx.alice);
     const echo = `${prefix}__echo`;
@@ -78,16 +106,39 @@ describe('tool calls through a user connection', () => {
     const first = anthropic.requests.length;
     const calls = mcp.calls.length;
     anthropic.script.push(
-      { chunks: ['Let me look. '], toolUses: [{ id: 'toolu_01', name: 'notes_search', input: { query: 'launch' } }], usage: { input: 20, output: 6 } },
+      {
+        chunks: ['Let me look. '],
+        toolUses: [{ id: 'toolu_01', name: 'notes_search', input: { query: 'launch' } }],
+        usage: { input: 20, output: 6 },
+      },
       { chunks: [], toolUses: [{ id: 'toolu_02', name: echo, input: { text: 'Monday' } }], usage: { input: 30, output: 5 } },
       { chunks: ['It is on ', 'Monday.'], usage: { input: 40, output: 4 } },
     );
     const { events, reply, text } = await streamedTurn(ctx.alice, model, 'When is the launch? Echo the day.');
 
-    expect(events.map((e) => e.event).filter((e) => e !== 'delta')).toEqual(['message', 'tool-call', 'tool-result', 'tool-call', 'tool-result', 'done']);
-    expect(reply).toMatchObject({ status: 'complete', model, content: 'Let me look. It is on Monday.', usage: { inputTokens: 90, outputTokens: 15, costCents: 0 } });
+    expect(events.map((e) => e.event).filter((e) => e !== 'delta')).toEqual([
+      'message',
+      'tool-call',
+      'tool-result',
+      'tool-call',
+      'tool-result',
+      'done',
+    ]);
+    expect(reply).toMatchObject({
+      status: 'complete',
+      model,
+      content: 'Let me look. It is on Monday.',
+      usage: { inputTokens: 90, outputTokens: 15, costCents: 0 },
+    });
     expect(reply.parts.map((p) => p.type)).toEqual(['text', 'tool-call', 'tool-result', 'tool-call', 'tool-result', 'text']);
-    expect(reply.parts[1]).toEqual({ type: 'tool-call', toolCallId: 'toolu_01', toolName: 'notes_search', arguments: { query: 'launch' }, policy: 'allow', approvalId: null });
+    expect(reply.parts[1]).toEqual({
+      type: 'tool-call',
+      toolCallId: 'toolu_01',
+      toolName: 'notes_search',
+      arguments: { query: 'launch' },
+      policy: 'allow',
+      approvalId: null,
+    });
     expect(reply.parts[2]).toMatchObject({ toolCallId: 'toolu_01', outcome: 'success' });
     expect(JSON.parse(reply.parts[2]!.output!)).toEqual([expect.objectContaining({ title: 'Launch' })]);
     expect(reply.parts[3]).toMatchObject({ toolCallId: 'toolu_02', toolName: echo, arguments: { text: 'Monday' }, policy: 'allow' });
@@ -102,14 +153,19 @@ describe('tool calls through a user connection', () => {
     const offered = sent[0]!.tools!;
     expect(offered.map((t) => t.name)).toEqual(expect.arrayContaining(['notes_search', echo]));
     expect(offered.find((t) => t.name === echo)!.input_schema).toMatchObject({ type: 'object', properties: { text: { type: 'string' } } });
-    const blocks = (body: (typeof sent)[number]) => (body.messages ?? []).flatMap((m) => (Array.isArray(m.content) ? m.content.map((c) => ({ role: m.role, ...c })) : []));
+    const blocks = (body: (typeof sent)[number]) =>
+      (body.messages ?? []).flatMap((m) => (Array.isArray(m.content) ? m.content.map((c) => ({ role: m.role, ...c })) : []));
     expect(blocks(sent[1]!)).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ role: 'assistant', type: 'tool_use', id: 'toolu_01', name: 'notes_search', input: { query: 'launch' } }),
         expect.objectContaining({ role: 'user', type: 'tool_result', tool_use_id: 'toolu_01' }),
       ]),
     );
-    expect(blocks(sent[2]!)).toEqual(expect.arrayContaining([expect.objectContaining({ role: 'user', type: 'tool_result', tool_use_id: 'toolu_02', content: 'echo: Monday' })]));
+    expect(blocks(sent[2]!)).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ role: 'user', type: 'tool_result', tool_use_id: 'toolu_02', content: 'echo: Monday' }),
+      ]),
+    );
 
     // Each model call is a usage record with the connection, charged nothing to the deployment's budget.
     expect(await usageOf(reply.messageId)).toEqual([
@@ -117,7 +173,9 @@ describe('tool calls through a user connection', () => {
       { resource_id: `${reply.messageId}:2`, connection_id: connectionId, model, cost_micro_cents: 0, input_tokens: 30, output_tokens: 5 },
       { resource_id: `${reply.messageId}:3`, connection_id: connectionId, model, cost_micro_cents: 0, input_tokens: 40, output_tokens: 4 },
     ]);
-    const ledger = await sql<{ n: number }>`select count(*)::int as n from ledger_entries where user_id = ${ctx.alice.userId}`.execute(db());
+    const ledger = await sql<{ n: number }>`select count(*)::int as n from ledger_entries where user_id = ${ctx.alice.userId}`.execute(
+      db(),
+    );
     expect(ledger.rows[0]!.n).toBe(0);
     // Neither key reaches the client.
     for (const secret of [ANTHROPIC_KEY, MCP_TOKEN]) expect(text).not.toContain(secret);
@@ -125,10 +183,21 @@ describe('tool calls through a user connection', () => {
 
   test('Anthropic: a turn answered whole (no stream) runs the tool the same way', async () => {
     const connectionId = await connection(ctx.bob, 'anthropic', anthropic.baseUrl, ANTHROPIC_KEY);
-    const created = await ctx.h.http().post('/api/v1/conversations').set(ctx.bob.auth).send({ model: `${connectionId}/claude-haiku-4-5` });
+    const created = await ctx.h
+      .http()
+      .post('/api/v1/conversations')
+      .set(ctx.bob.auth)
+      .send({ model: `${connectionId}/claude-haiku-4-5` });
     const first = anthropic.requests.length;
-    anthropic.script.push({ chunks: [], toolUses: [{ id: 'toolu_11', name: 'projects_list', input: {} }] }, { chunks: ['You have no projects.'] });
-    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.bob.auth).send({ conversationId: created.body.conversation.conversationId, content: 'My projects?' });
+    anthropic.script.push(
+      { chunks: [], toolUses: [{ id: 'toolu_11', name: 'projects_list', input: {} }] },
+      { chunks: ['You have no projects.'] },
+    );
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/conversations/messages')
+      .set(ctx.bob.auth)
+      .send({ conversationId: created.body.conversation.conversationId, content: 'My projects?' });
     expect(res.status).toBe(200);
     expect(res.body.reply).toMatchObject({ status: 'complete', content: 'You have no projects.' });
     expect(res.body.reply.parts.map((p: { type: string }) => p.type)).toEqual(['tool-call', 'tool-result', 'text']);
@@ -152,8 +221,20 @@ describe('tool calls through a user connection', () => {
     );
     const { events, reply, text } = await streamedTurn(ctx.alice, model, 'When is the launch? Echo my name.');
 
-    expect(events.map((e) => e.event).filter((e) => e !== 'delta')).toEqual(['message', 'tool-call', 'tool-result', 'tool-call', 'tool-result', 'done']);
-    expect(reply).toMatchObject({ status: 'complete', model, content: 'Looking. Monday, and echoed.', usage: { inputTokens: 93, outputTokens: 9, costCents: 0 } });
+    expect(events.map((e) => e.event).filter((e) => e !== 'delta')).toEqual([
+      'message',
+      'tool-call',
+      'tool-result',
+      'tool-call',
+      'tool-result',
+      'done',
+    ]);
+    expect(reply).toMatchObject({
+      status: 'complete',
+      model,
+      content: 'Looking. Monday, and echoed.',
+      usage: { inputTokens: 93, outputTokens: 9, costCents: 0 },
+    });
     const results = reply.parts.filter((p) => p.type === 'tool-result');
     expect(results.map((p) => [p.toolName, p.outcome])).toEqual([
       ['notes_search', 'success'],
@@ -172,11 +253,16 @@ describe('tool calls through a user connection', () => {
     expect(partsOf(2)).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ role: 'model', functionCall: expect.objectContaining({ name: echo, args: { text: 'Gemini' } }) }),
-        expect.objectContaining({ role: 'user', functionResponse: expect.objectContaining({ name: echo, response: expect.objectContaining({ content: 'echo: Gemini' }) }) }),
+        expect.objectContaining({
+          role: 'user',
+          functionResponse: expect.objectContaining({ name: echo, response: expect.objectContaining({ content: 'echo: Gemini' }) }),
+        }),
       ]),
     );
 
-    expect((await usageOf(reply.messageId)).map((r) => [r.connection_id, r.model, r.cost_micro_cents, r.input_tokens, r.output_tokens])).toEqual([
+    expect(
+      (await usageOf(reply.messageId)).map((r) => [r.connection_id, r.model, r.cost_micro_cents, r.input_tokens, r.output_tokens]),
+    ).toEqual([
       [connectionId, model, 0, 21, 3],
       [connectionId, model, 0, 31, 2],
       [connectionId, model, 0, 41, 4],

@@ -12,13 +12,19 @@ describe('the built-in development provider', () => {
     ]);
     expect(models.body.models[0].name).toMatch(/not an AI/);
     const providers = await ctx.h.http().get('/api/v1/model-providers').set(ctx.alice.auth);
-    expect(providers.body.providers).toEqual([expect.objectContaining({ kind: 'builtin-development', baseUrl: null, models: ['development'] })]);
+    expect(providers.body.providers).toEqual([
+      expect.objectContaining({ kind: 'builtin-development', baseUrl: null, models: ['development'] }),
+    ]);
   });
 
   test('answers deterministically, whole or streamed, and the two agree', async () => {
     const created = await ctx.h.http().post('/api/v1/conversations').set(ctx.alice.auth).send({});
     const conversationId = created.body.conversation.conversationId;
-    const whole = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Plan the week' });
+    const whole = await ctx.h
+      .http()
+      .post('/api/v1/conversations/messages')
+      .set(ctx.alice.auth)
+      .send({ conversationId, content: 'Plan the week' });
     expect(whole.body.reply).toMatchObject({
       status: 'complete',
       model: 'development',
@@ -33,7 +39,10 @@ describe('the built-in development provider', () => {
       .buffer(true)
       .parse(textBody);
     const events = parseEvents(streamed.body as string);
-    const deltas = events.filter((e) => e.event === 'delta').map((e) => e.data.text).join('');
+    const deltas = events
+      .filter((e) => e.event === 'delta')
+      .map((e) => e.data.text)
+      .join('');
     expect(deltas).toBe(whole.body.reply.content);
     expect(events.at(-1)).toMatchObject({ event: 'done', data: { message: { content: whole.body.reply.content } } });
   });

@@ -31,20 +31,24 @@ type Message = { messageId: string; role: string; content: string; status: strin
 
 const servers = useFakeModelAndReceiver();
 // The background indexer is left idle: the tests run its passes themselves.
-const env = (extra: Record<string, string> = {}) => () => ({
-  KNOWLEDGE_INDEX_INTERVAL_MS: '3600000',
-  WEBHOOK_ALLOW_LOOPBACK: 'true',
-  WEBHOOK_POLL_INTERVAL_MS: '20',
-  ...extra,
-});
+const env =
+  (extra: Record<string, string> = {}) =>
+  () => ({
+    KNOWLEDGE_INDEX_INTERVAL_MS: '3600000',
+    WEBHOOK_ALLOW_LOOPBACK: 'true',
+    WEBHOOK_POLL_INTERVAL_MS: '20',
+    ...extra,
+  });
 
 const post = async (h: Harness, user: TestUser, path: string, body: Record<string, unknown>) => {
   const res = await h.http().post(path).set(user.auth).send(body);
   if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
 };
-const conversation = async (h: Harness, user: TestUser): Promise<string> => (await post(h, user, '/api/v1/conversations', {})).conversation.conversationId;
-const send = (h: Harness, user: TestUser, body: Record<string, unknown>) => h.http().post('/api/v1/conversations/messages').set(user.auth).send(body);
+const conversation = async (h: Harness, user: TestUser): Promise<string> =>
+  (await post(h, user, '/api/v1/conversations', {})).conversation.conversationId;
+const send = (h: Harness, user: TestUser, body: Record<string, unknown>) =>
+  h.http().post('/api/v1/conversations/messages').set(user.auth).send(body);
 const messages = async (h: Harness, user: TestUser, conversationId: string): Promise<Message[]> => {
   const res = await h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(user.auth);
   expect(res.status).toBe(200);
@@ -56,15 +60,40 @@ const metric = async (h: Harness, name: string) => h.runtime.metrics.registry.ge
 async function seed(h: Harness, alice: TestUser, bob: TestUser) {
   const ids: Record<string, string> = {};
   ids.project = (await post(h, alice, '/api/v1/projects', { name: 'Trips', description: 'Travel plans' })).project.projectId;
-  ids.garden = (await post(h, alice, '/api/v1/notes', { title: 'Garden plan', content: 'Plant tomatoes and basil in the raised bed this spring.' })).note.noteId;
-  ids.allergy = (await post(h, alice, '/api/v1/memory', { kind: 'fact', content: 'Allergic to peanuts and shellfish.' })).memoryItem.memoryId;
-  const travel = await storeFile(h, alice, 'travel.md', 'text/markdown', Buffer.from('# Lisbon trip\n\nFlights booked for October. Hotel near the Alfama district, close to the river.'));
+  ids.garden = (
+    await post(h, alice, '/api/v1/notes', { title: 'Garden plan', content: 'Plant tomatoes and basil in the raised bed this spring.' })
+  ).note.noteId;
+  ids.allergy = (
+    await post(h, alice, '/api/v1/memory', { kind: 'fact', content: 'Allergic to peanuts and shellfish.' })
+  ).memoryItem.memoryId;
+  const travel = await storeFile(
+    h,
+    alice,
+    'travel.md',
+    'text/markdown',
+    Buffer.from('# Lisbon trip\n\nFlights booked for October. Hotel near the Alfama district, close to the river.'),
+  );
   ids.travel = travel.fileId;
-  const recipes = await storeFile(h, alice, 'recipes.md', 'text/markdown', Buffer.from('# Zucchini bread\n\nGrate two zucchini, fold in walnuts and bake for an hour.'), { projectId: ids.project });
+  const recipes = await storeFile(
+    h,
+    alice,
+    'recipes.md',
+    'text/markdown',
+    Buffer.from('# Zucchini bread\n\nGrate two zucchini, fold in walnuts and bake for an hour.'),
+    { projectId: ids.project },
+  );
   ids.recipes = recipes.fileId;
-  for (const fileId of [ids.travel, ids.recipes]) await h.http().post('/api/v1/files/ingest-document').set(alice.auth).send({ fileId }).expect(200);
-  await h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: ids.recipes, add: [bob.userId] }).expect(200);
-  ids.bobsNote = (await post(h, bob, '/api/v1/notes', { title: 'Tomatoes', content: 'Bob grows tomatoes, basil and zucchini near the Alfama hotel.' })).note.noteId;
+  for (const fileId of [ids.travel, ids.recipes])
+    await h.http().post('/api/v1/files/ingest-document').set(alice.auth).send({ fileId }).expect(200);
+  await h
+    .http()
+    .patch('/api/v1/files/share')
+    .set(alice.auth)
+    .send({ fileId: ids.recipes, add: [bob.userId] })
+    .expect(200);
+  ids.bobsNote = (
+    await post(h, bob, '/api/v1/notes', { title: 'Tomatoes', content: 'Bob grows tomatoes, basil and zucchini near the Alfama hotel.' })
+  ).note.noteId;
   await h.runtime.indexer.runOnce();
   return ids;
 }
@@ -78,7 +107,10 @@ function capturingLogger() {
       done();
     },
   });
-  return { entries, logger: winston.createLogger({ level: 'warn', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }) };
+  return {
+    entries,
+    logger: winston.createLogger({ level: 'warn', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }),
+  };
 }
 
 describe('grounded chat through the development model', () => {
@@ -165,7 +197,9 @@ describe('grounded chat through the development model', () => {
   test('a streamed grounded reply sends its citations before the first delta and on the final message', async () => {
     const { h, alice } = ctx;
     const conversationId = await conversation(h, alice);
-    const res = await send(h, alice, { conversationId, content: 'hotel Alfama', knowledge: true, stream: true }).buffer(true).parse(textBody);
+    const res = await send(h, alice, { conversationId, content: 'hotel Alfama', knowledge: true, stream: true })
+      .buffer(true)
+      .parse(textBody);
     expect(res.status).toBe(200);
     const events = parseEvents(res.body as string);
     const names = events.map((e) => e.event);
@@ -177,14 +211,21 @@ describe('grounded chat through the development model', () => {
     expect(citations[0]).toMatchObject({ number: 1, sourceType: 'file', sourceId: ids.travel });
     const done = events.at(-1)!.data.message as Message;
     expect(done.citations).toEqual(citations);
-    expect(events.filter((e) => e.event === 'delta').map((e) => e.data.text).join('')).toBe(done.content);
+    expect(
+      events
+        .filter((e) => e.event === 'delta')
+        .map((e) => e.data.text)
+        .join(''),
+    ).toBe(done.content);
     expect((await messages(h, alice, conversationId))[0]).toEqual(done);
   });
 
   test('chat.completed carries the citations', async () => {
     const { h } = ctx;
     const user = await h.newUser('hooks');
-    const noteId = (await post(h, user, '/api/v1/notes', { title: 'Sailing', content: 'The regatta starts at the northern harbour at nine.' })).note.noteId;
+    const noteId = (
+      await post(h, user, '/api/v1/notes', { title: 'Sailing', content: 'The regatta starts at the northern harbour at nine.' })
+    ).note.noteId;
     await h.runtime.indexer.runOnce();
     const { secret } = await subscribe(h, user, `${servers.receiver.url}/grounded`, ['chat.completed']);
     const conversationId = await conversation(h, user);
@@ -202,7 +243,13 @@ describe('grounded chat through the development model', () => {
     const alicePrivate = new Set([ids.project, ids.garden, ids.allergy, ids.travel]);
     const bobsConversation = await conversation(h, bob);
     const cited = new Set<string>();
-    for (const content of ['tomatoes basil raised bed', 'Alfama hotel river', 'peanuts shellfish allergy', 'zucchini walnuts bread', 'Travel plans Trips']) {
+    for (const content of [
+      'tomatoes basil raised bed',
+      'Alfama hotel river',
+      'peanuts shellfish allergy',
+      'zucchini walnuts bread',
+      'Travel plans Trips',
+    ]) {
       const res = await send(h, bob, { conversationId: bobsConversation, content, knowledge: true });
       expect(res.status).toBe(200);
       for (const c of res.body.reply.citations as Citation[]) {
@@ -213,7 +260,10 @@ describe('grounded chat through the development model', () => {
     }
     // Alice's file shared with Bob may be cited (knowledge search reads it), without her project.
     expect(cited).toEqual(new Set([ids.bobsNote, ids.recipes]));
-    const shared = ((await send(h, bob, { conversationId: bobsConversation, content: 'zucchini walnuts', knowledge: true })).body.reply.citations as Citation[]).find((c) => c.sourceId === ids.recipes);
+    const shared = (
+      (await send(h, bob, { conversationId: bobsConversation, content: 'zucchini walnuts', knowledge: true })).body.reply
+        .citations as Citation[]
+    ).find((c) => c.sourceId === ids.recipes);
     expect(shared).toMatchObject({ sourceType: 'file', sourceId: ids.recipes, fileId: ids.recipes, title: 'recipes.md', projectId: null });
     // Alice's own turn cites her file with its project, and never Bob's note.
     const alicesConversation = await conversation(h, alice);
@@ -222,12 +272,22 @@ describe('grounded chat through the development model', () => {
     expect(aliceCited.map((c) => c.sourceId)).not.toContain(ids.bobsNote);
     expect(aliceCited.find((c) => c.sourceId === ids.recipes)).toMatchObject({ projectId: ids.project });
     // Once unshared, Bob's turns no longer cite it.
-    await h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: ids.recipes, remove: [bob.userId] }).expect(200);
+    await h
+      .http()
+      .patch('/api/v1/files/share')
+      .set(alice.auth)
+      .send({ fileId: ids.recipes, remove: [bob.userId] })
+      .expect(200);
     try {
       const after = await send(h, bob, { conversationId: bobsConversation, content: 'zucchini walnuts bread', knowledge: true });
       expect((after.body.reply.citations as Citation[]).map((c) => c.sourceId)).not.toContain(ids.recipes);
     } finally {
-      await h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: ids.recipes, add: [bob.userId] }).expect(200);
+      await h
+        .http()
+        .patch('/api/v1/files/share')
+        .set(alice.auth)
+        .send({ fileId: ids.recipes, add: [bob.userId] })
+        .expect(200);
     }
   });
 
@@ -238,7 +298,9 @@ describe('grounded chat through the development model', () => {
     expect(res.status).toBe(200);
     expect(res.body.reply.citations).toEqual([]);
     expect(res.body.reply.content).toContain('Sources: none of your knowledge matched.');
-    const streamed = await send(h, carol, { conversationId, content: 'tomatoes', knowledge: true, stream: true }).buffer(true).parse(textBody);
+    const streamed = await send(h, carol, { conversationId, content: 'tomatoes', knowledge: true, stream: true })
+      .buffer(true)
+      .parse(textBody);
     const events = parseEvents(streamed.body as string);
     expect(events[1]).toMatchObject({ event: 'citations', data: { citations: [] } });
     expect(await metric(h, 'chat_grounded_turns_total')).toMatch(/chat_grounded_turns_total\{outcome="empty"\} [1-9]/);
@@ -261,10 +323,16 @@ describe('grounded chat through the development model', () => {
     expect(res.body.reply.content).toContain('Sources: unavailable (your knowledge could not be searched).');
     expect(await metric(h, 'chat_grounded_turns_total')).toMatch(/chat_grounded_turns_total\{outcome="failed"\} 1/);
     expect(logs.entries).toContainEqual(
-      expect.objectContaining({ level: 'warn', message: 'knowledge retrieval failed; the chat turn goes on without sources', messageId: res.body.reply.messageId }),
+      expect.objectContaining({
+        level: 'warn',
+        message: 'knowledge retrieval failed; the chat turn goes on without sources',
+        messageId: res.body.reply.messageId,
+      }),
     );
     // And searching works again.
-    expect((await send(h, alice, { conversationId, content: 'hotel Alfama', knowledge: true })).body.reply.citations[0]).toMatchObject({ sourceId: ids.travel });
+    expect((await send(h, alice, { conversationId, content: 'hotel Alfama', knowledge: true })).body.reply.citations[0]).toMatchObject({
+      sourceId: ids.travel,
+    });
   });
 
   test('knowledge must be a boolean (400, nothing posted); another user’s conversation is 404', async () => {
@@ -335,7 +403,9 @@ describe('grounded chat through an OpenAI-format model server', () => {
     servers.model.catalogue.embeddingDimensions = null;
     try {
       const conversationId = await conversation(h, bob);
-      const res = await send(h, bob, { conversationId, content: 'zucchini walnuts', knowledge: true, stream: true }).buffer(true).parse(textBody);
+      const res = await send(h, bob, { conversationId, content: 'zucchini walnuts', knowledge: true, stream: true })
+        .buffer(true)
+        .parse(textBody);
       const events = parseEvents(res.body as string);
       expect(events[1]).toMatchObject({ event: 'citations', data: { retrieval: 'lexical' } });
       const citations = events[1]!.data.citations as Citation[];

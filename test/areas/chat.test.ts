@@ -31,18 +31,47 @@ async function messages(user: TestUser, conversationId: string) {
   return res.body.messages as Array<Record<string, unknown>>;
 }
 
-const send = (user: TestUser, body: Record<string, unknown>) => ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send(body);
+const send = (user: TestUser, body: Record<string, unknown>) =>
+  ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send(body);
 
 describe('models', () => {
   test('lists the configured models, the default first, with prices; providers never show their key', async () => {
     const res = await ctx.h.http().get('/api/v1/models').set(ctx.alice.auth);
     expect(res.body.models).toEqual([
-      { modelId: 'test-model', providerId: 'openai-compatible', name: 'test-model', default: true, inputCentsPerMillionTokens: 100, outputCentsPerMillionTokens: 200, connectionId: null, kinds: ['chat'], contextWindow: null, defaultFor: ['chat'] },
-      { modelId: 'other-model', providerId: 'openai-compatible', name: 'other-model', default: false, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0, connectionId: null, kinds: ['chat'], contextWindow: null, defaultFor: [] },
+      {
+        modelId: 'test-model',
+        providerId: 'openai-compatible',
+        name: 'test-model',
+        default: true,
+        inputCentsPerMillionTokens: 100,
+        outputCentsPerMillionTokens: 200,
+        connectionId: null,
+        kinds: ['chat'],
+        contextWindow: null,
+        defaultFor: ['chat'],
+      },
+      {
+        modelId: 'other-model',
+        providerId: 'openai-compatible',
+        name: 'other-model',
+        default: false,
+        inputCentsPerMillionTokens: 0,
+        outputCentsPerMillionTokens: 0,
+        connectionId: null,
+        kinds: ['chat'],
+        contextWindow: null,
+        defaultFor: [],
+      },
     ]);
     const providers = await ctx.h.http().get('/api/v1/model-providers').set(ctx.alice.auth);
     expect(providers.body.providers).toEqual([
-      { providerId: 'openai-compatible', kind: 'openai-compatible', name: expect.any(String), baseUrl: servers.model.baseUrl, models: ['test-model', 'other-model'] },
+      {
+        providerId: 'openai-compatible',
+        kind: 'openai-compatible',
+        name: expect.any(String),
+        baseUrl: servers.model.baseUrl,
+        models: ['test-model', 'other-model'],
+      },
     ]);
     expect(JSON.stringify(providers.body)).not.toContain('test-provider-key');
     expect((await ctx.h.http().get('/api/v1/models')).status).toBe(401);
@@ -68,14 +97,28 @@ describe('conversations: the collection contract', () => {
 
 describe('POST /api/v1/conversations/messages', () => {
   test('answers JSON with the stored message and reply; the prompt has the project instructions and relevant memory', async () => {
-    const project = await ctx.h.http().post('/api/v1/projects').set(ctx.alice.auth).send({ name: 'Lab', instructions: 'Always answer in French.' });
-    await ctx.h.http().post('/api/v1/memory').set(ctx.alice.auth).send({ kind: 'preference', content: 'Alice prefers metric units.' }).expect(200);
+    const project = await ctx.h
+      .http()
+      .post('/api/v1/projects')
+      .set(ctx.alice.auth)
+      .send({ name: 'Lab', instructions: 'Always answer in French.' });
+    await ctx.h
+      .http()
+      .post('/api/v1/memory')
+      .set(ctx.alice.auth)
+      .send({ kind: 'preference', content: 'Alice prefers metric units.' })
+      .expect(200);
     await ctx.h.http().post('/api/v1/memory').set(ctx.alice.auth).send({ kind: 'fact', content: 'Alice plays the cello.' }).expect(200);
     const conversationId = await conversation(ctx.alice, { projectId: project.body.project.projectId });
     const res = await send(ctx.alice, { conversationId, content: 'Which units should the lab report use?' });
 
     expect(res.status).toBe(200);
-    expect(res.body.message).toMatchObject({ role: 'user', content: 'Which units should the lab report use?', status: 'complete', usage: null });
+    expect(res.body.message).toMatchObject({
+      role: 'user',
+      content: 'Which units should the lab report use?',
+      status: 'complete',
+      usage: null,
+    });
     expect(res.body.reply).toMatchObject({
       role: 'assistant',
       content: 'Hello there.',
@@ -98,7 +141,9 @@ describe('POST /api/v1/conversations/messages', () => {
     const read = await ctx.h.http().get('/api/v1/conversations').query({ conversationId }).set(ctx.alice.auth);
     expect(read.body.conversation.title).toBe('Which units should the lab report use?');
     const usage = await sql<{ n: number; cost: number }>`
-      select count(*)::int as n, sum(cost_micro_cents)::int as cost from usage_records where resource_id = ${res.body.reply.messageId}`.execute(ctx.h.runtime.database.db);
+      select count(*)::int as n, sum(cost_micro_cents)::int as cost from usage_records where resource_id = ${res.body.reply.messageId}`.execute(
+      ctx.h.runtime.database.db,
+    );
     expect(usage.rows[0]).toEqual({ n: 1, cost: 2000 });
 
     const again = await send(ctx.alice, { conversationId, content: 'And for the appendix?', model: 'other-model' });
@@ -137,7 +182,13 @@ describe('POST /api/v1/conversations/messages', () => {
     const request = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/completed'));
     expect(verify(secret, request)).toMatchObject({
       type: 'chat.completed',
-      data: { conversationId, messageId: res.body.reply.messageId, model: 'test-model', content: 'Hello there.', usage: { inputTokens: 10, outputTokens: 5 } },
+      data: {
+        conversationId,
+        messageId: res.body.reply.messageId,
+        model: 'test-model',
+        content: 'Hello there.',
+        usage: { inputTokens: 10, outputTokens: 5 },
+      },
     });
   });
 
@@ -154,7 +205,10 @@ describe('POST /api/v1/conversations/messages', () => {
     expect(message).toMatchObject({ role: 'user', status: 'complete' });
     expect(reply).toMatchObject({ messageId: res.body.messageId, status: 'failed', errorCode: 'model_provider_error', usage: null });
     const request = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/failed'));
-    expect(verify(secret, request)).toMatchObject({ type: 'chat.failed', data: { conversationId, messageId: res.body.messageId, errorCode: 'model_provider_error' } });
+    expect(verify(secret, request)).toMatchObject({
+      type: 'chat.failed',
+      data: { conversationId, messageId: res.body.messageId, errorCode: 'model_provider_error' },
+    });
 
     const streamed = await send(user, { conversationId, content: 'Again', stream: true }).buffer(true).parse(textBody);
     const events = parseEvents(streamed.body as string);
@@ -179,10 +233,19 @@ describe('POST /api/v1/conversations/messages', () => {
       await eventually(() => (servers.model.abandoned() > abandonedBefore ? true : undefined));
 
       servers.model.behaviour = () => ({ kind: 'stall', chunks: ['Half'] });
-      const streamed = await h.http().post('/api/v1/conversations/messages').set(carol.auth).send({ conversationId, content: 'Again', stream: true }).buffer(true).parse(textBody);
+      const streamed = await h
+        .http()
+        .post('/api/v1/conversations/messages')
+        .set(carol.auth)
+        .send({ conversationId, content: 'Again', stream: true })
+        .buffer(true)
+        .parse(textBody);
       const events = parseEvents(streamed.body as string);
       expect(events.map((e) => e.event)).toEqual(['message', 'delta', 'error']);
-      expect(events[2]!.data).toMatchObject({ code: 'model_provider_timeout', message: { status: 'failed', content: 'Half', errorCode: 'model_provider_timeout' } });
+      expect(events[2]!.data).toMatchObject({
+        code: 'model_provider_timeout',
+        message: { status: 'failed', content: 'Half', errorCode: 'model_provider_timeout' },
+      });
     });
   });
 
@@ -277,7 +340,11 @@ describe('POST /api/v1/conversations/messages', () => {
     await send(ctx.alice, { conversationId, content: 'Two' });
     const first = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId, limit: 3 }).set(ctx.alice.auth);
     expect(first.body.messages.map((m: { content: string }) => m.content)).toEqual(['Hello there.', 'Two', 'Hello there.']);
-    const second = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId, limit: 3, cursor: first.body.nextCursor }).set(ctx.alice.auth);
+    const second = await ctx.h
+      .http()
+      .get('/api/v1/conversations/messages')
+      .query({ conversationId, limit: 3, cursor: first.body.nextCursor })
+      .set(ctx.alice.auth);
     expect(second.body.messages.map((m: { content: string }) => m.content)).toEqual(['One']);
     expect(second.body.nextCursor).toBeNull();
   });
@@ -288,11 +355,17 @@ describe('POST /api/v1/conversations/agent-greeting', () => {
     const skill = await ctx.h.http().post('/api/v1/skills').set(ctx.alice.auth).send({ name: 'Researcher', greeting: 'Send me a paper.' });
     const quiet = await ctx.h.http().post('/api/v1/skills').set(ctx.alice.auth).send({ name: 'Editor', description: 'I tighten prose.' });
     const conversationId = await conversation(ctx.alice);
-    const greet = (agentId: string) => ctx.h.http().post('/api/v1/conversations/agent-greeting').set(ctx.alice.auth).send({ conversationId, agentId });
+    const greet = (agentId: string) =>
+      ctx.h.http().post('/api/v1/conversations/agent-greeting').set(ctx.alice.auth).send({ conversationId, agentId });
 
     const first = await greet(skill.body.skill.skillId);
     expect(first.status).toBe(200);
-    expect(first.body.message).toMatchObject({ role: 'assistant', content: 'Send me a paper.', agentId: skill.body.skill.skillId, status: 'complete' });
+    expect(first.body.message).toMatchObject({
+      role: 'assistant',
+      content: 'Send me a paper.',
+      agentId: skill.body.skill.skillId,
+      status: 'complete',
+    });
     const again = await greet(skill.body.skill.skillId);
     expect(again.body.message).toEqual(first.body.message);
     const [a, b] = await Promise.all([greet(quiet.body.skill.skillId), greet(quiet.body.skill.skillId)]);
@@ -302,16 +375,28 @@ describe('POST /api/v1/conversations/agent-greeting', () => {
   });
 
   test('another user’s conversation or skill is not found; bad input is a 400; nothing is posted', async () => {
-    const skill = await ctx.h.http().post('/api/v1/skills').set(ctx.alice.auth).send({ name: `Agent ${Date.now()}` });
+    const skill = await ctx.h
+      .http()
+      .post('/api/v1/skills')
+      .set(ctx.alice.auth)
+      .send({ name: `Agent ${Date.now()}` });
     const bobSkill = await ctx.h.http().post('/api/v1/skills').set(ctx.bob.auth).send({ name: 'Bob agent' });
     const conversationId = await conversation(ctx.alice);
-    const post = (user: TestUser, body: Record<string, unknown>) => ctx.h.http().post('/api/v1/conversations/agent-greeting').set(user.auth).send(body);
+    const post = (user: TestUser, body: Record<string, unknown>) =>
+      ctx.h.http().post('/api/v1/conversations/agent-greeting').set(user.auth).send(body);
     expect((await post(ctx.bob, { conversationId, agentId: bobSkill.body.skill.skillId })).status).toBe(404);
     expect((await post(ctx.alice, { conversationId, agentId: bobSkill.body.skill.skillId })).status).toBe(404);
-    for (const body of [{ conversationId }, { agentId: skill.body.skill.skillId }, { conversationId, agentId: '' }, { conversationId, agentId: skill.body.skill.skillId, extra: 1 }]) {
+    for (const body of [
+      { conversationId },
+      { agentId: skill.body.skill.skillId },
+      { conversationId, agentId: '' },
+      { conversationId, agentId: skill.body.skill.skillId, extra: 1 },
+    ]) {
       expect((await post(ctx.alice, body)).status).toBe(400);
     }
-    expect((await ctx.h.http().post('/api/v1/conversations/agent-greeting').send({ conversationId, agentId: skill.body.skill.skillId })).status).toBe(401);
+    expect(
+      (await ctx.h.http().post('/api/v1/conversations/agent-greeting').send({ conversationId, agentId: skill.body.skill.skillId })).status,
+    ).toBe(401);
     expect(await messages(ctx.alice, conversationId)).toEqual([]);
   });
 });

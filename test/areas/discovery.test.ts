@@ -19,7 +19,14 @@ let h: Harness;
 beforeAll(async () => {
   const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
   const sign = (userId: string) =>
-    new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject(userId).setIssuer(ISSUER).setAudience('ai-workspace').setIssuedAt().setExpirationTime('5m').sign(privateKey);
+    new SignJWT({})
+      .setProtectedHeader({ alg: 'RS256' })
+      .setSubject(userId)
+      .setIssuer(ISSUER)
+      .setAudience('ai-workspace')
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign(privateKey);
   h = await startHarness(
     {
       NODE_ENV: 'production',
@@ -55,11 +62,25 @@ describe('discovery', () => {
         authentication: {
           schemes: [
             { name: 'bearerAuth', type: 'bearer', description: expect.any(String) },
-            { name: 'browserSession', type: 'cookie', description: expect.any(String), cookieName: 'service_session', sessionPath: '/auth/session' },
+            {
+              name: 'browserSession',
+              type: 'cookie',
+              description: expect.any(String),
+              cookieName: 'service_session',
+              sessionPath: '/auth/session',
+            },
           ],
           oidc: { issuer: ISSUER, metadataUrl: 'https://login.example.com/realms/workspace/.well-known/openid-configuration' },
         },
-        capabilities: { automations: true, billing: false, vectorSearch: expect.any(Boolean), byok: true, mcp: true, integrations: true, billingProvider: 'none' },
+        capabilities: {
+          automations: true,
+          billing: false,
+          vectorSearch: expect.any(Boolean),
+          byok: true,
+          mcp: true,
+          integrations: true,
+          billingProvider: 'none',
+        },
         links: { openapi: '/openapi.json', openapiYaml: '/openapi.yaml', docs: '/docs' },
       },
     });
@@ -70,7 +91,10 @@ describe('discovery', () => {
 
   test('leaks nothing a stranger should not see', async () => {
     const anonymous = await h.http().get('/api/v1/discovery');
-    const signedIn = await h.http().get('/api/v1/discovery').set((await h.newUser('visitor')).auth);
+    const signedIn = await h
+      .http()
+      .get('/api/v1/discovery')
+      .set((await h.newUser('visitor')).auth);
     for (const res of [anonymous, signedIn]) {
       const seen = JSON.stringify(res.headers) + res.text;
       for (const [name, value] of Object.entries(SECRETS)) expect({ name, leaked: seen.includes(value) }).toEqual({ name, leaked: false });

@@ -41,13 +41,29 @@ describe('upload and content', () => {
   test('ranges, ETags and the content URL', async () => {
     const { alice } = ctx;
     const file = await storeFile(ctx.h, alice, 'range.txt', 'text/plain', content);
-    const part = await ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).set(alice.auth).set('Range', 'bytes=7-11').buffer(true).parse(binaryBody);
+    const part = await ctx.h
+      .http()
+      .get(`/api/v1/files/${file.fileId}/content`)
+      .set(alice.auth)
+      .set('Range', 'bytes=7-11')
+      .buffer(true)
+      .parse(binaryBody);
     expect(part.status).toBe(206);
     expect((part.body as Buffer).toString()).toBe('world');
     expect(part.headers['content-range']).toBe(`bytes 7-11/${content.length}`);
-    const tail = await ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).set(alice.auth).set('Range', 'bytes=-3').buffer(true).parse(binaryBody);
+    const tail = await ctx.h
+      .http()
+      .get(`/api/v1/files/${file.fileId}/content`)
+      .set(alice.auth)
+      .set('Range', 'bytes=-3')
+      .buffer(true)
+      .parse(binaryBody);
     expect((tail.body as Buffer).toString()).toBe(content.subarray(-3).toString());
-    const outside = await ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).set(alice.auth).set('Range', `bytes=${content.length + 5}-`);
+    const outside = await ctx.h
+      .http()
+      .get(`/api/v1/files/${file.fileId}/content`)
+      .set(alice.auth)
+      .set('Range', `bytes=${content.length + 5}-`);
     expect(outside.status).toBe(416);
     expect(outside.headers['content-range']).toBe(`bytes */${content.length}`);
     const cached = await ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).set(alice.auth).set('If-None-Match', `"${file.sha256}"`);
@@ -55,17 +71,32 @@ describe('upload and content', () => {
 
     // The content URL works without other credentials, for this file only, until it expires.
     expect(file.contentUrl).toMatch(/\/content\?token=/);
-    const viaUrl = await ctx.h.http().get(file.contentUrl as string).buffer(true).parse(binaryBody);
+    const viaUrl = await ctx.h
+      .http()
+      .get(file.contentUrl as string)
+      .buffer(true)
+      .parse(binaryBody);
     expect(viaUrl.status).toBe(200);
     expect((viaUrl.body as Buffer).equals(content)).toBe(true);
     const other = await storeFile(ctx.h, alice, 'other.txt', 'text/plain', Buffer.from('other'));
     const token = new URL(file.contentUrl as string, 'http://x').searchParams.get('token') as string;
     expect((await ctx.h.http().get(`/api/v1/files/${other.fileId}/content`).query({ token })).status).toBe(401);
-    const expired = await new SignedUrls(ctx.h.runtime.devAuth!.cookieSecret, -60).sign({ userId: alice.userId, fileId: file.fileId, purpose: 'content' });
+    const expired = await new SignedUrls(ctx.h.runtime.devAuth!.cookieSecret, -60).sign({
+      userId: alice.userId,
+      fileId: file.fileId,
+      purpose: 'content',
+    });
     const gone = await ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).query({ token: expired.token });
     expect(gone.status).toBe(410);
     expect(gone.body.code).toBe('link_expired');
-    expect((await ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).query({ token: `${token}x` })).status).toBe(401);
+    expect(
+      (
+        await ctx.h
+          .http()
+          .get(`/api/v1/files/${file.fileId}/content`)
+          .query({ token: `${token}x` })
+      ).status,
+    ).toBe(401);
   });
 
   test('an HTML file is downloaded as an attachment, with nosniff', async () => {
@@ -74,7 +105,10 @@ describe('upload and content', () => {
     expect(res.headers['content-disposition']).toMatch(/^attachment; filename="page.html"/);
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(res.headers['content-security-policy']).toMatch(/sandbox/);
-    for (const [name, type] of [['a.svg', 'image/svg+xml'], ['a.xml', 'application/xml']]) {
+    for (const [name, type] of [
+      ['a.svg', 'image/svg+xml'],
+      ['a.xml', 'application/xml'],
+    ]) {
       const active = await storeFile(ctx.h, ctx.alice, name as string, type as string, Buffer.from('<x/>'));
       const served = await ctx.h.http().get(`/api/v1/files/${active.fileId}/content`).set(ctx.alice.auth);
       expect(served.headers['content-disposition']).toMatch(/^attachment/);
@@ -95,9 +129,18 @@ describe('upload and content', () => {
 
     const pending = await createFile(ctx.h, alice, { name: 'late.txt', mimeType: 'text/plain', sizeBytes: 5 });
     const expired = await new SignedUrls(ctx.h.runtime.devAuth!.cookieSecret, -60).sign({
-      userId: alice.userId, fileId: pending.fileId, purpose: 'upload', size: 5, type: 'text/plain',
+      userId: alice.userId,
+      fileId: pending.fileId,
+      purpose: 'upload',
+      size: 5,
+      type: 'text/plain',
     });
-    const late = await ctx.h.http().put(`/api/v1/files/${pending.fileId}/upload`).query({ token: expired.token }).set('Content-Type', 'text/plain').send(Buffer.from('hello'));
+    const late = await ctx.h
+      .http()
+      .put(`/api/v1/files/${pending.fileId}/upload`)
+      .query({ token: expired.token })
+      .set('Content-Type', 'text/plain')
+      .send(Buffer.from('hello'));
     expect(late.status).toBe(410);
     expect(late.body.code).toBe('link_expired');
     // An upload URL cannot be used on another file, nor as a content URL.
@@ -120,7 +163,15 @@ describe('upload and content', () => {
     const short = await uploadUrl(ctx.h, alice, file.fileId);
     expect((await ctx.h.http().put(pathOf(short.url)).set(short.headers).send(Buffer.alloc(9, 97))).status).toBe(400);
     expect(objectsOf(alice.userId, file.fileId)).toEqual([]);
-    expect((await ctx.h.http().post('/api/v1/files').set(alice.auth).send({ name: 'huge.bin', mimeType: 'application/octet-stream', sizeBytes: 6 * 1024 ** 3 })).status).toBe(413);
+    expect(
+      (
+        await ctx.h
+          .http()
+          .post('/api/v1/files')
+          .set(alice.auth)
+          .send({ name: 'huge.bin', mimeType: 'application/octet-stream', sizeBytes: 6 * 1024 ** 3 })
+      ).status,
+    ).toBe(413);
   });
 
   test('an interrupted upload leaves no ready file and no object', async () => {
@@ -131,7 +182,12 @@ describe('upload and content', () => {
     await new Promise<void>((resolve) => {
       const req = http.request(upload.url, { method: 'PUT', headers: { ...upload.headers, 'Content-Length': String(size) } });
       req.on('error', () => resolve());
-      req.write(Buffer.alloc(size / 4, 1), () => setTimeout(() => { req.destroy(); resolve(); }, 100));
+      req.write(Buffer.alloc(size / 4, 1), () =>
+        setTimeout(() => {
+          req.destroy();
+          resolve();
+        }, 100),
+      );
     });
     await eventually(async () => {
       const status = (await ctx.h.http().get('/api/v1/files').query({ fileId: file.fileId }).set(alice.auth)).body.file.status;
@@ -152,7 +208,12 @@ describe('ownership and sharing', () => {
       metadata: () => ctx.h.http().get('/api/v1/files').query({ fileId: file.fileId }).set(user.auth),
       content: () => ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).set(user.auth),
       uploadUrl: () => ctx.h.http().post('/api/v1/files/upload-url').set(user.auth).send({ fileId: file.fileId }),
-      share: () => ctx.h.http().patch('/api/v1/files/share').set(user.auth).send({ fileId: file.fileId, add: [carol.userId] }),
+      share: () =>
+        ctx.h
+          .http()
+          .patch('/api/v1/files/share')
+          .set(user.auth)
+          .send({ fileId: file.fileId, add: [carol.userId] }),
       ingest: () => ctx.h.http().post('/api/v1/files/ingest-document').set(user.auth).send({ fileId: file.fileId }),
       searchFile: () => ctx.h.http().post('/api/v1/files/search-text').set(user.auth).send({ query: secret, fileId: file.fileId }),
       rename: () => ctx.h.http().patch('/api/v1/files').set(user.auth).send({ fileId: file.fileId, name: 'mine.md' }),
@@ -164,9 +225,15 @@ describe('ownership and sharing', () => {
     }
     const search = await ctx.h.http().post('/api/v1/files/search-text').set(bob.auth).send({ query: secret });
     expect(search.body.results).toEqual([]);
-    expect((await ctx.h.http().get('/api/v1/files').set(bob.auth)).body.files.map((f: { fileId: string }) => f.fileId)).not.toContain(file.fileId);
+    expect((await ctx.h.http().get('/api/v1/files').set(bob.auth)).body.files.map((f: { fileId: string }) => f.fileId)).not.toContain(
+      file.fileId,
+    );
 
-    const shared = await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId, add: [bob.userId] });
+    const shared = await ctx.h
+      .http()
+      .patch('/api/v1/files/share')
+      .set(alice.auth)
+      .send({ fileId: file.fileId, add: [bob.userId] });
     expect(shared.body).toEqual({ fileId: file.fileId, sharedWith: [bob.userId] });
     const bobs = as(bob);
     expect((await bobs.metadata()).body.file).toMatchObject({ access: 'shared', sharedWith: [], ownerUserId: alice.userId });
@@ -181,17 +248,42 @@ describe('ownership and sharing', () => {
     }
     expect((await as(alice).metadata()).body.file).toMatchObject({ name: 'notes.md', sharedWith: [bob.userId] });
     // A page shows the owner each file's grantees, in order, and a grantee none.
-    await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId, add: [carol.userId] }).expect(200);
+    await ctx.h
+      .http()
+      .patch('/api/v1/files/share')
+      .set(alice.auth)
+      .send({ fileId: file.fileId, add: [carol.userId] })
+      .expect(200);
     const inPage = async (user: typeof bob) =>
-      (await ctx.h.http().get('/api/v1/files').set(user.auth).expect(200)).body.files.find((f: { fileId: string }) => f.fileId === file.fileId);
+      (await ctx.h.http().get('/api/v1/files').set(user.auth).expect(200)).body.files.find(
+        (f: { fileId: string }) => f.fileId === file.fileId,
+      );
     expect((await inPage(alice)).sharedWith).toEqual([bob.userId, carol.userId].sort());
     expect(await inPage(bob)).toMatchObject({ access: 'shared', sharedWith: [] });
-    await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId, remove: [carol.userId] }).expect(200);
+    await ctx.h
+      .http()
+      .patch('/api/v1/files/share')
+      .set(alice.auth)
+      .send({ fileId: file.fileId, remove: [carol.userId] })
+      .expect(200);
 
-    await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId, remove: [bob.userId] }).expect(200);
+    await ctx.h
+      .http()
+      .patch('/api/v1/files/share')
+      .set(alice.auth)
+      .send({ fileId: file.fileId, remove: [bob.userId] })
+      .expect(200);
     expect((await bobs.content()).status).toBe(404);
     expect((await bobs.metadata()).status).toBe(404);
-    expect((await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId, add: [alice.userId] })).status).toBe(400);
+    expect(
+      (
+        await ctx.h
+          .http()
+          .patch('/api/v1/files/share')
+          .set(alice.auth)
+          .send({ fileId: file.fileId, add: [alice.userId] })
+      ).status,
+    ).toBe(400);
     expect((await ctx.h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: file.fileId })).status).toBe(400);
   });
 });
@@ -203,8 +295,18 @@ describe('a list of owned and shared files', () => {
     const names: string[] = [];
     for (let n = 1; n <= 6; n++) {
       const mine = n % 2 === 0;
-      const file = await createFile(ctx.h, mine ? reader : owner, { name: `${mine ? 'mine' : 'shared'}-${n}`, kind: n === 5 || n === 6 ? 'folder' : 'file', ...(n < 5 ? { mimeType: 'text/plain', sizeBytes: n } : {}) });
-      if (!mine) await ctx.h.http().patch('/api/v1/files/share').set(owner.auth).send({ fileId: file.fileId, add: [reader.userId] }).expect(200);
+      const file = await createFile(ctx.h, mine ? reader : owner, {
+        name: `${mine ? 'mine' : 'shared'}-${n}`,
+        kind: n === 5 || n === 6 ? 'folder' : 'file',
+        ...(n < 5 ? { mimeType: 'text/plain', sizeBytes: n } : {}),
+      });
+      if (!mine)
+        await ctx.h
+          .http()
+          .patch('/api/v1/files/share')
+          .set(owner.auth)
+          .send({ fileId: file.fileId, add: [reader.userId] })
+          .expect(200);
       names.unshift(file.name as string);
     }
     const pages = async (user: typeof reader, query: Record<string, string>) => {
@@ -212,7 +314,12 @@ describe('a list of owned and shared files', () => {
       let cursor: string | null = null;
       do {
         const body: { files: Array<{ name: string }>; nextCursor: string | null } = (
-          await ctx.h.http().get('/api/v1/files').query({ ...query, limit: 2, ...(cursor ? { cursor } : {}) }).set(user.auth).expect(200)
+          await ctx.h
+            .http()
+            .get('/api/v1/files')
+            .query({ ...query, limit: 2, ...(cursor ? { cursor } : {}) })
+            .set(user.auth)
+            .expect(200)
         ).body;
         seen.push(body.files.map((f) => f.name));
         cursor = body.nextCursor;
@@ -238,11 +345,17 @@ describe('folders', () => {
     expect(file.parentId).toBe(inner.fileId);
     const cycle = await ctx.h.http().patch('/api/v1/files').set(alice.auth).send({ fileId: outer.fileId, parentId: inner.fileId });
     expect(cycle.status).toBe(409);
-    expect((await ctx.h.http().patch('/api/v1/files').set(alice.auth).send({ fileId: file.fileId, parentId: file.fileId })).status).toBe(404);
+    expect((await ctx.h.http().patch('/api/v1/files').set(alice.auth).send({ fileId: file.fileId, parentId: file.fileId })).status).toBe(
+      404,
+    );
     expect((await ctx.h.http().delete('/api/v1/files').query({ fileId: inner.fileId }).set(alice.auth)).status).toBe(409);
     const bobsFolder = await createFile(ctx.h, bob, { name: 'Bob', kind: 'folder' });
-    expect((await ctx.h.http().post('/api/v1/files').set(alice.auth).send({ name: 'x', kind: 'folder', parentId: bobsFolder.fileId })).status).toBe(404);
-    expect((await ctx.h.http().post('/api/v1/files').set(alice.auth).send({ name: 'x', kind: 'folder', mimeType: 'text/plain' })).status).toBe(400);
+    expect(
+      (await ctx.h.http().post('/api/v1/files').set(alice.auth).send({ name: 'x', kind: 'folder', parentId: bobsFolder.fileId })).status,
+    ).toBe(404);
+    expect(
+      (await ctx.h.http().post('/api/v1/files').set(alice.auth).send({ name: 'x', kind: 'folder', mimeType: 'text/plain' })).status,
+    ).toBe(400);
     expect((await ctx.h.http().post('/api/v1/files').set(alice.auth).send({ name: 'x.txt', mimeType: 'text/plain' })).status).toBe(400);
     const children = await ctx.h.http().get('/api/v1/files').query({ parentId: inner.fileId }).set(alice.auth);
     expect(children.body.files.map((f: { fileId: string }) => f.fileId)).toEqual([file.fileId]);
@@ -260,10 +373,16 @@ describe('ingestion and text search', () => {
   test('finds a phrase in a PDF and in a Markdown file, with snippets and positions', async () => {
     const { alice } = ctx;
     const tag = randomUUID().slice(0, 8);
-    const pdf = await storeFile(ctx.h, alice, 'report.pdf', 'application/pdf', makePdf([
-      ['Annual report', 'The board met twice.'],
-      [`Page two has the quarterly revenue table ${tag}pdf.`, 'Costs fell.'],
-    ]));
+    const pdf = await storeFile(
+      ctx.h,
+      alice,
+      'report.pdf',
+      'application/pdf',
+      makePdf([
+        ['Annual report', 'The board met twice.'],
+        [`Page two has the quarterly revenue table ${tag}pdf.`, 'Costs fell.'],
+      ]),
+    );
     const markdown = `# Plans\n\n${'Filler sentence about gardening. '.repeat(80)}\n\nOur quarterly revenue grew in spring ${tag}md.\n`;
     const md = await storeFile(ctx.h, alice, 'plans.md', 'text/markdown', Buffer.from(markdown));
     for (const file of [pdf, md]) {
@@ -274,22 +393,36 @@ describe('ingestion and text search', () => {
     const after = await ctx.h.http().get('/api/v1/files').query({ fileId: md.fileId }).set(alice.auth);
     expect(after.body.file.ingestion).toMatchObject({ status: 'ready', progress: 1, chunkCount: expect.any(Number), error: null });
 
-    const inPdf = await ctx.h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: `"quarterly revenue" ${tag}pdf` });
+    const inPdf = await ctx.h
+      .http()
+      .post('/api/v1/files/search-text')
+      .set(alice.auth)
+      .send({ query: `"quarterly revenue" ${tag}pdf` });
     expect(inPdf.status).toBe(200);
     expect(inPdf.body.results).toHaveLength(1);
     expect(inPdf.body.results[0]).toMatchObject({ fileId: pdf.fileId, fileName: 'report.pdf' });
     expect(inPdf.body.results[0].snippet).toMatch(/«quarterly» «revenue»/);
 
-    const inMd = await ctx.h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: `quarterly revenue ${tag}md`, fileId: md.fileId });
+    const inMd = await ctx.h
+      .http()
+      .post('/api/v1/files/search-text')
+      .set(alice.auth)
+      .send({ query: `quarterly revenue ${tag}md`, fileId: md.fileId });
     const hit = inMd.body.results[0];
     expect(hit).toMatchObject({ fileId: md.fileId });
     expect(markdown.slice(hit.startOffset, hit.endOffset)).toContain(`quarterly revenue grew in spring ${tag}md`);
     const plain = (hit.snippet as string).replace(/[«»]/g, '');
-    expect(hit.highlights.map((h: { start: number; end: number }) => plain.slice(h.start, h.end))).toEqual(expect.arrayContaining(['quarterly', 'revenue']));
+    expect(hit.highlights.map((h: { start: number; end: number }) => plain.slice(h.start, h.end))).toEqual(
+      expect.arrayContaining(['quarterly', 'revenue']),
+    );
 
     // Re-ingest replaces the chunks: the same matches, not twice as many.
     await ctx.h.http().post('/api/v1/files/ingest-document').set(alice.auth).send({ fileId: md.fileId }).expect(200);
-    const again = await ctx.h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: `${tag}md` });
+    const again = await ctx.h
+      .http()
+      .post('/api/v1/files/search-text')
+      .set(alice.auth)
+      .send({ query: `${tag}md` });
     expect(again.body.results).toHaveLength(1);
   });
 
@@ -318,7 +451,11 @@ describe('ingestion and text search', () => {
       const file = await storeFile(ctx.h, alice, name, type, Buffer.from(text));
       await ctx.h.http().post('/api/v1/files/ingest-document').set(alice.auth).send({ fileId: file.fileId }).expect(200);
       const kind = name.split('.')[1];
-      const found = await ctx.h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: `treasure ${tag}${kind}` });
+      const found = await ctx.h
+        .http()
+        .post('/api/v1/files/search-text')
+        .set(alice.auth)
+        .send({ query: `treasure ${tag}${kind}` });
       expect({ name, hits: found.body.results.length }).toEqual({ name, hits: 1 });
     }
   });
@@ -333,7 +470,13 @@ describe('files: the collection contract', () => {
       many: 'files',
       create: (n) => ({ name: `File ${n}.txt`, mimeType: 'text/plain', sizeBytes: n }),
       update: { name: 'Renamed.txt' },
-      invalidCreates: [{}, { name: 'a/b', mimeType: 'text/plain', sizeBytes: 1 }, { name: 'x', mimeType: 'not a type', sizeBytes: 1 }, { name: 'x', mimeType: 'text/plain', sizeBytes: -1 }, { name: 'x', kind: 'link' }],
+      invalidCreates: [
+        {},
+        { name: 'a/b', mimeType: 'text/plain', sizeBytes: 1 },
+        { name: 'x', mimeType: 'not a type', sizeBytes: 1 },
+        { name: 'x', mimeType: 'text/plain', sizeBytes: -1 },
+        { name: 'x', kind: 'link' },
+      ],
       invalidUpdates: [{ name: '' }, { name: 'x'.repeat(256) }, { omitId: true }, { parentId: '' }],
     },
     () => ctx.h,

@@ -23,7 +23,11 @@ const ctx = useHarnessWith(
 const script = (...answers: Behaviour[]) => scriptAnswers(servers.model, ...answers);
 
 async function register(user: TestUser, name: string) {
-  const res = await ctx.h.http().post('/api/v1/mcp-servers').set(user.auth).send({ name, url: server.mcpUrl, transport: 'streamable_http', authentication: 'oauth', defaultToolPolicy: 'allow' });
+  const res = await ctx.h
+    .http()
+    .post('/api/v1/mcp-servers')
+    .set(user.auth)
+    .send({ name, url: server.mcpUrl, transport: 'streamable_http', authentication: 'oauth', defaultToolPolicy: 'allow' });
   expect(res.status).toBe(200);
   return res.body.server as { serverId: string; toolPrefix: string; status: string; lastError: string | null; integrationId: string };
 }
@@ -66,7 +70,10 @@ async function authorizeInBrowser(user: TestUser, integrationId: string): Promis
   const approved = await fetch(url, { redirect: 'manual' });
   expect(approved.status).toBe(302);
   const location = new URL(approved.headers.get('location') as string);
-  const done = await ctx.h.http().get(`${location.pathname}${location.search}`).set('Cookie', await signedIn(user));
+  const done = await ctx.h
+    .http()
+    .get(`${location.pathname}${location.search}`)
+    .set('Cookie', await signedIn(user));
   expect(done.status).toBe(200);
   expect(done.text).toContain('Connected');
   return url;
@@ -74,7 +81,10 @@ async function authorizeInBrowser(user: TestUser, integrationId: string): Promis
 
 async function turn(user: TestUser, tool: string, text: string) {
   const conversation = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({});
-  script({ kind: 'tool-calls', calls: [{ id: 'call_o1', name: tool, arguments: JSON.stringify({ text }) }] }, { kind: 'reply', chunks: ['Done.'] });
+  script(
+    { kind: 'tool-calls', calls: [{ id: 'call_o1', name: tool, arguments: JSON.stringify({ text }) }] },
+    { kind: 'reply', chunks: ['Done.'] },
+  );
   const res = await ctx.h
     .http()
     .post('/api/v1/conversations/messages')
@@ -87,7 +97,7 @@ async function turn(user: TestUser, tool: string, text: string) {
 }
 
 describe('an MCP server that requires OAuth', () => {
-  test('is registered, connected through the flow, and its tool called in a chat turn with the user\'s token', async () => {
+  test("is registered, connected through the flow, and its tool called in a chat turn with the user's token", async () => {
     const saved = await register(ctx.alice, 'Tracker');
     const integrationId = `mcp:${saved.serverId}`;
     expect(saved).toMatchObject({ integrationId, status: 'error' });
@@ -95,7 +105,9 @@ describe('an MCP server that requires OAuth', () => {
 
     // It is in Alice's catalog, not connected; not in Bob's, and Bob cannot connect it.
     const catalog = await ctx.h.http().get('/api/v1/integrations').set(ctx.alice.auth);
-    expect(catalog.body.integrations).toEqual([{ integrationId, kind: 'mcp_server', name: 'Tracker', serverId: saved.serverId, scopes: [], connection: null }]);
+    expect(catalog.body.integrations).toEqual([
+      { integrationId, kind: 'mcp_server', name: 'Tracker', serverId: saved.serverId, scopes: [], connection: null },
+    ]);
     expect((await ctx.h.http().get('/api/v1/integrations').set(ctx.bob.auth)).body.integrations).toEqual([]);
     expect((await ctx.h.http().post('/api/v1/integrations/connect').set(ctx.bob.auth).send({ integrationId })).status).toBe(404);
     expect((await ctx.h.http().get('/api/v1/integrations').query({ integrationId }).set(ctx.bob.auth)).status).toBe(404);
@@ -103,8 +115,17 @@ describe('an MCP server that requires OAuth', () => {
     // Connecting discovers the authorization server, registers a client, and asks with PKCE and the resource.
     const url = await connectServer(ctx.alice, integrationId);
     expect(server.clients).toHaveLength(1);
-    expect(server.clients[0]).toMatchObject({ client_name: 'AI Workspace Service', redirect_uris: ['http://localhost:8080/integrations/callback'], token_endpoint_auth_method: 'none' });
-    expect(Object.fromEntries(url.searchParams)).toMatchObject({ client_id: server.clients[0]!.client_id, code_challenge_method: 'S256', resource: server.mcpUrl, scope: 'tools' });
+    expect(server.clients[0]).toMatchObject({
+      client_name: 'AI Workspace Service',
+      redirect_uris: ['http://localhost:8080/integrations/callback'],
+      token_endpoint_auth_method: 'none',
+    });
+    expect(Object.fromEntries(url.searchParams)).toMatchObject({
+      client_id: server.clients[0]!.client_id,
+      code_challenge_method: 'S256',
+      resource: server.mcpUrl,
+      scope: 'tools',
+    });
     expect(server.resources.at(-1)).toBe(server.mcpUrl);
 
     // The connection made the server read its catalog with the token.
@@ -112,7 +133,10 @@ describe('an MCP server that requires OAuth', () => {
     expect(after.body.server).toMatchObject({ status: 'active', lastError: null });
     expect(after.body.server.tools.map((t: { name: string }) => t.name)).toEqual(['echo']);
     const entry = (await ctx.h.http().get('/api/v1/integrations').query({ integrationId }).set(ctx.alice.auth)).body.integration;
-    expect(entry).toMatchObject({ scopes: ['tools'], connection: { status: 'connected', scopes: ['tools'], expiresAt: expect.any(Number) } });
+    expect(entry).toMatchObject({
+      scopes: ['tools'],
+      connection: { status: 'connected', scopes: ['tools'], expiresAt: expect.any(Number) },
+    });
 
     // A chat turn calls the tool; the MCP server receives the user's access token.
     const events = await turn(ctx.alice, `${saved.toolPrefix}__echo`, 'hello with oauth');
@@ -156,9 +180,12 @@ describe('an MCP server that requires OAuth', () => {
     // The next turn's call says to connect, and the turn completes.
     const calls = server.calls.length;
     const after = await turn(ctx.bob, `${saved.toolPrefix}__echo`, 'not connected');
-    const part = (after.find((e) => e.event === 'tool-result')!.data as { part: { outcome: string; output: string; isError: boolean } }).part;
+    const part = (after.find((e) => e.event === 'tool-result')!.data as { part: { outcome: string; output: string; isError: boolean } })
+      .part;
     expect(part).toMatchObject({ outcome: 'error', isError: true });
-    expect(part.output).toContain(`Not connected to "Short lived": connect it with POST /api/v1/integrations/connect {"integrationId":"${integrationId}"}`);
+    expect(part.output).toContain(
+      `Not connected to "Short lived": connect it with POST /api/v1/integrations/connect {"integrationId":"${integrationId}"}`,
+    );
     expect((after.find((e) => e.event === 'done')!.data as { message: { status: string } }).message.status).toBe('complete');
     expect(server.calls.length).toBe(calls);
   });
@@ -177,9 +204,10 @@ describe('an MCP server that requires OAuth', () => {
     expect((await serverOf(ctx.bob, saved.serverId)).tools.map((t) => t.name)).toEqual(['echo']);
   });
 
-  test('a new URL or way of signing in forgets the server\'s connection and its authorizations under way', async () => {
+  test("a new URL or way of signing in forgets the server's connection and its authorizations under way", async () => {
     const db = ctx.h.runtime.database.db;
-    const connectionOf = (integrationId: string) => db.selectFrom('integration_connections').select('id').where('integration_id', '=', integrationId).execute();
+    const connectionOf = (integrationId: string) =>
+      db.selectFrom('integration_connections').select('id').where('integration_id', '=', integrationId).execute();
     const update = (user: TestUser, body: Record<string, unknown>) => ctx.h.http().patch('/api/v1/mcp-servers').set(user.auth).send(body);
     const saved = await register(ctx.alice, 'Moving');
     const integrationId = `mcp:${saved.serverId}`;
@@ -203,11 +231,19 @@ describe('an MCP server that requires OAuth', () => {
     expect(moved.body.server.lastError).toContain(`Not connected to "Moved"`);
     expect(server.revoked).toContain(refreshToken);
     expect(await connectionOf(integrationId)).toEqual([]);
-    expect(await db.selectFrom('integration_authorizations').select('state_hash').where('integration_id', '=', integrationId).execute()).toEqual([]);
-    const late = await ctx.h.http().get(`${location.pathname}${location.search}`).set('Cookie', await signedIn(ctx.alice));
+    expect(
+      await db.selectFrom('integration_authorizations').select('state_hash').where('integration_id', '=', integrationId).execute(),
+    ).toEqual([]);
+    const late = await ctx.h
+      .http()
+      .get(`${location.pathname}${location.search}`)
+      .set('Cookie', await signedIn(ctx.alice));
     expect(late.status).toBe(400);
     expect(await connectionOf(integrationId)).toEqual([]);
-    const { events } = await ctx.h.runtime.services.audit.list({ action: 'integration.disconnect', actorUserId: ctx.alice.userId }, { limit: 5, before: null });
+    const { events } = await ctx.h.runtime.services.audit.list(
+      { action: 'integration.disconnect', actorUserId: ctx.alice.userId },
+      { limit: 5, before: null },
+    );
     expect(events[0]).toMatchObject({ resource_id: integrationId, outcome: 'success' });
 
     // Another way of signing in: the same.
@@ -227,7 +263,11 @@ describe('an MCP server that requires OAuth', () => {
     const refreshToken = server.refreshTokens.at(-1) as string;
     expect((await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: saved.serverId }).set(ctx.alice.auth)).status).toBe(200);
     expect(server.revoked).toContain(refreshToken);
-    const rows = await ctx.h.runtime.database.db.selectFrom('integration_connections').select('id').where('integration_id', '=', `mcp:${saved.serverId}`).execute();
+    const rows = await ctx.h.runtime.database.db
+      .selectFrom('integration_connections')
+      .select('id')
+      .where('integration_id', '=', `mcp:${saved.serverId}`)
+      .execute();
     expect(rows).toEqual([]);
   });
 });

@@ -19,7 +19,10 @@ function capturingLogger() {
       done();
     },
   });
-  return { lines, logger: winston.createLogger({ level: 'warn', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }) };
+  return {
+    lines,
+    logger: winston.createLogger({ level: 'warn', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }),
+  };
 }
 
 function sessionCookie(setCookie: string[] | string | undefined): string {
@@ -57,23 +60,26 @@ beforeAll(async () => {
   oidc = new OAuth2Server();
   await oidc.issuer.keys.generate('RS256');
   await oidc.start(0, '127.0.0.1');
-  oidc.service.on('beforeResponse', (response: { body: Record<string, unknown>; statusCode: number }, req: IncomingMessage & { body: TokenRequest }) => {
-    tokenRequests.push({ ...req.body });
-    if (req.body.grant_type === 'refresh_token' && provider.refuseRefresh) {
-      response.statusCode = 400;
-      response.body = { error: 'invalid_grant', error_description: 'the refresh token has been revoked' };
-      return;
-    }
-    if (req.body.grant_type === 'refresh_token' && provider.rotate && spentRefreshTokens.has(String(req.body.refresh_token))) {
-      response.statusCode = 400;
-      response.body = { error: 'invalid_grant', error_description: 'the refresh token was already used' };
-      return;
-    }
-    if (req.body.grant_type === 'refresh_token') spentRefreshTokens.add(String(req.body.refresh_token));
-    response.body.expires_in = provider.expiresIn;
-    grants.push({ grant: req.body.grant_type, access: String(response.body.access_token), refresh: String(response.body.refresh_token) });
-    issued.push(String(response.body.access_token), String(response.body.refresh_token));
-  });
+  oidc.service.on(
+    'beforeResponse',
+    (response: { body: Record<string, unknown>; statusCode: number }, req: IncomingMessage & { body: TokenRequest }) => {
+      tokenRequests.push({ ...req.body });
+      if (req.body.grant_type === 'refresh_token' && provider.refuseRefresh) {
+        response.statusCode = 400;
+        response.body = { error: 'invalid_grant', error_description: 'the refresh token has been revoked' };
+        return;
+      }
+      if (req.body.grant_type === 'refresh_token' && provider.rotate && spentRefreshTokens.has(String(req.body.refresh_token))) {
+        response.statusCode = 400;
+        response.body = { error: 'invalid_grant', error_description: 'the refresh token was already used' };
+        return;
+      }
+      if (req.body.grant_type === 'refresh_token') spentRefreshTokens.add(String(req.body.refresh_token));
+      response.body.expires_in = provider.expiresIn;
+      grants.push({ grant: req.body.grant_type, access: String(response.body.access_token), refresh: String(response.body.refresh_token) });
+      issued.push(String(response.body.access_token), String(response.body.refresh_token));
+    },
+  );
   oidc.service.on('beforeRevoke', (_response: unknown, req: IncomingMessage) => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
@@ -86,10 +92,23 @@ beforeAll(async () => {
       OUTBOUND_ALLOW_LOOPBACK: 'true',
       CAPABILITY_CACHE_MS: '0',
       INTEGRATIONS: JSON.stringify({
-        mock: { name: 'Mock OIDC', issuer, clientId: 'workspace-client', clientSecret: 'workspace-secret-4b9e1f', scopes: ['openid', 'email'] },
+        mock: {
+          name: 'Mock OIDC',
+          issuer,
+          clientId: 'workspace-client',
+          clientSecret: 'workspace-secret-4b9e1f',
+          scopes: ['openid', 'email'],
+        },
         // Nothing listens there: its discovery fails.
         down: { name: 'Down', issuer: 'http://127.0.0.1:1', clientId: 'down-client' },
-        plain: { name: 'Plain OAuth', authorizationUrl: `${issuer}/authorize`, tokenUrl: `${issuer}/token`, revocationUrl: `${issuer}/revoke`, clientId: 'plain-client', scopes: ['repo'] },
+        plain: {
+          name: 'Plain OAuth',
+          authorizationUrl: `${issuer}/authorize`,
+          tokenUrl: `${issuer}/token`,
+          revocationUrl: `${issuer}/revoke`,
+          clientId: 'plain-client',
+          scopes: ['repo'],
+        },
       }),
     },
     { logger: logs.logger },
@@ -125,7 +144,10 @@ async function signedIn(user: TestUser): Promise<string> {
 
 /** The user's signed-in browser arriving at the callback (`path`: its path and query). */
 async function callbackIn(user: TestUser, path: string) {
-  return h.http().get(path).set('Cookie', await signedIn(user));
+  return h
+    .http()
+    .get(path)
+    .set('Cookie', await signedIn(user));
 }
 
 /** The browser at the provider: it approves and redirects; answers the callback's path and query. */
@@ -150,7 +172,7 @@ function expectNoToken(text: string): void {
 }
 
 describe('integrations with configured providers', () => {
-  test('the catalog lists the configured providers with the caller\'s connection state', async () => {
+  test("the catalog lists the configured providers with the caller's connection state", async () => {
     const res = await h.http().get('/api/v1/integrations').set(alice.auth);
     expect(res.status).toBe(200);
     expect(res.body.integrations).toEqual([
@@ -186,28 +208,48 @@ describe('integrations with configured providers', () => {
     expectNoToken(done.text);
     // The code was exchanged with the PKCE verifier and the registered redirect URI.
     const exchange = tokenRequests.filter((r) => r.grant_type === 'authorization_code').at(-1)!;
-    expect(exchange).toMatchObject({ code: new URL(`http://x${callback}`).searchParams.get('code'), redirect_uri: 'http://localhost:8080/integrations/callback' });
+    expect(exchange).toMatchObject({
+      code: new URL(`http://x${callback}`).searchParams.get('code'),
+      redirect_uri: 'http://localhost:8080/integrations/callback',
+    });
     expect(exchange.code_verifier).toMatch(/^[A-Za-z0-9_-]{43}$/);
 
     const entry = await catalogEntry(alice, 'mock');
     // The scopes as the provider granted them (this one says `dummy`), the account from the ID token.
-    expect(entry.connection).toEqual({ status: 'connected', account: 'johndoe', scopes: ['dummy'], connectedAt: expect.any(Number), refreshedAt: null, expiresAt: expect.any(Number) });
+    expect(entry.connection).toEqual({
+      status: 'connected',
+      account: 'johndoe',
+      scopes: ['dummy'],
+      connectedAt: expect.any(Number),
+      refreshedAt: null,
+      expiresAt: expect.any(Number),
+    });
     expectNoToken(JSON.stringify(entry));
     // Bob sees the provider, not Alice's connection.
     expect((await catalogEntry(bob, 'mock')).connection).toBeNull();
 
     // Stored sealed: the columns hold no token in clear.
-    const row = await h.runtime.database.db.selectFrom('integration_connections').selectAll().where('owner_user_id', '=', alice.userId).where('integration_id', '=', 'mock').executeTakeFirstOrThrow();
+    const row = await h.runtime.database.db
+      .selectFrom('integration_connections')
+      .selectAll()
+      .where('owner_user_id', '=', alice.userId)
+      .where('integration_id', '=', 'mock')
+      .executeTakeFirstOrThrow();
     expect(row.access_token.startsWith('s1:')).toBe(true);
     expectNoToken(JSON.stringify(row));
     // Audited, without tokens.
     const { events } = await h.runtime.services.audit.list({ actorUserId: alice.userId }, { limit: 50, before: null });
-    expect(events.map((e) => [e.action, e.outcome])).toEqual(expect.arrayContaining([['integration.authorize', 'success'], ['integration.connect', 'success']]));
+    expect(events.map((e) => [e.action, e.outcome])).toEqual(
+      expect.arrayContaining([
+        ['integration.authorize', 'success'],
+        ['integration.connect', 'success'],
+      ]),
+    );
     expectNoToken(JSON.stringify(events));
     expectNoToken(logs.lines.join('\n'));
   });
 
-  test('a replayed state, an expired one, or one completed in another user\'s browser is refused', async () => {
+  test("a replayed state, an expired one, or one completed in another user's browser is refused", async () => {
     // Replayed: the first use stored the connection; the second finds nothing.
     const first = await connect(alice, 'plain');
     const callback = await approve(first.url);
@@ -221,7 +263,11 @@ describe('integrations with configured providers', () => {
     // Expired: its expiry is moved into the past (no waiting).
     const late = await connect(alice, 'plain');
     const lateCallback = await approve(late.url);
-    await h.runtime.database.db.updateTable('integration_authorizations').set({ expires_at: new Date(Date.now() - 1000) }).where('owner_user_id', '=', alice.userId).execute();
+    await h.runtime.database.db
+      .updateTable('integration_authorizations')
+      .set({ expires_at: new Date(Date.now() - 1000) })
+      .where('owner_user_id', '=', alice.userId)
+      .execute();
     const expired = await callbackIn(alice, lateCallback);
     expect(expired.status).toBe(400);
     expect(expired.text).toContain('expired');
@@ -250,14 +296,26 @@ describe('integrations with configured providers', () => {
       ]),
     );
     // A state that was never issued, or none at all.
-    expect((await h.http().get('/integrations/callback').query({ state: 'x'.repeat(43), code: 'c' })).status).toBe(400);
+    expect(
+      (
+        await h
+          .http()
+          .get('/integrations/callback')
+          .query({ state: 'x'.repeat(43), code: 'c' })
+      ).status,
+    ).toBe(400);
     expect((await h.http().get('/integrations/callback')).status).toBe(400);
   });
 
   test('an authorization URL opened in a browser that is not signed in as its starter connects nothing', async () => {
     // The attack: Bob starts connecting and sends the URL to Alice, who consents with her own account at the provider.
     const bobsConnection = () =>
-      h.runtime.database.db.selectFrom('integration_connections').select(['id', 'version']).where('owner_user_id', '=', bob.userId).where('integration_id', '=', 'plain').executeTakeFirst();
+      h.runtime.database.db
+        .selectFrom('integration_connections')
+        .select(['id', 'version'])
+        .where('owner_user_id', '=', bob.userId)
+        .where('integration_id', '=', 'plain')
+        .executeTakeFirst();
     const stored = await bobsConnection();
     const before = tokenRequests.length;
 
@@ -284,12 +342,24 @@ describe('integrations with configured providers', () => {
 
     expect(tokenRequests.length).toBe(before);
     expect(await bobsConnection()).toEqual(stored);
-    const { events } = await h.runtime.services.audit.list({ action: 'integration.connect', actorUserId: bob.userId }, { limit: 50, before: null });
-    expect(events.filter((e) => e.outcome === 'denied').map((e) => (e.metadata as { reason?: string }).reason)).toEqual(expect.arrayContaining(['sign_in_required']));
+    const { events } = await h.runtime.services.audit.list(
+      { action: 'integration.connect', actorUserId: bob.userId },
+      { limit: 50, before: null },
+    );
+    expect(events.filter((e) => e.outcome === 'denied').map((e) => (e.metadata as { reason?: string }).reason)).toEqual(
+      expect.arrayContaining(['sign_in_required']),
+    );
   });
 
   test('an MCP server signs in with the connection; an expiring token is refreshed on use', async () => {
-    const created = await h.http().post('/api/v1/mcp-servers').set(bob.auth).send({ name: 'Docs', url: mcp.streamableUrl, transport: 'streamable_http', authentication: 'oauth', integrationId: 'mock', defaultToolPolicy: 'allow' });
+    const created = await h.http().post('/api/v1/mcp-servers').set(bob.auth).send({
+      name: 'Docs',
+      url: mcp.streamableUrl,
+      transport: 'streamable_http',
+      authentication: 'oauth',
+      integrationId: 'mock',
+      defaultToolPolicy: 'allow',
+    });
     expect(created.status).toBe(200);
     // Not connected yet: the catalog cannot be read, and the error names the route to connect.
     expect(created.body.server).toMatchObject({ authentication: 'oauth', integrationId: 'mock', hasCredentials: false, status: 'error' });
@@ -314,18 +384,31 @@ describe('integrations with configured providers', () => {
     expect((await catalogEntry(bob, 'mock')).connection).toMatchObject({ status: 'connected', refreshedAt: expect.any(Number) });
 
     // A tool call uses (and, as it still expires within the minute, refreshes again) the token.
-    const call = await h.runtime.services.mcpServers.callTool(bob.userId, 'docs__echo', { text: 'hi' }, { signal: new AbortController().signal, maxResultBytes: 1000 });
+    const call = await h.runtime.services.mcpServers.callTool(
+      bob.userId,
+      'docs__echo',
+      { text: 'hi' },
+      { signal: new AbortController().signal, maxResultBytes: 1000 },
+    );
     expect(call).toEqual({ output: 'echo: hi', isError: false });
     expect(grants.at(-1)).toMatchObject({ grant: 'refresh_token' });
     expect(mcp.requests.at(-1)?.headers.authorization).toBe(`Bearer ${grants.at(-1)!.access}`);
 
     // The provider refuses the next refresh: the call says to connect again, the connection is expired.
     provider.refuseRefresh = true;
-    const refused = await h.runtime.services.mcpServers.callTool(bob.userId, 'docs__echo', { text: 'again' }, { signal: new AbortController().signal, maxResultBytes: 1000 });
+    const refused = await h.runtime.services.mcpServers.callTool(
+      bob.userId,
+      'docs__echo',
+      { text: 'again' },
+      { signal: new AbortController().signal, maxResultBytes: 1000 },
+    );
     expect(refused.isError).toBe(true);
     expect(refused.output).toContain('has expired: connect it with POST /api/v1/integrations/connect {"integrationId":"mock"}');
     expect((await catalogEntry(bob, 'mock')).connection.status).toBe('expired');
-    const { events } = await h.runtime.services.audit.list({ action: 'integration.refresh', actorUserId: bob.userId }, { limit: 50, before: null });
+    const { events } = await h.runtime.services.audit.list(
+      { action: 'integration.refresh', actorUserId: bob.userId },
+      { limit: 50, before: null },
+    );
     expect(events.map((e) => e.outcome)).toEqual(expect.arrayContaining(['success', 'failure']));
     const counted = Object.fromEntries((await h.runtime.metrics.integrationRefreshes.get()).values.map((v) => [v.labels.outcome, v.value]));
     expect(counted).toEqual({ success: 2, refused: 1 });
@@ -337,7 +420,7 @@ describe('integrations with configured providers', () => {
     expectNoToken(JSON.stringify(server.body));
   });
 
-  test('disconnect revokes the tokens and deletes the connection; another user\'s is 404', async () => {
+  test("disconnect revokes the tokens and deletes the connection; another user's is 404", async () => {
     const { url } = await connect(alice, 'plain');
     expect((await callbackIn(alice, await approve(url))).status).toBe(200);
     const refreshToken = issued.at(-1) as string;
@@ -347,7 +430,11 @@ describe('integrations with configured providers', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ integrationId: 'plain', disconnected: true, revoked: true });
     await waitFor(() => revocations.length > before);
-    expect(Object.fromEntries(revocations.at(-1)!)).toMatchObject({ token: refreshToken, token_type_hint: 'refresh_token', client_id: 'plain-client' });
+    expect(Object.fromEntries(revocations.at(-1)!)).toMatchObject({
+      token: refreshToken,
+      token_type_hint: 'refresh_token',
+      client_id: 'plain-client',
+    });
     expect((await catalogEntry(alice, 'plain')).connection).toBeNull();
     expect((await h.http().delete('/api/v1/integrations/connection').query({ integrationId: 'plain' }).set(alice.auth)).status).toBe(404);
     expect((await h.http().delete('/api/v1/integrations/connection').set(alice.auth)).status).toBe(400);
@@ -372,7 +459,11 @@ describe('integrations with configured providers', () => {
       expect(grants.at(-1)!.grant).toBe('refresh_token');
       expect(tokens).toEqual([grants.at(-1)!.access, grants.at(-1)!.access]);
       expect((await catalogEntry(carol, 'mock')).connection).toMatchObject({ status: 'connected', refreshedAt: expect.any(Number) });
-      const row = await h.runtime.database.db.selectFrom('integration_connections').select(['refreshing_until', 'version']).where('owner_user_id', '=', carol.userId).executeTakeFirstOrThrow();
+      const row = await h.runtime.database.db
+        .selectFrom('integration_connections')
+        .select(['refreshing_until', 'version'])
+        .where('owner_user_id', '=', carol.userId)
+        .executeTakeFirstOrThrow();
       expect(row).toEqual({ refreshing_until: null, version: 2 });
       // The new token is fresh: used as it is.
       expect(await h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC')).toBe(tokens[0]);
@@ -394,30 +485,65 @@ describe('integrations with configured providers', () => {
   });
 
   test('bad input is 400, unknown integrations 404, and the capability switches the area off', async () => {
-    for (const body of [{}, { integrationId: 'Bad Id' }, { integrationId: 'mock', extra: 1 }, { integrationId: 'mock', userId: bob.userId }]) {
+    for (const body of [
+      {},
+      { integrationId: 'Bad Id' },
+      { integrationId: 'mock', extra: 1 },
+      { integrationId: 'mock', userId: bob.userId },
+    ]) {
       const res = await h.http().post('/api/v1/integrations/connect').set(alice.auth).send(body);
       expect({ body, status: res.status }).toEqual({ body, status: 'userId' in body ? 403 : 400 });
     }
     expect((await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'nosuch' })).status).toBe(404);
-    expect((await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0' })).status).toBe(404);
+    expect(
+      (
+        await h
+          .http()
+          .post('/api/v1/integrations/connect')
+          .set(alice.auth)
+          .send({ integrationId: 'mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0' })
+      ).status,
+    ).toBe(404);
     // An MCP server's integration id may come unencoded in a query (a colon is allowed there).
-    expect((await h.http().get('/api/v1/integrations?integrationId=mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0').set(alice.auth)).status).toBe(404);
-    expect((await h.http().delete('/api/v1/integrations/connection?integrationId=mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0').set(alice.auth)).status).toBe(404);
+    expect((await h.http().get('/api/v1/integrations?integrationId=mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0').set(alice.auth)).status).toBe(
+      404,
+    );
+    expect(
+      (await h.http().delete('/api/v1/integrations/connection?integrationId=mcp:01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0').set(alice.auth))
+        .status,
+    ).toBe(404);
 
     // An authorization server that cannot be used: 502 with why, audited, nothing stored.
     const down = await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId: 'down' });
     expect(down.status).toBe(502);
     expect(down.body).toEqual({ code: 'integration_error', error: 'The provider could not be reached for the discovery.' });
-    const noServer = await h.http().post('/api/v1/mcp-servers').set(alice.auth).send({ name: 'No AS', url: mcp.streamableUrl, transport: 'streamable_http', authentication: 'oauth' });
+    const noServer = await h
+      .http()
+      .post('/api/v1/mcp-servers')
+      .set(alice.auth)
+      .send({ name: 'No AS', url: mcp.streamableUrl, transport: 'streamable_http', authentication: 'oauth' });
     const integrationId = `mcp:${noServer.body.server.serverId as string}`;
     const announcesNone = await h.http().post('/api/v1/integrations/connect').set(alice.auth).send({ integrationId });
     expect(announcesNone.status).toBe(502);
     expect(announcesNone.body.code).toBe('integration_error');
-    expect(announcesNone.body.error).toBe('The MCP server announces no OAuth authorization server (no protected-resource or authorization server metadata was found).');
+    expect(announcesNone.body.error).toBe(
+      'The MCP server announces no OAuth authorization server (no protected-resource or authorization server metadata was found).',
+    );
     expect(JSON.stringify(announcesNone.body)).not.toContain('127.0.0.1');
-    const failures = await h.runtime.services.audit.list({ action: 'integration.authorize', actorUserId: alice.userId }, { limit: 50, before: null });
-    expect(failures.events.filter((e) => e.outcome === 'failure').map((e) => e.resource_id)).toEqual(expect.arrayContaining(['down', integrationId]));
-    expect(await h.runtime.database.db.selectFrom('integration_authorizations').select('state_hash').where('integration_id', 'in', ['down', integrationId]).execute()).toEqual([]);
+    const failures = await h.runtime.services.audit.list(
+      { action: 'integration.authorize', actorUserId: alice.userId },
+      { limit: 50, before: null },
+    );
+    expect(failures.events.filter((e) => e.outcome === 'failure').map((e) => e.resource_id)).toEqual(
+      expect.arrayContaining(['down', integrationId]),
+    );
+    expect(
+      await h.runtime.database.db
+        .selectFrom('integration_authorizations')
+        .select('state_hash')
+        .where('integration_id', 'in', ['down', integrationId])
+        .execute(),
+    ).toEqual([]);
 
     const pending = await connect(alice, 'mock');
     const callback = await approve(pending.url);

@@ -23,16 +23,29 @@ beforeAll(async () => {
   server.catalogue.models = ['text-embedding-3-small', 'gpt-4o-mini'];
   server.catalogue.requiredKey = ALICE_KEY;
   server.catalogue.embeddingDimensions = 64;
-  h = await startHarness({ OUTBOUND_ALLOW_LOOPBACK: 'true', BOOTSTRAP_ADMIN_USER_IDS: ROOT, CAPABILITY_CACHE_MS: '0', KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' });
+  h = await startHarness({
+    OUTBOUND_ALLOW_LOOPBACK: 'true',
+    BOOTSTRAP_ADMIN_USER_IDS: ROOT,
+    CAPABILITY_CACHE_MS: '0',
+    KNOWLEDGE_INDEX_INTERVAL_MS: '3600000',
+  });
   alice = await h.newUser('alice');
   bob = await h.newUser('bob');
   admin = await userNamed(h, ROOT);
-  const created = await h.http().post('/api/v1/model-providers').set(alice.auth).send({ kind: 'openai', name: 'My OpenAI', baseUrl: server.baseUrl, apiKey: ALICE_KEY });
+  const created = await h
+    .http()
+    .post('/api/v1/model-providers')
+    .set(alice.auth)
+    .send({ kind: 'openai', name: 'My OpenAI', baseUrl: server.baseUrl, apiKey: ALICE_KEY });
   expect(created.status).toBe(200);
   connectionId = created.body.connection.connectionId;
   expect((await h.http().post('/api/v1/model-providers/test').set(alice.auth).send({ connectionId })).body.result.ok).toBe(true);
   model = `${connectionId}/text-embedding-3-small`;
-  const anthropic = await h.http().post('/api/v1/model-providers').set(alice.auth).send({ kind: 'anthropic', name: 'Claude', apiKey: 'sk-ant-x', enabledModels: ['claude-sonnet-4-5', 'voyage-embed-3'] });
+  const anthropic = await h
+    .http()
+    .post('/api/v1/model-providers')
+    .set(alice.auth)
+    .send({ kind: 'anthropic', name: 'Claude', apiKey: 'sk-ant-x', enabledModels: ['claude-sonnet-4-5', 'voyage-embed-3'] });
   anthropicId = anthropic.body.connection.connectionId;
   for (const [user, title, content] of [
     [alice, 'Garden plan', 'Plant tomatoes and basil this spring.'],
@@ -52,9 +65,17 @@ const vector = () => h.runtime.services.knowledge.vectorAvailable; // pgvector: 
 const db = () => h.runtime.database.db;
 const index = () => h.runtime.services.knowledge.indexPending();
 const search = (user: TestUser, query: string) => h.http().post('/api/v1/knowledge/search').set(user.auth).send({ query });
-const setModel = (user: TestUser, value: string | null) => h.http().patch('/api/v1/settings').set(user.auth).send({ defaultEmbeddingsModel: value });
+const setModel = (user: TestUser, value: string | null) =>
+  h.http().patch('/api/v1/settings').set(user.auth).send({ defaultEmbeddingsModel: value });
 const embeddingsOf = async (owner: string) =>
-  (await sql<{ model: string; n: number }>`select embedding_model as model, count(*)::int as n from knowledge_embeddings where owner_user_id = ${owner} group by 1 order by 1`.execute(db())).rows;
+  (
+    await sql<{
+      model: string;
+      n: number;
+    }>`select embedding_model as model, count(*)::int as n from knowledge_embeddings where owner_user_id = ${owner} group by 1 order by 1`.execute(
+      db(),
+    )
+  ).rows;
 const connection = async () => (await h.http().get('/api/v1/model-providers').query({ connectionId }).set(alice.auth)).body.connection;
 
 describe('choosing an embeddings model of one of your connections', () => {
@@ -107,7 +128,8 @@ describe("indexing and search through the user's connection", () => {
       return;
     }
     expect(server.embeddings.length).toBeGreaterThan(0);
-    for (const request of server.embeddings) expect(request).toMatchObject({ model: 'text-embedding-3-small', authorization: `Bearer ${ALICE_KEY}` });
+    for (const request of server.embeddings)
+      expect(request).toMatchObject({ model: 'text-embedding-3-small', authorization: `Bearer ${ALICE_KEY}` });
     const sent = server.embeddings.flatMap((r) => r.input).join('\n');
     expect(sent).toContain('tomatoes and basil');
     expect(sent).not.toContain('Tomatoes need sun');
@@ -125,7 +147,9 @@ describe("indexing and search through the user's connection", () => {
       return;
     }
     expect(res.body.retrieval).toBe('hybrid');
-    expect(server.embeddings.slice(before)).toEqual([{ model: 'text-embedding-3-small', input: ['tomatoes basil'], authorization: `Bearer ${ALICE_KEY}` }]);
+    expect(server.embeddings.slice(before)).toEqual([
+      { model: 'text-embedding-3-small', input: ['tomatoes basil'], authorization: `Bearer ${ALICE_KEY}` },
+    ]);
   });
 
   test('bob keeps the deployment embedder and never reaches the server', async () => {
@@ -140,11 +164,17 @@ describe("indexing and search through the user's connection", () => {
   test('usage is recorded with the connection at cost 0, and nothing is charged', async () => {
     if (!vector()) return;
     const usage = await sql<{ kind: string; model: string; connection_id: string | null; cost: number; input_tokens: number }>`
-      select kind, model, connection_id, cost_micro_cents::int as cost, input_tokens from usage_records where user_id = ${alice.userId} order by id`.execute(db());
+      select kind, model, connection_id, cost_micro_cents::int as cost, input_tokens from usage_records where user_id = ${alice.userId} order by id`.execute(
+      db(),
+    );
     expect(usage.rows.map((r) => r.kind)).toEqual(expect.arrayContaining(['knowledge.index', 'knowledge.search']));
     for (const row of usage.rows) expect(row).toMatchObject({ model, connection_id: connectionId, cost: 0 });
     expect(usage.rows.find((r) => r.kind === 'knowledge.search')?.input_tokens).toBe(2);
-    const charged = await sql<{ n: number }>`select (select count(*)::int from ledger_entries where user_id = ${alice.userId}) + (select count(*)::int from budgets where user_id = ${alice.userId}) as n`.execute(db());
+    const charged = await sql<{
+      n: number;
+    }>`select (select count(*)::int from ledger_entries where user_id = ${alice.userId}) + (select count(*)::int from budgets where user_id = ${alice.userId}) as n`.execute(
+      db(),
+    );
     expect(charged.rows[0]!.n).toBe(0);
     const bobUsage = await sql<{ n: number }>`select count(*)::int as n from usage_records where user_id = ${bob.userId}`.execute(db());
     expect(bobUsage.rows[0]!.n).toBe(0);
@@ -174,10 +204,16 @@ describe('when the connection fails', () => {
   test("the indexer leaves alice's records waiting without holding up bob's; a new key is tried at once", async () => {
     if (!vector()) return;
     server.catalogue.requiredKey = NEW_KEY;
-    const note = await h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'Travel', content: 'Book the train to Lyon.' }).expect(200);
+    const note = await h
+      .http()
+      .post('/api/v1/notes')
+      .set(alice.auth)
+      .send({ title: 'Travel', content: 'Book the train to Lyon.' })
+      .expect(200);
     const bobs = await h.http().post('/api/v1/notes').set(bob.auth).send({ title: 'Bob travel', content: 'Bike to the lake.' }).expect(200);
     await expect(index()).resolves.toBe(1);
-    const embedded = async (id: string) => (await sql<{ n: number }>`select count(*)::int as n from knowledge_embeddings where source_id = ${id}`.execute(db())).rows[0]!.n;
+    const embedded = async (id: string) =>
+      (await sql<{ n: number }>`select count(*)::int as n from knowledge_embeddings where source_id = ${id}`.execute(db())).rows[0]!.n;
     expect(await embedded(bobs.body.note.noteId)).toBe(1);
     expect(await embedded(note.body.note.noteId)).toBe(0);
     // Backing off: the next pass does not call the failing connection again.
@@ -203,7 +239,12 @@ describe('when the connection fails', () => {
   });
 
   test('a model the admin policy blocks: lexical with the reason; the search works again once unblocked', async () => {
-    await h.http().patch('/api/v1/admin/model-policy').set(admin.auth).send({ block: ['text-embedding-3-small'] }).expect(200);
+    await h
+      .http()
+      .patch('/api/v1/admin/model-policy')
+      .set(admin.auth)
+      .send({ block: ['text-embedding-3-small'] })
+      .expect(200);
     const res = await search(alice, 'revenue quarter');
     expect(res.status).toBe(200);
     expect(res.body.retrieval).toBe('lexical');

@@ -29,8 +29,18 @@ const vector = () => ctx.h.runtime.services.knowledge.vectorAvailable; // pgvect
 const search = (query: string) => ctx.h.http().post('/api/v1/knowledge/search').set(ctx.alice.auth).send({ query });
 
 beforeAll(async () => {
-  await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Garden plan', content: 'Plant tomatoes and basil this spring.' }).expect(200);
-  await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Review', content: 'Revenue grew in the third quarter.' }).expect(200);
+  await ctx.h
+    .http()
+    .post('/api/v1/notes')
+    .set(ctx.alice.auth)
+    .send({ title: 'Garden plan', content: 'Plant tomatoes and basil this spring.' })
+    .expect(200);
+  await ctx.h
+    .http()
+    .post('/api/v1/notes')
+    .set(ctx.alice.auth)
+    .send({ title: 'Review', content: 'Revenue grew in the third quarter.' })
+    .expect(200);
 });
 
 describe('knowledge search when the embeddings fail', () => {
@@ -123,12 +133,24 @@ describe('knowledge search when the embeddings fail', () => {
     await ctx.h.runtime.indexer.runOnce();
     const db = ctx.h.runtime.database.db;
     const models = async () =>
-      (await sql<{ model: string; dims: number }>`select distinct embedding_model as model, vector_dims(embedding) as dims from knowledge_embeddings where owner_user_id = ${ctx.alice.userId}`.execute(db)).rows;
+      (
+        await sql<{
+          model: string;
+          dims: number;
+        }>`select distinct embedding_model as model, vector_dims(embedding) as dims from knowledge_embeddings where owner_user_id = ${ctx.alice.userId}`.execute(
+          db,
+        )
+      ).rows;
     expect(await models()).toEqual([{ model: 'http:nomic-embed-text#256', dims: 256 }]);
 
     // Another instance with the model's own size (768, learned from its first answer).
     server.catalogue.embeddingDimensions = 768;
-    const other = await anotherInstance(ctx.h, { EMBEDDINGS_PROVIDER: 'http', EMBEDDINGS_BASE_URL: server.baseUrl, EMBEDDINGS_MODEL: 'nomic-embed-text', KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' });
+    const other = await anotherInstance(ctx.h, {
+      EMBEDDINGS_PROVIDER: 'http',
+      EMBEDDINGS_BASE_URL: server.baseUrl,
+      EMBEDDINGS_MODEL: 'nomic-embed-text',
+      KNOWLEDGE_INDEX_INTERVAL_MS: '3600000',
+    });
     try {
       expect(await other.services.knowledge.indexPending()).toBeGreaterThanOrEqual(2);
       expect(await models()).toEqual([{ model: 'http:nomic-embed-text', dims: 768 }]);

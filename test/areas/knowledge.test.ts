@@ -8,7 +8,14 @@ import { useHarnessWith } from '../helpers/harness';
 const ctx = useHarnessWith(() => ({ KNOWLEDGE_INDEX_INTERVAL_MS: '3600000' }), 'alice', 'bob');
 const ids: Record<string, string> = {};
 
-type Result = { kind: string; id: string; title: string; snippet: string; highlights: Array<{ start: number; end: number }>; fileId: string | null };
+type Result = {
+  kind: string;
+  id: string;
+  title: string;
+  snippet: string;
+  highlights: Array<{ start: number; end: number }>;
+  fileId: string | null;
+};
 const search = async (user: 'alice' | 'bob', body: Record<string, unknown>) => {
   const res = await ctx.h.http().post('/api/v1/knowledge/search').set(ctx[user].auth).send(body);
   expect(res.status).toBe(200);
@@ -17,15 +24,40 @@ const search = async (user: 'alice' | 'bob', body: Record<string, unknown>) => {
 
 beforeAll(async () => {
   const { alice, bob } = ctx;
-  const post = async (user: typeof alice, path: string, body: Record<string, unknown>) => (await ctx.h.http().post(path).set(user.auth).send(body)).body;
-  ids.garden = (await post(alice, '/api/v1/notes', { title: 'Garden plan', content: 'Plant tomatoes and basil in the raised bed this spring.' })).note.noteId;
-  ids.review = (await post(alice, '/api/v1/notes', { title: 'Quarterly review', content: 'Revenue grew twelve percent in the third quarter; costs were flat.' })).note.noteId;
+  const post = async (user: typeof alice, path: string, body: Record<string, unknown>) =>
+    (await ctx.h.http().post(path).set(user.auth).send(body)).body;
+  ids.garden = (
+    await post(alice, '/api/v1/notes', { title: 'Garden plan', content: 'Plant tomatoes and basil in the raised bed this spring.' })
+  ).note.noteId;
+  ids.review = (
+    await post(alice, '/api/v1/notes', {
+      title: 'Quarterly review',
+      content: 'Revenue grew twelve percent in the third quarter; costs were flat.',
+    })
+  ).note.noteId;
   ids.allergy = (await post(alice, '/api/v1/memory', { kind: 'fact', content: 'Allergic to peanuts and shellfish.' })).memoryItem.memoryId;
-  ids.thesis = (await post(alice, '/api/v1/projects', { name: 'Thesis', description: 'Research on coral reef bleaching', instructions: 'Cite peer reviewed sources.' })).project.projectId;
-  const travel = await storeFile(ctx.h, alice, 'travel.md', 'text/markdown', Buffer.from('# Lisbon trip\n\nFlights booked for October. Hotel near the Alfama district, close to the river.'));
+  ids.thesis = (
+    await post(alice, '/api/v1/projects', {
+      name: 'Thesis',
+      description: 'Research on coral reef bleaching',
+      instructions: 'Cite peer reviewed sources.',
+    })
+  ).project.projectId;
+  const travel = await storeFile(
+    ctx.h,
+    alice,
+    'travel.md',
+    'text/markdown',
+    Buffer.from('# Lisbon trip\n\nFlights booked for October. Hotel near the Alfama district, close to the river.'),
+  );
   ids.travel = travel.fileId;
   await ctx.h.http().post('/api/v1/files/ingest-document').set(alice.auth).send({ fileId: travel.fileId }).expect(200);
-  ids.bobsNote = (await post(bob, '/api/v1/notes', { title: 'Tomatoes', content: 'Bob grows tomatoes, basil and peanuts near the coral-pink Alfama hotel.' })).note.noteId;
+  ids.bobsNote = (
+    await post(bob, '/api/v1/notes', {
+      title: 'Tomatoes',
+      content: 'Bob grows tomatoes, basil and peanuts near the coral-pink Alfama hotel.',
+    })
+  ).note.noteId;
   await ctx.h.runtime.indexer.runOnce();
 });
 
@@ -53,7 +85,11 @@ describe('knowledge search', () => {
   });
 
   test('another user’s content never appears, even with the same words', async () => {
-    const aliceIds = new Set(Object.entries(ids).filter(([k]) => k !== 'bobsNote').map(([, v]) => v));
+    const aliceIds = new Set(
+      Object.entries(ids)
+        .filter(([k]) => k !== 'bobsNote')
+        .map(([, v]) => v),
+    );
     for (const query of ['tomatoes', 'peanuts', 'Alfama hotel', 'coral', 'basil tomatoes peanuts']) {
       const { results } = await search('alice', { query, limit: 50 });
       for (const r of results) expect(aliceIds.has(r.id)).toBe(true);
@@ -64,9 +100,30 @@ describe('knowledge search', () => {
 
   test('passages with more of the words come first, however often fewer words repeat', async () => {
     const word = `zq${randomUUID().slice(0, 6)}`;
-    const dense = (await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Dense', content: `${word}alpha ${word}alpha ${word}alpha ${word}beta ${word}beta` })).body.note.noteId;
-    const all = (await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'All three', content: `${word}alpha and then, much later in a long sentence about other things, ${word}beta and ${word}gamma` })).body.note.noteId;
-    const one = (await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'One', content: `${word}gamma ${word}gamma ${word}gamma` })).body.note.noteId;
+    const dense = (
+      await ctx.h
+        .http()
+        .post('/api/v1/notes')
+        .set(ctx.alice.auth)
+        .send({ title: 'Dense', content: `${word}alpha ${word}alpha ${word}alpha ${word}beta ${word}beta` })
+    ).body.note.noteId;
+    const all = (
+      await ctx.h
+        .http()
+        .post('/api/v1/notes')
+        .set(ctx.alice.auth)
+        .send({
+          title: 'All three',
+          content: `${word}alpha and then, much later in a long sentence about other things, ${word}beta and ${word}gamma`,
+        })
+    ).body.note.noteId;
+    const one = (
+      await ctx.h
+        .http()
+        .post('/api/v1/notes')
+        .set(ctx.alice.auth)
+        .send({ title: 'One', content: `${word}gamma ${word}gamma ${word}gamma` })
+    ).body.note.noteId;
     // Lexical retrieval itself (with vectorSearch on, the API fuses it with the vector ranks).
     const lexical = (limit: number) =>
       lexicalHits(ctx.h.runtime.database.db, { userId: ctx.alice.userId, kinds: ['note'] }, `${word}alpha ${word}beta ${word}gamma`, limit);
@@ -104,7 +161,9 @@ describe('knowledge search', () => {
     const inThesis = await search('alice', { query: 'coral', projectId: ids.thesis });
     expect(inThesis.results.map((r) => r.id)).toEqual([ids.thesis]);
     const bobsProject = (await ctx.h.http().post('/api/v1/projects').set(bob.auth).send({ name: 'Bob stuff' })).body.project.projectId;
-    expect((await ctx.h.http().post('/api/v1/knowledge/search').set(alice.auth).send({ query: 'x', projectId: bobsProject })).status).toBe(404);
+    expect((await ctx.h.http().post('/api/v1/knowledge/search').set(alice.auth).send({ query: 'x', projectId: bobsProject })).status).toBe(
+      404,
+    );
   });
 
   test('switching vectorSearch off answers lexically at once, with no error', async () => {
@@ -129,8 +188,11 @@ describe('knowledge search', () => {
       return;
     }
     const db = ctx.h.runtime.database.db;
-    const count = async (id: string) => (await sql<{ n: number }>`select count(*)::int as n from knowledge_embeddings where source_id = ${id}`.execute(db)).rows[0]!.n;
-    const note = (await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Fresh', content: 'Sourdough starter feeding schedule' })).body.note;
+    const count = async (id: string) =>
+      (await sql<{ n: number }>`select count(*)::int as n from knowledge_embeddings where source_id = ${id}`.execute(db)).rows[0]!.n;
+    const note = (
+      await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Fresh', content: 'Sourdough starter feeding schedule' })
+    ).body.note;
     expect(await count(note.noteId)).toBe(0); // not computed in the request
     const meanwhile = await search('alice', { query: 'sourdough' });
     expect(meanwhile.results.map((r) => r.id)).toContain(note.noteId); // found by its words meanwhile
@@ -145,7 +207,16 @@ describe('knowledge search', () => {
   });
 
   test('bad input is a 400; no credentials a 401', async () => {
-    for (const body of [{}, { query: '' }, { query: '  ' }, { query: 'x', limit: 51 }, { query: 'x', sources: ['email'] }, { query: 'x', sources: [] }, { query: 'x', extra: 1 }, { query: 'x'.repeat(501) }]) {
+    for (const body of [
+      {},
+      { query: '' },
+      { query: '  ' },
+      { query: 'x', limit: 51 },
+      { query: 'x', sources: ['email'] },
+      { query: 'x', sources: [] },
+      { query: 'x', extra: 1 },
+      { query: 'x'.repeat(501) },
+    ]) {
       expect((await ctx.h.http().post('/api/v1/knowledge/search').set(ctx.alice.auth).send(body)).status).toBe(400);
     }
     expect((await ctx.h.http().post('/api/v1/knowledge/search').send({ query: 'x' })).status).toBe(401);

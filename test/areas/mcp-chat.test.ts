@@ -50,38 +50,52 @@ async function conversation(user: TestUser): Promise<string> {
 }
 
 describe('chat with MCP tools', () => {
-  test.each(['streamable_http', 'sse'] as const)('a turn calls a tool of the caller\'s %s server and answers with its result', async (transport) => {
-    const server = await register(ctx.alice, transport, 'allow');
-    const tool = `${server.toolPrefix}__echo`;
-    const listed = await ctx.h.http().get('/api/v1/tools').set(ctx.alice.auth);
-    expect(listed.body.tools.map((t: { name: string }) => t.name)).toContain(tool);
+  test.each(['streamable_http', 'sse'] as const)(
+    "a turn calls a tool of the caller's %s server and answers with its result",
+    async (transport) => {
+      const server = await register(ctx.alice, transport, 'allow');
+      const tool = `${server.toolPrefix}__echo`;
+      const listed = await ctx.h.http().get('/api/v1/tools').set(ctx.alice.auth);
+      expect(listed.body.tools.map((t: { name: string }) => t.name)).toContain(tool);
 
-    const conversationId = await conversation(ctx.alice);
-    const first = servers.model.requests.length;
-    const calls = mcp.calls.length;
-    script({ kind: 'tool-calls', calls: [{ id: 'call_m1', name: tool, arguments: JSON.stringify({ text: 'hello from chat' }) }] }, { kind: 'reply', chunks: ['It said ', 'hello.'] });
-    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Echo something.', stream: true }).buffer(true).parse(textBody);
-    expect(res.status).toBe(200);
-    const events = parseEvents(res.body as string);
-    const names = events.map((e) => e.event);
-    expect(names.indexOf('tool-call')).toBeLessThan(names.indexOf('tool-result'));
-    const result = events.find((e) => e.event === 'tool-result')!.data as { part: { toolName: string; outcome: string; output: string; isError: boolean } };
-    expect(result.part).toMatchObject({ toolName: tool, outcome: 'success', isError: false });
-    expect(result.part.output).toContain('echo: hello from chat');
-    const done = events.find((e) => e.event === 'done')!.data as { message: { status: string; content: string } };
-    expect(done.message).toMatchObject({ status: 'complete', content: 'It said hello.' });
+      const conversationId = await conversation(ctx.alice);
+      const first = servers.model.requests.length;
+      const calls = mcp.calls.length;
+      script(
+        { kind: 'tool-calls', calls: [{ id: 'call_m1', name: tool, arguments: JSON.stringify({ text: 'hello from chat' }) }] },
+        { kind: 'reply', chunks: ['It said ', 'hello.'] },
+      );
+      const res = await ctx.h
+        .http()
+        .post('/api/v1/conversations/messages')
+        .set(ctx.alice.auth)
+        .send({ conversationId, content: 'Echo something.', stream: true })
+        .buffer(true)
+        .parse(textBody);
+      expect(res.status).toBe(200);
+      const events = parseEvents(res.body as string);
+      const names = events.map((e) => e.event);
+      expect(names.indexOf('tool-call')).toBeLessThan(names.indexOf('tool-result'));
+      const result = events.find((e) => e.event === 'tool-result')!.data as {
+        part: { toolName: string; outcome: string; output: string; isError: boolean };
+      };
+      expect(result.part).toMatchObject({ toolName: tool, outcome: 'success', isError: false });
+      expect(result.part.output).toContain('echo: hello from chat');
+      const done = events.find((e) => e.event === 'done')!.data as { message: { status: string; content: string } };
+      expect(done.message).toMatchObject({ status: 'complete', content: 'It said hello.' });
 
-    // The MCP server ran the call once, with the arguments the model gave and the caller's credential.
-    expect(mcp.calls.slice(calls)).toEqual([{ name: 'echo', args: { text: 'hello from chat' } }]);
-    expect(mcp.requests.at(-1)?.headers.authorization).toBe(`Bearer ${TOKEN}`);
-    // The model was offered the namespaced tool, and given its result in the second request.
-    const [offered, followUp] = servers.model.requests.slice(first);
-    expect(offered!.body.tools?.map((t) => t.function.name)).toContain(tool);
-    const toolMessage = followUp!.body.messages.find((m) => m.role === 'tool');
-    expect(toolMessage).toMatchObject({ tool_call_id: 'call_m1' });
-    expect(toolMessage!.content).toContain('echo: hello from chat');
-    await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
-  });
+      // The MCP server ran the call once, with the arguments the model gave and the caller's credential.
+      expect(mcp.calls.slice(calls)).toEqual([{ name: 'echo', args: { text: 'hello from chat' } }]);
+      expect(mcp.requests.at(-1)?.headers.authorization).toBe(`Bearer ${TOKEN}`);
+      // The model was offered the namespaced tool, and given its result in the second request.
+      const [offered, followUp] = servers.model.requests.slice(first);
+      expect(offered!.body.tools?.map((t) => t.function.name)).toContain(tool);
+      const toolMessage = followUp!.body.messages.find((m) => m.role === 'tool');
+      expect(toolMessage).toMatchObject({ tool_call_id: 'call_m1' });
+      expect(toolMessage!.content).toContain('echo: hello from chat');
+      await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
+    },
+  );
 
   test("another user's turn is never offered the caller's MCP tools, and a call to one by name runs nothing", async () => {
     const server = await register(ctx.alice, 'streamable_http', 'allow');
@@ -90,10 +104,18 @@ describe('chat with MCP tools', () => {
     const first = servers.model.requests.length;
     const calls = mcp.calls.length;
     script({ kind: 'tool-calls', calls: [{ id: 'call_b1', name: tool, arguments: JSON.stringify({ text: 'not yours' }) }] });
-    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.bob.auth).send({ conversationId, content: 'Use their tool.' });
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/conversations/messages')
+      .set(ctx.bob.auth)
+      .send({ conversationId, content: 'Use their tool.' });
     expect(res.status).toBe(200);
     expect(servers.model.requests[first]!.body.tools?.map((t) => t.function.name) ?? []).not.toContain(tool);
-    expect(res.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result')).toMatchObject({ toolName: tool, outcome: 'not_found', isError: true });
+    expect(res.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result')).toMatchObject({
+      toolName: tool,
+      outcome: 'not_found',
+      isError: true,
+    });
     expect(mcp.calls.length).toBe(calls);
     await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
   });
@@ -105,8 +127,15 @@ describe('chat with MCP tools', () => {
     const first = servers.model.requests.length;
     const calls = mcp.calls.length;
     const askedTool = `${asked.toolPrefix}__echo`;
-    script({ kind: 'tool-calls', calls: [{ id: 'call_a1', name: askedTool, arguments: JSON.stringify({ text: 'approved words' }) }] }, { kind: 'reply', chunks: ['Echoed.'] });
-    const paused = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Echo, with my approval.' });
+    script(
+      { kind: 'tool-calls', calls: [{ id: 'call_a1', name: askedTool, arguments: JSON.stringify({ text: 'approved words' }) }] },
+      { kind: 'reply', chunks: ['Echoed.'] },
+    );
+    const paused = await ctx.h
+      .http()
+      .post('/api/v1/conversations/messages')
+      .set(ctx.alice.auth)
+      .send({ conversationId, content: 'Echo, with my approval.' });
     expect(paused.status).toBe(200);
     expect(paused.body.reply.status).toBe('awaiting_approval');
     const offered = servers.model.requests[first]!.body.tools?.map((t) => t.function.name) ?? [];
@@ -115,7 +144,11 @@ describe('chat with MCP tools', () => {
     expect(mcp.calls.length).toBe(calls);
 
     const approvalId = paused.body.reply.parts.find((p: { type: string }) => p.type === 'tool-call').approvalId as string;
-    const decided = await ctx.h.http().post('/api/v1/approvals/decide').set(ctx.alice.auth).send({ approvalId, decision: 'approve', arguments: { text: 'approved words' } });
+    const decided = await ctx.h
+      .http()
+      .post('/api/v1/approvals/decide')
+      .set(ctx.alice.auth)
+      .send({ approvalId, decision: 'approve', arguments: { text: 'approved words' } });
     expect(decided.status).toBe(200);
     expect(decided.body.reply).toMatchObject({ status: 'complete', content: 'Echoed.' });
     expect(mcp.calls.slice(calls)).toEqual([{ name: 'echo', args: { text: 'approved words' } }]);
@@ -139,7 +172,11 @@ describe("an MCP tool's arguments", () => {
       },
       { kind: 'reply', chunks: ['Checked.'] },
     );
-    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Use the dated tools.' });
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/conversations/messages')
+      .set(ctx.alice.auth)
+      .send({ conversationId, content: 'Use the dated tools.' });
     expect(res.status).toBe(200);
     expect(res.body.reply).toMatchObject({ status: 'complete', content: 'Checked.' });
     const results = res.body.reply.parts.filter((p: { type: string }) => p.type === 'tool-result');
@@ -148,7 +185,9 @@ describe("an MCP tool's arguments", () => {
       ['call_d2', 'success'],
       ['call_l1', 'success'],
     ]);
-    expect(results[0].output).toBe('The arguments are not valid: at is not a known argument; day must match pattern "^\\d{4}-\\d{2}-\\d{2}$".');
+    expect(results[0].output).toBe(
+      'The arguments are not valid: at is not a known argument; day must match pattern "^\\d{4}-\\d{2}-\\d{2}$".',
+    );
     expect(mcp.calls.slice(calls)).toEqual([
       { name: 'dated', args: { day: '2026-01-31' } },
       { name: 'legacy', args: { text: 5 } },
@@ -160,45 +199,72 @@ describe("an MCP tool's arguments", () => {
 describe('a result cut anywhere is marked truncated', () => {
   type ResultPart = { type: string; toolName: string; outcome: string; output: string; isError: boolean; truncated: boolean };
 
-  test.each(['streamable_http', 'sse'] as const)('%s: cut at the result cap, or past the answer cap while read: truncated, streamed and stored', async (transport) => {
-    const server = await register(ctx.alice, transport, 'allow');
-    const tool = `${server.toolPrefix}__big`;
-    const conversationId = await conversation(ctx.alice);
-    const first = servers.model.requests.length;
-    const sizes = [100, RESULT_CAP * 10, ANSWER_CAP * 2];
-    script(
-      { kind: 'tool-calls', calls: sizes.map((bytes, i) => ({ id: `call_t${i}`, name: tool, arguments: JSON.stringify({ bytes }) })) },
-      { kind: 'reply', chunks: ['Done.'] },
-    );
-    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Fetch it all.', stream: true }).buffer(true).parse(textBody);
-    expect(res.status).toBe(200);
-    const events = parseEvents(res.body as string);
-    const streamed = events.filter((e) => e.event === 'tool-result').map((e) => (e.data as { part: ResultPart }).part);
-    expect(streamed).toEqual([
-      { type: 'tool-result', toolCallId: 'call_t0', toolName: tool, outcome: 'success', output: 'x'.repeat(100), isError: false, truncated: false },
-      {
-        type: 'tool-result',
-        toolCallId: 'call_t1',
-        toolName: tool,
-        outcome: 'success',
-        output: expect.stringMatching(new RegExp(`^x+\\n\\[output truncated: ${RESULT_CAP * 10} bytes, only the first part is shown\\]$`)),
-        isError: false,
-        truncated: true,
-      },
-      { type: 'tool-result', toolCallId: 'call_t2', toolName: tool, outcome: 'error', output: `The MCP server's answer is larger than ${ANSWER_CAP} bytes.`, isError: true, truncated: true },
-    ]);
-    expect(Buffer.byteLength(streamed[1]!.output)).toBeLessThanOrEqual(RESULT_CAP);
+  test.each(['streamable_http', 'sse'] as const)(
+    '%s: cut at the result cap, or past the answer cap while read: truncated, streamed and stored',
+    async (transport) => {
+      const server = await register(ctx.alice, transport, 'allow');
+      const tool = `${server.toolPrefix}__big`;
+      const conversationId = await conversation(ctx.alice);
+      const first = servers.model.requests.length;
+      const sizes = [100, RESULT_CAP * 10, ANSWER_CAP * 2];
+      script(
+        { kind: 'tool-calls', calls: sizes.map((bytes, i) => ({ id: `call_t${i}`, name: tool, arguments: JSON.stringify({ bytes }) })) },
+        { kind: 'reply', chunks: ['Done.'] },
+      );
+      const res = await ctx.h
+        .http()
+        .post('/api/v1/conversations/messages')
+        .set(ctx.alice.auth)
+        .send({ conversationId, content: 'Fetch it all.', stream: true })
+        .buffer(true)
+        .parse(textBody);
+      expect(res.status).toBe(200);
+      const events = parseEvents(res.body as string);
+      const streamed = events.filter((e) => e.event === 'tool-result').map((e) => (e.data as { part: ResultPart }).part);
+      expect(streamed).toEqual([
+        {
+          type: 'tool-result',
+          toolCallId: 'call_t0',
+          toolName: tool,
+          outcome: 'success',
+          output: 'x'.repeat(100),
+          isError: false,
+          truncated: false,
+        },
+        {
+          type: 'tool-result',
+          toolCallId: 'call_t1',
+          toolName: tool,
+          outcome: 'success',
+          output: expect.stringMatching(
+            new RegExp(`^x+\\n\\[output truncated: ${RESULT_CAP * 10} bytes, only the first part is shown\\]$`),
+          ),
+          isError: false,
+          truncated: true,
+        },
+        {
+          type: 'tool-result',
+          toolCallId: 'call_t2',
+          toolName: tool,
+          outcome: 'error',
+          output: `The MCP server's answer is larger than ${ANSWER_CAP} bytes.`,
+          isError: true,
+          truncated: true,
+        },
+      ]);
+      expect(Buffer.byteLength(streamed[1]!.output)).toBeLessThanOrEqual(RESULT_CAP);
 
-    // The stored reply says the same (read back through the API, validated).
-    const done = (events.at(-1)!.data as { message: { status: string; parts: ResultPart[] } }).message;
-    expect(done.status).toBe('complete');
-    const listed = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(ctx.alice.auth);
-    expect(listed.body.messages[0].parts.filter((p: ResultPart) => p.type === 'tool-result')).toEqual(streamed);
-    // The model was given the cut output.
-    const toolMessages = servers.model.requests[first + 1]!.body.messages.filter((m) => m.role === 'tool');
-    expect(toolMessages.map((m) => m.content)).toEqual(streamed.map((p) => p.output));
-    await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
-  });
+      // The stored reply says the same (read back through the API, validated).
+      const done = (events.at(-1)!.data as { message: { status: string; parts: ResultPart[] } }).message;
+      expect(done.status).toBe('complete');
+      const listed = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(ctx.alice.auth);
+      expect(listed.body.messages[0].parts.filter((p: ResultPart) => p.type === 'tool-result')).toEqual(streamed);
+      // The model was given the cut output.
+      const toolMessages = servers.model.requests[first + 1]!.body.messages.filter((m) => m.role === 'tool');
+      expect(toolMessages.map((m) => m.content)).toEqual(streamed.map((p) => p.output));
+      await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: server.serverId }).set(ctx.alice.auth).expect(200);
+    },
+  );
 });
 
 describe('a server that fails never breaks a chat turn', () => {
@@ -217,11 +283,14 @@ describe('a server that fails never breaks a chat turn', () => {
     const flaky = await startMcpServer({ header: 'authorization', value: `Bearer ${TOKEN}` });
     try {
       const good = await register(ctx.alice, 'streamable_http', 'allow');
-      const created = await ctx.h
-        .http()
-        .post('/api/v1/mcp-servers')
-        .set(ctx.alice.auth)
-        .send({ name: 'Flaky tracker', url: flaky.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: TOKEN, defaultToolPolicy: 'allow' });
+      const created = await ctx.h.http().post('/api/v1/mcp-servers').set(ctx.alice.auth).send({
+        name: 'Flaky tracker',
+        url: flaky.streamableUrl,
+        transport: 'streamable_http',
+        authentication: 'bearer',
+        credentials: TOKEN,
+        defaultToolPolicy: 'allow',
+      });
       expect(created.body.server.status).toBe('active');
       const bad = created.body.server as { serverId: string; toolPrefix: string };
       await fail(flaky);
@@ -233,15 +302,34 @@ describe('a server that fails never breaks a chat turn', () => {
         { kind: 'tool-calls', calls: [{ id: 'call_g1', name: `${good.toolPrefix}__echo`, arguments: JSON.stringify({ text: 'two' }) }] },
         { kind: 'reply', chunks: ['The tracker is down; ', 'the other one said two.'] },
       );
-      const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'Echo twice.', stream: true }).buffer(true).parse(textBody);
+      const res = await ctx.h
+        .http()
+        .post('/api/v1/conversations/messages')
+        .set(ctx.alice.auth)
+        .send({ conversationId, content: 'Echo twice.', stream: true })
+        .buffer(true)
+        .parse(textBody);
       expect(res.status).toBe(200);
       const events = parseEvents(res.body as string);
-      expect(events.map((e) => e.event).filter((e) => e !== 'delta')).toEqual(['message', 'tool-call', 'tool-result', 'tool-source-unavailable', 'tool-call', 'tool-result', 'done']);
+      expect(events.map((e) => e.event).filter((e) => e !== 'delta')).toEqual([
+        'message',
+        'tool-call',
+        'tool-result',
+        'tool-source-unavailable',
+        'tool-call',
+        'tool-result',
+        'done',
+      ]);
       const results = events.filter((e) => e.event === 'tool-result').map((e) => (e.data as { part: Part }).part);
       expect(results[0]).toMatchObject({ toolName: `${bad.toolPrefix}__echo`, outcome: 'error', isError: true });
       expect(results[1]).toMatchObject({ toolName: `${good.toolPrefix}__echo`, outcome: 'success', isError: false });
       const unavailable = (events.find((e) => e.event === 'tool-source-unavailable')!.data as { part: Part }).part;
-      expect(unavailable).toEqual({ type: 'tool-source-unavailable', serverId: bad.serverId, serverName: 'Flaky tracker', reason: expect.stringMatching(/^The MCP server (could not be reached|answered 500)\.$/) });
+      expect(unavailable).toEqual({
+        type: 'tool-source-unavailable',
+        serverId: bad.serverId,
+        serverName: 'Flaky tracker',
+        reason: expect.stringMatching(/^The MCP server (could not be reached|answered 500)\.$/),
+      });
 
       // The reply is complete, and keeps the part (read back through the API, validated).
       const done = (events.at(-1)!.data as { message: { messageId: string; status: string; content: string; parts: Part[] } }).message;
@@ -263,7 +351,8 @@ describe('a server that fails never breaks a chat turn', () => {
         expect(text).not.toContain(host);
         expect(text).not.toContain(TOKEN);
       }
-      for (const id of [good.serverId, bad.serverId]) await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: id }).set(ctx.alice.auth).expect(200);
+      for (const id of [good.serverId, bad.serverId])
+        await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId: id }).set(ctx.alice.auth).expect(200);
     } finally {
       await flaky.close();
     }
@@ -273,7 +362,11 @@ describe('a server that fails never breaks a chat turn', () => {
     const gone = await startMcpServer();
     const url = gone.sseUrl;
     await gone.close();
-    const created = await ctx.h.http().post('/api/v1/mcp-servers').set(ctx.alice.auth).send({ name: 'Gone tracker', url, transport: 'sse', defaultToolPolicy: 'allow' });
+    const created = await ctx.h
+      .http()
+      .post('/api/v1/mcp-servers')
+      .set(ctx.alice.auth)
+      .send({ name: 'Gone tracker', url, transport: 'sse', defaultToolPolicy: 'allow' });
     expect(created.status).toBe(200);
     expect(created.body.server).toMatchObject({ status: 'error', lastError: 'The MCP server could not be reached.' });
     const serverId = created.body.server.serverId as string;
@@ -281,7 +374,11 @@ describe('a server that fails never breaks a chat turn', () => {
     const conversationId = await conversation(ctx.alice);
     const first = servers.model.requests.length;
     script({ kind: 'reply', chunks: ['I cannot reach your tracker now.'] });
-    const res = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.alice.auth).send({ conversationId, content: 'What is in my tracker?' });
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/conversations/messages')
+      .set(ctx.alice.auth)
+      .send({ conversationId, content: 'What is in my tracker?' });
     expect(res.status).toBe(200);
     expect(res.body.reply).toMatchObject({ status: 'complete', content: 'I cannot reach your tracker now.' });
     expect(res.body.reply.parts).toEqual([
@@ -292,7 +389,11 @@ describe('a server that fails never breaks a chat turn', () => {
     expect(request.messages[0]!.content).toContain('the MCP server "Gone tracker": The MCP server could not be reached.');
     expect(JSON.stringify(request)).not.toContain(new URL(url).host);
     // Bob's turns say nothing of Alice's servers.
-    const bobs = await ctx.h.http().post('/api/v1/conversations/messages').set(ctx.bob.auth).send({ conversationId: await conversation(ctx.bob), content: 'Hello.' });
+    const bobs = await ctx.h
+      .http()
+      .post('/api/v1/conversations/messages')
+      .set(ctx.bob.auth)
+      .send({ conversationId: await conversation(ctx.bob), content: 'Hello.' });
     expect(bobs.body.reply.parts.some((p: Part) => p.type === 'tool-source-unavailable')).toBe(false);
     await ctx.h.http().delete('/api/v1/mcp-servers').query({ serverId }).set(ctx.alice.auth).expect(200);
   });

@@ -43,7 +43,11 @@ beforeAll(async () => {
       done();
     },
   });
-  const logger = winston.createLogger({ level: 'debug', format: winston.format.combine(redactSecrets(), winston.format.json()), transports: [new winston.transports.Stream({ stream })] });
+  const logger = winston.createLogger({
+    level: 'debug',
+    format: winston.format.combine(redactSecrets(), winston.format.json()),
+    transports: [new winston.transports.Stream({ stream })],
+  });
   // The access log writes its lines to stdout itself: kept with the others (and out of the test output).
   const write = process.stdout.write.bind(process.stdout);
   stdoutSpy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array, ...rest: unknown[]) => {
@@ -53,7 +57,13 @@ beforeAll(async () => {
     return true;
   });
   h = await startHarness(
-    { OUTBOUND_ALLOW_LOOPBACK: 'true', BOOTSTRAP_ADMIN_USER_IDS: ROOT, CAPABILITY_CACHE_MS: '0', MCP_SERVERS_PER_USER: String(LIMIT), METRICS_TOKEN: 'metrics-token-0123456789' },
+    {
+      OUTBOUND_ALLOW_LOOPBACK: 'true',
+      BOOTSTRAP_ADMIN_USER_IDS: ROOT,
+      CAPABILITY_CACHE_MS: '0',
+      MCP_SERVERS_PER_USER: String(LIMIT),
+      METRICS_TOKEN: 'metrics-token-0123456789',
+    },
     { logger },
   );
   alice = await h.newUser('alice');
@@ -87,7 +97,14 @@ let sseId: string;
 
 describe('servers and their catalogs', () => {
   test('a Streamable HTTP server with a bearer token: saved, its catalog read at once, the token write-only', async () => {
-    const res = await create(alice, { name: 'GitHub', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: TOKEN, toolPolicies: { echo: 'allow', fail: 'deny' } });
+    const res = await create(alice, {
+      name: 'GitHub',
+      url: bearer.streamableUrl,
+      transport: 'streamable_http',
+      authentication: 'bearer',
+      credentials: TOKEN,
+      toolPolicies: { echo: 'allow', fail: 'deny' },
+    });
     expect(res.status).toBe(200);
     const server = res.body.server;
     expect(server).toMatchObject({
@@ -107,7 +124,13 @@ describe('servers and their catalogs', () => {
       catalogRefreshedAt: expect.any(Number),
     });
     expect(server.tools.map((t: { name: string }) => t.name)).toEqual(TOOLS.map((t) => t.name));
-    expect(server.tools[0]).toEqual({ name: 'echo', namespacedName: 'github__echo', description: 'Repeats the text it is given.', inputSchema: TOOLS[0]!.inputSchema, policy: 'allow' });
+    expect(server.tools[0]).toEqual({
+      name: 'echo',
+      namespacedName: 'github__echo',
+      description: 'Repeats the text it is given.',
+      inputSchema: TOOLS[0]!.inputSchema,
+      policy: 'allow',
+    });
     expect(server.tools.find((t: { name: string }) => t.name === 'fail').policy).toBe('deny');
     expect(server.tools.find((t: { name: string }) => t.name === 'big').policy).toBe('approval_required');
     // A name models would refuse is made acceptable, with a hash that keeps it distinct and stable.
@@ -122,9 +145,24 @@ describe('servers and their catalogs', () => {
   });
 
   test('an SSE server with a header credential; a second server named alike gets its own prefix', async () => {
-    const res = await create(alice, { name: 'github!', url: header.sseUrl, transport: 'sse', authentication: 'header', headerName: 'X-Api-Key', credentials: HEADER_VALUE, defaultToolPolicy: 'allow' });
+    const res = await create(alice, {
+      name: 'github!',
+      url: header.sseUrl,
+      transport: 'sse',
+      authentication: 'header',
+      headerName: 'X-Api-Key',
+      credentials: HEADER_VALUE,
+      defaultToolPolicy: 'allow',
+    });
     expect(res.status).toBe(200);
-    expect(res.body.server).toMatchObject({ toolPrefix: 'github-2', transport: 'sse', authentication: 'header', headerName: 'X-Api-Key', hasCredentials: true, status: 'active' });
+    expect(res.body.server).toMatchObject({
+      toolPrefix: 'github-2',
+      transport: 'sse',
+      authentication: 'header',
+      headerName: 'X-Api-Key',
+      hasCredentials: true,
+      status: 'active',
+    });
     expect(res.body.server.tools.map((t: { namespacedName: string }) => t.namespacedName)).toContain('github-2__echo');
     expect(header.requests.map((r) => r.path)).toEqual(expect.arrayContaining(['/sse', '/messages']));
     for (const request of header.requests) expect(request.headers['x-api-key']).toBe(HEADER_VALUE);
@@ -132,9 +170,20 @@ describe('servers and their catalogs', () => {
   });
 
   test('refused credentials: saved in error, lastError says why without the credentials or the address', async () => {
-    const res = await create(alice, { name: 'Wrong', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: WRONG });
+    const res = await create(alice, {
+      name: 'Wrong',
+      url: bearer.streamableUrl,
+      transport: 'streamable_http',
+      authentication: 'bearer',
+      credentials: WRONG,
+    });
     expect(res.status).toBe(200);
-    expect(res.body.server).toMatchObject({ status: 'error', lastError: 'The MCP server answered 401 (check the credentials).', tools: [], catalogRefreshedAt: null });
+    expect(res.body.server).toMatchObject({
+      status: 'error',
+      lastError: 'The MCP server answered 401 (check the credentials).',
+      tools: [],
+      catalogRefreshedAt: null,
+    });
     // A new token sets it back, and the catalog is read again.
     const fixed = await patch(alice, { serverId: res.body.server.serverId, credentials: TOKEN });
     expect(fixed.body.server).toMatchObject({ status: 'active', lastError: null, hasCredentials: true });
@@ -169,7 +218,10 @@ describe('servers and their catalogs', () => {
       growing.extraTools = 1200; // about 1.2 MB of descriptions
       const refreshed = await refresh(alice, res.body.server.serverId);
       expect(refreshed.status).toBe(200);
-      expect(refreshed.body.server).toMatchObject({ status: 'error', lastError: expect.stringMatching(/^The MCP server('s answer is larger than| lists more than|'s tool catalog is larger than)/) });
+      expect(refreshed.body.server).toMatchObject({
+        status: 'error',
+        lastError: expect.stringMatching(/^The MCP server('s answer is larger than| lists more than|'s tool catalog is larger than)/),
+      });
       expect(refreshed.body.server.tools.length).toBe(TOOLS.length);
       growing.extraTools = 0;
       expect((await refresh(alice, res.body.server.serverId)).body.server.status).toBe('active');
@@ -194,21 +246,45 @@ describe('servers and their catalogs', () => {
 
   test('a draft is tested without being saved; a failed test is a result', async () => {
     const before = (await call(h.http().get('/api/v1/mcp-servers').set(alice.auth))).body.servers.length;
-    const ok = await draft(alice, { name: 'Draft server', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: TOKEN, toolPolicies: { echo: 'deny' } });
+    const ok = await draft(alice, {
+      name: 'Draft server',
+      url: bearer.streamableUrl,
+      transport: 'streamable_http',
+      authentication: 'bearer',
+      credentials: TOKEN,
+      toolPolicies: { echo: 'deny' },
+    });
     expect(ok.status).toBe(200);
     expect(ok.body.result).toMatchObject({ ok: true, error: null, testedAt: expect.any(Number) });
     expect(ok.body.result.tools[0]).toMatchObject({ name: 'echo', namespacedName: 'draft-server__echo', policy: 'deny' });
-    const refused = await draft(alice, { name: 'Draft', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: WRONG });
-    expect(refused.body).toEqual({ result: { ok: false, tools: [], error: 'The MCP server answered 401 (check the credentials).', testedAt: expect.any(Number) } });
+    const refused = await draft(alice, {
+      name: 'Draft',
+      url: bearer.streamableUrl,
+      transport: 'streamable_http',
+      authentication: 'bearer',
+      credentials: WRONG,
+    });
+    expect(refused.body).toEqual({
+      result: { ok: false, tools: [], error: 'The MCP server answered 401 (check the credentials).', testedAt: expect.any(Number) },
+    });
     const down = await draft(alice, { name: 'Down', url: 'http://127.0.0.1:9/mcp', transport: 'sse' });
     expect(down.body.result).toMatchObject({ ok: false, error: 'The MCP server could not be reached.' });
     expect((await call(h.http().get('/api/v1/mcp-servers').set(alice.auth))).body.servers).toHaveLength(before);
   });
 
   test('updates: policies, a rename that keeps the prefix, disabling and enabling (which reads the catalog)', async () => {
-    const renamed = await patch(alice, { serverId: githubId, name: 'GitHub (work)', toolPolicies: { echo: 'allow', big: 'allow', hang: 'allow', picture: 'allow' }, defaultToolPolicy: 'approval_required' });
+    const renamed = await patch(alice, {
+      serverId: githubId,
+      name: 'GitHub (work)',
+      toolPolicies: { echo: 'allow', big: 'allow', hang: 'allow', picture: 'allow' },
+      defaultToolPolicy: 'approval_required',
+    });
     expect(renamed.status).toBe(200);
-    expect(renamed.body.server).toMatchObject({ name: 'GitHub (work)', toolPrefix: 'github', toolPolicies: { echo: 'allow', big: 'allow', hang: 'allow', picture: 'allow' } });
+    expect(renamed.body.server).toMatchObject({
+      name: 'GitHub (work)',
+      toolPrefix: 'github',
+      toolPolicies: { echo: 'allow', big: 'allow', hang: 'allow', picture: 'allow' },
+    });
     expect(renamed.body.server.tools.find((t: { name: string }) => t.name === 'fail').policy).toBe('approval_required');
     const requests = bearer.requests.length;
     const disabled = await patch(alice, { serverId: githubId, enabled: false });
@@ -238,7 +314,9 @@ describe('the tool source', () => {
       });
       expect(tools.find((t) => t.name === 'github-2__fail')?.policy).toBe('allow');
       expect(tools.filter((t) => t.source.type === 'mcp' && t.source.serverId === off.body.server.serverId)).toEqual([]);
-      expect(unavailable).toEqual([{ serverId: broken.body.server.serverId, serverName: 'Broken', reason: 'The MCP server could not be reached.' }]);
+      expect(unavailable).toEqual([
+        { serverId: broken.body.server.serverId, serverName: 'Broken', reason: 'The MCP server could not be reached.' },
+      ]);
       expect(await h.runtime.services.mcpServers.listTools(bob.userId)).toEqual({ tools: [], unavailable: [] });
     } finally {
       await remove(alice, broken.body.server.serverId);
@@ -251,9 +329,18 @@ describe('the tool source', () => {
     const options = { signal: controller(), maxResultBytes: 4096 };
     expect(await mcp.callTool(alice.userId, 'github__echo', { text: 'hello' }, options)).toEqual({ output: 'echo: hello', isError: false });
     expect(bearer.calls.at(-1)).toEqual({ name: 'echo', args: { text: 'hello' } });
-    expect(await mcp.callTool(alice.userId, 'github-2__echo', { text: 'over sse' }, options)).toEqual({ output: 'echo: over sse', isError: false });
-    expect(await mcp.callTool(alice.userId, 'github__picture', {}, options)).toEqual({ output: '[image: image/png, 300 bytes]\na grey square', isError: false });
-    expect(await mcp.callTool(alice.userId, 'github-2__fail', {}, options)).toEqual({ output: 'the tool failed on purpose', isError: true });
+    expect(await mcp.callTool(alice.userId, 'github-2__echo', { text: 'over sse' }, options)).toEqual({
+      output: 'echo: over sse',
+      isError: false,
+    });
+    expect(await mcp.callTool(alice.userId, 'github__picture', {}, options)).toEqual({
+      output: '[image: image/png, 300 bytes]\na grey square',
+      isError: false,
+    });
+    expect(await mcp.callTool(alice.userId, 'github-2__fail', {}, options)).toEqual({
+      output: 'the tool failed on purpose',
+      isError: true,
+    });
     const odd = (await get(alice, githubId)).body.server.tools.find((t: { name: string }) => t.name === 'files.read/v2').namespacedName;
     expect(await mcp.callTool(alice.userId, odd, {}, options)).toEqual({ output: 'called files.read/v2', isError: false });
   });
@@ -276,12 +363,18 @@ describe('the tool source', () => {
     });
     for (const name of ['github__big', 'github-2__big']) {
       const capped = await small.callTool(alice.userId, name, { bytes: 10_000_000 }, { signal: controller(), maxResultBytes: 16_384 });
-      expect(capped).toEqual({ output: 'The MCP server\'s answer is larger than 262144 bytes.', isError: true, truncated: true });
+      expect(capped).toEqual({ output: "The MCP server's answer is larger than 262144 bytes.", isError: true, truncated: true });
     }
 
-    await patch(alice, { serverId: githubId, toolPolicies: { echo: 'allow', big: 'allow', hang: 'allow', picture: 'allow', fail: 'deny' } });
+    await patch(alice, {
+      serverId: githubId,
+      toolPolicies: { echo: 'allow', big: 'allow', hang: 'allow', picture: 'allow', fail: 'deny' },
+    });
     const calls = bearer.calls.length;
-    expect(await mcp.callTool(alice.userId, 'github__fail', {}, { signal: controller(), maxResultBytes: 100 })).toEqual({ output: 'The tool github__fail is denied by its policy.', isError: true });
+    expect(await mcp.callTool(alice.userId, 'github__fail', {}, { signal: controller(), maxResultBytes: 100 })).toEqual({
+      output: 'The tool github__fail is denied by its policy.',
+      isError: true,
+    });
     expect(bearer.calls.length).toBe(calls);
   });
 
@@ -310,12 +403,24 @@ describe('the tool source', () => {
     const mcp = h.runtime.services.mcpServers;
     const options = { signal: controller(), maxResultBytes: 100 };
     const calls = bearer.calls.length;
-    expect(await mcp.callTool(bob.userId, 'github__echo', { text: 'x' }, options)).toEqual({ output: 'There is no tool named github__echo.', isError: true });
-    expect(await mcp.callTool(alice.userId, 'github__nope', {}, options)).toEqual({ output: 'There is no tool named github__nope.', isError: true });
-    expect(await mcp.callTool(alice.userId, 'knowledge_search', {}, options)).toEqual({ output: 'There is no tool named knowledge_search.', isError: true });
+    expect(await mcp.callTool(bob.userId, 'github__echo', { text: 'x' }, options)).toEqual({
+      output: 'There is no tool named github__echo.',
+      isError: true,
+    });
+    expect(await mcp.callTool(alice.userId, 'github__nope', {}, options)).toEqual({
+      output: 'There is no tool named github__nope.',
+      isError: true,
+    });
+    expect(await mcp.callTool(alice.userId, 'knowledge_search', {}, options)).toEqual({
+      output: 'There is no tool named knowledge_search.',
+      isError: true,
+    });
     await patch(alice, { serverId: githubId, enabled: false });
     try {
-      expect(await mcp.callTool(alice.userId, 'github__echo', { text: 'x' }, options)).toEqual({ output: 'The MCP server "GitHub (work)" is disabled.', isError: true });
+      expect(await mcp.callTool(alice.userId, 'github__echo', { text: 'x' }, options)).toEqual({
+        output: 'The MCP server "GitHub (work)" is disabled.',
+        isError: true,
+      });
     } finally {
       await patch(alice, { serverId: githubId, enabled: true });
     }
@@ -331,9 +436,19 @@ describe('the tool source', () => {
   });
 
   test('a server that keeps sessions: each exchange ends its session', async () => {
-    const res = await create(alice, { name: 'Stateful', url: open.streamableUrl, transport: 'streamable_http', toolPolicies: { echo: 'allow' } });
+    const res = await create(alice, {
+      name: 'Stateful',
+      url: open.streamableUrl,
+      transport: 'streamable_http',
+      toolPolicies: { echo: 'allow' },
+    });
     expect(res.body.server.status).toBe('active');
-    const result = await h.runtime.services.mcpServers.callTool(alice.userId, 'stateful__echo', { text: 'session' }, { signal: controller(), maxResultBytes: 100 });
+    const result = await h.runtime.services.mcpServers.callTool(
+      alice.userId,
+      'stateful__echo',
+      { text: 'session' },
+      { signal: controller(), maxResultBytes: 100 },
+    );
     expect(result).toEqual({ output: 'echo: session', isError: false });
     expect(open.sessionsEnded).toBe(2);
     expect(open.openSessions()).toBe(0);
@@ -362,7 +477,14 @@ describe('refusals', () => {
   });
 
   test('private, link-local and metadata URLs are refused at create, update and test', async () => {
-    for (const url of ['http://10.0.0.7/mcp', 'http://169.254.169.254/latest', 'http://[fd00:ec2::254]/mcp', 'http://192.168.1.20/mcp', 'ftp://example.com/mcp', 'http://user:pw@93.184.215.14/mcp']) {
+    for (const url of [
+      'http://10.0.0.7/mcp',
+      'http://169.254.169.254/latest',
+      'http://[fd00:ec2::254]/mcp',
+      'http://192.168.1.20/mcp',
+      'ftp://example.com/mcp',
+      'http://user:pw@93.184.215.14/mcp',
+    ]) {
       const created = await create(alice, { name: 'LAN', url, transport: 'streamable_http' });
       expect(created.status).toBe(400);
       expect(created.body.details).toEqual([expect.objectContaining({ path: '/body/url' })]);
@@ -400,7 +522,15 @@ describe('refusals', () => {
       expect(res.body.details).toEqual(expect.arrayContaining([expect.objectContaining({ path: expect.stringContaining(path) })]));
     }
     const current = (await get(alice, githubId)).body.server;
-    for (const body of [{}, { serverId: githubId, authentication: 'oauth', integrationId: 'nosuch' }, { serverId: githubId, integrationId: 'github' }, { serverId: githubId, credentials: null }, { serverId: githubId, authentication: 'none', credentials: 'x' }, { serverId: githubId, headerName: 'X-Key' }, { serverId: githubId, enabled: 'yes' }]) {
+    for (const body of [
+      {},
+      { serverId: githubId, authentication: 'oauth', integrationId: 'nosuch' },
+      { serverId: githubId, integrationId: 'github' },
+      { serverId: githubId, credentials: null },
+      { serverId: githubId, authentication: 'none', credentials: 'x' },
+      { serverId: githubId, headerName: 'X-Key' },
+      { serverId: githubId, enabled: 'yes' },
+    ]) {
       expect((await patch(alice, body)).status).toBe(400);
     }
     expect((await patch(alice, { serverId: '01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0', name: 'x' })).status).toBe(404);
@@ -412,27 +542,64 @@ describe('refusals', () => {
   });
 
   test('credentials that cannot be an HTTP header value are 400 naming them at create, update and test; nothing is stored or sent', async () => {
-    const odd = [`${TOKEN}\r\nX-Injected: 1`, `${TOKEN}\n`, `a\rb`, `a\u0000b`, `a\u007fb`, `a\u0001b`, `a\u2028b`, `token\u0100`, ` ${TOKEN}`, `${TOKEN}\t`];
+    const odd = [
+      `${TOKEN}\r\nX-Injected: 1`,
+      `${TOKEN}\n`,
+      `a\rb`,
+      `a\u0000b`,
+      `a\u007fb`,
+      `a\u0001b`,
+      `a\u2028b`,
+      `token\u0100`,
+      ` ${TOKEN}`,
+      `${TOKEN}\t`,
+    ];
     const before = (await call(h.http().get('/api/v1/mcp-servers').query({ limit: 100 }).set(alice.auth))).body.servers.length;
     const current = (await get(alice, githubId)).body.server;
     const sent = bearer.requests.length + header.requests.length;
-    const refusedAt = (res: supertest.Response) => ({ status: res.status, code: res.body.code, paths: ((res.body.details ?? []) as Array<{ path: string }>).map((d) => d.path) });
+    const refusedAt = (res: supertest.Response) => ({
+      status: res.status,
+      code: res.body.code,
+      paths: ((res.body.details ?? []) as Array<{ path: string }>).map((d) => d.path),
+    });
     const refused = { status: 400, code: 'invalid_request', paths: ['/body/credentials'] };
     for (const credentials of odd) {
       const bearerDraft = { name: 'Odd', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials };
-      const headerDraft = { name: 'Odd', url: header.sseUrl, transport: 'sse', authentication: 'header', headerName: 'X-Api-Key', credentials };
+      const headerDraft = {
+        name: 'Odd',
+        url: header.sseUrl,
+        transport: 'sse',
+        authentication: 'header',
+        headerName: 'X-Api-Key',
+        credentials,
+      };
       expect({ credentials, ...refusedAt(await create(alice, bearerDraft)) }).toEqual({ credentials, ...refused });
       expect({ credentials, ...refusedAt(await create(alice, headerDraft)) }).toEqual({ credentials, ...refused });
       expect({ credentials, ...refusedAt(await patch(alice, { serverId: githubId, credentials })) }).toEqual({ credentials, ...refused });
       expect({ credentials, ...refusedAt(await draft(alice, bearerDraft)) }).toEqual({ credentials, ...refused });
     }
-    const [first] = (await create(alice, { name: 'Odd', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: 'a\nb' })).body.details;
+    const [first] = (
+      await create(alice, {
+        name: 'Odd',
+        url: bearer.streamableUrl,
+        transport: 'streamable_http',
+        authentication: 'bearer',
+        credentials: 'a\nb',
+      })
+    ).body.details;
     expect(first.message).toMatch(/HTTP header value: no CR, LF/);
     expect((await call(h.http().get('/api/v1/mcp-servers').query({ limit: 100 }).set(alice.auth))).body.servers).toHaveLength(before);
     expect((await get(alice, githubId)).body.server).toEqual(current);
     expect(bearer.requests.length + header.requests.length).toBe(sent);
     // A tab inside, and Latin-1 text past ASCII, are valid header values.
-    const latin = await create(alice, { name: 'Latin', url: bearer.streamableUrl, transport: 'streamable_http', authentication: 'bearer', credentials: 'caf\u00e9\ttoken', enabled: false });
+    const latin = await create(alice, {
+      name: 'Latin',
+      url: bearer.streamableUrl,
+      transport: 'streamable_http',
+      authentication: 'bearer',
+      credentials: 'caf\u00e9\ttoken',
+      enabled: false,
+    });
     expect(latin.status).toBe(200);
     expect((await remove(alice, latin.body.server.serverId)).status).toBe(200);
   });
@@ -465,13 +632,24 @@ describe('refusals', () => {
       for (const attempt of disabled) {
         const res = await call(attempt);
         expect(res.status).toBe(403);
-        expect(res.body).toMatchObject({ code: 'capability_disabled', capability: 'mcp', error: 'MCP servers are disabled for this deployment.' });
+        expect(res.body).toMatchObject({
+          code: 'capability_disabled',
+          capability: 'mcp',
+          error: 'MCP servers are disabled for this deployment.',
+        });
       }
       const { tools, unavailable } = await h.runtime.services.mcpServers.listTools(alice.userId);
       expect(tools).toEqual([]);
       expect(unavailable.map((u) => u.serverId).sort()).toEqual([githubId, sseId].sort());
       const calls = bearer.calls.length;
-      expect(await h.runtime.services.mcpServers.callTool(alice.userId, 'github__echo', { text: 'x' }, { signal: controller(), maxResultBytes: 100 })).toEqual({
+      expect(
+        await h.runtime.services.mcpServers.callTool(
+          alice.userId,
+          'github__echo',
+          { text: 'x' },
+          { signal: controller(), maxResultBytes: 100 },
+        ),
+      ).toEqual({
         output: 'MCP servers are disabled for this deployment.',
         isError: true,
       });
@@ -500,14 +678,18 @@ describe('the credentials are never shown', () => {
     expect(logLines.some((line) => line.includes('"operationId":"createMcpServer"'))).toBe(true);
     expect(logLines.some((line) => line.includes('MCP tool catalog could not be read'))).toBe(true);
     expect(logLines.some((line) => line.includes('MCP tool call failed'))).toBe(true);
-    const stored = await sql<{ credentials: string | null }>`select credentials from mcp_servers where id in (${githubId}, ${sseId})`.execute(h.runtime.database.db);
+    const stored = await sql<{
+      credentials: string | null;
+    }>`select credentials from mcp_servers where id in (${githubId}, ${sseId})`.execute(h.runtime.database.db);
     expect(stored.rows).toHaveLength(2);
     for (const { credentials } of stored.rows) expect(credentials).toMatch(/^s1:[A-Za-z0-9_-]+:[A-Za-z0-9_-]+$/);
     const events = await sql<{ metadata: unknown }>`select metadata from audit_events`.execute(h.runtime.database.db);
     const everything = [...bodies, ...logLines, ...events.rows.map((r) => JSON.stringify(r.metadata))].join('\n');
     for (const secret of SECRETS) expect(everything).not.toContain(secret);
     // No address in the errors stored either.
-    const errorsStored = await sql<{ last_error: string | null }>`select last_error from mcp_servers where last_error is not null`.execute(h.runtime.database.db);
+    const errorsStored = await sql<{ last_error: string | null }>`select last_error from mcp_servers where last_error is not null`.execute(
+      h.runtime.database.db,
+    );
     for (const { last_error } of errorsStored.rows) expect(last_error).not.toMatch(/127\.0\.0\.1|localhost/);
   });
 });
@@ -525,9 +707,21 @@ describe('MCP servers: the collection contract', () => {
       one: 'server',
       many: 'servers',
       // Saved disabled: nothing is called.
-      create: (n) => ({ name: `Server ${n}`, url: 'https://93.184.215.14/mcp', transport: 'streamable_http', enabled: false, authentication: 'bearer', credentials: `token-${n}` }),
+      create: (n) => ({
+        name: `Server ${n}`,
+        url: 'https://93.184.215.14/mcp',
+        transport: 'streamable_http',
+        enabled: false,
+        authentication: 'bearer',
+        credentials: `token-${n}`,
+      }),
       update: { name: 'Renamed', toolPolicies: { echo: 'allow' } },
-      invalidCreates: [{ name: 'x' }, { name: 'x', url: 'https://93.184.215.14/mcp', transport: 'grpc' }, { name: '', url: 'https://93.184.215.14/mcp', transport: 'sse' }, { name: 'x', url: 'http://10.1.2.3/mcp', transport: 'sse' }],
+      invalidCreates: [
+        { name: 'x' },
+        { name: 'x', url: 'https://93.184.215.14/mcp', transport: 'grpc' },
+        { name: '', url: 'https://93.184.215.14/mcp', transport: 'sse' },
+        { name: 'x', url: 'http://10.1.2.3/mcp', transport: 'sse' },
+      ],
       invalidUpdates: [{ omitId: true }, { name: '' }, { toolPolicies: 'all' }, { url: 'http://10.1.2.3/mcp' }],
       projectScoped: false,
     },
@@ -542,7 +736,11 @@ describe('MCP servers: the collection contract', () => {
       expect(res.body.details).toEqual([{ path: '/body/url', message: expect.stringContaining('loopback') }]);
     }
     // And a server saved before (or a name that resolves to loopback later) is refused on every request.
-    const saved = await h.http().post('/api/v1/mcp-servers').set(alice.auth).send({ name: 'Loop', url: open.streamableUrl, transport: 'streamable_http' });
+    const saved = await h
+      .http()
+      .post('/api/v1/mcp-servers')
+      .set(alice.auth)
+      .send({ name: 'Loop', url: open.streamableUrl, transport: 'streamable_http' });
     const strictOnH = new McpServerService({
       db: h.runtime.database.db,
       capabilities: h.runtime.services.capabilities,

@@ -38,13 +38,24 @@ async function content(h: Harness, user: TestUser, outputId: string): Promise<Bu
 }
 
 const ledger = (h: Harness, userId: string) =>
-  sql<{ kind: string; model: string; unit: string; units: number; input_tokens: number; output_tokens: number; cost: number; connection_id: string | null; resource_id: string }>`
+  sql<{
+    kind: string;
+    model: string;
+    unit: string;
+    units: number;
+    input_tokens: number;
+    output_tokens: number;
+    cost: number;
+    connection_id: string | null;
+    resource_id: string;
+  }>`
     select kind, model, unit, units::int, input_tokens, output_tokens, cost_micro_cents::int as cost, connection_id, resource_id
     from usage_records where user_id = ${userId} order by id`
     .execute(h.runtime.database.db)
     .then((r) => r.rows);
 
-const outputCount = async (h: Harness, user: TestUser) => ((await h.http().get('/api/v1/outputs').query({ limit: 200 }).set(user.auth)).body.outputs as unknown[]).length;
+const outputCount = async (h: Harness, user: TestUser) =>
+  ((await h.http().get('/api/v1/outputs').query({ limit: 200 }).set(user.auth)).body.outputs as unknown[]).length;
 
 describe('media through an OpenAI-format provider', () => {
   test('the deployment lists its media models with their prices', async () => {
@@ -63,7 +74,10 @@ describe('media through an OpenAI-format provider', () => {
     const res = await ctx.h.http().post('/api/v1/media/images').set(user.auth).send({ prompt: 'Two boats', size: '1024x1024', count: 2 });
     expect(res.status).toBe(200);
     const request = fake.media.requests.at(-1)!;
-    expect(request).toMatchObject({ path: '/v1/images/generations', fields: { model: 'gpt-image-1', prompt: 'Two boats', n: '2', size: '1024x1024' } });
+    expect(request).toMatchObject({
+      path: '/v1/images/generations',
+      fields: { model: 'gpt-image-1', prompt: 'Two boats', n: '2', size: '1024x1024' },
+    });
     const made = fake.media.images.slice(before);
     expect(made).toHaveLength(2);
     for (const [i, output] of (res.body.outputs as Array<{ outputId: string; sha256: string; model: string }>).entries()) {
@@ -74,7 +88,17 @@ describe('media through an OpenAI-format provider', () => {
     // 2 images at 4 cents; the tokens as the provider reported them.
     expect(res.body.usage).toEqual({ unit: 'image', units: 2, inputTokens: 12, outputTokens: 272, costCents: 8 });
     expect(await ledger(ctx.h, user.userId)).toEqual([
-      { kind: 'media.image', model: 'gpt-image-1', unit: 'image', units: 2, input_tokens: 12, output_tokens: 272, cost: 8_000_000, connection_id: null, resource_id: res.body.generationId },
+      {
+        kind: 'media.image',
+        model: 'gpt-image-1',
+        unit: 'image',
+        units: 2,
+        input_tokens: 12,
+        output_tokens: 272,
+        cost: 8_000_000,
+        connection_id: null,
+        resource_id: res.body.generationId,
+      },
     ]);
     const spent = await ctx.h.http().get('/api/v1/subscription').set(user.auth);
     expect(spent.body.subscription.usage.spentCents).toBe(8);
@@ -101,7 +125,10 @@ describe('media through an OpenAI-format provider', () => {
     const res = await ctx.h.http().post('/api/v1/media/transcriptions').set(user.auth).send({ fileId: audio.fileId, language: 'en' });
     expect(res.status).toBe(200);
     const request = fake.media.requests.at(-1)!;
-    expect(request).toMatchObject({ path: '/v1/audio/transcriptions', fields: { model: 'whisper-1', response_format: 'verbose_json', language: 'en' } });
+    expect(request).toMatchObject({
+      path: '/v1/audio/transcriptions',
+      fields: { model: 'whisper-1', response_format: 'verbose_json', language: 'en' },
+    });
     expect(request.files.map((f) => sha256(f.bytes))).toEqual([sha256(developmentSpeech('anything'))]);
     expect(res.body.transcription).toEqual({
       text: 'Hello there. This is a test.',
@@ -114,14 +141,23 @@ describe('media through an OpenAI-format provider', () => {
     });
     expect((await content(ctx.h, user, res.body.output.outputId)).toString('utf8')).toBe('Hello there. This is a test.');
     expect(res.body.usage).toEqual({ unit: 'second', units: 3, inputTokens: 0, outputTokens: 0, costCents: 0.03 });
-    expect(await ledger(ctx.h, user.userId)).toEqual([expect.objectContaining({ kind: 'media.transcription', model: 'whisper-1', unit: 'second', units: 3, cost: 30_000 })]);
+    expect(await ledger(ctx.h, user.userId)).toEqual([
+      expect.objectContaining({ kind: 'media.transcription', model: 'whisper-1', unit: 'second', units: 3, cost: 30_000 }),
+    ]);
   });
 
   test('speech: the audio the provider returned, in the format asked for, priced by the character', async () => {
     const user = await ctx.h.newUser('speech');
-    const wav = await ctx.h.http().post('/api/v1/media/speech').set(user.auth).send({ text: 'Hello', voice: 'nova', format: 'wav', speed: 1.25 });
+    const wav = await ctx.h
+      .http()
+      .post('/api/v1/media/speech')
+      .set(user.auth)
+      .send({ text: 'Hello', voice: 'nova', format: 'wav', speed: 1.25 });
     expect(wav.status).toBe(200);
-    expect(fake.media.requests.at(-1)).toMatchObject({ path: '/v1/audio/speech', fields: { model: 'tts-1', input: 'Hello', voice: 'nova', response_format: 'wav', speed: '1.25' } });
+    expect(fake.media.requests.at(-1)).toMatchObject({
+      path: '/v1/audio/speech',
+      fields: { model: 'tts-1', input: 'Hello', voice: 'nova', response_format: 'wav', speed: '1.25' },
+    });
     expect(wav.body.output).toMatchObject({ mimeType: 'audio/wav', name: 'speech.wav', prompt: 'Hello' });
     expect((await content(ctx.h, user, wav.body.output.outputId)).equals(fake.media.speech.at(-1)!)).toBe(true);
     const mp3 = await ctx.h.http().post('/api/v1/media/speech').set(user.auth).send({ text: 'Hello again' });
@@ -139,7 +175,11 @@ describe('media through an OpenAI-format provider', () => {
     ] as const) {
       const res = await ctx.h.http().post(path).set(user.auth).send(body);
       expect(res.status).toBe(502);
-      expect(res.body).toMatchObject({ code: 'model_provider_error', error: 'The model provider answered 500: upstream overloaded', generationId: expect.any(String) });
+      expect(res.body).toMatchObject({
+        code: 'model_provider_error',
+        error: 'The model provider answered 500: upstream overloaded',
+        generationId: expect.any(String),
+      });
       expect(res.body.error).not.toContain('127.0.0.1');
     }
     expect(await outputCount(ctx.h, user)).toBe(0);
@@ -165,21 +205,48 @@ describe('media through an OpenAI-format provider', () => {
       .http()
       .post('/api/v1/model-providers')
       .set(bob.auth)
-      .send({ kind: 'openai_compatible', name: 'Mine', baseUrl: fake.baseUrl, apiKey: 'sk-bob', enabledModels: ['dall-e-3', 'whisper-1', 'tts-1'] });
+      .send({
+        kind: 'openai_compatible',
+        name: 'Mine',
+        baseUrl: fake.baseUrl,
+        apiKey: 'sk-bob',
+        enabledModels: ['dall-e-3', 'whisper-1', 'tts-1'],
+      });
     expect(created.status).toBe(200);
     const connectionId = created.body.connection.connectionId as string;
-    const res = await ctx.h.http().post('/api/v1/media/images').set(bob.auth).send({ prompt: 'Mine', model: `${connectionId}/dall-e-3` });
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/media/images')
+      .set(bob.auth)
+      .send({ prompt: 'Mine', model: `${connectionId}/dall-e-3` });
     expect(res.status).toBe(200);
-    expect(fake.media.requests.at(-1)).toMatchObject({ fields: { model: 'dall-e-3', response_format: 'b64_json' }, authorization: 'Bearer sk-bob' });
+    expect(fake.media.requests.at(-1)).toMatchObject({
+      fields: { model: 'dall-e-3', response_format: 'b64_json' },
+      authorization: 'Bearer sk-bob',
+    });
     expect(res.body.outputs[0]).toMatchObject({ model: `${connectionId}/dall-e-3`, connectionId });
     expect(res.body.usage.costCents).toBe(0);
-    expect(await ledger(ctx.h, bob.userId)).toEqual([expect.objectContaining({ kind: 'media.image', model: `${connectionId}/dall-e-3`, connection_id: connectionId, cost: 0, units: 1 })]);
+    expect(await ledger(ctx.h, bob.userId)).toEqual([
+      expect.objectContaining({ kind: 'media.image', model: `${connectionId}/dall-e-3`, connection_id: connectionId, cost: 0, units: 1 }),
+    ]);
     // Another user cannot name it.
-    expect((await ctx.h.http().post('/api/v1/media/images').set(ctx.alice.auth).send({ prompt: 'x', model: `${connectionId}/dall-e-3` })).status).toBe(400);
+    expect(
+      (
+        await ctx.h
+          .http()
+          .post('/api/v1/media/images')
+          .set(ctx.alice.auth)
+          .send({ prompt: 'x', model: `${connectionId}/dall-e-3` })
+      ).status,
+    ).toBe(400);
     // A provider that refuses the key and echoes it: the answer names neither the key nor the address.
     fake.catalogue.requiredKey = 'sk-other';
     try {
-      const refused = await ctx.h.http().post('/api/v1/media/speech').set(bob.auth).send({ text: 'x', model: `${connectionId}/tts-1` });
+      const refused = await ctx.h
+        .http()
+        .post('/api/v1/media/speech')
+        .set(bob.auth)
+        .send({ text: 'x', model: `${connectionId}/tts-1` });
       expect(refused.status).toBe(502);
       expect(refused.body.error).toBe('The model provider answered 401: Incorrect API key provided: [api key]');
       expect(JSON.stringify(refused.body)).not.toMatch(/sk-bob|127\.0\.0\.1/);
@@ -197,7 +264,11 @@ describe('a media call past MEDIA_TIMEOUT_MS', () => {
     fake.media.behaviour = { kind: 'hang' };
     const res = await slow.h.http().post('/api/v1/media/speech').set(slow.dan.auth).send({ text: 'Too slow' });
     expect(res.status).toBe(504);
-    expect(res.body).toMatchObject({ code: 'model_provider_timeout', error: 'The model provider did not finish within 300 ms.', generationId: expect.any(String) });
+    expect(res.body).toMatchObject({
+      code: 'model_provider_timeout',
+      error: 'The model provider did not finish within 300 ms.',
+      generationId: expect.any(String),
+    });
     expect(await outputCount(slow.h, slow.dan)).toBe(0);
     expect(await ledger(slow.h, slow.dan.userId)).toEqual([]);
   });

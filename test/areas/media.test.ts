@@ -1,7 +1,12 @@
 import { createHash } from 'node:crypto';
 import { inflateSync } from 'node:zlib';
 import { sql } from 'kysely';
-import { decodeDevelopmentSpeech, developmentImageModel, encodeWav, FOREIGN_AUDIO_TRANSCRIPT } from '../../src/platform/ai/development-media';
+import {
+  decodeDevelopmentSpeech,
+  developmentImageModel,
+  encodeWav,
+  FOREIGN_AUDIO_TRANSCRIPT,
+} from '../../src/platform/ai/development-media';
 import { storeFile } from '../helpers/files';
 import { binaryBody, type Harness, type TestUser, useHarness, useHarnessWith } from '../helpers/harness';
 
@@ -22,7 +27,7 @@ function readPng(bytes: Buffer): { width: number; height: number; text: string; 
   let height = 0;
   let text = '';
   const idat: Buffer[] = [];
-  for (let at = 8; at < bytes.length; ) {
+  for (let at = 8; at < bytes.length;) {
     const length = bytes.readUInt32BE(at);
     const type = bytes.toString('latin1', at + 4, at + 8);
     const data = bytes.subarray(at + 8, at + 8 + length);
@@ -43,23 +48,57 @@ const usageRows = (h: Harness, userId: string) =>
 describe('media on the development provider', () => {
   test('the models list the development media models, each of its kind, free, and the defaults', async () => {
     const res = await ctx.h.http().get('/api/v1/models').set(ctx.alice.auth);
-    const media = (res.body.models as Array<{ modelId: string; kinds: string[]; unitPrice?: unknown; defaultFor: string[] }>).filter((m) => m.modelId !== 'development');
+    const media = (res.body.models as Array<{ modelId: string; kinds: string[]; unitPrice?: unknown; defaultFor: string[] }>).filter(
+      (m) => m.modelId !== 'development',
+    );
     expect(media).toEqual([
-      expect.objectContaining({ modelId: 'development-image', kinds: ['image'], unitPrice: { unit: 'image', cents: 0 }, defaultFor: ['image'] }),
-      expect.objectContaining({ modelId: 'development-transcription', kinds: ['transcription'], unitPrice: { unit: 'second', cents: 0 }, defaultFor: ['transcription'] }),
-      expect.objectContaining({ modelId: 'development-speech', kinds: ['speech'], unitPrice: { unit: 'character', cents: 0 }, defaultFor: ['speech'] }),
+      expect.objectContaining({
+        modelId: 'development-image',
+        kinds: ['image'],
+        unitPrice: { unit: 'image', cents: 0 },
+        defaultFor: ['image'],
+      }),
+      expect.objectContaining({
+        modelId: 'development-transcription',
+        kinds: ['transcription'],
+        unitPrice: { unit: 'second', cents: 0 },
+        defaultFor: ['transcription'],
+      }),
+      expect.objectContaining({
+        modelId: 'development-speech',
+        kinds: ['speech'],
+        unitPrice: { unit: 'character', cents: 0 },
+        defaultFor: ['speech'],
+      }),
     ]);
   });
 
   test('images are real PNGs that follow from the prompt, stored as outputs and read back byte for byte', async () => {
     const { alice } = ctx;
-    const res = await ctx.h.http().post('/api/v1/media/images').set(alice.auth).send({ prompt: 'A lighthouse at dusk', size: '64x32', count: 2 });
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/media/images')
+      .set(alice.auth)
+      .send({ prompt: 'A lighthouse at dusk', size: '64x32', count: 2 });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ model: 'development-image', usage: { unit: 'image', units: 2, inputTokens: 0, outputTokens: 0, costCents: 0 }, warnings: [] });
+    expect(res.body).toMatchObject({
+      model: 'development-image',
+      usage: { unit: 'image', units: 2, inputTokens: 0, outputTokens: 0, costCents: 0 },
+      warnings: [],
+    });
     const outputs = res.body.outputs as Array<Record<string, unknown>>;
     expect(outputs).toHaveLength(2);
     // What the development model makes for this prompt, called directly.
-    const expected = await developmentImageModel().doGenerate({ prompt: 'A lighthouse at dusk', n: 2, size: '64x32', aspectRatio: undefined, seed: undefined, files: undefined, mask: undefined, providerOptions: {} });
+    const expected = await developmentImageModel().doGenerate({
+      prompt: 'A lighthouse at dusk',
+      n: 2,
+      size: '64x32',
+      aspectRatio: undefined,
+      seed: undefined,
+      files: undefined,
+      mask: undefined,
+      providerOptions: {},
+    });
     for (const [i, output] of outputs.entries()) {
       expect(output).toMatchObject({
         type: 'image',
@@ -96,11 +135,21 @@ describe('media on the development provider', () => {
 
     // The outputs routes list them, filtered by origin and call; the ledger has the call.
     const listed = await ctx.h.http().get('/api/v1/outputs').query({ generationId: res.body.generationId }).set(alice.auth);
-    expect((listed.body.outputs as Array<{ outputId: string }>).map((o) => o.outputId).sort()).toEqual(outputs.map((o) => o.outputId).sort());
+    expect((listed.body.outputs as Array<{ outputId: string }>).map((o) => o.outputId).sort()).toEqual(
+      outputs.map((o) => o.outputId).sort(),
+    );
     const byOrigin = await ctx.h.http().get('/api/v1/outputs').query({ origin: 'speech' }).set(alice.auth);
     expect(byOrigin.body.outputs).toEqual([]);
     const usage = (await usageRows(ctx.h, alice.userId)).find((r) => r.resource_id === res.body.generationId);
-    expect(usage).toEqual({ kind: 'media.image', model: 'development-image', unit: 'image', units: 2, cost: 0, connection_id: null, resource_id: res.body.generationId });
+    expect(usage).toEqual({
+      kind: 'media.image',
+      model: 'development-image',
+      unit: 'image',
+      units: 2,
+      cost: 0,
+      connection_id: null,
+      resource_id: res.body.generationId,
+    });
   });
 
   test("an image is edited from one of the caller's own image files; another's file is 404, a file that is not an image 415", async () => {
@@ -108,7 +157,11 @@ describe('media on the development provider', () => {
     const made = await ctx.h.http().post('/api/v1/media/images').set(alice.auth).send({ prompt: 'Source', size: '32x32' });
     const png = (await content(ctx.h, alice, made.body.outputs[0].outputId)).bytes;
     const file = await storeFile(ctx.h, alice, 'source.png', 'image/png', png);
-    const edit = await ctx.h.http().post('/api/v1/media/images').set(alice.auth).send({ prompt: 'Make it blue', size: '32x32', inputFileId: file.fileId });
+    const edit = await ctx.h
+      .http()
+      .post('/api/v1/media/images')
+      .set(alice.auth)
+      .send({ prompt: 'Make it blue', size: '32x32', inputFileId: file.fileId });
     expect(edit.status).toBe(200);
     expect(edit.body.outputs[0]).toMatchObject({ origin: 'image_edit', sourceFileId: file.fileId, prompt: 'Make it blue' });
     // The edit depends on the input image: the same prompt without it makes another picture.
@@ -129,7 +182,14 @@ describe('media on the development provider', () => {
     const text = 'Your meeting starts in five minutes. Bring the ünïcode notes!';
     const spoken = await ctx.h.http().post('/api/v1/media/speech').set(alice.auth).send({ text, format: 'mp3' });
     expect(spoken.status).toBe(200);
-    expect(spoken.body.output).toMatchObject({ type: 'audio', mimeType: 'audio/wav', name: 'speech.wav', origin: 'speech', prompt: text, model: 'development-speech' });
+    expect(spoken.body.output).toMatchObject({
+      type: 'audio',
+      mimeType: 'audio/wav',
+      name: 'speech.wav',
+      origin: 'speech',
+      prompt: text,
+      model: 'development-speech',
+    });
     expect(spoken.body.warnings).toEqual([expect.stringContaining('WAV only')]);
     expect(spoken.body.usage).toEqual({ unit: 'character', units: [...text].length, inputTokens: 0, outputTokens: 0, costCents: 0 });
     const wav = await content(ctx.h, alice, spoken.body.output.outputId);
@@ -138,23 +198,54 @@ describe('media on the development provider', () => {
     expect(decodeDevelopmentSpeech(wav.bytes)?.text).toBe(text);
 
     const audio = await storeFile(ctx.h, alice, 'meeting.wav', 'audio/wav', wav.bytes);
-    const heard = await ctx.h.http().post('/api/v1/media/transcriptions').set(alice.auth).send({ fileId: audio.fileId, language: 'en', saveAsNote: true, ingest: true });
+    const heard = await ctx.h
+      .http()
+      .post('/api/v1/media/transcriptions')
+      .set(alice.auth)
+      .send({ fileId: audio.fileId, language: 'en', saveAsNote: true, ingest: true });
     expect(heard.status).toBe(200);
-    expect(heard.body.transcription).toMatchObject({ text, language: 'en', segments: [expect.objectContaining({ text: 'Your meeting starts in five minutes.', startSecond: 0.16 }), expect.objectContaining({ text: 'Bring the ünïcode notes!' })] });
+    expect(heard.body.transcription).toMatchObject({
+      text,
+      language: 'en',
+      segments: [
+        expect.objectContaining({ text: 'Your meeting starts in five minutes.', startSecond: 0.16 }),
+        expect.objectContaining({ text: 'Bring the ünïcode notes!' }),
+      ],
+    });
     expect(heard.body.transcription.durationSeconds).toBeGreaterThan(1);
-    expect(heard.body.output).toMatchObject({ type: 'text', name: 'meeting-transcript.txt', origin: 'transcription', sourceFileId: audio.fileId, model: 'development-transcription' });
+    expect(heard.body.output).toMatchObject({
+      type: 'text',
+      name: 'meeting-transcript.txt',
+      origin: 'transcription',
+      sourceFileId: audio.fileId,
+      model: 'development-transcription',
+    });
     expect((await content(ctx.h, alice, heard.body.output.outputId)).bytes.toString('utf8')).toBe(text);
     expect(heard.body.usage).toMatchObject({ unit: 'second', units: Math.ceil(heard.body.transcription.durationSeconds) });
     // Saved as a note, and as an ingested file.
     const note = await ctx.h.http().get('/api/v1/notes').query({ noteId: heard.body.noteId }).set(alice.auth);
     expect(note.body.note).toMatchObject({ title: 'Transcript of meeting.wav', content: text });
     const file = await ctx.h.http().get('/api/v1/files').query({ fileId: heard.body.fileId }).set(alice.auth);
-    expect(file.body.file).toMatchObject({ name: 'meeting-transcript.txt', status: 'ready', ingestion: { status: 'ready', chunkCount: 1 } });
-    const found = await ctx.h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: 'meeting', fileId: heard.body.fileId });
+    expect(file.body.file).toMatchObject({
+      name: 'meeting-transcript.txt',
+      status: 'ready',
+      ingestion: { status: 'ready', chunkCount: 1 },
+    });
+    const found = await ctx.h
+      .http()
+      .post('/api/v1/files/search-text')
+      .set(alice.auth)
+      .send({ query: 'meeting', fileId: heard.body.fileId });
     expect(JSON.stringify(found.body)).toContain(heard.body.fileId);
 
     // Audio the development provider did not make: an honest answer; something that is not audio: 415.
-    const tone = await storeFile(ctx.h, alice, 'tone.wav', 'audio/wav', encodeWav(Int16Array.from({ length: 4000 }, (_, i) => Math.round(9000 * Math.sin(i / 5)))));
+    const tone = await storeFile(
+      ctx.h,
+      alice,
+      'tone.wav',
+      'audio/wav',
+      encodeWav(Int16Array.from({ length: 4000 }, (_, i) => Math.round(9000 * Math.sin(i / 5)))),
+    );
     const foreign = await ctx.h.http().post('/api/v1/media/transcriptions').set(alice.auth).send({ fileId: tone.fileId });
     expect(foreign.body.transcription).toEqual({ text: FOREIGN_AUDIO_TRANSCRIPT, language: null, durationSeconds: null, segments: [] });
     const notAudio = await storeFile(ctx.h, alice, 'notes.wav', 'audio/wav', Buffer.from('these are words, not sound'));
@@ -190,17 +281,29 @@ describe('media on the development provider', () => {
     }
     const conversation = await ctx.h.http().post('/api/v1/conversations').set(alice.auth).send({});
     const project = await ctx.h.http().post('/api/v1/projects').set(alice.auth).send({ name: 'Alice’s' });
-    for (const body of [{ prompt: 'x', conversationId: conversation.body.conversation.conversationId }, { prompt: 'x', projectId: project.body.project.projectId }]) {
+    for (const body of [
+      { prompt: 'x', conversationId: conversation.body.conversation.conversationId },
+      { prompt: 'x', projectId: project.body.project.projectId },
+    ]) {
       expect((await ctx.h.http().post('/api/v1/media/images').set(bob.auth).send(body)).status).toBe(404);
     }
-    expect((await ctx.h.http().post('/api/v1/media/speech').set(bob.auth).send({ text: 'x', projectId: project.body.project.projectId })).status).toBe(404);
+    expect(
+      (await ctx.h.http().post('/api/v1/media/speech').set(bob.auth).send({ text: 'x', projectId: project.body.project.projectId })).status,
+    ).toBe(404);
     expect((await ctx.h.http().post('/api/v1/media/images').set(bob.auth).send({ prompt: 'x', userId: alice.userId })).status).toBe(403);
     expect(await usageRows(ctx.h, bob.userId)).toEqual(before);
     expect((await ctx.h.http().get('/api/v1/outputs').set(bob.auth)).body.outputs).toEqual([]);
 
     // In the caller's own project and conversation, the outputs say so.
-    const mine = await ctx.h.http().post('/api/v1/media/speech').set(alice.auth).send({ text: 'Filed', projectId: project.body.project.projectId, conversationId: conversation.body.conversation.conversationId });
-    expect(mine.body.output).toMatchObject({ projectId: project.body.project.projectId, conversationId: conversation.body.conversation.conversationId });
+    const mine = await ctx.h
+      .http()
+      .post('/api/v1/media/speech')
+      .set(alice.auth)
+      .send({ text: 'Filed', projectId: project.body.project.projectId, conversationId: conversation.body.conversation.conversationId });
+    expect(mine.body.output).toMatchObject({
+      projectId: project.body.project.projectId,
+      conversationId: conversation.body.conversation.conversationId,
+    });
     const inProject = await ctx.h.http().get('/api/v1/outputs').query({ projectId: project.body.project.projectId }).set(alice.auth);
     expect(inProject.body.outputs).toEqual([expect.objectContaining({ outputId: mine.body.output.outputId })]);
   });
@@ -224,7 +327,8 @@ describe('media on the development provider', () => {
 
   test('an Idempotency-Key makes a retried call answer the first result and call the model once', async () => {
     const user = await ctx.h.newUser('media-retry');
-    const send = (body: Record<string, unknown>) => ctx.h.http().post('/api/v1/media/speech').set(user.auth).set('Idempotency-Key', 'speak-1').send(body);
+    const send = (body: Record<string, unknown>) =>
+      ctx.h.http().post('/api/v1/media/speech').set(user.auth).set('Idempotency-Key', 'speak-1').send(body);
     const first = await send({ text: 'Once only' });
     const again = await send({ text: 'Once only' });
     expect(again.status).toBe(200);

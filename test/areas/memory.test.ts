@@ -19,7 +19,9 @@ describe('memory', () => {
     expect(again.data!.created).toBe(false);
     expect(again.data!.memoryItem).toEqual(first.data!.memoryItem);
     const list = await ctx.h.http().get('/api/v1/memory').set(ctx.alice.auth);
-    const same = list.body.memoryItems.filter((m: { content: string }) => normalizeMemoryContent(m.content) === 'prefers typescript examples.');
+    const same = list.body.memoryItems.filter(
+      (m: { content: string }) => normalizeMemoryContent(m.content) === 'prefers typescript examples.',
+    );
     expect(same).toHaveLength(1);
     // Another user's equal fact is their own.
     const bobs = await ctx.bob.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Prefers TypeScript examples.' } });
@@ -28,7 +30,9 @@ describe('memory', () => {
 
   test('concurrent equal creates store one item', async () => {
     const results = await Promise.all(
-      Array.from({ length: 6 }, () => ctx.h.http().post('/api/v1/memory').set(ctx.alice.auth).send({ kind: 'fact', content: 'Lives in Lyon.' })),
+      Array.from({ length: 6 }, () =>
+        ctx.h.http().post('/api/v1/memory').set(ctx.alice.auth).send({ kind: 'fact', content: 'Lives in Lyon.' }),
+      ),
     );
     expect(results.every((r) => r.status === 200)).toBe(true);
     expect(new Set(results.map((r) => r.body.memoryItem.memoryId)).size).toBe(1);
@@ -37,7 +41,8 @@ describe('memory', () => {
 
   test('editing content into another item’s content is a 409; provenance never changes', async () => {
     const a = (await ctx.alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Has a cat.' } })).data!.memoryItem;
-    const b = (await ctx.alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Has a dog.', source: 'import' } })).data!.memoryItem;
+    const b = (await ctx.alice.api.POST('/api/v1/memory', { body: { kind: 'fact', content: 'Has a dog.', source: 'import' } })).data!
+      .memoryItem;
     const clash = await ctx.h.http().patch('/api/v1/memory').set(ctx.alice.auth).send({ memoryId: b.memoryId, content: 'HAS A CAT.' });
     expect(clash.status).toBe(409);
     expect((await ctx.h.http().get('/api/v1/memory').query({ memoryId: b.memoryId }).set(ctx.alice.auth)).body.memoryItem).toEqual(b);
@@ -57,7 +62,13 @@ describe('memory: the collection contract', () => {
       many: 'memoryItems',
       create: (n) => ({ kind: 'fact', content: `Fact number ${n} ${Math.random()}` }),
       update: { kind: 'preference', content: `Updated ${Math.random()}` },
-      invalidCreates: [{ kind: 'fact' }, { content: 'no kind' }, { kind: 'opinion', content: 'x' }, { kind: 'fact', content: '   ' }, { kind: 'fact', content: 'x', source: 'robot' }],
+      invalidCreates: [
+        { kind: 'fact' },
+        { content: 'no kind' },
+        { kind: 'opinion', content: 'x' },
+        { kind: 'fact', content: '   ' },
+        { kind: 'fact', content: 'x', source: 'robot' },
+      ],
       invalidUpdates: [{ kind: 'opinion' }, { content: '' }, { content: 'x'.repeat(4001) }, { omitId: true }],
     },
     () => ctx.h,

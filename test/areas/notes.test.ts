@@ -9,9 +9,11 @@ describe('notes', () => {
     const project = (await ctx.alice.api.POST('/api/v1/projects', { body: { name: 'Notes home' } })).data!.project;
     const plain = (await ctx.alice.api.POST('/api/v1/notes', { body: {} })).data!.note;
     expect(plain).toMatchObject({ title: '', content: '', pinned: false, projectId: null });
-    const pinned = (await ctx.alice.api.POST('/api/v1/notes', {
-      body: { title: 'Pinned', content: '# Heading', pinned: true, projectId: project.projectId },
-    })).data!.note;
+    const pinned = (
+      await ctx.alice.api.POST('/api/v1/notes', {
+        body: { title: 'Pinned', content: '# Heading', pinned: true, projectId: project.projectId },
+      })
+    ).data!.note;
 
     const inProject = await ctx.alice.api.GET('/api/v1/notes', { params: { query: { projectId: project.projectId } } });
     expect(inProject.data && 'notes' in inProject.data && inProject.data.notes.map((n) => n.noteId)).toEqual([pinned.noteId]);
@@ -35,7 +37,9 @@ describe('notes', () => {
       expect(note).toStrictEqual(alone.body.note);
     }
     expect(everything.body.notes.some((note: { projectId: string | null }) => note.projectId === null)).toBe(true);
-    await ctx.alice.api.POST('/api/v1/notes', { body: { title: 'Quote " and \\ and ünïcode ✓', content: 'line\nbreak', pinned: true, projectId: project.projectId } });
+    await ctx.alice.api.POST('/api/v1/notes', {
+      body: { title: 'Quote " and \\ and ünïcode ✓', content: 'line\nbreak', pinned: true, projectId: project.projectId },
+    });
     await ctx.alice.api.POST('/api/v1/notes', { body: { title: 'Second', projectId: project.projectId } });
     await ctx.alice.api.POST('/api/v1/notes', { body: { title: 'Third', projectId: project.projectId } });
     const validated = await ctx.h.http().get('/api/v1/notes').query({ projectId: project.projectId, limit: 2 }).set(ctx.alice.auth);
@@ -45,13 +49,20 @@ describe('notes', () => {
       const alone = await ctx.h.http().get('/api/v1/notes').query({ noteId: note.noteId }).set(ctx.alice.auth);
       expect(note).toStrictEqual(alone.body.note);
     }
-    const rest = await ctx.h.http().get('/api/v1/notes').query({ projectId: project.projectId, cursor: validated.body.nextCursor }).set(ctx.alice.auth);
+    const rest = await ctx.h
+      .http()
+      .get('/api/v1/notes')
+      .query({ projectId: project.projectId, cursor: validated.body.nextCursor })
+      .set(ctx.alice.auth);
     expect(rest.body).toMatchObject({ notes: [{ title: 'Quote " and \\ and ünïcode ✓', content: 'line\nbreak' }], nextCursor: null });
 
     // Outside tests answers are not validated: the page's text is sent as it is.
     const unvalidated = await anotherInstance(ctx.h, { VALIDATE_RESPONSES: 'false' });
     try {
-      const raw = await supertest(unvalidated.app).get('/api/v1/notes').query({ projectId: project.projectId, limit: 2 }).set(ctx.alice.auth);
+      const raw = await supertest(unvalidated.app)
+        .get('/api/v1/notes')
+        .query({ projectId: project.projectId, limit: 2 })
+        .set(ctx.alice.auth);
       expect(raw.status).toBe(200);
       expect(raw.headers['content-type']).toBe('application/json; charset=utf-8');
       expect(Number(raw.headers['content-length'])).toBe(Buffer.byteLength(raw.text));
@@ -67,7 +78,9 @@ describe('notes', () => {
   test('every combination of filters and cursor reads what the query builder reads (the page query is compiled once per combination)', async () => {
     const project = (await ctx.alice.api.POST('/api/v1/projects', { body: { name: 'Shapes' } })).data!.project;
     for (let i = 0; i < 6; i += 1) {
-      await ctx.alice.api.POST('/api/v1/notes', { body: { title: `Shape ${i}`, pinned: i % 2 === 0, ...(i < 4 ? { projectId: project.projectId } : {}) } });
+      await ctx.alice.api.POST('/api/v1/notes', {
+        body: { title: `Shape ${i}`, pinned: i % 2 === 0, ...(i < 4 ? { projectId: project.projectId } : {}) },
+      });
     }
     const db = ctx.h.runtime.database.db;
     // What each page should hold, read by a query of its own.
@@ -76,7 +89,10 @@ describe('notes', () => {
       if (projectId !== undefined) query = query.where('project_id', '=', projectId);
       if (pinned !== undefined) query = query.where('pinned', '=', pinned);
       if (beforeId !== null) query = query.where('id', '<', beforeId);
-      return query.orderBy('id', 'desc').limit(limit + 1).execute();
+      return query
+        .orderBy('id', 'desc')
+        .limit(limit + 1)
+        .execute();
     };
     const all = await expectedPage(undefined, undefined, null, 1000);
     const cursorId = all[1]!.id;
@@ -101,7 +117,11 @@ describe('notes', () => {
   });
 
   test('a title over 200 characters is refused', async () => {
-    const res = await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'x'.repeat(201) });
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/notes')
+      .set(ctx.alice.auth)
+      .send({ title: 'x'.repeat(201) });
     expect(res.status).toBe(400);
     expect(res.body.details[0].path).toBe('/body/title');
   });

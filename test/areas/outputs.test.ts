@@ -11,12 +11,25 @@ describe('outputs', () => {
   test('listed, read, streamed with ranges, and deleted by their owner only', async () => {
     const { alice, bob } = ctx;
     const output = await createOutput(alice.userId, { automationId: 'auto-1', conversationId: 'conv-1' });
-    const text = await createOutput(alice.userId, { type: 'text', name: 'summary.md', mimeType: 'text/markdown', body: Buffer.from('# Summary') });
+    const text = await createOutput(alice.userId, {
+      type: 'text',
+      name: 'summary.md',
+      mimeType: 'text/markdown',
+      body: Buffer.from('# Summary'),
+    });
 
     const list = await alice.api.GET('/api/v1/outputs', {});
     expect(list.data && 'outputs' in list.data && list.data.outputs.map((o) => o.outputId)).toEqual([text.id, output.id]);
     const images = await ctx.h.http().get('/api/v1/outputs').query({ type: 'image', automationId: 'auto-1' }).set(alice.auth);
-    expect(images.body.outputs).toEqual([expect.objectContaining({ outputId: output.id, type: 'image', sizeBytes: png.length, automationId: 'auto-1', conversationId: 'conv-1' })]);
+    expect(images.body.outputs).toEqual([
+      expect.objectContaining({
+        outputId: output.id,
+        type: 'image',
+        sizeBytes: png.length,
+        automationId: 'auto-1',
+        conversationId: 'conv-1',
+      }),
+    ]);
     const one = await ctx.h.http().get('/api/v1/outputs').query({ outputId: output.id }).set(alice.auth);
     expect(one.body.output.sha256).toMatch(/^[0-9a-f]{64}$/);
 
@@ -24,7 +37,13 @@ describe('outputs', () => {
     expect(content.status).toBe(200);
     expect((content.body as Buffer).equals(png)).toBe(true);
     expect(content.headers).toMatchObject({ 'content-type': 'image/png', 'x-content-type-options': 'nosniff' });
-    const part = await ctx.h.http().get(`/api/v1/outputs/${output.id}/content`).set(alice.auth).set('Range', 'bytes=0-7').buffer(true).parse(binaryBody);
+    const part = await ctx.h
+      .http()
+      .get(`/api/v1/outputs/${output.id}/content`)
+      .set(alice.auth)
+      .set('Range', 'bytes=0-7')
+      .buffer(true)
+      .parse(binaryBody);
     expect(part.status).toBe(206);
     expect((part.body as Buffer).equals(png.subarray(0, 8))).toBe(true);
 
@@ -44,7 +63,12 @@ describe('outputs', () => {
   });
 
   test('an active type is an attachment', async () => {
-    const html = await createOutput(ctx.alice.userId, { type: 'document', name: 'page.html', mimeType: 'text/html', body: Buffer.from('<script>1</script>') });
+    const html = await createOutput(ctx.alice.userId, {
+      type: 'document',
+      name: 'page.html',
+      mimeType: 'text/html',
+      body: Buffer.from('<script>1</script>'),
+    });
     const res = await ctx.h.http().get(`/api/v1/outputs/${html.id}/content`).set(ctx.alice.auth);
     expect(res.headers['content-disposition']).toMatch(/^attachment; filename="page.html"/);
   });

@@ -31,7 +31,9 @@ describe('projects', () => {
     expect(again.projectId).toBe(first.projectId);
     expect(again.name).toBe('Inbox');
     const concurrent = await Promise.all(
-      Array.from({ length: 5 }, () => ctx.h.http().post('/api/v1/projects').set(ctx.alice.auth).send({ name: 'Race', clientId: 'web-race' })),
+      Array.from({ length: 5 }, () =>
+        ctx.h.http().post('/api/v1/projects').set(ctx.alice.auth).send({ name: 'Race', clientId: 'web-race' }),
+      ),
     );
     expect(new Set(concurrent.map((r) => r.body.project.projectId)).size).toBe(1);
     // The same clientId is independent per user.

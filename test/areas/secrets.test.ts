@@ -22,7 +22,11 @@ const ctx = useHarnessWith(
 );
 
 const storedSecret = async (subscriptionId: string) =>
-  ctx.h.runtime.database.db.selectFrom('webhook_subscriptions').select(['secret', 'previous_secret']).where('id', '=', subscriptionId).executeTakeFirstOrThrow();
+  ctx.h.runtime.database.db
+    .selectFrom('webhook_subscriptions')
+    .select(['secret', 'previous_secret'])
+    .where('id', '=', subscriptionId)
+    .executeTakeFirstOrThrow();
 
 const sendTest = (user: { auth: { Authorization: string } }, subscriptionId: string) =>
   ctx.h.http().post('/api/v1/webhooks/test').set(user.auth).send({ subscriptionId });
@@ -39,7 +43,11 @@ describe('secrets at rest', () => {
 
     // The sealed value copied into another user's row does not open there: nothing is sent.
     const other = await subscribe(ctx.h, ctx.bob, `${receiver.url}?bob`);
-    await ctx.h.runtime.database.db.updateTable('webhook_subscriptions').set({ secret: stored }).where('id', '=', other.subscription.subscriptionId).execute();
+    await ctx.h.runtime.database.db
+      .updateTable('webhook_subscriptions')
+      .set({ secret: stored })
+      .where('id', '=', other.subscription.subscriptionId)
+      .execute();
     const received = receiver.received.length;
     const refused = await sendTest(ctx.bob, other.subscription.subscriptionId);
     expect(refused.status).toBe(200);
@@ -75,18 +83,25 @@ describe('secrets at rest', () => {
     const plain = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw5uH7r9ZqQbk=';
     const k1Only = new Secrets([{ id: 'k1', key: Buffer.alloc(32, 1) }]);
     const legacy = await insert(() => ({ secret: sealV1(WEBHOOK_SECRETS_KEY, plain) }));
-    const older = await insert((id) => ({ secret: k1Only.seal(plain, signingSecretContext(id)), previous: sealV1(WEBHOOK_SECRETS_KEY, 'whsec_previous') }));
+    const older = await insert((id) => ({
+      secret: k1Only.seal(plain, signingSecretContext(id)),
+      previous: sealV1(WEBHOOK_SECRETS_KEY, 'whsec_previous'),
+    }));
     const lost = await insert(() => ({ secret: new Secrets([{ id: 'k9', key: Buffer.alloc(32, 9) }]).seal(plain, 'x') }));
 
     const report = await resealAll(ctx.h.runtime.database.db, ctx.h.runtime.secrets, SEALED_COLUMNS);
     expect(report.resealed).toBe(3);
-    expect(report.unreadable).toEqual([expect.objectContaining({ table: 'webhook_subscriptions', column: 'secret', id: lost, reason: expect.stringContaining('"k9"') })]);
+    expect(report.unreadable).toEqual([
+      expect.objectContaining({ table: 'webhook_subscriptions', column: 'secret', id: lost, reason: expect.stringContaining('"k9"') }),
+    ]);
     for (const id of [legacy, older]) {
       const row = await storedSecret(id);
       expect(row.secret).toMatch(/^s1:k2:/);
       expect(ctx.h.runtime.secrets.open(row.secret, signingSecretContext(id))).toBe(plain);
     }
-    expect(ctx.h.runtime.secrets.open((await storedSecret(older)).previous_secret as string, signingSecretContext(older))).toBe('whsec_previous');
+    expect(ctx.h.runtime.secrets.open((await storedSecret(older)).previous_secret as string, signingSecretContext(older))).toBe(
+      'whsec_previous',
+    );
     expect((await storedSecret(lost)).secret).toMatch(/^s1:k9:/);
     // What was re-sealed still signs deliveries the receiver verifies with the secret it knows.
     const sent = await sendTest(ctx.alice, legacy);
@@ -96,14 +111,22 @@ describe('secrets at rest', () => {
   });
 
   test('rotation re-seals the API keys of model provider connections too', async () => {
-    const created = await ctx.h.http().post('/api/v1/model-providers').set(ctx.alice.auth).send({ kind: 'openai', name: 'Rotated', apiKey: 'sk-rotate-me' });
+    const created = await ctx.h
+      .http()
+      .post('/api/v1/model-providers')
+      .set(ctx.alice.auth)
+      .send({ kind: 'openai', name: 'Rotated', apiKey: 'sk-rotate-me' });
     expect(created.status).toBe(200);
     const id = created.body.connection.connectionId as string;
     const { db } = ctx.h.runtime.database;
     const stored = () => db.selectFrom('model_connections').select('api_key').where('id', '=', id).executeTakeFirstOrThrow();
     expect((await stored()).api_key).toMatch(/^s1:k2:/);
     const k1Only = new Secrets([{ id: 'k1', key: Buffer.alloc(32, 1) }]);
-    await db.updateTable('model_connections').set({ api_key: k1Only.seal('sk-rotate-me', apiKeyContext(id)) }).where('id', '=', id).execute();
+    await db
+      .updateTable('model_connections')
+      .set({ api_key: k1Only.seal('sk-rotate-me', apiKeyContext(id)) })
+      .where('id', '=', id)
+      .execute();
     const report = await resealAll(db, ctx.h.runtime.secrets, SEALED_COLUMNS);
     expect(report.resealed).toBe(1);
     const { api_key } = await stored();
@@ -118,12 +141,24 @@ describe('secrets at rest', () => {
     const now = new Date();
     await db
       .insertInto('integration_connections')
-      .values({ id, owner_user_id: ctx.alice.userId, integration_id: 'github', access_token: k1Only.seal('gho_rotate-me', accessContext(id)), token_type: 'bearer', created_at: now, updated_at: now })
+      .values({
+        id,
+        owner_user_id: ctx.alice.userId,
+        integration_id: 'github',
+        access_token: k1Only.seal('gho_rotate-me', accessContext(id)),
+        token_type: 'bearer',
+        created_at: now,
+        updated_at: now,
+      })
       .execute();
     const report = await resealAll(db, ctx.h.runtime.secrets, SEALED_COLUMNS);
     expect(report.resealed).toBe(1);
     expect(report.unreadable.filter((u) => u.table === 'integration_connections')).toEqual([]);
-    const { access_token } = await db.selectFrom('integration_connections').select('access_token').where('id', '=', id).executeTakeFirstOrThrow();
+    const { access_token } = await db
+      .selectFrom('integration_connections')
+      .select('access_token')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
     expect(access_token).toMatch(/^s1:k2:/);
     expect(ctx.h.runtime.secrets.open(access_token, accessContext(id))).toBe('gho_rotate-me');
   });

@@ -31,8 +31,17 @@ describe('settings', () => {
       theme: 'system',
       ui: {},
       inherited: [
-        'defaultChatModel', 'defaultImageModel', 'defaultTranscriptionModel', 'defaultSpeechModel', 'defaultEmbeddingsModel',
-        'memoryInChat', 'knowledgeInChat', 'toolApproval', 'locale', 'timeZone', 'theme',
+        'defaultChatModel',
+        'defaultImageModel',
+        'defaultTranscriptionModel',
+        'defaultSpeechModel',
+        'defaultEmbeddingsModel',
+        'memoryInChat',
+        'knowledgeInChat',
+        'toolApproval',
+        'locale',
+        'timeZone',
+        'theme',
       ],
       updatedAt: null,
     });
@@ -40,15 +49,19 @@ describe('settings', () => {
 
   test('PATCH changes only the fields present, canonicalizes locale and time zone, and null resets to the default', async () => {
     const { alice } = ctx;
-    const first = await ctx.h.http().patch('/api/v1/settings').set(alice.auth).send({
-      defaultChatModel: 'qwen2.5:7b',
-      theme: 'dark',
-      locale: 'en-gb',
-      timeZone: 'europe/berlin',
-      knowledgeInChat: true,
-      toolApproval: 'always_ask',
-      ui: { sidebar: 'collapsed', editor: { fontSize: 14 } },
-    });
+    const first = await ctx.h
+      .http()
+      .patch('/api/v1/settings')
+      .set(alice.auth)
+      .send({
+        defaultChatModel: 'qwen2.5:7b',
+        theme: 'dark',
+        locale: 'en-gb',
+        timeZone: 'europe/berlin',
+        knowledgeInChat: true,
+        toolApproval: 'always_ask',
+        ui: { sidebar: 'collapsed', editor: { fontSize: 14 } },
+      });
     expect(first.status).toBe(200);
     expect(first.body.settings).toMatchObject({
       defaultChatModel: 'qwen2.5:7b',
@@ -60,12 +73,24 @@ describe('settings', () => {
       toolApproval: 'always_ask',
       ui: { sidebar: 'collapsed', editor: { fontSize: 14 } },
     });
-    expect(first.body.settings.inherited).toEqual(['defaultImageModel', 'defaultTranscriptionModel', 'defaultSpeechModel', 'defaultEmbeddingsModel', 'memoryInChat']);
+    expect(first.body.settings.inherited).toEqual([
+      'defaultImageModel',
+      'defaultTranscriptionModel',
+      'defaultSpeechModel',
+      'defaultEmbeddingsModel',
+      'memoryInChat',
+    ]);
     expect(first.body.settings.updatedAt).toEqual(expect.any(Number));
 
     const second = await ctx.h.http().patch('/api/v1/settings').set(alice.auth).send({ theme: 'light', defaultChatModel: null });
     expect(second.status).toBe(200);
-    expect(second.body.settings).toMatchObject({ theme: 'light', defaultChatModel: 'llama3.1:8b', locale: 'en-GB', timeZone: 'Europe/Berlin', knowledgeInChat: true });
+    expect(second.body.settings).toMatchObject({
+      theme: 'light',
+      defaultChatModel: 'llama3.1:8b',
+      locale: 'en-GB',
+      timeZone: 'Europe/Berlin',
+      knowledgeInChat: true,
+    });
     expect(second.body.settings.inherited).toContain('defaultChatModel');
     expect(await settingsOf(alice.auth)).toEqual(second.body.settings);
 
@@ -111,7 +136,11 @@ describe('settings', () => {
     }
     expect(await settingsOf(user.auth)).toEqual(before);
     // Just under the limit is accepted.
-    const fits = await h.http().patch('/api/v1/settings').set(user.auth).send({ ui: { blob: 'x'.repeat(16 * 1024 - 20) } });
+    const fits = await h
+      .http()
+      .patch('/api/v1/settings')
+      .set(user.auth)
+      .send({ ui: { blob: 'x'.repeat(16 * 1024 - 20) } });
     expect(fits.status).toBe(200);
   });
 
@@ -119,7 +148,11 @@ describe('settings', () => {
     const { h } = ctx;
     const erin = await h.newUser('erin');
     const frank = await h.newUser('frank');
-    await h.http().patch('/api/v1/settings').set(erin.auth).send({ theme: 'dark', locale: 'de-DE', ui: { private: true } });
+    await h
+      .http()
+      .patch('/api/v1/settings')
+      .set(erin.auth)
+      .send({ theme: 'dark', locale: 'de-DE', ui: { private: true } });
     const franks = await settingsOf(frank.auth);
     expect(franks).toMatchObject({ theme: 'system', locale: 'en-US', ui: {}, updatedAt: null });
     await h.http().patch('/api/v1/settings').set(frank.auth).send({ theme: 'light' });
@@ -183,7 +216,12 @@ describe('onboarding', () => {
     const oneReset = await h.http().post('/api/v1/onboarding/reset').set(user.auth).send({ step: 'first_project' });
     expect(oneReset.status).toBe(200);
     // Still done: the data shows it.
-    expect(doneOf(oneReset.body.onboarding)).toEqual({ profile: 'completed', model: 'completed', first_project: 'data', first_file: 'completed' });
+    expect(doneOf(oneReset.body.onboarding)).toEqual({
+      profile: 'completed',
+      model: 'completed',
+      first_project: 'data',
+      first_file: 'completed',
+    });
     const reset = await h.http().post('/api/v1/onboarding/reset').set(user.auth);
     expect(reset.status).toBe(200);
     expect(reset.body.onboarding).toMatchObject({ completed: false });

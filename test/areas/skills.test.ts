@@ -11,7 +11,11 @@ describe('skills', () => {
     expect(clash.status).toBe(409);
     expect(clash.body.code).toBe('conflict');
     const other = await ctx.alice.api.POST('/api/v1/skills', { body: { name: 'Translate' } });
-    const rename = await ctx.h.http().patch('/api/v1/skills').set(ctx.alice.auth).send({ skillId: other.data!.skill.skillId, name: 'summarize' });
+    const rename = await ctx.h
+      .http()
+      .patch('/api/v1/skills')
+      .set(ctx.alice.auth)
+      .send({ skillId: other.data!.skill.skillId, name: 'summarize' });
     expect(rename.status).toBe(409);
     const unchanged = await ctx.h.http().get('/api/v1/skills').query({ skillId: other.data!.skill.skillId }).set(ctx.alice.auth);
     expect(unchanged.body.skill.name).toBe('Translate');
@@ -34,7 +38,13 @@ describe('skills: the collection contract', () => {
       many: 'skills',
       create: (n) => ({ name: `Skill ${n}`, description: 'does things' }),
       update: { description: 'changed', enabled: false },
-      invalidCreates: [{}, { name: '' }, { name: 'x'.repeat(101) }, { name: 'ok', enabled: 'no' }, { name: 'ok', instructions: 'x'.repeat(20001) }],
+      invalidCreates: [
+        {},
+        { name: '' },
+        { name: 'x'.repeat(101) },
+        { name: 'ok', enabled: 'no' },
+        { name: 'ok', instructions: 'x'.repeat(20001) },
+      ],
       invalidUpdates: [{ name: ' ' }, { enabled: null }, { omitId: true }, { description: 'x'.repeat(1001) }],
     },
     () => ctx.h,

@@ -46,7 +46,12 @@ async function notes(user: TestUser) {
 const db = () => ctx.h.runtime.database.db;
 
 async function approvalAudits(approvalId: string) {
-  return db().selectFrom('audit_events').selectAll().where('action', '=', 'tool.approval.decide').where('resource_id', '=', approvalId).execute();
+  return db()
+    .selectFrom('audit_events')
+    .selectAll()
+    .where('action', '=', 'tool.approval.decide')
+    .where('resource_id', '=', approvalId)
+    .execute();
 }
 
 /** A turn in which the model calls notes_create (approval required): the paused reply and its approval. */
@@ -63,7 +68,7 @@ async function pausedTurn(user: TestUser, args: Record<string, unknown>) {
 }
 
 describe('the tool registry', () => {
-  test('lists the built-in tools with their schemas and policies, adjusted by the caller\'s setting', async () => {
+  test("lists the built-in tools with their schemas and policies, adjusted by the caller's setting", async () => {
     const res = await ctx.h.http().get('/api/v1/tools').set(ctx.alice.auth);
     expect(res.status).toBe(200);
     const policies = Object.fromEntries(res.body.tools.map((t: { name: string; policy: string }) => [t.name, t.policy]));
@@ -85,7 +90,13 @@ describe('the tool registry', () => {
     }
 
     const carol = await ctx.h.newUser('carol');
-    const policiesOf = async () => Object.fromEntries((await ctx.h.http().get('/api/v1/tools').set(carol.auth)).body.tools.map((t: { name: string; policy: string }) => [t.name, t.policy]));
+    const policiesOf = async () =>
+      Object.fromEntries(
+        (await ctx.h.http().get('/api/v1/tools').set(carol.auth)).body.tools.map((t: { name: string; policy: string }) => [
+          t.name,
+          t.policy,
+        ]),
+      );
     expect((await ctx.h.http().patch('/api/v1/settings').set(carol.auth).send({ toolApproval: 'always_ask' })).status).toBe(200);
     expect(await policiesOf()).toMatchObject({ notes_search: 'approval_required', notes_create: 'approval_required', memory_save: 'deny' });
     expect((await ctx.h.http().patch('/api/v1/settings').set(carol.auth).send({ toolApproval: 'auto_approve' })).status).toBe(200);
@@ -102,21 +113,46 @@ describe('the tool registry', () => {
 describe('tool calling in chat', () => {
   test('the model calls a built-in tool (notes_search) through OpenAI-format tool calls, then answers', async () => {
     const user = await ctx.h.newUser('searcher');
-    expect((await ctx.h.http().post('/api/v1/notes').set(user.auth).send({ title: 'Launch', content: 'The launch is on Monday.' })).status).toBe(200);
+    expect(
+      (await ctx.h.http().post('/api/v1/notes').set(user.auth).send({ title: 'Launch', content: 'The launch is on Monday.' })).status,
+    ).toBe(200);
     const conversationId = await conversation(user);
-    script(call('call_1', 'notes_search', { query: 'launch' }), { kind: 'reply', chunks: ['The launch', ' is on Monday.'], usage: { prompt: 30, completion: 7 } });
+    script(call('call_1', 'notes_search', { query: 'launch' }), {
+      kind: 'reply',
+      chunks: ['The launch', ' is on Monday.'],
+      usage: { prompt: 30, completion: 7 },
+    });
     const before = servers.model.requests.length;
     const res = await send(user, conversationId, 'When is the launch?');
     expect(res.status).toBe(200);
     const { reply } = res.body;
     expect(reply).toMatchObject({ status: 'complete', content: 'The launch is on Monday.' });
     expect(reply.parts.map((p: { type: string }) => p.type)).toEqual(['tool-call', 'tool-result', 'text']);
-    expect(reply.parts[0]).toEqual({ type: 'tool-call', toolCallId: 'call_1', toolName: 'notes_search', arguments: { query: 'launch' }, policy: 'allow', approvalId: null });
-    expect(reply.parts[1]).toMatchObject({ type: 'tool-result', toolCallId: 'call_1', toolName: 'notes_search', outcome: 'success', isError: false, truncated: false });
+    expect(reply.parts[0]).toEqual({
+      type: 'tool-call',
+      toolCallId: 'call_1',
+      toolName: 'notes_search',
+      arguments: { query: 'launch' },
+      policy: 'allow',
+      approvalId: null,
+    });
+    expect(reply.parts[1]).toMatchObject({
+      type: 'tool-result',
+      toolCallId: 'call_1',
+      toolName: 'notes_search',
+      outcome: 'success',
+      isError: false,
+      truncated: false,
+    });
     expect(JSON.parse(reply.parts[1].output)).toEqual([expect.objectContaining({ title: 'Launch', noteId: expect.any(String) })]);
     // Each step is charged: two model calls, their usage summed on the reply.
     expect(reply.usage).toMatchObject({ inputTokens: 40, outputTokens: 12 });
-    const records = await db().selectFrom('usage_records').select(['resource_id', 'input_tokens']).where('user_id', '=', user.userId).orderBy('id').execute();
+    const records = await db()
+      .selectFrom('usage_records')
+      .select(['resource_id', 'input_tokens'])
+      .where('user_id', '=', user.userId)
+      .orderBy('id')
+      .execute();
     expect(records).toEqual([
       { resource_id: reply.messageId, input_tokens: 10 },
       { resource_id: `${reply.messageId}:2`, input_tokens: 30 },
@@ -221,7 +257,9 @@ describe('tool calling in chat', () => {
     const res = await send(ctx.alice, conversationId, 'Search.');
     const result = res.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result');
     expect(result).toMatchObject({ outcome: 'error', isError: true });
-    expect(result.output).toBe('The arguments are not valid: sources[1] must be one of files, memory, notes, projects; sources must NOT have duplicate items (items 0 and 2 are identical).');
+    expect(result.output).toBe(
+      'The arguments are not valid: sources[1] must be one of files, memory, notes, projects; sources must NOT have duplicate items (items 0 and 2 are identical).',
+    );
   });
 
   test('the step limit: the last model call is made without tools, so the turn ends with an answer', async () => {
@@ -240,7 +278,11 @@ describe('tool calling in chat', () => {
   test('a result over the cap is truncated to TOOL_RESULT_MAX_BYTES', async () => {
     const user = await ctx.h.newUser('big');
     for (const i of [1, 2, 3]) {
-      const res = await ctx.h.http().post('/api/v1/memory').set(user.auth).send({ kind: 'fact', content: `Gardening note ${i}: ${'tomatoes like sun and water. '.repeat(30)}` });
+      const res = await ctx.h
+        .http()
+        .post('/api/v1/memory')
+        .set(user.auth)
+        .send({ kind: 'fact', content: `Gardening note ${i}: ${'tomatoes like sun and water. '.repeat(30)}` });
       expect(res.status).toBe(200);
     }
     const conversationId = await conversation(user);
@@ -264,16 +306,33 @@ describe('approvals', () => {
     // Listed, and announced by webhook.
     const listed = await ctx.h.http().get('/api/v1/approvals').set(ctx.alice.auth);
     expect(listed.status).toBe(200);
-    expect(listed.body.approvals[0]).toMatchObject({ approvalId, conversationId, messageId: reply.messageId, toolCallId: 'call_w', toolName: 'notes_create', arguments: args, status: 'pending', decidedAt: null });
+    expect(listed.body.approvals[0]).toMatchObject({
+      approvalId,
+      conversationId,
+      messageId: reply.messageId,
+      toolCallId: 'call_w',
+      toolName: 'notes_create',
+      arguments: args,
+      status: 'pending',
+      decidedAt: null,
+    });
     expect(listed.body.approvals[0].argumentsDigest).toMatch(/^[0-9a-f]{64}$/);
-    const delivered = await eventually(() => servers.receiver.received.find((r) => JSON.parse(r.body).type === 'approval.requested' && JSON.parse(r.body).data.approvalId === approvalId));
+    const delivered = await eventually(() =>
+      servers.receiver.received.find(
+        (r) => JSON.parse(r.body).type === 'approval.requested' && JSON.parse(r.body).data.approvalId === approvalId,
+      ),
+    );
     expect(verify(hook.secret, delivered).data).toMatchObject({ approvalId, toolName: 'notes_create', arguments: args });
 
     // A paused turn is not generating: the lease recovery leaves it alone.
     await ctx.h.runtime.replies.runOnce();
     expect((await ctx.h.http().get('/api/v1/approvals').query({ approvalId }).set(ctx.alice.auth)).body.approval.status).toBe('pending');
 
-    const decided = await decide(ctx.alice, { approvalId, decision: 'approve', arguments: { content: '- book the room', title: 'Launch checklist' } });
+    const decided = await decide(ctx.alice, {
+      approvalId,
+      decision: 'approve',
+      arguments: { content: '- book the room', title: 'Launch checklist' },
+    });
     expect(decided.status).toBe(200);
     expect(decided.body.approval).toMatchObject({ approvalId, status: 'approved', decidedAt: expect.any(Number) });
     expect(decided.body.reply).toMatchObject({ messageId: reply.messageId, status: 'complete', content: 'Done.' });
@@ -283,7 +342,12 @@ describe('approvals', () => {
     expect(created).toHaveLength(before + 1);
     expect(created[0]).toMatchObject(args);
     expect(await approvalAudits(approvalId)).toEqual([
-      expect.objectContaining({ actor_user_id: ctx.alice.userId, resource_type: 'approval', outcome: 'success', metadata: expect.objectContaining({ decision: 'approve', toolName: 'notes_create' }) }),
+      expect.objectContaining({
+        actor_user_id: ctx.alice.userId,
+        resource_type: 'approval',
+        outcome: 'success',
+        metadata: expect.objectContaining({ decision: 'approve', toolName: 'notes_create' }),
+      }),
     ]);
 
     // Single use: a replay is refused and runs nothing.
@@ -292,7 +356,9 @@ describe('approvals', () => {
     expect(replay.body.code).toBe('conflict');
     expect(await notes(ctx.alice)).toHaveLength(before + 1);
     expect(await approvalAudits(approvalId)).toHaveLength(1);
-    expect((await ctx.h.http().get('/api/v1/approvals').set(ctx.alice.auth)).body.approvals.map((a: { approvalId: string }) => a.approvalId)).not.toContain(approvalId);
+    expect(
+      (await ctx.h.http().get('/api/v1/approvals').set(ctx.alice.auth)).body.approvals.map((a: { approvalId: string }) => a.approvalId),
+    ).not.toContain(approvalId);
   });
 
   test('another user, changed arguments and a bad decision are refused and run nothing', async () => {
@@ -317,7 +383,11 @@ describe('approvals', () => {
     expect(await approvalAudits(approvalId)).toEqual([]);
     const pending = await ctx.h.http().get('/api/v1/approvals').query({ approvalId }).set(ctx.alice.auth);
     expect(pending.body.approval.status).toBe('pending');
-    const stored = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId: reply.conversationId }).set(ctx.alice.auth);
+    const stored = await ctx.h
+      .http()
+      .get('/api/v1/conversations/messages')
+      .query({ conversationId: reply.conversationId })
+      .set(ctx.alice.auth);
     expect(stored.body.messages[0]).toMatchObject({ status: 'awaiting_approval' });
 
     // It can still be decided by its owner.
@@ -332,11 +402,16 @@ describe('approvals', () => {
     expect(res.status).toBe(200);
     expect(res.body.approval.status).toBe('denied');
     expect(res.body.reply).toMatchObject({ status: 'complete', content: 'Done.' });
-    expect(res.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result')).toMatchObject({ outcome: 'denied', isError: true });
+    expect(res.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result')).toMatchObject({
+      outcome: 'denied',
+      isError: true,
+    });
     const told = servers.model.requests.slice(before)[1]!.body.messages.find((m) => m.role === 'tool');
     expect(told!.content).toMatch(/denied/);
     expect(await notes(ctx.alice)).toHaveLength(count);
-    expect(await approvalAudits(approvalId)).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ decision: 'deny' }) })]);
+    expect(await approvalAudits(approvalId)).toEqual([
+      expect.objectContaining({ metadata: expect.objectContaining({ decision: 'deny' }) }),
+    ]);
     expect((await decide(ctx.alice, { approvalId, decision: 'approve' })).status).toBe(409);
     expect(await notes(ctx.alice)).toHaveLength(count);
   });
@@ -344,17 +419,34 @@ describe('approvals', () => {
   test('expiry: a late decision is refused (410) and runs nothing; the paused reply ends as failed', async () => {
     const hook = await subscribe(ctx.h, ctx.bob, servers.receiver.url, ['chat.failed']);
     const { approvalId, reply } = await pausedTurn(ctx.bob, { title: 'Too late', content: 'z' });
-    await db().updateTable('tool_approvals').set({ expires_at: new Date(Date.now() - 1000) }).where('id', '=', approvalId).execute();
+    await db()
+      .updateTable('tool_approvals')
+      .set({ expires_at: new Date(Date.now() - 1000) })
+      .where('id', '=', approvalId)
+      .execute();
     const late = await decide(ctx.bob, { approvalId, decision: 'approve' });
     expect(late.status).toBe(410);
     expect(late.body.code).toBe('approval_expired');
     expect(await notes(ctx.bob)).toEqual([]);
 
     await ctx.h.runtime.replies.runOnce();
-    const stored = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId: reply.conversationId }).set(ctx.bob.auth);
-    expect(stored.body.messages[0]).toMatchObject({ messageId: reply.messageId, status: 'failed', errorCode: 'approval_expired', usage: null });
+    const stored = await ctx.h
+      .http()
+      .get('/api/v1/conversations/messages')
+      .query({ conversationId: reply.conversationId })
+      .set(ctx.bob.auth);
+    expect(stored.body.messages[0]).toMatchObject({
+      messageId: reply.messageId,
+      status: 'failed',
+      errorCode: 'approval_expired',
+      usage: null,
+    });
     expect((await ctx.h.http().get('/api/v1/approvals').query({ approvalId }).set(ctx.bob.auth)).body.approval.status).toBe('expired');
-    const failed = await eventually(() => servers.receiver.received.find((r) => JSON.parse(r.body).type === 'chat.failed' && JSON.parse(r.body).data.messageId === reply.messageId));
+    const failed = await eventually(() =>
+      servers.receiver.received.find(
+        (r) => JSON.parse(r.body).type === 'chat.failed' && JSON.parse(r.body).data.messageId === reply.messageId,
+      ),
+    );
     expect(verify(hook.secret, failed).data).toMatchObject({ errorCode: 'approval_expired' });
     expect((await decide(ctx.bob, { approvalId, decision: 'approve' })).status).toBe(410);
     expect(await approvalAudits(approvalId)).toEqual([]);
@@ -372,11 +464,17 @@ describe('approvals', () => {
       .parse(textBody);
     const events = parseEvents(res.body as string);
     expect(events.map((e) => e.event)).toEqual(['message', 'tool-call', 'approval-required']);
-    expect(events[2]!.data).toMatchObject({ approval: { toolName: 'automation_run', arguments: { automationId: 'a1' }, status: 'pending' }, message: { status: 'awaiting_approval' } });
+    expect(events[2]!.data).toMatchObject({
+      approval: { toolName: 'automation_run', arguments: { automationId: 'a1' }, status: 'pending' },
+      message: { status: 'awaiting_approval' },
+    });
     // Approving an automation that is not the caller's: the tool's refusal is the model's to read.
     const approvalId = (events[2]!.data.approval as { approvalId: string }).approvalId;
     const res2 = await decide(ctx.alice, { approvalId, decision: 'approve' });
-    expect(res2.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result')).toMatchObject({ outcome: 'error', output: expect.stringMatching(/not found/i) });
+    expect(res2.body.reply.parts.find((p: { type: string }) => p.type === 'tool-result')).toMatchObject({
+      outcome: 'error',
+      output: expect.stringMatching(/not found/i),
+    });
   });
 });
 
@@ -387,12 +485,29 @@ describe('the development provider', () => {
       const user = await h.newUser();
       const created = await h.http().post('/api/v1/conversations').set(user.auth).send({});
       const conversationId = created.body.conversation.conversationId;
-      const res = await h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'List them.\n/tool projects_list {"limit": 5}' });
+      const res = await h
+        .http()
+        .post('/api/v1/conversations/messages')
+        .set(user.auth)
+        .send({ conversationId, content: 'List them.\n/tool projects_list {"limit": 5}' });
       expect(res.status).toBe(200);
-      expect(res.body.reply).toMatchObject({ status: 'complete', model: 'development', content: 'Development model (no AI provider is configured). The tool projects_list returned: []' });
-      expect(res.body.reply.parts[0]).toMatchObject({ type: 'tool-call', toolCallId: 'call_1', toolName: 'projects_list', arguments: { limit: 5 } });
+      expect(res.body.reply).toMatchObject({
+        status: 'complete',
+        model: 'development',
+        content: 'Development model (no AI provider is configured). The tool projects_list returned: []',
+      });
+      expect(res.body.reply.parts[0]).toMatchObject({
+        type: 'tool-call',
+        toolCallId: 'call_1',
+        toolName: 'projects_list',
+        arguments: { limit: 5 },
+      });
 
-      const paused = await h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: '/tool notes_create {"title":"Offline","content":"works"}' });
+      const paused = await h
+        .http()
+        .post('/api/v1/conversations/messages')
+        .set(user.auth)
+        .send({ conversationId, content: '/tool notes_create {"title":"Offline","content":"works"}' });
       expect(paused.body.reply.status).toBe('awaiting_approval');
       const approvalId = paused.body.reply.parts[0].approvalId;
       const decided = await h.http().post('/api/v1/approvals/decide').set(user.auth).send({ approvalId, decision: 'approve' });
@@ -416,7 +531,9 @@ describe('metrics', () => {
     expect(count('unknown', 'not_found')).toBeGreaterThan(0);
     expect(count('no_such_tool', 'not_found')).toBe(0);
     const waits = (await metrics.approvalWait.get()).values;
-    expect(waits.find((v) => v.metricName === 'chat_tool_approval_wait_seconds_count' && v.labels.decision === 'approve')?.value).toBeGreaterThan(0);
+    expect(
+      waits.find((v) => v.metricName === 'chat_tool_approval_wait_seconds_count' && v.labels.decision === 'approve')?.value,
+    ).toBeGreaterThan(0);
     const firstToken = (await metrics.firstToken.get()).values;
     expect(firstToken.find((v) => v.metricName === 'chat_model_first_token_seconds_count')?.value).toBeGreaterThan(0);
   });

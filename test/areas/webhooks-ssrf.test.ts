@@ -27,7 +27,11 @@ describe('webhook receivers must be public addresses', () => {
     'http://localhost:8080/hook',
     'https://[fd00:ec2::254]/hook',
   ])('%s is refused when subscribing (400) and nothing is created', async (url) => {
-    const res = await ctx.h.http().post('/api/v1/webhooks').set(ctx.alice.auth).send({ url, events: ['chat.completed'] });
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/webhooks')
+      .set(ctx.alice.auth)
+      .send({ url, events: ['chat.completed'] });
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ code: 'invalid_request', details: [{ path: '/body/url', message: expect.any(String) }] });
     const list = await ctx.h.http().get('/api/v1/webhooks').set(ctx.alice.auth);

@@ -24,7 +24,14 @@ type Delivery = {
   status: string;
   attemptCount: number;
   nextAttemptAt: number | null;
-  attempts: { attempt: number; attemptedAt: number; outcome: string; responseStatus: number | null; responseBody: string | null; error: string | null }[];
+  attempts: {
+    attempt: number;
+    attemptedAt: number;
+    outcome: string;
+    responseStatus: number | null;
+    responseBody: string | null;
+    error: string | null;
+  }[];
 };
 
 const receivers: Receiver[] = [];
@@ -36,7 +43,11 @@ async function receiver(answer?: Receiver['answer']): Promise<Receiver> {
 afterAll(() => Promise.all(receivers.map((r) => r.close())));
 
 async function deliveries(user = ctx.alice, query: Record<string, string> = {}): Promise<Delivery[]> {
-  const res = await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ limit: 200, ...query }).set(user.auth);
+  const res = await ctx.h
+    .http()
+    .get('/api/v1/webhooks/deliveries')
+    .query({ limit: 200, ...query })
+    .set(user.auth);
   expect(res.status).toBe(200);
   return res.body.deliveries;
 }
@@ -64,8 +75,17 @@ describe('webhook subscriptions', () => {
     const created = await subscribe(ctx.h, ctx.alice, 'http://127.0.0.1:9/secret-check', ['chat.completed', 'automation.failed']);
     expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(Buffer.from(created.secret.slice(6), 'base64')).toHaveLength(32);
-    expect(created.subscription).toMatchObject({ events: ['automation.failed', 'chat.completed'], enabled: true, status: 'active', disabledReason: null });
-    const read = await ctx.h.http().get('/api/v1/webhooks').query({ subscriptionId: created.subscription.subscriptionId }).set(ctx.alice.auth);
+    expect(created.subscription).toMatchObject({
+      events: ['automation.failed', 'chat.completed'],
+      enabled: true,
+      status: 'active',
+      disabledReason: null,
+    });
+    const read = await ctx.h
+      .http()
+      .get('/api/v1/webhooks')
+      .query({ subscriptionId: created.subscription.subscriptionId })
+      .set(ctx.alice.auth);
     const list = await ctx.h.http().get('/api/v1/webhooks').set(ctx.alice.auth);
     for (const body of [read.body, list.body]) expect(JSON.stringify(body)).not.toContain(created.secret.slice(6));
     const row = await ctx.h.runtime.database.db
@@ -79,23 +99,49 @@ describe('webhook subscriptions', () => {
   test('a URL is subscribed once per user; another user may subscribe it too', async () => {
     const url = 'http://127.0.0.1:9/once';
     await subscribe(ctx.h, ctx.alice, url);
-    const again = await ctx.h.http().post('/api/v1/webhooks').set(ctx.alice.auth).send({ url, events: ['chat.failed'] });
+    const again = await ctx.h
+      .http()
+      .post('/api/v1/webhooks')
+      .set(ctx.alice.auth)
+      .send({ url, events: ['chat.failed'] });
     expect(again.status).toBe(409);
     expect(again.body.code).toBe('conflict');
-    expect((await ctx.h.http().post('/api/v1/webhooks').set(ctx.bob.auth).send({ url, events: ['chat.failed'] })).status).toBe(200);
+    expect(
+      (
+        await ctx.h
+          .http()
+          .post('/api/v1/webhooks')
+          .set(ctx.bob.auth)
+          .send({ url, events: ['chat.failed'] })
+      ).status,
+    ).toBe(200);
   });
 
   test('a user has at most 25 subscriptions', async () => {
     const user = await ctx.h.newUser('many');
     for (let i = 0; i < 25; i += 1) await subscribe(ctx.h, user, `http://127.0.0.1:9/many-${i}`);
-    const res = await ctx.h.http().post('/api/v1/webhooks').set(user.auth).send({ url: 'http://127.0.0.1:9/many-25', events: ['chat.failed'] });
+    const res = await ctx.h
+      .http()
+      .post('/api/v1/webhooks')
+      .set(user.auth)
+      .send({ url: 'http://127.0.0.1:9/many-25', events: ['chat.failed'] });
     expect(res.status).toBe(409);
     expect((await ctx.h.http().get('/api/v1/webhooks').query({ limit: 200 }).set(user.auth)).body.subscriptions).toHaveLength(25);
   });
 
   test('URLs that are not http(s), carry credentials or a fragment are refused', async () => {
-    for (const url of ['ftp://127.0.0.1/x', 'http://user:pass@127.0.0.1:9/x', 'http://127.0.0.1:9/x#frag', 'not a url', 'https://8.8.8.8:8443/x']) {
-      const res = await ctx.h.http().post('/api/v1/webhooks').set(ctx.alice.auth).send({ url, events: ['chat.completed'] });
+    for (const url of [
+      'ftp://127.0.0.1/x',
+      'http://user:pass@127.0.0.1:9/x',
+      'http://127.0.0.1:9/x#frag',
+      'not a url',
+      'https://8.8.8.8:8443/x',
+    ]) {
+      const res = await ctx.h
+        .http()
+        .post('/api/v1/webhooks')
+        .set(ctx.alice.auth)
+        .send({ url, events: ['chat.completed'] });
       expect(res.status).toBe(400);
       expect(res.body.details[0].path).toBe('/body/url');
     }
@@ -159,7 +205,12 @@ describe('delivery', () => {
     expect(byPath('/off')).toHaveLength(0);
     expect(byPath('/bob')).toHaveLength(0);
     const chatPayload = verify(chat.secret, byPath('/chat')[0]!);
-    expect(chatPayload).toEqual({ id: chatEvent, type: 'chat.completed', createdAt: expect.any(Number), data: { ...SAMPLE_DATA['chat.completed'], conversationId: 'c1' } });
+    expect(chatPayload).toEqual({
+      id: chatEvent,
+      type: 'chat.completed',
+      createdAt: expect.any(Number),
+      data: { ...SAMPLE_DATA['chat.completed'], conversationId: 'c1' },
+    });
     expect(byPath('/chat')[0]!.headers['webhook-id']).toBe(chatEvent);
     expect(verify(automations.secret, byPath('/automations')[0]!)).toMatchObject({ id: runEvent, type: 'automation.finished' });
     expect(() => verify(automations.secret, byPath('/chat')[0]!)).toThrow();
@@ -222,7 +273,11 @@ describe('delivery', () => {
     expect(r.received).toHaveLength(8);
     const after = await subscription(sub.subscriptionId, me);
     expect(after).toMatchObject({ enabled: true, status: 'failing', failingSince: delivery.attempts[0]!.attemptedAt });
-    const moved = await ctx.h.http().patch('/api/v1/webhooks').set(me.auth).send({ subscriptionId: sub.subscriptionId, url: `${r.url}/v2` });
+    const moved = await ctx.h
+      .http()
+      .patch('/api/v1/webhooks')
+      .set(me.auth)
+      .send({ subscriptionId: sub.subscriptionId, url: `${r.url}/v2` });
     expect(moved.body.subscription).toMatchObject({ status: 'active', failingSince: null, url: `${r.url}/v2` });
   });
 
@@ -278,11 +333,22 @@ describe('delivery', () => {
     const delivery = await finished(eventId, me);
     expect(delivery.status).toBe('failed');
     expect(delivery.attempts).toHaveLength(1);
-    expect(await subscription(sub.subscriptionId, me)).toMatchObject({ enabled: false, status: 'disabled', disabledReason: 'endpoint_gone', disabledAt: expect.any(Number) });
+    expect(await subscription(sub.subscriptionId, me)).toMatchObject({
+      enabled: false,
+      status: 'disabled',
+      disabledReason: 'endpoint_gone',
+      disabledAt: expect.any(Number),
+    });
     expect(await emit(ctx.h, me.userId, 'chat.completed')).toBeNull(); // nothing queued while disabled
     gone = false;
     const enabled = await ctx.h.http().patch('/api/v1/webhooks').set(me.auth).send({ subscriptionId: sub.subscriptionId, enabled: true });
-    expect(enabled.body.subscription).toMatchObject({ enabled: true, status: 'active', disabledReason: null, disabledAt: null, failingSince: null });
+    expect(enabled.body.subscription).toMatchObject({
+      enabled: true,
+      status: 'active',
+      disabledReason: null,
+      disabledAt: null,
+      failingSince: null,
+    });
     const next = (await emit(ctx.h, me.userId, 'chat.completed')) as string;
     expect((await finished(next, me)).status).toBe('succeeded');
   });
@@ -315,7 +381,11 @@ describe('POST /api/v1/webhooks/rotate-secret', () => {
     const me = await ctx.h.newUser('me');
     const r = await receiver();
     const { subscription: sub, secret: oldSecret } = await subscribe(ctx.h, me, r.url, ['chat.completed']);
-    const rotated = await ctx.h.http().post('/api/v1/webhooks/rotate-secret').set(me.auth).send({ subscriptionId: sub.subscriptionId, graceSeconds: 600 });
+    const rotated = await ctx.h
+      .http()
+      .post('/api/v1/webhooks/rotate-secret')
+      .set(me.auth)
+      .send({ subscriptionId: sub.subscriptionId, graceSeconds: 600 });
     expect(rotated.status).toBe(200);
     expect(rotated.body.secret).not.toBe(oldSecret);
     expect(rotated.body.subscription.previousSecretExpiresAt).toBeGreaterThan(Date.now() + 590_000);
@@ -326,7 +396,11 @@ describe('POST /api/v1/webhooks/rotate-secret', () => {
     expect(verify(rotated.body.secret, during).id).toBe(first);
     expect(verify(oldSecret, during).id).toBe(first);
 
-    const immediate = await ctx.h.http().post('/api/v1/webhooks/rotate-secret').set(me.auth).send({ subscriptionId: sub.subscriptionId, graceSeconds: 0 });
+    const immediate = await ctx.h
+      .http()
+      .post('/api/v1/webhooks/rotate-secret')
+      .set(me.auth)
+      .send({ subscriptionId: sub.subscriptionId, graceSeconds: 0 });
     expect(immediate.body.subscription.previousSecretExpiresAt).toBeNull();
     const second = (await emit(ctx.h, me.userId, 'chat.completed')) as string;
     await finished(second, me);
@@ -339,8 +413,15 @@ describe('POST /api/v1/webhooks/rotate-secret', () => {
     const me = await ctx.h.newUser('me');
     const r = await receiver();
     const { subscription: sub, secret } = await subscribe(ctx.h, me, r.url, ['chat.completed']);
-    expect((await ctx.h.http().post('/api/v1/webhooks/rotate-secret').set(ctx.bob.auth).send({ subscriptionId: sub.subscriptionId })).status).toBe(404);
-    for (const body of [{}, { subscriptionId: sub.subscriptionId, graceSeconds: -1 }, { subscriptionId: sub.subscriptionId, graceSeconds: 604801 }, { subscriptionId: sub.subscriptionId, extra: 1 }]) {
+    expect(
+      (await ctx.h.http().post('/api/v1/webhooks/rotate-secret').set(ctx.bob.auth).send({ subscriptionId: sub.subscriptionId })).status,
+    ).toBe(404);
+    for (const body of [
+      {},
+      { subscriptionId: sub.subscriptionId, graceSeconds: -1 },
+      { subscriptionId: sub.subscriptionId, graceSeconds: 604801 },
+      { subscriptionId: sub.subscriptionId, extra: 1 },
+    ]) {
       const res = await ctx.h.http().post('/api/v1/webhooks/rotate-secret').set(me.auth).send(body);
       expect(res.status).toBe(400);
     }
@@ -358,7 +439,12 @@ describe('POST /api/v1/webhooks/test', () => {
     const { subscription: sub, secret } = await subscribe(ctx.h, me, r.url, ['chat.completed'], { enabled: false });
     const ok = await ctx.h.http().post('/api/v1/webhooks/test').set(me.auth).send({ subscriptionId: sub.subscriptionId });
     expect(ok.status).toBe(200);
-    expect(ok.body.delivery).toMatchObject({ status: 'succeeded', eventType: 'webhook.test', attemptCount: 1, event: { type: 'webhook.test', data: { subscriptionId: sub.subscriptionId } } });
+    expect(ok.body.delivery).toMatchObject({
+      status: 'succeeded',
+      eventType: 'webhook.test',
+      attemptCount: 1,
+      event: { type: 'webhook.test', data: { subscriptionId: sub.subscriptionId } },
+    });
     expect(ok.body.delivery.attempts[0]).toMatchObject({ outcome: 'succeeded', responseStatus: 200, responseBody: 'pong' });
     expect(verify(secret, r.received[0]!)).toMatchObject({ type: 'webhook.test', id: ok.body.delivery.eventId });
     const failed = await ctx.h.http().post('/api/v1/webhooks/test').set(me.auth).send({ subscriptionId: sub.subscriptionId });
@@ -370,7 +456,9 @@ describe('POST /api/v1/webhooks/test', () => {
     const me = await ctx.h.newUser('me');
     const r = await receiver();
     const { subscription: sub } = await subscribe(ctx.h, me, r.url, ['chat.completed']);
-    expect((await ctx.h.http().post('/api/v1/webhooks/test').set(ctx.bob.auth).send({ subscriptionId: sub.subscriptionId })).status).toBe(404);
+    expect((await ctx.h.http().post('/api/v1/webhooks/test').set(ctx.bob.auth).send({ subscriptionId: sub.subscriptionId })).status).toBe(
+      404,
+    );
     for (const body of [{}, { subscriptionId: '' }, { subscriptionId: sub.subscriptionId, event: 'chat.completed' }]) {
       expect((await ctx.h.http().post('/api/v1/webhooks/test').set(me.auth).send(body)).status).toBe(400);
     }
@@ -391,14 +479,24 @@ describe('GET /api/v1/webhooks/deliveries', () => {
 
     const mine = await deliveries(user, { subscriptionId: good.subscription.subscriptionId });
     expect(mine.map((d) => d.eventId)).toEqual([e2, e1]);
-    const page1 = await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ subscriptionId: good.subscription.subscriptionId, limit: 1 }).set(user.auth);
+    const page1 = await ctx.h
+      .http()
+      .get('/api/v1/webhooks/deliveries')
+      .query({ subscriptionId: good.subscription.subscriptionId, limit: 1 })
+      .set(user.auth);
     expect(page1.body.deliveries).toHaveLength(1);
-    const page2 = await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ subscriptionId: good.subscription.subscriptionId, limit: 1, cursor: page1.body.nextCursor }).set(user.auth);
+    const page2 = await ctx.h
+      .http()
+      .get('/api/v1/webhooks/deliveries')
+      .query({ subscriptionId: good.subscription.subscriptionId, limit: 1, cursor: page1.body.nextCursor })
+      .set(user.auth);
     expect(page2.body.deliveries[0].eventId).toBe(e1);
     expect(page2.body.nextCursor).toBeNull();
     const one = await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ deliveryId: mine[0]!.deliveryId }).set(user.auth);
     expect(one.body.delivery).toEqual(mine[0]);
-    expect((await deliveries(user, { status: 'succeeded' })).every((d) => d.subscriptionId === good.subscription.subscriptionId)).toBe(true);
+    expect((await deliveries(user, { status: 'succeeded' })).every((d) => d.subscriptionId === good.subscription.subscriptionId)).toBe(
+      true,
+    );
   });
 
   test('another user’s delivery or subscription is not found; bad input is a 400', async () => {
@@ -407,8 +505,12 @@ describe('GET /api/v1/webhooks/deliveries', () => {
     const { subscription: sub } = await subscribe(ctx.h, me, r.url, ['chat.completed']);
     const eventId = (await emit(ctx.h, me.userId, 'chat.completed')) as string;
     const delivery = await finished(eventId, me);
-    expect((await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ deliveryId: delivery.deliveryId }).set(ctx.bob.auth)).status).toBe(404);
-    expect((await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ subscriptionId: sub.subscriptionId }).set(ctx.bob.auth)).status).toBe(404);
+    expect(
+      (await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ deliveryId: delivery.deliveryId }).set(ctx.bob.auth)).status,
+    ).toBe(404);
+    expect(
+      (await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ subscriptionId: sub.subscriptionId }).set(ctx.bob.auth)).status,
+    ).toBe(404);
     expect((await deliveries(ctx.bob)).map((d) => d.deliveryId)).not.toContain(delivery.deliveryId);
     for (const query of [{ status: 'done' }, { limit: 0 }, { cursor: '!!' }, { other: 1 }]) {
       expect((await ctx.h.http().get('/api/v1/webhooks/deliveries').query(query).set(me.auth)).status).toBe(400);
@@ -422,14 +524,24 @@ describe('GET /api/v1/webhooks/deliveries', () => {
     const first = await subscribe(ctx.h, me, `${r.url}/a`, ['automation.finished']);
     await subscribe(ctx.h, me, `${r.url}/b`, ['automation.finished']);
     const eventId = (await emit(ctx.h, me.userId, 'automation.finished')) as string;
-    await eventually(async () => ((await deliveries(me)).filter((d) => d.eventId === eventId && d.status === 'succeeded').length === 2 ? true : undefined));
+    await eventually(async () =>
+      (await deliveries(me)).filter((d) => d.eventId === eventId && d.status === 'succeeded').length === 2 ? true : undefined,
+    );
     await ctx.h.http().delete('/api/v1/webhooks').query({ subscriptionId: first.subscription.subscriptionId }).set(me.auth);
     const left = (await deliveries(me)).filter((d) => d.eventId === eventId);
     expect(left).toHaveLength(1);
 
     const db = ctx.h.runtime.database.db;
-    await db.updateTable('webhook_deliveries').set({ completed_at: new Date(Date.now() - 31 * 86_400_000) }).where('id', '=', left[0]!.deliveryId).execute();
-    await db.updateTable('webhook_events').set({ created_at: new Date(Date.now() - 31 * 86_400_000) }).where('id', '=', eventId).execute();
+    await db
+      .updateTable('webhook_deliveries')
+      .set({ completed_at: new Date(Date.now() - 31 * 86_400_000) })
+      .where('id', '=', left[0]!.deliveryId)
+      .execute();
+    await db
+      .updateTable('webhook_events')
+      .set({ created_at: new Date(Date.now() - 31 * 86_400_000) })
+      .where('id', '=', eventId)
+      .execute();
     await ctx.h.runtime.dispatcher.prune();
     expect((await deliveries(me)).filter((d) => d.eventId === eventId)).toHaveLength(0);
     const events = await sql<{ n: number }>`select count(*)::int as n from webhook_events where id = ${eventId}`.execute(db);
@@ -458,7 +570,9 @@ describe('POST /api/v1/webhooks/deliveries/redeliver', () => {
     const { subscription: sub } = await subscribe(ctx.h, me, r.url, ['chat.completed']);
     const eventId = (await emit(ctx.h, me.userId, 'chat.completed')) as string;
     const pending = await eventually(() => deliveryOf(eventId, me));
-    expect((await ctx.h.http().post('/api/v1/webhooks/deliveries/redeliver').set(me.auth).send({ deliveryId: pending.deliveryId })).status).toBe(409);
+    expect(
+      (await ctx.h.http().post('/api/v1/webhooks/deliveries/redeliver').set(me.auth).send({ deliveryId: pending.deliveryId })).status,
+    ).toBe(409);
     await eventually(() => (r.received.length > 0 ? true : undefined));
     r.release(200);
     const done = await finished(eventId, me);
@@ -466,7 +580,9 @@ describe('POST /api/v1/webhooks/deliveries/redeliver', () => {
     const disabled = await ctx.h.http().post('/api/v1/webhooks/deliveries/redeliver').set(me.auth).send({ deliveryId: done.deliveryId });
     expect(disabled.status).toBe(409);
     expect(disabled.body.error).toMatch(/disabled/);
-    expect((await ctx.h.http().post('/api/v1/webhooks/deliveries/redeliver').set(ctx.bob.auth).send({ deliveryId: done.deliveryId })).status).toBe(404);
+    expect(
+      (await ctx.h.http().post('/api/v1/webhooks/deliveries/redeliver').set(ctx.bob.auth).send({ deliveryId: done.deliveryId })).status,
+    ).toBe(404);
     for (const body of [{}, { deliveryId: '' }, { deliveryId: done.deliveryId, now: true }]) {
       expect((await ctx.h.http().post('/api/v1/webhooks/deliveries/redeliver').set(me.auth).send(body)).status).toBe(400);
     }

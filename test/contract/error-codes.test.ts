@@ -48,7 +48,9 @@ function catalogue(): Map<string, number> {
 }
 
 function schemaEnum(): string[] {
-  const common = parse(read('openapi/components/common.yaml')) as { ErrorResponse: { properties: { code: { enum?: string[]; description: string } } } };
+  const common = parse(read('openapi/components/common.yaml')) as {
+    ErrorResponse: { properties: { code: { enum?: string[]; description: string } } };
+  };
   return common.ErrorResponse.properties.code.enum ?? [];
 }
 
@@ -68,12 +70,19 @@ describe('the error-code catalogue', () => {
     for (const [code, uses] of [...emitted].sort()) {
       const statuses = [...new Set(uses.map((u) => u.status))];
       const where = [...new Set(uses.map((u) => u.where))].join(', ');
-      if (statuses.length > 1) problems.push(`${code} is emitted with several statuses (${statuses.join(', ')}) in ${where}: one code, one status`);
-      if (!listed.has(code)) problems.push(`${code} (${statuses.join('/')}, emitted in ${where}) is missing from the table in info.description (openapi/openapi.yaml, "## Errors")`);
+      if (statuses.length > 1)
+        problems.push(`${code} is emitted with several statuses (${statuses.join(', ')}) in ${where}: one code, one status`);
+      if (!listed.has(code))
+        problems.push(
+          `${code} (${statuses.join('/')}, emitted in ${where}) is missing from the table in info.description (openapi/openapi.yaml, "## Errors")`,
+        );
       else if (!statuses.includes(listed.get(code)!)) {
         problems.push(`${code} is listed under ${listed.get(code)} in info.description but emitted with ${statuses.join('/')} in ${where}`);
       }
-      if (!enumerated.has(code)) problems.push(`${code} (${statuses.join('/')}, emitted in ${where}) is missing from the ErrorResponse.code enum (openapi/components/common.yaml)`);
+      if (!enumerated.has(code))
+        problems.push(
+          `${code} (${statuses.join('/')}, emitted in ${where}) is missing from the ErrorResponse.code enum (openapi/components/common.yaml)`,
+        );
     }
     for (const [code, status] of listed) {
       if (!emitted.has(code)) problems.push(`${code} (${status}) is in the table in info.description but nothing in src/ emits it`);

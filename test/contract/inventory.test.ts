@@ -48,9 +48,30 @@ function documentedOperations(): Array<{ key: string; path: string; method: stri
 }
 
 const REFERENCE_TAGS = [
-  'Administration', 'Agent environments', 'Automations', 'Billing', 'Bootstrap', 'Chat', 'Conversations', 'Discovery',
-  'Files', 'Integrations', 'Knowledge', 'MCP Servers', 'Media', 'Memory', 'Model Providers', 'Models', 'Notes',
-  'Onboarding', 'Outputs', 'Projects', 'Settings', 'Skills', 'Tools', 'Webhooks',
+  'Administration',
+  'Agent environments',
+  'Automations',
+  'Billing',
+  'Bootstrap',
+  'Chat',
+  'Conversations',
+  'Discovery',
+  'Files',
+  'Integrations',
+  'Knowledge',
+  'MCP Servers',
+  'Media',
+  'Memory',
+  'Model Providers',
+  'Models',
+  'Notes',
+  'Onboarding',
+  'Outputs',
+  'Projects',
+  'Settings',
+  'Skills',
+  'Tools',
+  'Webhooks',
 ];
 /** Tags this service adds to the reference's (additive, DESIGN section 15). */
 const ADDED_TAGS = ['Approvals'];
@@ -59,15 +80,22 @@ const TAGS = [...REFERENCE_TAGS, ...ADDED_TAGS];
 describe('inventory', () => {
   test('the routes Express serves under /api/v1 are exactly the document’s operations', () => {
     const router = (h.runtime.app as unknown as { router: { stack: Layer[] } }).router;
-    const served = servedRoutes(router.stack).filter((r) => r.split(' ')[1]!.startsWith('/api/v1/')).sort();
-    const documented = documentedOperations().map((o) => o.key).filter((k) => k.split(' ')[1]!.startsWith('/api/v1/')).sort();
+    const served = servedRoutes(router.stack)
+      .filter((r) => r.split(' ')[1]!.startsWith('/api/v1/'))
+      .sort();
+    const documented = documentedOperations()
+      .map((o) => o.key)
+      .filter((k) => k.split(' ')[1]!.startsWith('/api/v1/'))
+      .sort();
     expect(served).toEqual(documented);
     expect(documented.length).toBeGreaterThanOrEqual(17);
   });
 
   test('the web-app session routes and the OAuth callback are served too', () => {
     const router = (h.runtime.app as unknown as { router: { stack: Layer[] } }).router;
-    expect(servedRoutes(router.stack)).toEqual(expect.arrayContaining(['POST /auth/session', 'DELETE /auth/session', 'GET /integrations/callback']));
+    expect(servedRoutes(router.stack)).toEqual(
+      expect.arrayContaining(['POST /auth/session', 'DELETE /auth/session', 'GET /integrations/callback']),
+    );
   });
 });
 
@@ -97,15 +125,21 @@ describe('the document', () => {
       expect(Object.keys(op.responses ?? {})).toEqual(expect.arrayContaining(open ? ['200', '500'] : ['200', '401', '500']));
       if (open) expect(Object.keys(op.responses ?? {})).not.toContain('401');
       for (const [status, response] of Object.entries(op.responses ?? {})) {
-        const resolved = '$ref' in response
-          ? doc.components!.responses![(response.$ref as string).split('/').pop()!] as OpenAPIV3.ResponseObject
-          : response;
+        const resolved =
+          '$ref' in response
+            ? (doc.components!.responses![(response.$ref as string).split('/').pop()!] as OpenAPIV3.ResponseObject)
+            : response;
         const media = Object.entries(resolved.content ?? {});
         // Only "not modified" has no body.
         expect({ key, status, contentTypes: media.length > 0 }).toEqual({ key, status, contentTypes: status !== '304' });
         for (const [type, content] of media) {
           expect({ key, status, type, schema: Boolean(content.schema) }).toEqual({ key, status, type, schema: true });
-          expect({ key, status, type, example: Boolean(content.example ?? content.examples) }).toEqual({ key, status, type, example: true });
+          expect({ key, status, type, example: Boolean(content.example ?? content.examples) }).toEqual({
+            key,
+            status,
+            type,
+            example: true,
+          });
         }
       }
     }

@@ -13,7 +13,10 @@ import { eventually, type Received, subscribe, verify } from '../helpers/receive
  */
 type WebhookEvent = components['schemas']['WebhookEvent'];
 const doc = loadApiDocument();
-const schemas = doc.components!.schemas as Record<string, { oneOf?: unknown[]; discriminator?: { propertyName: string; mapping?: Record<string, string> }; enum?: string[] }>;
+const schemas = doc.components!.schemas as Record<
+  string,
+  { oneOf?: unknown[]; discriminator?: { propertyName: string; mapping?: Record<string, string> }; enum?: string[] }
+>;
 
 /** The event types src/ emits: `emitEvent(trx, '<type>'` and the test operation's `webhook.test`. */
 function emittedTypes(): string[] {
@@ -57,12 +60,17 @@ describe('webhook payloads', () => {
     expect(union.discriminator?.propertyName).toBe('type');
     const problems: string[] = [];
     for (const type of emittedTypes()) {
-      if (!mapping[type]) problems.push(`${type} is emitted by src/ but has no schema in WebhookEvent's discriminator mapping (openapi/components/webhooks.yaml)`);
-      if (type !== 'webhook.test' && !schemas.WebhookEventType!.enum!.includes(type)) problems.push(`${type} is emitted by src/ but missing from the WebhookEventType enum`);
+      if (!mapping[type])
+        problems.push(
+          `${type} is emitted by src/ but has no schema in WebhookEvent's discriminator mapping (openapi/components/webhooks.yaml)`,
+        );
+      if (type !== 'webhook.test' && !schemas.WebhookEventType!.enum!.includes(type))
+        problems.push(`${type} is emitted by src/ but missing from the WebhookEventType enum`);
     }
     for (const [type, ref] of Object.entries(mapping)) {
       if (!emittedTypes().includes(type)) problems.push(`${type} has a schema in WebhookEvent but nothing in src/ emits it`);
-      if (!(union.oneOf as Array<{ $ref: string }>).some((variant) => variant.$ref === ref)) problems.push(`${ref} (${type}) is mapped but not one of WebhookEvent's oneOf`);
+      if (!(union.oneOf as Array<{ $ref: string }>).some((variant) => variant.$ref === ref))
+        problems.push(`${ref} (${type}) is mapped but not one of WebhookEvent's oneOf`);
     }
     expect(problems).toEqual([]);
     expect(emittedTypes()).toHaveLength(8);
@@ -70,24 +78,44 @@ describe('webhook payloads', () => {
 
   test('a real delivery of each type matches its schema', async () => {
     const user: TestUser = ctx.alice;
-    const { subscription, secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/all`, ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'approval.requested', 'media.completed', 'media.failed']);
-    const delivered = (type: string) => eventually(() => servers.receiver.received.find((r) => r.path === '/hook/all' && verify(secret, r).type === type));
+    const { subscription, secret } = await subscribe(ctx.h, user, `${servers.receiver.url}/all`, [
+      'chat.completed',
+      'chat.failed',
+      'automation.finished',
+      'automation.failed',
+      'approval.requested',
+      'media.completed',
+      'media.failed',
+    ]);
+    const delivered = (type: string) =>
+      eventually(() => servers.receiver.received.find((r) => r.path === '/hook/all' && verify(secret, r).type === type));
 
     // chat.completed and chat.failed, from real chat turns.
     const created = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({});
     const conversationId = created.body.conversation.conversationId as string;
     servers.model.behaviour = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] });
-    expect((await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hi' })).status).toBe(200);
+    expect((await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hi' })).status).toBe(
+      200,
+    );
     servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
-    expect((await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Again' })).status).toBe(502);
+    expect(
+      (await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Again' })).status,
+    ).toBe(502);
 
     // approval.requested, from a turn whose model calls a tool that needs approval.
-    servers.model.behaviour = () => ({ kind: 'tool-calls', calls: [{ id: 'call_1', name: 'notes_create', arguments: '{"title":"T","content":"C"}' }] });
+    servers.model.behaviour = () => ({
+      kind: 'tool-calls',
+      calls: [{ id: 'call_1', name: 'notes_create', arguments: '{"title":"T","content":"C"}' }],
+    });
     const paused = await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Note it' });
     expect(paused.body.reply.status).toBe('awaiting_approval');
 
     // automation.finished and automation.failed, from real runs.
-    const automation = await ctx.h.http().post('/api/v1/automations').set(user.auth).send({ name: 'Briefing', prompt: 'Summarize my notes.' });
+    const automation = await ctx.h
+      .http()
+      .post('/api/v1/automations')
+      .set(user.auth)
+      .send({ name: 'Briefing', prompt: 'Summarize my notes.' });
     const automationId = automation.body.automation.automationId as string;
     servers.model.behaviour = () => ({ kind: 'reply', chunks: ['- Done.'] });
     expect((await ctx.h.http().post('/api/v1/automations/run').set(user.auth).send({ automationId })).status).toBe(200);
@@ -108,20 +136,38 @@ describe('webhook payloads', () => {
     expect(test.status).toBe(200);
 
     const requests: Received[] = [];
-    for (const type of ['chat.completed', 'chat.failed', 'automation.finished', 'automation.failed', 'approval.requested', 'media.completed', 'media.failed', 'webhook.test']) {
+    for (const type of [
+      'chat.completed',
+      'chat.failed',
+      'automation.finished',
+      'automation.failed',
+      'approval.requested',
+      'media.completed',
+      'media.failed',
+      'webhook.test',
+    ]) {
       requests.push(await delivered(type));
     }
     for (const request of requests) {
       const payload = verify(secret, request) as unknown as WebhookEvent;
       // The delivery log shows the delivered event; the harness validates the answer against the document.
-      const log = await ctx.h.http().get('/api/v1/webhooks/deliveries').query({ subscriptionId: subscription.subscriptionId, limit: 200 }).set(user.auth);
+      const log = await ctx.h
+        .http()
+        .get('/api/v1/webhooks/deliveries')
+        .query({ subscriptionId: subscription.subscriptionId, limit: 200 })
+        .set(user.auth);
       expect(log.status).toBe(200);
       const entry = (log.body.deliveries as Array<{ eventId: string; event: unknown }>).find((d) => d.eventId === payload.id);
       expect(entry?.event).toEqual(JSON.parse(request.body));
       // The generated union narrows on `type`: each branch reads its own `data`.
       switch (payload.type) {
         case 'chat.completed':
-          expect(payload.data).toMatchObject({ conversationId, model: 'test-model', content: 'Hello there.', usage: { inputTokens: 10, outputTokens: 5 } });
+          expect(payload.data).toMatchObject({
+            conversationId,
+            model: 'test-model',
+            content: 'Hello there.',
+            usage: { inputTokens: 10, outputTokens: 5 },
+          });
           break;
         case 'chat.failed':
           expect(payload.data).toMatchObject({ conversationId, model: 'test-model', errorCode: 'model_provider_error' });
@@ -133,7 +179,12 @@ describe('webhook payloads', () => {
           expect(payload.data).toMatchObject({ automationId, trigger: 'manual', errorCode: 'model_provider_error' });
           break;
         case 'approval.requested':
-          expect(payload.data).toMatchObject({ conversationId, toolName: 'notes_create', arguments: { title: 'T', content: 'C' }, argumentsDigest: expect.stringMatching(/^[0-9a-f]{64}$/) });
+          expect(payload.data).toMatchObject({
+            conversationId,
+            toolName: 'notes_create',
+            arguments: { title: 'T', content: 'C' },
+            argumentsDigest: expect.stringMatching(/^[0-9a-f]{64}$/),
+          });
           break;
         case 'media.completed':
           expect(payload.data).toEqual({

@@ -31,7 +31,9 @@ describe('automations across instances', () => {
         queued += counts.reduce((x, y) => x + y, 0);
       }
       const runs = await sql<{ scheduled_for: Date }>`
-        select scheduled_for from automation_runs where automation_id = ${created.body.automation.automationId} order by scheduled_for`.execute(a.runtime.database.db);
+        select scheduled_for from automation_runs where automation_id = ${created.body.automation.automationId} order by scheduled_for`.execute(
+        a.runtime.database.db,
+      );
       expect(queued).toBe(10);
       expect(runs.rows.map((r) => r.scheduled_for.getTime())).toEqual(Array.from({ length: 10 }, (_, m) => first + m * 60_000));
     } finally {
@@ -68,12 +70,21 @@ describe('automations across instances', () => {
         const survivor = await startHarness(env);
         const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-automations-'));
         await survivor.runtime.runner.stop(); // only the doomed instance may start the run
-        const doomed = start({ ...env, DATABASE_URL: survivor.runtime.config.databaseUrl as string, DATA_DIR: dataDir, PORT: String(await freePort()) });
+        const doomed = start({
+          ...env,
+          DATABASE_URL: survivor.runtime.config.databaseUrl as string,
+          DATA_DIR: dataDir,
+          PORT: String(await freePort()),
+        });
         try {
           await listening(doomed);
           const user = await survivor.newUser('killed-run');
           const { secret } = await subscribe(survivor, user, receiver.url, ['automation.finished', 'automation.failed']);
-          const created = await survivor.http().post('/api/v1/automations').set(user.auth).send({ name: 'Long one', prompt: 'Think hard.' });
+          const created = await survivor
+            .http()
+            .post('/api/v1/automations')
+            .set(user.auth)
+            .send({ name: 'Long one', prompt: 'Think hard.' });
           const automationId = created.body.automation.automationId;
           const queued = await survivor.http().post('/api/v1/automations/run').set(user.auth).send({ automationId });
 

@@ -97,12 +97,19 @@ describe('chat replies whose instance stopped', () => {
         const m = await reply(survivor, user, conversationId);
         return m?.status === 'failed' ? m : undefined;
       }, 30_000);
-      expect(failed).toMatchObject({ messageId: pending!.messageId, status: 'failed', errorCode: 'interrupted', errorMessage: expect.stringMatching(/stopped/) });
+      expect(failed).toMatchObject({
+        messageId: pending!.messageId,
+        status: 'failed',
+        errorCode: 'interrupted',
+        errorMessage: expect.stringMatching(/stopped/),
+      });
       await delivered(secret, pending!.messageId as string);
 
       // Ended once: a further sweep finds nothing, and the outbox holds one event for the reply.
       expect(await survivor.runtime.replies.runOnce()).toBe(0);
-      const events = await sql<{ n: number }>`select count(*)::int as n from webhook_events where type = 'chat.failed' and position(${pending!.messageId as string} in body) > 0`.execute(
+      const events = await sql<{
+        n: number;
+      }>`select count(*)::int as n from webhook_events where type = 'chat.failed' and position(${pending!.messageId as string} in body) > 0`.execute(
         survivor.runtime.database.db,
       );
       expect(events.rows[0]!.n).toBe(1);
@@ -142,7 +149,11 @@ describe('chat replies whose instance stopped', () => {
       // Once its lease ran out (as by the time a crashed instance is back), the instance starts
       // again; its periodic sweep is far off, so its start-up pass is what ends the reply.
       await eventually(async () => {
-        const row = await holder.runtime.database.db.selectFrom('messages').select('locked_until').where('id', '=', pending!.messageId as string).executeTakeFirstOrThrow();
+        const row = await holder.runtime.database.db
+          .selectFrom('messages')
+          .select('locked_until')
+          .where('id', '=', pending!.messageId as string)
+          .executeTakeFirstOrThrow();
         return row.locked_until !== null && row.locked_until.getTime() < Date.now() ? true : undefined;
       }, 30_000);
       restarted = await anotherInstance(holder, { ...env(), CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' });
@@ -152,7 +163,9 @@ describe('chat replies whose instance stopped', () => {
       }, 30_000);
       expect(failed).toMatchObject({ messageId: pending!.messageId, errorCode: 'interrupted' });
       await delivered(secret, pending!.messageId as string);
-      const events = await sql<{ n: number }>`select count(*)::int as n from webhook_events where type = 'chat.failed' and position(${pending!.messageId as string} in body) > 0`.execute(
+      const events = await sql<{
+        n: number;
+      }>`select count(*)::int as n from webhook_events where type = 'chat.failed' and position(${pending!.messageId as string} in body) > 0`.execute(
         holder.runtime.database.db,
       );
       expect(events.rows[0]!.n).toBe(1);
@@ -176,8 +189,17 @@ describe('chat replies whose instance stopped', () => {
         return m?.status === 'generating' ? m : undefined;
       });
       const db = h.runtime.database.db;
-      const lease = () => db.selectFrom('messages').select(['status', sql<boolean>`locked_until > now()`.as('held')]).where('id', '=', pending.messageId as string).executeTakeFirstOrThrow();
-      await db.updateTable('messages').set({ locked_until: sql`now() - interval '1 minute'` }).where('id', '=', pending.messageId as string).execute();
+      const lease = () =>
+        db
+          .selectFrom('messages')
+          .select(['status', sql<boolean>`locked_until > now()`.as('held')])
+          .where('id', '=', pending.messageId as string)
+          .executeTakeFirstOrThrow();
+      await db
+        .updateTable('messages')
+        .set({ locked_until: sql`now() - interval '1 minute'` })
+        .where('id', '=', pending.messageId as string)
+        .execute();
       expect(await lease()).toEqual({ status: 'generating', held: false });
 
       // Its own sweep passes it over; its next renewal holds it again.
@@ -215,7 +237,14 @@ describe('chat replies whose instance stopped', () => {
     async function withReplyInProcess(
       survivorEnv: Record<string, string>,
       processEnv: Record<string, string>,
-      body: (ctx: { survivor: Harness; proc: Running; user: TestUser; secret: string; conversationId: string; messageId: string }) => Promise<void>,
+      body: (ctx: {
+        survivor: Harness;
+        proc: Running;
+        user: TestUser;
+        secret: string;
+        conversationId: string;
+        messageId: string;
+      }) => Promise<void>,
     ) {
       const survivor = await startHarness({ ...env(), ...survivorEnv });
       const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-replies-'));
@@ -226,7 +255,14 @@ describe('chat replies whose instance stopped', () => {
         fs.cpSync(path.join(survivor.runtime.config.dataDir, 'dev-auth'), path.join(dataDir, 'dev-auth'), { recursive: true });
         const port = await freePort();
         const databaseUrl = survivor.runtime.config.databaseUrl as string;
-        proc = start({ ...env(), DATABASE_URL: databaseUrl, DATA_DIR: dataDir, PORT: String(port), RATE_LIMIT_PER_MINUTE: '1000000', ...processEnv });
+        proc = start({
+          ...env(),
+          DATABASE_URL: databaseUrl,
+          DATA_DIR: dataDir,
+          PORT: String(port),
+          RATE_LIMIT_PER_MINUTE: '1000000',
+          ...processEnv,
+        });
         await listening(proc);
         const { user, secret, conversationId } = await setUp(survivor);
         open = await startReply(`http://127.0.0.1:${port}`, user, conversationId);
@@ -241,67 +277,79 @@ describe('chat replies whose instance stopped', () => {
       }
     }
 
-    (onPostgres ? test : test.skip)('an instance killed mid-reply: another fails the reply as interrupted once its lease ran out', () =>
-      withReplyInProcess(
-        { CHAT_REPLY_RECOVERY_INTERVAL_MS: '50' },
-        { CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
-        async ({ survivor, proc, user, secret, conversationId, messageId }) => {
-          proc.child.kill('SIGKILL');
-          await proc.exited;
-          const failed = await eventually(async () => {
-            const m = await reply(survivor, user, conversationId);
-            return m?.status === 'failed' ? m : undefined;
-          }, 30_000);
-          expect(failed).toMatchObject({ messageId, errorCode: 'interrupted' });
-          await delivered(secret, messageId);
-        },
-      ), 120_000);
-
-    (onPostgres ? test : test.skip)('a process killed mid-reply and started again fails the reply it left as interrupted', () =>
-      withReplyInProcess(
-        // The harness never sweeps: only the restarted process can end the reply.
-        { CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
-        { CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
-        async ({ survivor, proc, user, secret, conversationId, messageId }) => {
-          await survivor.runtime.replies.stop();
-          proc.child.kill('SIGKILL');
-          await proc.exited;
-          const port = await freePort();
-          const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-replies-again-'));
-          const again = start({
-            ...env(),
-            DATABASE_URL: survivor.runtime.config.databaseUrl as string,
-            DATA_DIR: dataDir,
-            PORT: String(port),
-            CHAT_REPLY_RECOVERY_INTERVAL_MS: '50',
-          });
-          try {
-            await listening(again);
+    (onPostgres ? test : test.skip)(
+      'an instance killed mid-reply: another fails the reply as interrupted once its lease ran out',
+      () =>
+        withReplyInProcess(
+          { CHAT_REPLY_RECOVERY_INTERVAL_MS: '50' },
+          { CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+          async ({ survivor, proc, user, secret, conversationId, messageId }) => {
+            proc.child.kill('SIGKILL');
+            await proc.exited;
             const failed = await eventually(async () => {
               const m = await reply(survivor, user, conversationId);
               return m?.status === 'failed' ? m : undefined;
             }, 30_000);
             expect(failed).toMatchObject({ messageId, errorCode: 'interrupted' });
             await delivered(secret, messageId);
-          } finally {
-            again.child.kill('SIGTERM');
-            await again.exited;
-            fs.rmSync(dataDir, { recursive: true, force: true });
-          }
-        },
-      ), 120_000);
+          },
+        ),
+      120_000,
+    );
+
+    (onPostgres ? test : test.skip)(
+      'a process killed mid-reply and started again fails the reply it left as interrupted',
+      () =>
+        withReplyInProcess(
+          // The harness never sweeps: only the restarted process can end the reply.
+          { CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+          { CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+          async ({ survivor, proc, user, secret, conversationId, messageId }) => {
+            await survivor.runtime.replies.stop();
+            proc.child.kill('SIGKILL');
+            await proc.exited;
+            const port = await freePort();
+            const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-replies-again-'));
+            const again = start({
+              ...env(),
+              DATABASE_URL: survivor.runtime.config.databaseUrl as string,
+              DATA_DIR: dataDir,
+              PORT: String(port),
+              CHAT_REPLY_RECOVERY_INTERVAL_MS: '50',
+            });
+            try {
+              await listening(again);
+              const failed = await eventually(async () => {
+                const m = await reply(survivor, user, conversationId);
+                return m?.status === 'failed' ? m : undefined;
+              }, 30_000);
+              expect(failed).toMatchObject({ messageId, errorCode: 'interrupted' });
+              await delivered(secret, messageId);
+            } finally {
+              again.child.kill('SIGTERM');
+              await again.exited;
+              fs.rmSync(dataDir, { recursive: true, force: true });
+            }
+          },
+        ),
+      120_000,
+    );
 
     // No other instance sweeps, and the lease outlasts the test: only the stopping process can end the reply.
-    (onPostgres ? test : test.skip)('a shutdown outlasting SHUTDOWN_TIMEOUT_MS fails the replies still streaming before it exits', () =>
-      withReplyInProcess(
-        { CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
-        { CHAT_REPLY_LEASE_MS: '600000', SHUTDOWN_TIMEOUT_MS: '500' },
-        async ({ survivor, proc, user, secret, conversationId, messageId }) => {
-          proc.child.kill('SIGTERM');
-          expect(await proc.exited).toBe(1);
-          expect(await reply(survivor, user, conversationId)).toMatchObject({ messageId, status: 'failed', errorCode: 'interrupted' });
-          await delivered(secret, messageId);
-        },
-      ), 120_000);
+    (onPostgres ? test : test.skip)(
+      'a shutdown outlasting SHUTDOWN_TIMEOUT_MS fails the replies still streaming before it exits',
+      () =>
+        withReplyInProcess(
+          { CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+          { CHAT_REPLY_LEASE_MS: '600000', SHUTDOWN_TIMEOUT_MS: '500' },
+          async ({ survivor, proc, user, secret, conversationId, messageId }) => {
+            proc.child.kill('SIGTERM');
+            expect(await proc.exited).toBe(1);
+            expect(await reply(survivor, user, conversationId)).toMatchObject({ messageId, status: 'failed', errorCode: 'interrupted' });
+            await delivered(secret, messageId);
+          },
+        ),
+      120_000,
+    );
   });
 });

@@ -28,7 +28,9 @@ function findChromium(): string | null {
 const chromium = findChromium();
 const describeInBrowser = chromium ? describe : describe.skip;
 if (!chromium) {
-  console.warn('SKIPPED the cross-origin browser test: no Chromium found (install it with `apt-get install -y chromium`, or set CHROMIUM_BIN).');
+  console.warn(
+    'SKIPPED the cross-origin browser test: no Chromium found (install it with `apt-get install -y chromium`, or set CHROMIUM_BIN).',
+  );
 }
 
 interface PageServer {
@@ -94,7 +96,18 @@ async function read(response) {
 
 /** Starts headless Chromium on `url` in a fresh profile; stopped with its whole process group. */
 function launchChromium(binary: string, url: string, profile: string): ChildProcess {
-  const args = ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--no-default-browser-check', '--no-proxy-server', '--disable-extensions', `--user-data-dir=${profile}`, url];
+  const args = [
+    '--headless=new',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-dev-shm-usage',
+    '--no-first-run',
+    '--no-default-browser-check',
+    '--no-proxy-server',
+    '--disable-extensions',
+    `--user-data-dir=${profile}`,
+    url,
+  ];
   return spawn(binary, args, { detached: true, stdio: 'ignore' });
 }
 
@@ -142,13 +155,17 @@ describeInBrowser(`CORS in a real browser (${chromium ?? 'no Chromium'})`, () =>
   afterAll(async () => {
     if (browser) await stopChromium(browser);
     if (profile) fs.rmSync(profile, { recursive: true, force: true });
-    await Promise.all([allowedPage, deniedPage].filter(Boolean).map((page) => new Promise<void>((resolve) => page.server.close(() => resolve()))));
+    await Promise.all(
+      [allowedPage, deniedPage].filter(Boolean).map((page) => new Promise<void>((resolve) => page.server.close(() => resolve()))),
+    );
     await h?.close();
   });
 
   test('the allowed origin signs in and reads and writes with the cookie; the other origin is refused', async () => {
     browser = launchChromium(chromium as string, `${allowedPage.origin}/`, profile);
-    const exited = new Promise<never>((_, reject) => browser!.once('exit', (code, signal) => reject(new Error(`Chromium exited early (${code ?? signal})`))));
+    const exited = new Promise<never>((_, reject) =>
+      browser!.once('exit', (code, signal) => reject(new Error(`Chromium exited early (${code ?? signal})`))),
+    );
     exited.catch(() => undefined);
 
     const allowed = await within(Promise.race([allowedPage.result, exited]), 90_000, 'result from the allowed page');

@@ -14,13 +14,18 @@ import { eventually, startReceiver } from '../helpers/receiver';
  * answers the load's requests and may close their pooled connections, and a pooled client that
  * reuses one just then fails with "other side closed".
  */
-function call(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<{ status: number; header(name: string): string | undefined; json(): unknown }> {
+function call(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; header(name: string): string | undefined; json(): unknown }> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method: init.method ?? 'GET', headers: init.headers, agent: false }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, header: (name) => res.headers[name] as string | undefined, json: () => JSON.parse(text) }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, header: (name) => res.headers[name] as string | undefined, json: () => JSON.parse(text) }),
+      );
       res.on('error', reject);
     });
     req.on('error', reject);
@@ -46,10 +51,13 @@ function streamed(url: string, headers: Record<string, string>, body: string): {
 // A private Postgres cluster (not the run's shared server, which other test files use at the
 // same time) is stopped and started again under the service's feet. Postgres only: the
 // embedded PGlite lives inside the service's process.
-const bin = fs.existsSync('/usr/lib/postgresql') ? path.join('/usr/lib/postgresql', fs.readdirSync('/usr/lib/postgresql').sort().at(-1)!, 'bin') : '';
+const bin = fs.existsSync('/usr/lib/postgresql')
+  ? path.join('/usr/lib/postgresql', fs.readdirSync('/usr/lib/postgresql').sort().at(-1)!, 'bin')
+  : '';
 const runnable = process.env.TEST_DATABASE_URL !== undefined && bin !== '' && fs.existsSync(path.join(bin, 'initdb'));
 // CI runs the suite on Postgres with the server's binaries installed: there, a skip would hide a broken setup.
-if (process.env.CI && process.env.TEST_DATABASE_URL !== undefined && !runnable) throw new Error('the database restart test needs initdb and pg_ctl (/usr/lib/postgresql/*/bin)');
+if (process.env.CI && process.env.TEST_DATABASE_URL !== undefined && !runnable)
+  throw new Error('the database restart test needs initdb and pg_ctl (/usr/lib/postgresql/*/bin)');
 
 /** Runs a Postgres binary as the postgres user when this process is root (initdb refuses root). */
 function pg(tool: string, args: string[]): string {
@@ -64,7 +72,15 @@ function pg(tool: string, args: string[]): string {
   let port: number;
   let server: Running | undefined;
   const cluster = (action: 'start' | 'stop') =>
-    pg('pg_ctl', ['-D', dir, '-w', '-l', path.join(dir, 'log'), ...(action === 'start' ? ['-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`] : ['-m', 'fast']), action]);
+    pg('pg_ctl', [
+      '-D',
+      dir,
+      '-w',
+      '-l',
+      path.join(dir, 'log'),
+      ...(action === 'start' ? ['-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`] : ['-m', 'fast']),
+      action,
+    ]);
 
   beforeAll(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-restart-'));
@@ -162,7 +178,11 @@ function pg(tool: string, args: string[]): string {
       const last = body.messages.at(-1);
       if (last?.role === 'tool') return { kind: 'reply', chunks: ['Noted', '.'], usage: { prompt: 20, completion: 4 } };
       const text = last?.content ?? '';
-      if (text.startsWith('Note ')) return { kind: 'tool-calls', calls: [{ id: `call_${text.slice(5)}`, name: 'notes_create', arguments: JSON.stringify({ title: text, content: 'Kept.' }) }] };
+      if (text.startsWith('Note '))
+        return {
+          kind: 'tool-calls',
+          calls: [{ id: `call_${text.slice(5)}`, name: 'notes_create', arguments: JSON.stringify({ title: text, content: 'Kept.' }) }],
+        };
       return { kind: 'pause', chunks: ['Half '], until: answered, rest: ['done.'], usage: { prompt: 12, completion: 6 } };
     };
     const model = await startFakeModel((n) => behaviour(model.requests[n]!.body));
@@ -199,8 +219,14 @@ function pg(tool: string, args: string[]): string {
       const pid = server.child.pid;
       const base = `http://127.0.0.1:${httpPort}`;
       const material = await loadDevAuthMaterial(path.join(dir, 'service-load'));
-      const users = await Promise.all(['ann', 'ben', 'cid', 'dee'].map(async (name) => ({ Authorization: `Bearer ${await signDevToken(material, `restart-${name}`)}`, 'Content-Type': 'application/json' })));
-      const post = (headers: Record<string, string>, route: string, body: unknown) => call(`${base}/api/v1/${route}`, { method: 'POST', headers, body: JSON.stringify(body) });
+      const users = await Promise.all(
+        ['ann', 'ben', 'cid', 'dee'].map(async (name) => ({
+          Authorization: `Bearer ${await signDevToken(material, `restart-${name}`)}`,
+          'Content-Type': 'application/json',
+        })),
+      );
+      const post = (headers: Record<string, string>, route: string, body: unknown) =>
+        call(`${base}/api/v1/${route}`, { method: 'POST', headers, body: JSON.stringify(body) });
       const events = ['chat.completed', 'chat.failed', 'approval.requested', 'automation.finished', 'automation.failed'];
       for (const headers of users) expect((await post(headers, 'webhooks', { url: receiver.url, events })).status).toBe(200);
       const conversation = async (headers: Record<string, string>) => {
@@ -213,7 +239,10 @@ function pg(tool: string, args: string[]): string {
       // Eight turns paused for the approval of a tool call (their approval.requested held at the receiver).
       const approvals: Array<{ headers: Record<string, string>; approvalId: string }> = [];
       for (let i = 0; i < 8; i += 1) {
-        const res = await post(userOf(i), 'conversations/messages', { conversationId: await conversation(userOf(i)), content: `Note ${i}` });
+        const res = await post(userOf(i), 'conversations/messages', {
+          conversationId: await conversation(userOf(i)),
+          content: `Note ${i}`,
+        });
         expect(res.status).toBe(200);
         const reply = (res.json() as { reply: { status: string; parts: Array<{ type: string; approvalId?: string }> } }).reply;
         expect(reply.status).toBe('awaiting_approval');
@@ -223,24 +252,41 @@ function pg(tool: string, args: string[]): string {
       const streams: Array<ReturnType<typeof streamed>> = [];
       for (let i = 0; i < 12; i += 1) {
         const headers = userOf(i);
-        streams.push(streamed(`${base}/api/v1/conversations/messages`, { ...headers }, JSON.stringify({ conversationId: await conversation(headers), content: `Stream ${i}`, stream: true })));
+        streams.push(
+          streamed(
+            `${base}/api/v1/conversations/messages`,
+            { ...headers },
+            JSON.stringify({ conversationId: await conversation(headers), content: `Stream ${i}`, stream: true }),
+          ),
+        );
       }
       const waiting: Array<Promise<{ status: number }>> = [];
-      for (let i = 0; i < 2; i += 1) waiting.push(post(userOf(i), 'conversations/messages', { conversationId: await conversation(userOf(i)), content: `Wait ${i}` }));
+      for (let i = 0; i < 2; i += 1)
+        waiting.push(post(userOf(i), 'conversations/messages', { conversationId: await conversation(userOf(i)), content: `Wait ${i}` }));
       // An automation run waiting for the model.
       const created = await post(users[0]!, 'automations', { name: 'Restart summary', prompt: 'Summarize the restart.' });
       expect(created.status).toBe(200);
-      const queued = await post(users[0]!, 'automations/run', { automationId: (created.json() as { automation: { automationId: string } }).automation.automationId });
+      const queued = await post(users[0]!, 'automations/run', {
+        automationId: (created.json() as { automation: { automationId: string } }).automation.automationId,
+      });
       expect(queued.status).toBe(200);
       const runId = (queued.json() as { run: { runId: string } }).run.runId;
 
       await eventually(() => (streams.every((s) => s.text().includes('Half ')) ? true : undefined));
-      await eventually(() => (model.requests.some((r) => JSON.stringify(r.body.messages).includes('Summarize the restart.')) ? true : undefined));
-      await eventually(() => (model.requests.filter((r) => r.body.messages.at(-1)?.content?.startsWith('Wait ')).length === 2 ? true : undefined));
+      await eventually(() =>
+        model.requests.some((r) => JSON.stringify(r.body.messages).includes('Summarize the restart.')) ? true : undefined,
+      );
+      await eventually(() =>
+        model.requests.filter((r) => r.body.messages.at(-1)?.content?.startsWith('Wait ')).length === 2 ? true : undefined,
+      );
       await eventually(() => (receiver.received.length >= approvals.length ? true : undefined));
       expect(await rows(`select status from automation_runs where id = $1`, [runId])).toEqual([{ status: 'running' }]);
       // No transaction is held open while the turns wait on the model.
-      expect(await rows(`select query from pg_stat_activity where state like 'idle in transaction%' and now() - state_change > interval '2 seconds'`)).toEqual([]);
+      expect(
+        await rows(
+          `select query from pg_stat_activity where state like 'idle in transaction%' and now() - state_change > interval '2 seconds'`,
+        ),
+      ).toEqual([]);
 
       cluster('stop');
       expect((await call(`${base}/readyz`)).status).toBe(503);
@@ -248,7 +294,10 @@ function pg(tool: string, args: string[]): string {
       expect(during.status).toBe(503);
       expect(during.header('retry-after')).toBe('2');
       expect(during.json()).toMatchObject({ code: 'database_unavailable' });
-      const decidedDuring = await post(approvals[0]!.headers, 'approvals/decide', { approvalId: approvals[0]!.approvalId, decision: 'approve' });
+      const decidedDuring = await post(approvals[0]!.headers, 'approvals/decide', {
+        approvalId: approvals[0]!.approvalId,
+        decision: 'approve',
+      });
       expect(decidedDuring.status).toBe(503);
       expect(decidedDuring.json()).toMatchObject({ code: 'database_unavailable' });
       // The model and the receiver answer while the database is down: the turns, the run and the
@@ -271,8 +320,13 @@ function pg(tool: string, args: string[]): string {
       // Every turn ended (complete, or failed as interrupted), each once; the service's own
       // recovery is given its time (a lapsed lease, then a sweep).
       const replies = await eventually(async () => {
-        const found = await rows<{ status: string; error_code: string | null }>(`select status, error_code from messages where role = 'assistant'`);
-        return found.length === 22 && found.every((m) => m.status === 'complete' || (m.status === 'failed' && m.error_code === 'interrupted')) ? found : undefined;
+        const found = await rows<{ status: string; error_code: string | null }>(
+          `select status, error_code from messages where role = 'assistant'`,
+        );
+        return found.length === 22 &&
+          found.every((m) => m.status === 'complete' || (m.status === 'failed' && m.error_code === 'interrupted'))
+          ? found
+          : undefined;
       });
       expect(replies.filter((m) => m.status === 'complete').length).toBeGreaterThan(0);
       // The run ended; every delivery reached the receiver and is done (none left claimed or failed).
@@ -285,9 +339,19 @@ function pg(tool: string, args: string[]): string {
         return open.length === 0 ? true : undefined;
       });
       // Charged once: no action has two usage records, and each complete reply and ended run has its own.
-      expect(await rows(`select kind, resource_id, count(*)::int as n from usage_records group by kind, resource_id having count(*) > 1`)).toEqual([]);
-      expect(await rows(`select id from messages m where role = 'assistant' and status = 'complete' and not exists (select 1 from usage_records u where u.resource_id = m.id)`)).toEqual([]);
-      expect(await rows(`select id from automation_runs r where status = 'succeeded' and not exists (select 1 from usage_records u where u.kind = 'automation.run' and u.resource_id = r.id)`)).toEqual([]);
+      expect(
+        await rows(`select kind, resource_id, count(*)::int as n from usage_records group by kind, resource_id having count(*) > 1`),
+      ).toEqual([]);
+      expect(
+        await rows(
+          `select id from messages m where role = 'assistant' and status = 'complete' and not exists (select 1 from usage_records u where u.resource_id = m.id)`,
+        ),
+      ).toEqual([]);
+      expect(
+        await rows(
+          `select id from automation_runs r where status = 'succeeded' and not exists (select 1 from usage_records u where u.kind = 'automation.run' and u.resource_id = r.id)`,
+        ),
+      ).toEqual([]);
 
       expect(server.child.pid).toBe(pid);
       expect(server.child.exitCode).toBeNull(); // never ended, never restarted

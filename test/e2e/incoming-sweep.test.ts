@@ -34,11 +34,15 @@ describe('partial objects of uploads that never ended', () => {
       const file = await createFile(h, user, { name: 'slow.txt', mimeType: 'text/plain', sizeBytes: content.length });
       const target = await uploadUrl(h, user, file.fileId);
       const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
-        upload = http.request(target.url, { method: 'PUT', headers: { ...target.headers, 'Content-Length': String(content.length) } }, (res) => {
-          let body = '';
-          res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-        });
+        upload = http.request(
+          target.url,
+          { method: 'PUT', headers: { ...target.headers, 'Content-Length': String(content.length) } },
+          (res) => {
+            let body = '';
+            res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
         upload.on('error', reject);
         upload.write(content.subarray(0, 5));
       });

@@ -9,9 +9,11 @@ jest.setTimeout(600_000);
 
 /** Every file under src/, as text. */
 function sources(dir = path.join(root, 'src')): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? sources(path.join(dir, entry.name)) : [fs.readFileSync(path.join(dir, entry.name), 'utf8')],
-  );
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((entry) =>
+      entry.isDirectory() ? sources(path.join(dir, entry.name)) : [fs.readFileSync(path.join(dir, entry.name), 'utf8')],
+    );
 }
 
 describe('the built service in production mode', () => {
@@ -19,10 +21,7 @@ describe('the built service in production mode', () => {
     execFileSync('make', ['-s', 'build'], { cwd: root, stdio: 'ignore' });
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-validation-'));
     const port = String(await freePort());
-    const service = start(
-      { ...productionEnv(dataDir), PORT: port, HOST: '127.0.0.1', MODEL_PROVIDER: 'development' },
-      { built: true },
-    );
+    const service = start({ ...productionEnv(dataDir), PORT: port, HOST: '127.0.0.1', MODEL_PROVIDER: 'development' }, { built: true });
     try {
       const started = await listening(service);
       expect(started).toMatchObject({ node: process.version });
@@ -31,7 +30,10 @@ describe('the built service in production mode', () => {
       // An operation that needs no credentials, asked with a parameter the document does not have.
       const unknown = await fetch(`${base}/api/v1/discovery?verbose=1`);
       expect(unknown.status).toBe(400);
-      expect(await unknown.json()).toMatchObject({ code: 'invalid_request', details: [{ path: '/query/verbose', message: "Unknown query parameter 'verbose'" }] });
+      expect(await unknown.json()).toMatchObject({
+        code: 'invalid_request',
+        details: [{ path: '/query/verbose', message: "Unknown query parameter 'verbose'" }],
+      });
       expect((await fetch(`${base}/api/v1/discovery`)).status).toBe(200);
     } finally {
       service.child.kill('SIGTERM');

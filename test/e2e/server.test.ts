@@ -24,7 +24,11 @@ describe('the service process', () => {
 
     const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'alice');
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-    const created = await fetch(`${base}/api/v1/projects`, { method: 'POST', headers, body: JSON.stringify({ name: 'Survives restarts' }) });
+    const created = await fetch(`${base}/api/v1/projects`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ name: 'Survives restarts' }),
+    });
     expect(created.status).toBe(200);
     const { project } = (await created.json()) as { project: { projectId: string } };
 

@@ -9,7 +9,13 @@ describe('an object store that cannot be reached', () => {
     try {
       const user = await h.newUser('store-down');
       const ready = await storeFile(h, user, 'before.txt', 'text/plain', Buffer.from('stored while the store was up'));
-      const output = await h.runtime.services.outputs.create({ ownerUserId: user.userId, type: 'text', name: 'o.txt', mimeType: 'text/plain', body: Buffer.from('out') });
+      const output = await h.runtime.services.outputs.create({
+        ownerUserId: user.userId,
+        type: 'text',
+        name: 'o.txt',
+        mimeType: 'text/plain',
+        body: Buffer.from('out'),
+      });
       const pending = await createFile(h, user, { name: 'after.txt', mimeType: 'text/plain', sizeBytes: 5 });
       const upload = await uploadUrl(h, user, pending.fileId);
       await s3.close();

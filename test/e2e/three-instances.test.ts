@@ -76,9 +76,15 @@ const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
       expect(res.status).toBe(200);
     }
 
-    const created = await call(0, '/api/v1/files', { method: 'POST', headers: auth, json: { name: 'hello.txt', mimeType: 'text/plain', sizeBytes: 5 } });
+    const created = await call(0, '/api/v1/files', {
+      method: 'POST',
+      headers: auth,
+      json: { name: 'hello.txt', mimeType: 'text/plain', sizeBytes: 5 },
+    });
     const fileId = ((await created.json()) as { file: { fileId: string } }).file.fileId;
-    const link = (await (await call(0, '/api/v1/files/upload-url', { method: 'POST', headers: auth, json: { fileId } })).json()) as { upload: { url: string } };
+    const link = (await (await call(0, '/api/v1/files/upload-url', { method: 'POST', headers: auth, json: { fileId } })).json()) as {
+      upload: { url: string };
+    };
     const put = await call(1, new URL(link.upload.url, 'http://x').pathname + new URL(link.upload.url, 'http://x').search, {
       method: 'PUT',
       headers: { 'Content-Type': 'text/plain', 'Content-Length': '5' },
@@ -109,7 +115,11 @@ const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
   test('each cron slot runs once and each webhook event is delivered once, whichever instance produced it', async () => {
     const userId = 'three-instances-owner';
     const auth = { Authorization: `Bearer ${await token(userId)}` };
-    const subscribed = await call(0, '/api/v1/webhooks', { method: 'POST', headers: auth, json: { url: receiver.url, events: ['chat.completed', 'automation.finished'] } });
+    const subscribed = await call(0, '/api/v1/webhooks', {
+      method: 'POST',
+      headers: auth,
+      json: { url: receiver.url, events: ['chat.completed', 'automation.finished'] },
+    });
     expect(subscribed.status).toBe(200);
     const { secret } = (await subscribed.json()) as { secret: string };
 
@@ -118,12 +128,19 @@ const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
       headers: auth,
       json: { name: 'Every minute', prompt: 'Tick.', schedule: { cron: '* * * * *', timezone: 'UTC' } },
     });
-    const { automationId, nextRunAt } = ((await automation.json()) as { automation: { automationId: string; nextRunAt: number } }).automation;
+    const { automationId, nextRunAt } = ((await automation.json()) as { automation: { automationId: string; nextRunAt: number } })
+      .automation;
 
     // Nine replies, three through each instance.
-    const conversation = (await (await call(2, '/api/v1/conversations', { method: 'POST', headers: auth, json: {} })).json()) as { conversation: { conversationId: string } };
+    const conversation = (await (await call(2, '/api/v1/conversations', { method: 'POST', headers: auth, json: {} })).json()) as {
+      conversation: { conversationId: string };
+    };
     for (let n = 0; n < 9; n += 1) {
-      const res = await call(n % 3, '/api/v1/conversations/messages', { method: 'POST', headers: auth, json: { conversationId: conversation.conversation.conversationId, content: `Message ${n}` } });
+      const res = await call(n % 3, '/api/v1/conversations/messages', {
+        method: 'POST',
+        headers: auth,
+        json: { conversationId: conversation.conversation.conversationId, content: `Message ${n}` },
+      });
       expect(res.status).toBe(200);
     }
 
@@ -131,7 +148,9 @@ const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, nextRunAt - Date.now()) + 3000));
     // The automation goes on firing each minute: its runs are those finished once it is switched off.
     await eventually(async () => {
-      const rows = await sql<{ status: string }>`select status from automation_runs where automation_id = ${automationId}`.execute(h.runtime.database.db);
+      const rows = await sql<{ status: string }>`select status from automation_runs where automation_id = ${automationId}`.execute(
+        h.runtime.database.db,
+      );
       return rows.rows.some((r) => r.status === 'succeeded') ? true : undefined;
     });
     await h.runtime.database.db.updateTable('automations').set({ enabled: false }).where('id', '=', automationId).execute();
@@ -147,14 +166,25 @@ const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
     // Once no delivery is pending, nothing more is sent: then the receiver has seen all there is.
     await eventually(async () => {
       const pending = await sql<{ n: number }>`
-        select count(*)::int as n from webhook_deliveries where owner_user_id = ${userId} and status = 'pending'`.execute(h.runtime.database.db);
+        select count(*)::int as n from webhook_deliveries where owner_user_id = ${userId} and status = 'pending'`.execute(
+        h.runtime.database.db,
+      );
       const verified = receiver.received.map((r) => verify(secret, r));
-      return pending.rows[0]!.n === 0 && verified.filter((e) => e.type === 'chat.completed').length >= 9 && verified.filter((e) => e.type === 'automation.finished').length >= runs.length ? true : undefined;
+      return pending.rows[0]!.n === 0 &&
+        verified.filter((e) => e.type === 'chat.completed').length >= 9 &&
+        verified.filter((e) => e.type === 'automation.finished').length >= runs.length
+        ? true
+        : undefined;
     });
     const events = receiver.received.map((r) => verify(secret, r));
     const ids = events.map((e) => e.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(events.filter((e) => e.type === 'chat.completed')).toHaveLength(9);
-    expect(events.filter((e) => e.type === 'automation.finished').map((e) => e.data.runId).sort()).toEqual(runs.map((r) => r.id).sort());
+    expect(
+      events
+        .filter((e) => e.type === 'automation.finished')
+        .map((e) => e.data.runId)
+        .sort(),
+    ).toEqual(runs.map((r) => r.id).sort());
   }, 300_000);
 });

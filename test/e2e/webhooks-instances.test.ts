@@ -17,7 +17,12 @@ describe('webhook delivery across instances', () => {
     // Background polling off: the test drives both instances' workers side by side. A long request
     // timeout (the lease is that and 5 s) keeps a lease from lapsing while a loaded machine stalls
     // both instances: this test is about two instances never claiming the same delivery.
-    const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '60000', WEBHOOK_TIMEOUT_MS: '60000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
+    const env = {
+      WEBHOOK_ALLOW_LOOPBACK: 'true',
+      WEBHOOK_POLL_INTERVAL_MS: '60000',
+      WEBHOOK_TIMEOUT_MS: '60000',
+      WEBHOOK_SECRETS_KEY: SECRETS_KEY,
+    };
     const a = await startHarness(env);
     const b = await anotherInstance(a, env);
     try {
@@ -28,12 +33,18 @@ describe('webhook delivery across instances', () => {
       for (let batch = 0; batch < 100; batch += 1) {
         await a.runtime.database.db.transaction().execute(async (trx) => {
           for (let i = 0; i < 10; i += 1) {
-            emitted.push((await a.runtime.services.webhooks.emitEvent(trx, 'chat.completed', user.userId, { n: batch * 10 + i })) as string);
+            emitted.push(
+              (await a.runtime.services.webhooks.emitEvent(trx, 'chat.completed', user.userId, { n: batch * 10 + i })) as string,
+            );
           }
         });
       }
       const pending = async () =>
-        (await sql<{ n: number }>`select count(*)::int as n from webhook_deliveries where status = 'pending'`.execute(a.runtime.database.db)).rows[0]!.n;
+        (
+          await sql<{ n: number }>`select count(*)::int as n from webhook_deliveries where status = 'pending'`.execute(
+            a.runtime.database.db,
+          )
+        ).rows[0]!.n;
       while ((await pending()) > 0) await Promise.all([a.runtime.dispatcher.runOnce(), b.dispatcher.runOnce()]);
       await Promise.all([a.runtime.dispatcher.stop(), b.dispatcher.stop()]);
 
@@ -60,7 +71,12 @@ describe('webhook delivery across instances', () => {
     // while the attempt goes on. The receiver holds the request until the renewal is seen in the
     // database (the lease pushed beyond the one the claim set): without renewal that never happens
     // and the attempt runs into its timeout.
-    const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '20', WEBHOOK_TIMEOUT_MS: '30000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
+    const env = {
+      WEBHOOK_ALLOW_LOOPBACK: 'true',
+      WEBHOOK_POLL_INTERVAL_MS: '20',
+      WEBHOOK_TIMEOUT_MS: '30000',
+      WEBHOOK_SECRETS_KEY: SECRETS_KEY,
+    };
     const h = await startHarness(env);
     try {
       receiver = await startReceiver((n) => (n === 0 ? 'hang' : { status: 200 }));
@@ -100,10 +116,20 @@ describe('webhook delivery across instances', () => {
   (onPostgres ? test : test.skip)(
     'an instance killed mid-delivery: another redelivers after the lease, with the same webhook-id',
     async () => {
-      const env = { WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_INTERVAL_MS: '20', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_SECRETS_KEY: SECRETS_KEY };
+      const env = {
+        WEBHOOK_ALLOW_LOOPBACK: 'true',
+        WEBHOOK_POLL_INTERVAL_MS: '20',
+        WEBHOOK_TIMEOUT_MS: '5000',
+        WEBHOOK_SECRETS_KEY: SECRETS_KEY,
+      };
       const survivor = await startHarness(env);
       const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiws-e2e-webhooks-'));
-      const doomed = start({ ...env, DATABASE_URL: survivor.runtime.config.databaseUrl as string, DATA_DIR: dataDir, PORT: String(await freePort()) });
+      const doomed = start({
+        ...env,
+        DATABASE_URL: survivor.runtime.config.databaseUrl as string,
+        DATA_DIR: dataDir,
+        PORT: String(await freePort()),
+      });
       try {
         await survivor.runtime.dispatcher.stop(); // only the doomed instance may take the first attempt
         await listening(doomed);
@@ -123,7 +149,11 @@ describe('webhook delivery across instances', () => {
         expect(receiver.received.map((request) => verify(secret, request).id)).toEqual([eventId, eventId]);
         expect(receiver.received[0]!.headers['webhook-id']).toBe(receiver.received[1]!.headers['webhook-id']);
         const log = await eventually(async () => {
-          const res = await survivor.http().get('/api/v1/webhooks/deliveries').query({ subscriptionId: subscription.subscriptionId }).set(user.auth);
+          const res = await survivor
+            .http()
+            .get('/api/v1/webhooks/deliveries')
+            .query({ subscriptionId: subscription.subscriptionId })
+            .set(user.auth);
           return res.body.deliveries[0]?.status === 'succeeded' ? res.body.deliveries[0] : undefined;
         });
         expect(log.attempts.map((x: { outcome: string }) => x.outcome)).toEqual(['failed', 'succeeded']);

@@ -5,7 +5,19 @@ import fc from 'fast-check';
 import { sql } from 'kysely';
 import { type TestUser, useHarnessWith, userNamed } from '../helpers/harness';
 import { MAX_NESTING } from '../../src/http/text-guard';
-import { AWKWARD_CHARACTERS, encodeUriText, holdsUnstorableText, isOmitted, nestedJson, outOfBoundsFor, queryString, resolver, type Schema, valueFor, wrongTypeFor } from './schema-arbitrary';
+import {
+  AWKWARD_CHARACTERS,
+  encodeUriText,
+  holdsUnstorableText,
+  isOmitted,
+  nestedJson,
+  outOfBoundsFor,
+  queryString,
+  resolver,
+  type Schema,
+  valueFor,
+  wrongTypeFor,
+} from './schema-arbitrary';
 
 /**
  * Property-based fuzzing driven by the OpenAPI document: for every operation, requests built from
@@ -101,26 +113,46 @@ function requestFor(op: Operation): fc.Arbitrary<Request> {
     const withBody = (kind: Request['kind'], change: fc.Arbitrary<(b: Record<string, unknown>) => Record<string, unknown>>) =>
       fc.tuple(base, change).map(([r, f]) => ({ ...r, kind, body: f({ ...(r.body as Record<string, unknown>) }) }));
     if (required.length > 0) {
-      variants.push(withBody('missing', fc.constantFrom(...required).map((k) => (b: Record<string, unknown>) => ({ ...b, [k]: undefined }))));
+      variants.push(
+        withBody(
+          'missing',
+          fc.constantFrom(...required).map((k) => (b: Record<string, unknown>) => ({ ...b, [k]: undefined })),
+        ),
+      );
     }
     if (props.length > 0) {
       variants.push(
         withBody(
           'wrongType',
-          fc.constantFrom(...props).chain(([k, s]) => wrongTypeFor(s, resolve).map((v) => (b: Record<string, unknown>) => ({ ...b, [k]: v }))),
+          fc
+            .constantFrom(...props)
+            .chain(([k, s]) => wrongTypeFor(s, resolve).map((v) => (b: Record<string, unknown>) => ({ ...b, [k]: v }))),
         ),
       );
       const bounded = props.map(([k, s]) => [k, outOfBoundsFor(s, resolve)] as const).filter(([, a]) => a !== null);
       if (bounded.length > 0) {
         variants.push(
-          withBody('outOfBounds', fc.constantFrom(...bounded).chain(([k, a]) => (a as fc.Arbitrary<unknown>).map((v) => (b: Record<string, unknown>) => ({ ...b, [k]: v })))),
+          withBody(
+            'outOfBounds',
+            fc
+              .constantFrom(...bounded)
+              .chain(([k, a]) => (a as fc.Arbitrary<unknown>).map((v) => (b: Record<string, unknown>) => ({ ...b, [k]: v }))),
+          ),
         );
       }
     }
     if (object.additionalProperties === false) {
       // The name of the extra property may hold an awkward character too.
-      const extraName = fc.oneof(fc.constant('notInTheDocument'), fc.constantFrom(...AWKWARD_CHARACTERS).map((odd) => `not${odd}InTheDocument`));
-      variants.push(withBody('extra', extraName.map((name) => (b: Record<string, unknown>) => ({ ...b, [name]: 1 }))));
+      const extraName = fc.oneof(
+        fc.constant('notInTheDocument'),
+        fc.constantFrom(...AWKWARD_CHARACTERS).map((odd) => `not${odd}InTheDocument`),
+      );
+      variants.push(
+        withBody(
+          'extra',
+          extraName.map((name) => (b: Record<string, unknown>) => ({ ...b, [name]: 1 })),
+        ),
+      );
     }
   }
   if (op.jsonBody) {
@@ -130,8 +162,14 @@ function requestFor(op: Operation): fc.Arbitrary<Request> {
     variants.push(
       fc.tuple(base, fc.constantFrom(...targets), nestedJson).map(([r, target, nested]) => {
         const deepest = target === null ? nested.levels : nested.levels + 1;
-        const body = target === null ? nested.json : JSON.stringify({ ...(r.body as Record<string, unknown>), [target]: NESTED }).replace(`"${NESTED}"`, nested.json);
-        const refused = deepest > MAX_NESTING || nested.unstorable || (target !== null && holdsUnstorableText({ ...(r.body as Record<string, unknown>), [target]: null }));
+        const body =
+          target === null
+            ? nested.json
+            : JSON.stringify({ ...(r.body as Record<string, unknown>), [target]: NESTED }).replace(`"${NESTED}"`, nested.json);
+        const refused =
+          deepest > MAX_NESTING ||
+          nested.unstorable ||
+          (target !== null && holdsUnstorableText({ ...(r.body as Record<string, unknown>), [target]: null }));
         const request: Request = { ...r, kind: 'nested' as const, body, nesting: { deepest, refused } };
         // A counterexample is printed without its body of up to a megabyte.
         const shown = `${op.method.toUpperCase()} ${r.url} with a body ${deepest} levels deep (${body.length} characters): ${body.slice(0, 200)}…`;
@@ -146,7 +184,9 @@ function requestFor(op: Operation): fc.Arbitrary<Request> {
   if (!op.path.includes('{')) {
     const badQuery = fc.oneof(
       fc.constant({ notInTheDocument: 'x' }),
-      ...queryParams.filter((p) => resolve(p.schema).type === 'integer' || resolve(p.schema).type === 'boolean').map((p) => fc.constant({ [p.name]: 'not-a-value' })),
+      ...queryParams
+        .filter((p) => resolve(p.schema).type === 'integer' || resolve(p.schema).type === 'boolean')
+        .map((p) => fc.constant({ [p.name]: 'not-a-value' })),
     );
     variants.push(fc.tuple(base, badQuery).map(([r, q]) => ({ ...r, kind: 'badQuery' as const, query: { ...r.query, ...q } })));
   }
@@ -185,7 +225,9 @@ beforeAll(async () => {
 });
 
 test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape, refused requests change nothing`, async () => {
-  console.log(`fuzzing ${operations.length} operations with ${REQUESTS} requests, seed ${SEED} (replay: make fuzz N=${REQUESTS} SEED=${SEED})`);
+  console.log(
+    `fuzzing ${operations.length} operations with ${REQUESTS} requests, seed ${SEED} (replay: make fuzz N=${REQUESTS} SEED=${SEED})`,
+  );
   const admin: TestUser = await userNamed(ctx.h, ADMIN_ID);
   const counts: Record<string, number> = {};
   /** Nested bodies sent, by their deepest level. */
@@ -199,7 +241,10 @@ test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape,
       const refusedBody = r.nesting ? r.nesting.refused : r.kind !== 'valid' || holdsUnstorableText(r.body);
       const invalid = refusedBody || /%00/.test(`${r.url}?${query}`) || /%ED%[AB]/i.test(r.url);
       const before = invalid ? await fingerprint() : '';
-      let call = ctx.h.http()[r.op.method](query ? `${r.url}?${query}` : r.url).set((r.op.asAdmin ? admin : ctx.fuzzer).auth);
+      let call = ctx.h
+        .http()
+        [r.op.method](query ? `${r.url}?${query}` : r.url)
+        .set((r.op.asAdmin ? admin : ctx.fuzzer).auth);
       if (r.op.rawBody) call = call.set('content-type', 'application/octet-stream').send(Buffer.from('fuzz'));
       else if (r.contentType && r.body !== undefined) {
         call = call.set('content-type', r.contentType).send(typeof r.body === 'string' ? r.body : JSON.stringify(r.body));
@@ -208,11 +253,13 @@ test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape,
       const label = `${r.kind} ${r.op.method.toUpperCase()} ${r.op.path} → ${res.status}`;
       counts[`${res.status}`] = (counts[`${res.status}`] ?? 0) + 1;
       if (r.nesting) {
-        const band = r.nesting.deepest > 10_000 ? 'over 10,000' : r.nesting.deepest > MAX_NESTING ? `${MAX_NESTING + 1}–10,000` : `1–${MAX_NESTING}`;
+        const band =
+          r.nesting.deepest > 10_000 ? 'over 10,000' : r.nesting.deepest > MAX_NESTING ? `${MAX_NESTING + 1}–10,000` : `1–${MAX_NESTING}`;
         nested[band] = (nested[band] ?? 0) + 1;
       }
       if (res.status >= 500) {
-        const sent = typeof r.body === 'string' && r.body.length > 2000 ? `${r.body.slice(0, 2000)}… (${r.body.length} characters)` : r.body;
+        const sent =
+          typeof r.body === 'string' && r.body.length > 2000 ? `${r.body.slice(0, 2000)}… (${r.body.length} characters)` : r.body;
         throw new Error(`${label}: ${JSON.stringify(res.body)} for ${JSON.stringify({ query: r.query, body: sent })}`);
       }
       if (res.status >= 400) {

@@ -52,8 +52,27 @@ function flatten(schema: Schema, resolve: Resolve): Schema {
  * Unicode oddities (valid text, kept), lone surrogates of either half (refused) and a valid pair.
  */
 export const AWKWARD_CHARACTERS = [
-  '\u0000', '\u0001', '\u0008', '\t', '\n', '\r', '\u000b', '\u001b', '\u001f', '\u007f', '\u0085', '\u00a0',
-  '\u200b', '\u2028', '\ufeff', '\uffff', '\ud800', '\udbff', '\udc00', '\udfff', '\ud83d\ude00',
+  '\u0000',
+  '\u0001',
+  '\u0008',
+  '\t',
+  '\n',
+  '\r',
+  '\u000b',
+  '\u001b',
+  '\u001f',
+  '\u007f',
+  '\u0085',
+  '\u00a0',
+  '\u200b',
+  '\u2028',
+  '\ufeff',
+  '\uffff',
+  '\ud800',
+  '\udbff',
+  '\udc00',
+  '\udfff',
+  '\ud83d\ude00',
 ] as const;
 
 const plainText = (min: number, max: number) => fc.string({ minLength: min, maxLength: Math.min(max, min + 40), unit: 'grapheme-ascii' });
@@ -78,7 +97,9 @@ export function encodeUriText(value: string): string {
   return value.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]|[\s\S]/g, (char) => {
     const code = char.charCodeAt(0);
     if (char.length === 2 || code < 0xd800 || code > 0xdfff) return encodeURIComponent(char);
-    return [0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f), 0x80 | (code & 0x3f)].map((byte) => `%${byte.toString(16).toUpperCase()}`).join('');
+    return [0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f), 0x80 | (code & 0x3f)]
+      .map((byte) => `%${byte.toString(16).toUpperCase()}`)
+      .join('');
   });
 }
 
@@ -121,7 +142,8 @@ export const nestedJson: fc.Arbitrary<NestedJson> = fc
     leaf: fc.oneof(fc.integer(), fc.boolean(), fc.constant(null), text(0, 12)),
   })
   .map(({ levels, shape, key, leaf }) => {
-    const opener = (level: number) => (shape === 'arrays' || (shape === 'alternating' && level % 2 === 0) ? '[' : `{${JSON.stringify(key)}:`);
+    const opener = (level: number) =>
+      shape === 'arrays' || (shape === 'alternating' && level % 2 === 0) ? '[' : `{${JSON.stringify(key)}:`;
     const opened = Array.from({ length: levels }, (_, level) => opener(level));
     const closed = opened.map((open) => (open === '[' ? ']' : '}')).reverse();
     const json = `${opened.join('')}${JSON.stringify(leaf)}${closed.join('')}`;
@@ -144,7 +166,11 @@ const freeFormObject: fc.Arbitrary<Record<string, unknown>> = fc.oneof(
 export function queryString(query: Record<string, unknown>): string {
   return Object.entries(query)
     .filter(([, value]) => value !== undefined)
-    .flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((item) => (item === null ? encodeUriText(name) : `${encodeUriText(name)}=${encodeUriText(String(item))}`)))
+    .flatMap(([name, value]) =>
+      (Array.isArray(value) ? value : [value]).map((item) =>
+        item === null ? encodeUriText(name) : `${encodeUriText(name)}=${encodeUriText(String(item))}`,
+      ),
+    )
     .join('&');
 }
 
@@ -165,7 +191,12 @@ export const isOmitted = (property: Schema, omitted: readonly string[] = IDENTIT
  * service must still answer 4xx for those). Depth-limited. Properties whose schema is one of the
  * components `omitted` are never generated (by default the identity fields, IDENTITY_SCHEMAS).
  */
-export function valueFor(schema: Schema, resolve: Resolve, depth = 0, omitted: readonly string[] = IDENTITY_SCHEMAS): fc.Arbitrary<unknown> {
+export function valueFor(
+  schema: Schema,
+  resolve: Resolve,
+  depth = 0,
+  omitted: readonly string[] = IDENTITY_SCHEMAS,
+): fc.Arbitrary<unknown> {
   const s = flatten(schema, resolve);
   const plain = ((): fc.Arbitrary<unknown> => {
     if (s.enum) return fc.constantFrom(...s.enum.filter((v) => v !== null));
@@ -175,7 +206,8 @@ export function valueFor(schema: Schema, resolve: Resolve, depth = 0, omitted: r
       case 'string': {
         const min = s.minLength ?? 0;
         const max = s.maxLength ?? 60;
-        if (s.pattern === '\\S' || s.pattern === '\\S') return text(Math.max(min, 1), max).map((v) => (v.trim() === '' ? `x${v}` : v).slice(0, max));
+        if (s.pattern === '\\S' || s.pattern === '\\S')
+          return text(Math.max(min, 1), max).map((v) => (v.trim() === '' ? `x${v}` : v).slice(0, max));
         return text(min, max);
       }
       case 'integer':
@@ -197,7 +229,9 @@ export function valueFor(schema: Schema, resolve: Resolve, depth = 0, omitted: r
         const keys = Object.entries(s.properties as Record<string, Schema>)
           .filter(([, property]) => !isOmitted(property, omitted))
           .map(([k]) => k);
-        const model = Object.fromEntries(keys.map((k) => [k, valueFor((s.properties as Record<string, Schema>)[k] as Schema, resolve, depth + 1, omitted)]));
+        const model = Object.fromEntries(
+          keys.map((k) => [k, valueFor((s.properties as Record<string, Schema>)[k] as Schema, resolve, depth + 1, omitted)]),
+        );
         return fc.record(model, { requiredKeys: keys.filter((k) => s.required?.includes(k)) });
       }
     }
@@ -225,7 +259,8 @@ export function outOfBoundsFor(schema: Schema, resolve: Resolve): fc.Arbitrary<u
   if (s.type === 'string' && (s.minLength ?? 0) > 0) return fc.constant('');
   if ((s.type === 'integer' || s.type === 'number') && s.maximum !== undefined) return fc.constant(s.maximum + 1);
   if ((s.type === 'integer' || s.type === 'number') && s.minimum !== undefined) return fc.constant(s.minimum - 1);
-  if (s.type === 'array' && s.maxItems !== undefined && s.items) return fc.constant(Array.from({ length: s.maxItems + 1 }, (_, i) => `item-${i}`));
+  if (s.type === 'array' && s.maxItems !== undefined && s.items)
+    return fc.constant(Array.from({ length: s.maxItems + 1 }, (_, i) => `item-${i}`));
   if (s.enum) return fc.constant('not-one-of-the-values');
   return null;
 }

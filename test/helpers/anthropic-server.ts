@@ -62,8 +62,14 @@ export async function startFakeAnthropic(apiKey: string): Promise<FakeAnthropicS
       const text = Buffer.concat(parts).toString('utf8');
       const presented = req.headers['x-api-key'] as string | undefined;
       const path = (req.url ?? '').split('?')[0] as string;
-      fake.requests.push({ path, body: text ? JSON.parse(text) : null, apiKey: presented, version: req.headers['anthropic-version'] as string | undefined });
-      const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      fake.requests.push({
+        path,
+        body: text ? JSON.parse(text) : null,
+        apiKey: presented,
+        version: req.headers['anthropic-version'] as string | undefined,
+      });
+      const json = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       if (presented !== fake.apiKey) {
         // Echoes the key it was given, as some providers do: the service must never pass it on.
         json(401, { type: 'error', error: { type: 'authentication_error', message: `invalid x-api-key: ${presented ?? ''}` } });
@@ -91,7 +97,10 @@ export async function startFakeAnthropic(apiKey: string): Promise<FakeAnthropicS
           type: 'message',
           role: 'assistant',
           model: body.model,
-          content: [...(reply === '' ? [] : [{ type: 'text', text: reply }]), ...toolUses.map((t) => ({ type: 'tool_use', id: t.id, name: t.name, input: t.input }))],
+          content: [
+            ...(reply === '' ? [] : [{ type: 'text', text: reply }]),
+            ...toolUses.map((t) => ({ type: 'tool_use', id: t.id, name: t.name, input: t.input })),
+          ],
           stop_reason: stopReason,
           stop_sequence: null,
           usage: { input_tokens: usage.input, output_tokens: usage.output },
@@ -99,9 +108,19 @@ export async function startFakeAnthropic(apiKey: string): Promise<FakeAnthropicS
         return;
       }
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      const event = (type: string, data: Record<string, unknown>) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+      const event = (type: string, data: Record<string, unknown>) =>
+        res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
       event('message_start', {
-        message: { id, type: 'message', role: 'assistant', model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input, output_tokens: 1 } },
+        message: {
+          id,
+          type: 'message',
+          role: 'assistant',
+          model: body.model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: usage.input, output_tokens: 1 },
+        },
       });
       let index = 0;
       if (answer.chunks.length > 0) {
@@ -114,7 +133,8 @@ export async function startFakeAnthropic(apiKey: string): Promise<FakeAnthropicS
         const input = JSON.stringify(use.input);
         const half = Math.floor(input.length / 2);
         event('content_block_start', { index, content_block: { type: 'tool_use', id: use.id, name: use.name, input: {} } });
-        for (const piece of [input.slice(0, half), input.slice(half)]) event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: piece } });
+        for (const piece of [input.slice(0, half), input.slice(half)])
+          event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: piece } });
         event('content_block_stop', { index });
         index += 1;
       }

@@ -30,12 +30,21 @@ export function describeCrudContract(area: CrudArea, harness: () => Harness): vo
   let n = 0;
 
   const create = async (user: TestUser, extra: Body = {}) => {
-    const res = await h.http().post(area.path).set(user.auth).send({ ...area.create((n += 1)), ...extra });
+    const res = await h
+      .http()
+      .post(area.path)
+      .set(user.auth)
+      .send({ ...area.create((n += 1)), ...extra });
     expect(res.status).toBe(200);
     return res.body[area.one] as RecordJson;
   };
   const idOf = (record: RecordJson) => record[area.idField] as string;
-  const read = (user: TestUser, id: string) => h.http().get(area.path).query({ [area.idField]: id }).set(user.auth);
+  const read = (user: TestUser, id: string) =>
+    h
+      .http()
+      .get(area.path)
+      .query({ [area.idField]: id })
+      .set(user.auth);
   const all = async (user: TestUser) => {
     const res = await h.http().get(area.path).query({ limit: 200 }).set(user.auth);
     expect(res.status).toBe(200);
@@ -106,11 +115,19 @@ export function describeCrudContract(area: CrudArea, harness: () => Harness): vo
 
     test('a userId of another user is a 403; accessToken is accepted and ignored', async () => {
       const before = await all(owner);
-      const refused = await h.http().post(area.path).set(owner.auth).send({ ...area.create(0), userId: other.userId });
+      const refused = await h
+        .http()
+        .post(area.path)
+        .set(owner.auth)
+        .send({ ...area.create(0), userId: other.userId });
       expect(refused.status).toBe(403);
       expect(refused.body.code).toBe('forbidden');
       expect(await all(owner)).toEqual(before);
-      const res = await h.http().post(area.path).set(owner.auth).send({ ...area.create((n += 1)), userId: owner.userId, accessToken: 'an-ignored-access-token' });
+      const res = await h
+        .http()
+        .post(area.path)
+        .set(owner.auth)
+        .send({ ...area.create((n += 1)), userId: owner.userId, accessToken: 'an-ignored-access-token' });
       expect(res.status).toBe(200);
       expect(JSON.stringify(res.body)).not.toContain('an-ignored-access-token');
     });
@@ -118,15 +135,27 @@ export function describeCrudContract(area: CrudArea, harness: () => Harness): vo
     if (area.projectScoped !== false) {
       test('a projectId of another user is a 404', async () => {
         const project = await h.http().post('/api/v1/projects').set(other.auth).send({ name: 'Not yours' });
-        const body = area.idField === 'projectId' ? { parentId: project.body.project.projectId } : { projectId: project.body.project.projectId };
-        const res = await h.http().post(area.path).set(owner.auth).send({ ...area.create((n += 1)), ...body });
+        const body =
+          area.idField === 'projectId' ? { parentId: project.body.project.projectId } : { projectId: project.body.project.projectId };
+        const res = await h
+          .http()
+          .post(area.path)
+          .set(owner.auth)
+          .send({ ...area.create((n += 1)), ...body });
         expect(res.status).toBe(404);
       });
     }
 
     test('no credentials is a 401 and creates nothing', async () => {
       const before = await all(owner);
-      expect((await h.http().post(area.path).send(area.create((n += 1)))).status).toBe(401);
+      expect(
+        (
+          await h
+            .http()
+            .post(area.path)
+            .send(area.create((n += 1)))
+        ).status,
+      ).toBe(401);
       expect(await all(owner)).toEqual(before);
     });
   });
@@ -134,7 +163,11 @@ export function describeCrudContract(area: CrudArea, harness: () => Harness): vo
   describe(`PATCH ${area.path}`, () => {
     test('changes only the fields given', async () => {
       const record = await create(owner);
-      const res = await h.http().patch(area.path).set(owner.auth).send({ [area.idField]: idOf(record), ...area.update });
+      const res = await h
+        .http()
+        .patch(area.path)
+        .set(owner.auth)
+        .send({ [area.idField]: idOf(record), ...area.update });
       expect(res.status).toBe(200);
       expect(res.body[area.one]).toMatchObject({ ...record, ...area.update, updatedAt: expect.any(Number) });
       expect(res.body[area.one].createdAt).toBe(record.createdAt);
@@ -142,7 +175,11 @@ export function describeCrudContract(area: CrudArea, harness: () => Harness): vo
 
     test('another user’s record is not found and unchanged', async () => {
       const record = await create(owner);
-      const res = await h.http().patch(area.path).set(other.auth).send({ [area.idField]: idOf(record), ...area.update });
+      const res = await h
+        .http()
+        .patch(area.path)
+        .set(other.auth)
+        .send({ [area.idField]: idOf(record), ...area.update });
       expect(res.status).toBe(404);
       expect((await read(owner, idOf(record))).body[area.one]).toEqual(record);
     });
@@ -159,7 +196,14 @@ export function describeCrudContract(area: CrudArea, harness: () => Harness): vo
 
     test('no credentials is a 401', async () => {
       const record = await create(owner);
-      expect((await h.http().patch(area.path).send({ [area.idField]: idOf(record), ...area.update })).status).toBe(401);
+      expect(
+        (
+          await h
+            .http()
+            .patch(area.path)
+            .send({ [area.idField]: idOf(record), ...area.update })
+        ).status,
+      ).toBe(401);
       expect((await read(owner, idOf(record))).body[area.one]).toEqual(record);
     });
   });
@@ -168,18 +212,38 @@ export function describeCrudContract(area: CrudArea, harness: () => Harness): vo
     test('deletes by query or by body, once', async () => {
       const a = await create(owner);
       const b = await create(owner);
-      const byQuery = await h.http().delete(area.path).query({ [area.idField]: idOf(a) }).set(owner.auth);
+      const byQuery = await h
+        .http()
+        .delete(area.path)
+        .query({ [area.idField]: idOf(a) })
+        .set(owner.auth);
       expect(byQuery.status).toBe(200);
       expect(byQuery.body).toEqual({ [area.idField]: idOf(a), deleted: true });
-      const byBody = await h.http().delete(area.path).send({ [area.idField]: idOf(b) }).set(owner.auth);
+      const byBody = await h
+        .http()
+        .delete(area.path)
+        .send({ [area.idField]: idOf(b) })
+        .set(owner.auth);
       expect(byBody.status).toBe(200);
       expect((await read(owner, idOf(a))).status).toBe(404);
-      expect((await h.http().delete(area.path).query({ [area.idField]: idOf(a) }).set(owner.auth)).status).toBe(404);
+      expect(
+        (
+          await h
+            .http()
+            .delete(area.path)
+            .query({ [area.idField]: idOf(a) })
+            .set(owner.auth)
+        ).status,
+      ).toBe(404);
     });
 
     test('another user’s record is not found and not deleted', async () => {
       const record = await create(owner);
-      const res = await h.http().delete(area.path).query({ [area.idField]: idOf(record) }).set(other.auth);
+      const res = await h
+        .http()
+        .delete(area.path)
+        .query({ [area.idField]: idOf(record) })
+        .set(other.auth);
       expect(res.status).toBe(404);
       expect((await read(owner, idOf(record))).status).toBe(200);
     });
@@ -187,14 +251,26 @@ export function describeCrudContract(area: CrudArea, harness: () => Harness): vo
     test('a missing or ambiguous id is a 400', async () => {
       const record = await create(owner);
       expect((await h.http().delete(area.path).set(owner.auth)).status).toBe(400);
-      const mismatch = await h.http().delete(area.path).query({ [area.idField]: idOf(record) }).send({ [area.idField]: 'other' }).set(owner.auth);
+      const mismatch = await h
+        .http()
+        .delete(area.path)
+        .query({ [area.idField]: idOf(record) })
+        .send({ [area.idField]: 'other' })
+        .set(owner.auth);
       expect(mismatch.status).toBe(400);
       expect((await read(owner, idOf(record))).status).toBe(200);
     });
 
     test('no credentials is a 401', async () => {
       const record = await create(owner);
-      expect((await h.http().delete(area.path).query({ [area.idField]: idOf(record) })).status).toBe(401);
+      expect(
+        (
+          await h
+            .http()
+            .delete(area.path)
+            .query({ [area.idField]: idOf(record) })
+        ).status,
+      ).toBe(401);
       expect((await read(owner, idOf(record))).status).toBe(200);
     });
   });

@@ -30,7 +30,14 @@ export async function uploadUrl(h: Harness, user: TestUser, fileId: string): Pro
 }
 
 /** Creates a file, uploads `content` through its upload URL, and returns the ready file. */
-export async function storeFile(h: Harness, user: TestUser, name: string, mimeType: string, content: Buffer, extra: Record<string, unknown> = {}): Promise<FileJson> {
+export async function storeFile(
+  h: Harness,
+  user: TestUser,
+  name: string,
+  mimeType: string,
+  content: Buffer,
+  extra: Record<string, unknown> = {},
+): Promise<FileJson> {
   const file = await createFile(h, user, { name, mimeType, sizeBytes: content.length, ...extra });
   const upload = await uploadUrl(h, user, file.fileId);
   const res = await putBytes(upload.url, upload.headers, content);
@@ -39,7 +46,11 @@ export async function storeFile(h: Harness, user: TestUser, name: string, mimeTy
 }
 
 /** Sends raw bytes (supertest would serialise a Buffer as JSON under a JSON content type). */
-export function putBytes(url: string, headers: Record<string, string>, body: Buffer): Promise<{ status: number; body: Record<string, unknown> }> {
+export function putBytes(
+  url: string,
+  headers: Record<string, string>,
+  body: Buffer,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method: 'PUT', headers: { ...headers, 'Content-Length': String(body.length) } }, (res) => {
       const parts: Buffer[] = [];

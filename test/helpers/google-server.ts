@@ -57,14 +57,28 @@ export async function startFakeGoogle(apiKey: string): Promise<FakeGoogleServer>
       const url = new URL(req.url ?? '/', 'http://localhost');
       const presented = req.headers['x-goog-api-key'] as string | undefined;
       const call = /^\/v1beta\/models\/([^:/]+):(generateContent|streamGenerateContent)$/.exec(url.pathname);
-      fake.requests.push({ path: url.pathname, model: call?.[1] ?? null, stream: call?.[2] === 'streamGenerateContent', body: text ? JSON.parse(text) : null, apiKey: presented });
-      const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      fake.requests.push({
+        path: url.pathname,
+        model: call?.[1] ?? null,
+        stream: call?.[2] === 'streamGenerateContent',
+        body: text ? JSON.parse(text) : null,
+        apiKey: presented,
+      });
+      const json = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       if (presented !== fake.apiKey) {
         json(400, { error: { code: 400, message: `API key not valid: ${presented ?? ''}`, status: 'INVALID_ARGUMENT' } });
         return;
       }
       if (url.pathname === '/v1beta/models' && req.method === 'GET') {
-        json(200, { models: fake.models.map((id) => ({ name: `models/${id}`, displayName: id, inputTokenLimit: 1_048_576, supportedGenerationMethods: ['generateContent'] })) });
+        json(200, {
+          models: fake.models.map((id) => ({
+            name: `models/${id}`,
+            displayName: id,
+            inputTokenLimit: 1_048_576,
+            supportedGenerationMethods: ['generateContent'],
+          })),
+        });
         return;
       }
       if (!call || req.method !== 'POST') {
@@ -73,7 +87,11 @@ export async function startFakeGoogle(apiKey: string): Promise<FakeGoogleServer>
       }
       const answer = fake.script.shift() ?? DEFAULT_ANSWER;
       const usage = answer.usage ?? { prompt: 10, candidates: 5 };
-      const usageMetadata = { promptTokenCount: usage.prompt, candidatesTokenCount: usage.candidates, totalTokenCount: usage.prompt + usage.candidates };
+      const usageMetadata = {
+        promptTokenCount: usage.prompt,
+        candidatesTokenCount: usage.candidates,
+        totalTokenCount: usage.prompt + usage.candidates,
+      };
       const calls = (answer.functionCalls ?? []).map((c) => ({ functionCall: { name: c.name, args: c.args } }));
       const candidate = (content: Array<Record<string, unknown>>, last: boolean) => ({
         content: { role: 'model', parts: content },
@@ -82,7 +100,11 @@ export async function startFakeGoogle(apiKey: string): Promise<FakeGoogleServer>
       });
       if (call[2] === 'generateContent') {
         const whole = answer.chunks.join('');
-        json(200, { candidates: [candidate([...(whole === '' ? [] : [{ text: whole }]), ...calls], true)], usageMetadata, modelVersion: call[1] });
+        json(200, {
+          candidates: [candidate([...(whole === '' ? [] : [{ text: whole }]), ...calls], true)],
+          usageMetadata,
+          modelVersion: call[1],
+        });
         return;
       }
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
@@ -91,7 +113,8 @@ export async function startFakeGoogle(apiKey: string): Promise<FakeGoogleServer>
         const last = i === answer.chunks.length - 1 && calls.length === 0;
         event({ candidates: [candidate([{ text: chunk }], last)], ...(last ? { usageMetadata } : {}), modelVersion: call[1] });
       });
-      if (calls.length > 0 || answer.chunks.length === 0) event({ candidates: [candidate(calls, true)], usageMetadata, modelVersion: call[1] });
+      if (calls.length > 0 || answer.chunks.length === 0)
+        event({ candidates: [candidate(calls, true)], usageMetadata, modelVersion: call[1] });
       res.end();
     });
   });

@@ -89,7 +89,11 @@ export async function startHarness(
     fs.cpSync(template, copy, { recursive: true });
     database = await openPglite(copy);
   }
-  const runtime = await createRuntime(config, options.logger ?? createLogger((process.env.TEST_LOG_LEVEL ?? 'silent') as Parameters<typeof createLogger>[0]), database).catch(async (error: unknown) => {
+  const runtime = await createRuntime(
+    config,
+    options.logger ?? createLogger((process.env.TEST_LOG_LEVEL ?? 'silent') as Parameters<typeof createLogger>[0]),
+    database,
+  ).catch(async (error: unknown) => {
     await database?.close();
     throw error;
   });

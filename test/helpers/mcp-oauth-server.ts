@@ -79,7 +79,13 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
   const issue = (clientId: string, resource: URL | undefined): OAuthTokens => {
     const token = `mcp-at-${randomUUID()}`;
     const refreshToken = `mcp-rt-${randomUUID()}`;
-    access.set(token, { token, clientId, scopes: ['tools'], expiresAt: Math.floor(Date.now() / 1000) + state.expiresIn, ...(resource ? { resource } : {}) });
+    access.set(token, {
+      token,
+      clientId,
+      scopes: ['tools'],
+      expiresAt: Math.floor(Date.now() / 1000) + state.expiresIn,
+      ...(resource ? { resource } : {}),
+    });
     refresh.set(refreshToken, { clientId, ...(resource ? { resource } : {}) });
     state.issued.push(token);
     state.refreshTokens.push(refreshToken);
@@ -100,7 +106,11 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
     clientsStore,
     async authorize(client: OAuthClientInformationFull, params: AuthorizationParams, res: Response) {
       const code = randomUUID();
-      codes.set(code, { clientId: client.client_id, challenge: params.codeChallenge, ...(params.resource ? { resource: params.resource } : {}) });
+      codes.set(code, {
+        clientId: client.client_id,
+        challenge: params.codeChallenge,
+        ...(params.resource ? { resource: params.resource } : {}),
+      });
       state.resources.push(params.resource?.href);
       const target = new URL(params.redirectUri);
       target.searchParams.set('code', code);
@@ -120,7 +130,8 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
     },
     async exchangeRefreshToken(client, refreshToken) {
       const found = refresh.get(refreshToken);
-      if (state.refuseRefresh || !found || found.clientId !== client.client_id) throw new InvalidGrantError('the refresh token is not valid');
+      if (state.refuseRefresh || !found || found.clientId !== client.client_id)
+        throw new InvalidGrantError('the refresh token is not valid');
       refresh.delete(refreshToken); // rotated
       state.refreshes += 1;
       return issue(client.client_id, found.resource);
@@ -160,7 +171,13 @@ export async function startOAuthMcpServer(): Promise<TestOAuthMcpServer> {
     const token = req.auth?.token ?? '';
     const mcp = new McpServer({ name: 'oauth-test-mcp-server', version: '1.0.0' }, { capabilities: { tools: {} } });
     mcp.server.setRequestHandler(ListToolsRequestSchema, async () => ({
-      tools: [{ name: 'echo', description: 'Repeats the text it is given.', inputSchema: { type: 'object' as const, properties: { text: { type: 'string' } }, required: ['text'] } }],
+      tools: [
+        {
+          name: 'echo',
+          description: 'Repeats the text it is given.',
+          inputSchema: { type: 'object' as const, properties: { text: { type: 'string' } }, required: ['text'] },
+        },
+      ],
     }));
     mcp.server.setRequestHandler(CallToolRequestSchema, async (request) => {
       const text = String((request.params.arguments ?? {}).text);

@@ -101,7 +101,10 @@ async function answer(name: string, args: Record<string, unknown>, closed: Promi
  * `stateful`: the Streamable HTTP endpoint keeps sessions (`Mcp-Session-Id`, ended by a DELETE)
  * instead of answering each request with a server of its own.
  */
-export async function startMcpServer(required: { header: string; value: string } | null = null, options: { stateful?: boolean } = {}): Promise<TestMcpServer> {
+export async function startMcpServer(
+  required: { header: string; value: string } | null = null,
+  options: { stateful?: boolean } = {},
+): Promise<TestMcpServer> {
   let closing!: () => void;
   const closed = new Promise<void>((resolve) => {
     closing = resolve;
@@ -125,7 +128,11 @@ export async function startMcpServer(required: { header: string; value: string }
     mcp.server.setRequestHandler(ListToolsRequestSchema, async () => ({
       tools: [
         ...TOOLS,
-        ...Array.from({ length: state.extraTools }, (_, i) => ({ name: `extra_${i}`, description: 'd'.repeat(1000), inputSchema: { type: 'object' as const, properties: {} } })),
+        ...Array.from({ length: state.extraTools }, (_, i) => ({
+          name: `extra_${i}`,
+          description: 'd'.repeat(1000),
+          inputSchema: { type: 'object' as const, properties: {} },
+        })),
       ],
     }));
     mcp.server.setRequestHandler(CallToolRequestSchema, async (request) => {
@@ -148,7 +155,9 @@ export async function startMcpServer(required: { header: string; value: string }
     }
     if (state.required && req.headers[state.required.header] !== state.required.value) {
       // Echoes what it was given, as some servers do: the client must not pass it on.
-      res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: `invalid credentials: ${String(req.headers[state.required.header] ?? '')}` }));
+      res
+        .writeHead(401, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: `invalid credentials: ${String(req.headers[state.required.header] ?? '')}` }));
       return;
     }
     try {

@@ -16,7 +16,12 @@ export interface MediaState {
   /** The audio files answered by `/v1/audio/speech`, in order. */
   speech: Buffer[];
   /** The requests received: path, fields, and the files of multipart requests. */
-  requests: Array<{ path: string; fields: Record<string, string | string[]>; files: Array<{ name: string; filename: string; type: string; bytes: Buffer }>; authorization?: string }>;
+  requests: Array<{
+    path: string;
+    fields: Record<string, string | string[]>;
+    files: Array<{ name: string; filename: string; type: string; bytes: Buffer }>;
+    authorization?: string;
+  }>;
   /** The transcript `/v1/audio/transcriptions` answers. */
   transcript: { text: string; language: string; duration: number; segments: Array<{ text: string; start: number; end: number }> };
   /** The token usage images answers carry (gpt-image models report it). */
@@ -84,7 +89,11 @@ export function silentMp3(frames = 4): Buffer {
 /** Answers a media request of the OpenAI API; false when `req` is not one. */
 export function handleMedia(state: MediaState, req: http.IncomingMessage, body: Buffer, res: http.ServerResponse): boolean {
   const path = req.url ?? '';
-  if (req.method !== 'POST' || !['/v1/images/generations', '/v1/images/edits', '/v1/audio/transcriptions', '/v1/audio/speech'].includes(path)) return false;
+  if (
+    req.method !== 'POST' ||
+    !['/v1/images/generations', '/v1/images/edits', '/v1/audio/transcriptions', '/v1/audio/speech'].includes(path)
+  )
+    return false;
   const contentType = req.headers['content-type'] ?? '';
   const fields: Record<string, string | string[]> = {};
   const files: MediaState['requests'][number]['files'] = [];
@@ -98,22 +107,33 @@ export function handleMedia(state: MediaState, req: http.IncomingMessage, body: 
       }
     }
   } else {
-    for (const [key, value] of Object.entries(JSON.parse(body.toString('utf8') || '{}') as Record<string, unknown>)) fields[key] = String(value);
+    for (const [key, value] of Object.entries(JSON.parse(body.toString('utf8') || '{}') as Record<string, unknown>))
+      fields[key] = String(value);
   }
   state.requests.push({ path, fields, files, authorization: req.headers.authorization });
   const behaviour = state.behaviour;
   if (behaviour.kind === 'hang') return true;
   if (behaviour.kind === 'error') {
-    res.writeHead(behaviour.status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: behaviour.message, type: 'server_error' } }));
+    res
+      .writeHead(behaviour.status, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ error: { message: behaviour.message, type: 'server_error' } }));
     return true;
   }
   const json = (value: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(value));
   if (path.startsWith('/v1/images/')) {
     const n = Number(fields.n ?? 1);
     const input = files.map((f) => f.bytes.toString('base64')).join();
-    const images = Array.from({ length: n }, (_, i) => encodePng(8, 8, developmentPicture(`fake:${String(fields.prompt)}:${input}:${i}`, 8, 8), { Software: 'the test server' }));
+    const images = Array.from({ length: n }, (_, i) =>
+      encodePng(8, 8, developmentPicture(`fake:${String(fields.prompt)}:${input}:${i}`, 8, 8), { Software: 'the test server' }),
+    );
     state.images.push(...images);
-    json({ created: 1763784000, data: images.map((image) => ({ b64_json: image.toString('base64') })), ...(state.imageUsage ? { usage: { ...state.imageUsage, total_tokens: state.imageUsage.input_tokens + state.imageUsage.output_tokens } } : {}) });
+    json({
+      created: 1763784000,
+      data: images.map((image) => ({ b64_json: image.toString('base64') })),
+      ...(state.imageUsage
+        ? { usage: { ...state.imageUsage, total_tokens: state.imageUsage.input_tokens + state.imageUsage.output_tokens } }
+        : {}),
+    });
     return true;
   }
   if (path === '/v1/audio/transcriptions') {
@@ -127,7 +147,18 @@ export function handleMedia(state: MediaState, req: http.IncomingMessage, body: 
       language,
       duration,
       text,
-      segments: segments.map((s, id) => ({ id, seek: 0, start: s.start, end: s.end, text: s.text, tokens: [1, 2, 3], temperature: 0, avg_logprob: -0.2, compression_ratio: 1.1, no_speech_prob: 0.01 })),
+      segments: segments.map((s, id) => ({
+        id,
+        seek: 0,
+        start: s.start,
+        end: s.end,
+        text: s.text,
+        tokens: [1, 2, 3],
+        temperature: 0,
+        avg_logprob: -0.2,
+        compression_ratio: 1.1,
+        no_speech_prob: 0.01,
+      })),
       usage: { type: 'duration', seconds: Math.ceil(duration) },
     });
     return true;

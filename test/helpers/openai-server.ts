@@ -19,13 +19,23 @@ export type Behaviour =
    * Calls tools (OpenAI format: `tool_calls`, finish reason `tool_calls`), after the text in
    * `chunks` if any; `arguments` is the JSON text as the model writes it (streamed in two pieces).
    */
-  | { kind: 'tool-calls'; calls: Array<{ id: string; name: string; arguments: string }>; chunks?: string[]; usage?: { prompt: number; completion: number } };
+  | {
+      kind: 'tool-calls';
+      calls: Array<{ id: string; name: string; arguments: string }>;
+      chunks?: string[];
+      usage?: { prompt: number; completion: number };
+    };
 
 /** A chat completions request as the fake received it. */
 export interface FakeRequestBody {
   model: string;
   stream?: boolean;
-  messages: Array<{ role: string; content: string | null; tool_calls?: Array<{ id: string; type: string; function: { name: string; arguments: string } }>; tool_call_id?: string }>;
+  messages: Array<{
+    role: string;
+    content: string | null;
+    tool_calls?: Array<{ id: string; type: string; function: { name: string; arguments: string } }>;
+    tool_call_id?: string;
+  }>;
   tools?: Array<{ type: 'function'; function: { name: string; description?: string; parameters: Record<string, unknown> } }>;
 }
 
@@ -66,7 +76,9 @@ export interface FakeModelServer {
  * A local server speaking the OpenAI chat completions protocol (plain JSON and streamed
  * server-sent events, with usage), answering as `behaviour` says.
  */
-export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] })): Promise<FakeModelServer> {
+export async function startFakeModel(
+  behaviour: FakeModelServer['behaviour'] = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] }),
+): Promise<FakeModelServer> {
   let abandoned = 0;
   const fake: FakeModelServer = {
     baseUrl: '',
@@ -89,13 +101,18 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
       const { requiredKey } = fake.catalogue;
       if (requiredKey !== undefined && req.headers.authorization !== `Bearer ${requiredKey}`) {
         const presented = (req.headers.authorization ?? '').replace(/^Bearer /, '');
-        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `Incorrect API key provided: ${presented}`, type: 'invalid_request_error' } }));
+        res
+          .writeHead(401, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { message: `Incorrect API key provided: ${presented}`, type: 'invalid_request_error' } }));
         return;
       }
       if (req.url === '/v1/models' && req.method === 'GET') {
         const { models } = fake.catalogue;
         if (models === null) res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"no model list here"}}');
-        else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: models.map((id) => ({ id, object: 'model', owned_by: 'local' })) }));
+        else
+          res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ object: 'list', data: models.map((id) => ({ id, object: 'model', owned_by: 'local' })) }));
         return;
       }
       if (req.url === '/v1/embeddings' && req.method === 'POST') {
@@ -110,7 +127,11 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
           return;
         }
         // A deterministic vector per text: its characters' codes spread over the dimensions.
-        const embed = (text: string) => Array.from({ length: size }, (_, d) => [...text].reduce((sum, c, i) => sum + (((c.charCodeAt(0) * (i + 1) + d) % 7) - 3), 0) + 0.5);
+        const embed = (text: string) =>
+          Array.from(
+            { length: size },
+            (_, d) => [...text].reduce((sum, c, i) => sum + (((c.charCodeAt(0) * (i + 1) + d) % 7) - 3), 0) + 0.5,
+          );
         // Usage as OpenAI reports it: one token per word here.
         const tokens = texts.reduce((sum, text) => sum + (text.match(/\S+/g)?.length ?? 0), 0);
         res.writeHead(200, { 'content-type': 'application/json' });
@@ -151,20 +172,54 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
         if (answer.kind === 'tool-calls') {
           const usage = answer.usage ?? { prompt: 10, completion: 5 };
           const text = (answer.chunks ?? []).join('');
-          const usageJson = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion };
+          const usageJson = {
+            prompt_tokens: usage.prompt,
+            completion_tokens: usage.completion,
+            total_tokens: usage.prompt + usage.completion,
+          };
           if (!body.stream) {
             res.writeHead(200, { 'content-type': 'application/json' });
             const toolCalls = answer.calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
-            res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text === '' ? null : text, tool_calls: toolCalls }, finish_reason: 'tool_calls' }], usage: usageJson }));
+            res.end(
+              JSON.stringify({
+                ...base,
+                object: 'chat.completion',
+                choices: [
+                  {
+                    index: 0,
+                    message: { role: 'assistant', content: text === '' ? null : text, tool_calls: toolCalls },
+                    finish_reason: 'tool_calls',
+                  },
+                ],
+                usage: usageJson,
+              }),
+            );
             return;
           }
           res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-          const event = (data: unknown) => res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', ...(data as object) })}\n\n`);
-          (answer.chunks ?? []).forEach((content, i) => event({ choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content }, finish_reason: null }] }));
+          const event = (data: unknown) =>
+            res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', ...(data as object) })}\n\n`);
+          (answer.chunks ?? []).forEach((content, i) =>
+            event({ choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content }, finish_reason: null }] }),
+          );
           answer.calls.forEach((c, index) => {
             const half = Math.floor(c.arguments.length / 2);
-            event({ choices: [{ index: 0, delta: { tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments.slice(0, half) } }] }, finish_reason: null }] });
-            event({ choices: [{ index: 0, delta: { tool_calls: [{ index, function: { arguments: c.arguments.slice(half) } }] }, finish_reason: null }] });
+            event({
+              choices: [
+                {
+                  index: 0,
+                  delta: {
+                    tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments.slice(0, half) } }],
+                  },
+                  finish_reason: null,
+                },
+              ],
+            });
+            event({
+              choices: [
+                { index: 0, delta: { tool_calls: [{ index, function: { arguments: c.arguments.slice(half) } }] }, finish_reason: null },
+              ],
+            });
           });
           event({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] });
           event({ choices: [], usage: usageJson });
@@ -190,14 +245,18 @@ export async function startFakeModel(behaviour: FakeModelServer['behaviour'] = (
           return;
         }
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-        const event = (data: unknown) => res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', ...(data as object) })}\n\n`);
+        const event = (data: unknown) =>
+          res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', ...(data as object) })}\n\n`);
         answer.chunks.forEach((content, i) =>
           event({ choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content }, finish_reason: null }] }),
         );
         if (answer.kind === 'stall') return;
         const finish = (usage: { prompt: number; completion: number }) => {
           event({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
-          event({ choices: [], usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } });
+          event({
+            choices: [],
+            usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion },
+          });
           res.end('data: [DONE]\n\n');
         };
         if (answer.kind === 'pause') {
@@ -236,7 +295,10 @@ export function parseEvents(text: string): { event: string; data: Record<string,
     .map((block) => {
       const lines = block.split('\n');
       const event = lines.find((l) => l.startsWith('event: '))?.slice(7) ?? 'message';
-      const data = lines.filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+      const data = lines
+        .filter((l) => l.startsWith('data: '))
+        .map((l) => l.slice(6))
+        .join('\n');
       return { event, data: JSON.parse(data) as Record<string, unknown> };
     });
 }

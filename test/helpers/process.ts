@@ -41,7 +41,10 @@ export function start(env: Record<string, string>, { built = false } = {}): Runn
 /** Waits until the process logs that it listens, or fails if it exits first (the test's timeout bounds the wait). */
 export async function listening(running: Running): Promise<Record<string, unknown>> {
   for (;;) {
-    const line = running.output().split('\n').find((l) => l.includes('"message":"listening"'));
+    const line = running
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"message":"listening"'));
     if (line) return JSON.parse(line) as Record<string, unknown>;
     if (running.child.exitCode !== null) throw new Error(`server exited: ${running.output()}`);
     await new Promise((r) => setTimeout(r, 100));

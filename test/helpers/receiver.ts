@@ -69,8 +69,18 @@ export function verify(secret: string, request: Received): { id: string; type: s
 }
 
 /** Subscribes `user` to `events` at `url`; returns the subscription and its secret. */
-export async function subscribe(h: Harness, user: TestUser, url: string, events: string[] = ['chat.completed'], extra: Record<string, unknown> = {}) {
-  const res = await h.http().post('/api/v1/webhooks').set(user.auth).send({ url, events, ...extra });
+export async function subscribe(
+  h: Harness,
+  user: TestUser,
+  url: string,
+  events: string[] = ['chat.completed'],
+  extra: Record<string, unknown> = {},
+) {
+  const res = await h
+    .http()
+    .post('/api/v1/webhooks')
+    .set(user.auth)
+    .send({ url, events, ...extra });
   if (res.status !== 200) throw new Error(`subscribe: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body as { subscription: { subscriptionId: string } & Record<string, unknown>; secret: string };
 }
@@ -79,15 +89,43 @@ export type EventType = 'chat.completed' | 'chat.failed' | 'automation.finished'
 
 /** A `data` of each type's documented shape (the delivery log is validated against it). */
 export const SAMPLE_DATA: Record<EventType, Record<string, unknown>> = {
-  'chat.completed': { conversationId: 'c0', messageId: 'm0', model: 'development', content: 'Hello.', usage: { inputTokens: 3, outputTokens: 2, costCents: 0 } },
-  'chat.failed': { conversationId: 'c0', messageId: 'm0', model: 'development', errorCode: 'model_provider_error', error: 'upstream failed' },
-  'automation.finished': { automationId: 'a0', runId: 'r0', trigger: 'manual', scheduledFor: null, outputIds: ['o0'], usage: { inputTokens: 3, outputTokens: 2, costCents: 0 } },
-  'automation.failed': { automationId: 'a0', runId: 'r0', trigger: 'manual', scheduledFor: null, errorCode: 'model_provider_error', error: 'upstream failed' },
+  'chat.completed': {
+    conversationId: 'c0',
+    messageId: 'm0',
+    model: 'development',
+    content: 'Hello.',
+    usage: { inputTokens: 3, outputTokens: 2, costCents: 0 },
+  },
+  'chat.failed': {
+    conversationId: 'c0',
+    messageId: 'm0',
+    model: 'development',
+    errorCode: 'model_provider_error',
+    error: 'upstream failed',
+  },
+  'automation.finished': {
+    automationId: 'a0',
+    runId: 'r0',
+    trigger: 'manual',
+    scheduledFor: null,
+    outputIds: ['o0'],
+    usage: { inputTokens: 3, outputTokens: 2, costCents: 0 },
+  },
+  'automation.failed': {
+    automationId: 'a0',
+    runId: 'r0',
+    trigger: 'manual',
+    scheduledFor: null,
+    errorCode: 'model_provider_error',
+    error: 'upstream failed',
+  },
 };
 
 /** Emits one event through the outbox, in its own transaction (`data` over the type's sample); returns the event id. */
 export async function emit(h: Harness, userId: string, type: EventType, data: Record<string, unknown> = {}) {
-  return h.runtime.database.db.transaction().execute((trx) => h.runtime.services.webhooks.emitEvent(trx, type, userId, { ...SAMPLE_DATA[type], ...data }));
+  return h.runtime.database.db
+    .transaction()
+    .execute((trx) => h.runtime.services.webhooks.emitEvent(trx, type, userId, { ...SAMPLE_DATA[type], ...data }));
 }
 
 /**

@@ -5,7 +5,11 @@ import type { Harness } from './harness';
 export const STRIPE_SECRET = 'whsec_test_billing_endpoint_secret_0123456789';
 
 /** A Stripe event envelope around `object`, as the provider sends it (`previous`: an update's `previous_attributes`). */
-export function stripeEvent(type: string, object: Record<string, unknown>, options: { id?: string; created?: number; previous?: Record<string, unknown> } = {}) {
+export function stripeEvent(
+  type: string,
+  object: Record<string, unknown>,
+  options: { id?: string; created?: number; previous?: Record<string, unknown> } = {},
+) {
   return {
     id: options.id ?? `evt_${randomUUID().replace(/-/g, '')}`,
     object: 'event',
@@ -20,7 +24,16 @@ export function stripeEvent(type: string, object: Record<string, unknown>, optio
 }
 
 /** A subscription object (period on its item, as current API versions send it). */
-export function subscriptionObject(fields: { id: string; customer: string; status?: string; priceId?: string; userId?: string; start?: number; end?: number; cancelAtPeriodEnd?: boolean }) {
+export function subscriptionObject(fields: {
+  id: string;
+  customer: string;
+  status?: string;
+  priceId?: string;
+  userId?: string;
+  start?: number;
+  end?: number;
+  cancelAtPeriodEnd?: boolean;
+}) {
   const start = fields.start ?? Math.floor(Date.UTC(2026, 10, 1) / 1000);
   const end = fields.end ?? Math.floor(Date.UTC(2026, 11, 1) / 1000);
   return {
@@ -30,13 +43,24 @@ export function subscriptionObject(fields: { id: string; customer: string; statu
     status: fields.status ?? 'active',
     cancel_at_period_end: fields.cancelAtPeriodEnd ?? false,
     metadata: fields.userId ? { userId: fields.userId } : {},
-    items: { object: 'list', data: [{ id: `si_${fields.id}`, price: { id: fields.priceId ?? 'price_pro_monthly' }, current_period_start: start, current_period_end: end }] },
+    items: {
+      object: 'list',
+      data: [
+        {
+          id: `si_${fields.id}`,
+          price: { id: fields.priceId ?? 'price_pro_monthly' },
+          current_period_start: start,
+          current_period_end: end,
+        },
+      ],
+    },
   };
 }
 
 /** POSTs `payload` to the provider route, signed with `secret` at `timestamp` (seconds). */
 export function deliver(h: Harness, payload: string, options: { secret?: string; timestamp?: number; header?: string } = {}) {
   const header =
-    options.header ?? Stripe.webhooks.generateTestHeaderString({ payload, secret: options.secret ?? STRIPE_SECRET, timestamp: options.timestamp });
+    options.header ??
+    Stripe.webhooks.generateTestHeaderString({ payload, secret: options.secret ?? STRIPE_SECRET, timestamp: options.timestamp });
   return h.http().post('/webhooks/stripe').set('Content-Type', 'application/json').set('Stripe-Signature', header).send(payload);
 }

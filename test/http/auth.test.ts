@@ -80,14 +80,30 @@ describe('browser sessions', () => {
     const noOrigin = await h.http().post('/api/v1/notes').set('Cookie', cookie).send({ title: 'csrf?' });
     expect(noOrigin.status).toBe(403);
     expect(noOrigin.body.code).toBe('forbidden');
-    const foreign = await h.http().post('/api/v1/notes').set('Cookie', cookie).set('Origin', 'https://evil.example.com').send({ title: 'csrf?' });
+    const foreign = await h
+      .http()
+      .post('/api/v1/notes')
+      .set('Cookie', cookie)
+      .set('Origin', 'https://evil.example.com')
+      .send({ title: 'csrf?' });
     expect(foreign.status).toBe(403);
     const notes = await h.http().get('/api/v1/notes').query({ limit: 200 }).set('Cookie', cookie);
     expect(notes.body.notes.filter((n: { title: string }) => n.title === 'csrf?')).toHaveLength(0);
 
-    const allowed = await h.http().post('/api/v1/notes').set('Cookie', cookie).set('Origin', 'https://app.example.com').send({ title: 'ok' });
+    const allowed = await h
+      .http()
+      .post('/api/v1/notes')
+      .set('Cookie', cookie)
+      .set('Origin', 'https://app.example.com')
+      .send({ title: 'ok' });
     expect(allowed.status).toBe(200);
-    const sameOrigin = await h.http().post('/api/v1/notes').set('Cookie', cookie).set('Host', 'svc.local').set('Origin', 'http://svc.local').send({ title: 'ok' });
+    const sameOrigin = await h
+      .http()
+      .post('/api/v1/notes')
+      .set('Cookie', cookie)
+      .set('Host', 'svc.local')
+      .set('Origin', 'http://svc.local')
+      .send({ title: 'ok' });
     expect(sameOrigin.status).toBe(200);
     // A bearer request needs no Origin.
     expect((await h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'ok' })).status).toBe(200);
@@ -115,9 +131,23 @@ describe('browser sessions', () => {
     const db = h.runtime.database.db;
     const idle = sessionCookie((await h.http().post('/auth/session').set(alice.auth)).headers['set-cookie']);
     const expired = sessionCookie((await h.http().post('/auth/session').set(alice.auth)).headers['set-cookie']);
-    const sessions = await db.selectFrom('sessions').select(['token_hash', 'created_at']).where('user_id', '=', alice.userId).orderBy('created_at', 'desc').limit(2).execute();
-    await db.updateTable('sessions').set({ last_seen_at: new Date(Date.now() - 13 * 3600_000) }).where('token_hash', '=', sessions[1]!.token_hash).execute();
-    await db.updateTable('sessions').set({ expires_at: new Date(Date.now() - 1000) }).where('token_hash', '=', sessions[0]!.token_hash).execute();
+    const sessions = await db
+      .selectFrom('sessions')
+      .select(['token_hash', 'created_at'])
+      .where('user_id', '=', alice.userId)
+      .orderBy('created_at', 'desc')
+      .limit(2)
+      .execute();
+    await db
+      .updateTable('sessions')
+      .set({ last_seen_at: new Date(Date.now() - 13 * 3600_000) })
+      .where('token_hash', '=', sessions[1]!.token_hash)
+      .execute();
+    await db
+      .updateTable('sessions')
+      .set({ expires_at: new Date(Date.now() - 1000) })
+      .where('token_hash', '=', sessions[0]!.token_hash)
+      .execute();
     await expect401({ Cookie: idle });
     await expect401({ Cookie: expired });
   });
@@ -134,8 +164,14 @@ describe('with an identity provider (production mode)', () => {
     const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
     const { exportSPKI } = await import('jose');
     const issue = (userId: string) =>
-      new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject(userId).setIssuer('https://idp.example.com/')
-        .setAudience('ai-workspace').setIssuedAt().setExpirationTime('5m').sign(privateKey);
+      new SignJWT({})
+        .setProtectedHeader({ alg: 'RS256' })
+        .setSubject(userId)
+        .setIssuer('https://idp.example.com/')
+        .setAudience('ai-workspace')
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(privateKey);
     const prod = await startHarness(
       {
         NODE_ENV: 'production',
@@ -156,8 +192,14 @@ describe('with an identity provider (production mode)', () => {
       expect((await prod.http().get('/api/v1/notes').set(alice.auth)).status).toBe(401);
       // Algorithm confusion: HS256 keyed with the public key's PEM text is not a valid token.
       const pem = await exportSPKI(publicKey);
-      const confused = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('carol').setIssuer('https://idp.example.com/')
-        .setAudience('ai-workspace').setIssuedAt().setExpirationTime('5m').sign(new TextEncoder().encode(pem));
+      const confused = await new SignJWT({})
+        .setProtectedHeader({ alg: 'HS256' })
+        .setSubject('carol')
+        .setIssuer('https://idp.example.com/')
+        .setAudience('ai-workspace')
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(new TextEncoder().encode(pem));
       const refused = await prod.http().get('/api/v1/notes').set('Authorization', `Bearer ${confused}`);
       expect(refused.status).toBe(401);
       expect(refused.body.code).toBe('unauthenticated');

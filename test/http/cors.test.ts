@@ -5,7 +5,13 @@ import { useHarnessWith } from '../helpers/harness';
 const APP = 'https://app.example.com';
 const OTHER = 'https://evil.example.net';
 
-const ctx = useHarnessWith(() => ({ ALLOWED_ORIGINS: `${APP},http://localhost:5173`, RATE_LIMIT_PER_MINUTE: '5' }), 'alice', 'bob', 'carol', 'dave');
+const ctx = useHarnessWith(
+  () => ({ ALLOWED_ORIGINS: `${APP},http://localhost:5173`, RATE_LIMIT_PER_MINUTE: '5' }),
+  'alice',
+  'bob',
+  'carol',
+  'dave',
+);
 
 const corsHeaders = (res: Response) => Object.keys(res.headers).filter((name) => name.startsWith('access-control-'));
 const varies = (res: Response) => (res.headers.vary ?? '').split(/\s*,\s*/).includes('Origin');
@@ -15,27 +21,59 @@ const exposed = (res: Response) => (res.headers['access-control-expose-headers']
 function expectAllowed(res: Response): void {
   expect(res.headers['access-control-allow-origin']).toBe(APP);
   expect(res.headers['access-control-allow-credentials']).toBe('true');
-  expect(exposed(res)).toEqual(expect.arrayContaining(['X-Request-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'ETag', 'Content-Range', 'Content-Disposition', 'Idempotent-Replayed', 'WWW-Authenticate']));
+  expect(exposed(res)).toEqual(
+    expect.arrayContaining([
+      'X-Request-Id',
+      'RateLimit-Limit',
+      'RateLimit-Remaining',
+      'RateLimit-Reset',
+      'Retry-After',
+      'ETag',
+      'Content-Range',
+      'Content-Disposition',
+      'Idempotent-Replayed',
+      'WWW-Authenticate',
+    ]),
+  );
   expect(varies(res)).toBe(true);
 }
 
 describe('CORS for the origins in ALLOWED_ORIGINS', () => {
   test('a preflight from an allowed origin is 204 with the methods, headers and max age', async () => {
     for (const path of ['/api/v1/notes', '/api/v1/files/abc/content', '/auth/session', '/openapi.json', '/api/v1/no-such-route']) {
-      const res = await ctx.h.http().options(path).set('Origin', APP).set('Access-Control-Request-Method', 'POST').set('Access-Control-Request-Headers', 'authorization,content-type,idempotency-key');
+      const res = await ctx.h
+        .http()
+        .options(path)
+        .set('Origin', APP)
+        .set('Access-Control-Request-Method', 'POST')
+        .set('Access-Control-Request-Headers', 'authorization,content-type,idempotency-key');
       expect({ path, status: res.status }).toEqual({ path, status: 204 });
       expect(res.headers['access-control-allow-origin']).toBe(APP);
       expect(res.headers['access-control-allow-credentials']).toBe('true');
-      expect(String(res.headers['access-control-allow-methods']).split(', ')).toEqual(expect.arrayContaining(['GET', 'POST', 'PATCH', 'DELETE']));
+      expect(String(res.headers['access-control-allow-methods']).split(', ')).toEqual(
+        expect.arrayContaining(['GET', 'POST', 'PATCH', 'DELETE']),
+      );
       expect(String(res.headers['access-control-allow-headers']).split(', ')).toEqual(
-        expect.arrayContaining(['Authorization', 'Content-Type', 'Idempotency-Key', 'If-None-Match', 'If-Range', 'Range', 'Environment-Credential']),
+        expect.arrayContaining([
+          'Authorization',
+          'Content-Type',
+          'Idempotency-Key',
+          'If-None-Match',
+          'If-Range',
+          'Range',
+          'Environment-Credential',
+        ]),
       );
       expect(res.headers['access-control-max-age']).toBe('600');
       expect(varies(res)).toBe(true);
       expect(res.text).toBe('');
     }
     // The second allowed origin is answered with itself, never with a wildcard.
-    const second = await ctx.h.http().options('/api/v1/notes').set('Origin', 'http://localhost:5173').set('Access-Control-Request-Method', 'GET');
+    const second = await ctx.h
+      .http()
+      .options('/api/v1/notes')
+      .set('Origin', 'http://localhost:5173')
+      .set('Access-Control-Request-Method', 'GET');
     expect(second.status).toBe(204);
     expect(second.headers['access-control-allow-origin']).toBe('http://localhost:5173');
   });
@@ -77,7 +115,12 @@ describe('CORS for the origins in ALLOWED_ORIGINS', () => {
 
     const content = Buffer.from('cross-origin bytes');
     const file = await storeFile(ctx.h, bob, 'cors.txt', 'text/plain', content);
-    const cached = await ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).set(bob.auth).set('Origin', APP).set('If-None-Match', `"${file.sha256}"`);
+    const cached = await ctx.h
+      .http()
+      .get(`/api/v1/files/${file.fileId}/content`)
+      .set(bob.auth)
+      .set('Origin', APP)
+      .set('If-None-Match', `"${file.sha256}"`);
     expect(cached.status).toBe(304);
     expectAllowed(cached);
   });
@@ -111,14 +154,27 @@ describe('CORS for the origins in ALLOWED_ORIGINS', () => {
     const session = await ctx.h.http().post('/auth/session').set(dave.auth).set('Origin', APP);
     expect(session.status).toBe(200);
     expectAllowed(session);
-    const cookie = ([] as string[]).concat(session.headers['set-cookie'] ?? []).map((line) => line.split(';')[0]).join('; ');
+    const cookie = ([] as string[])
+      .concat(session.headers['set-cookie'] ?? [])
+      .map((line) => line.split(';')[0])
+      .join('; ');
     expect(cookie).toMatch(/^service_session=/);
 
-    const created = await ctx.h.http().post('/api/v1/notes').set('Cookie', cookie).set('Origin', APP).send({ title: 'From the app', content: '' });
+    const created = await ctx.h
+      .http()
+      .post('/api/v1/notes')
+      .set('Cookie', cookie)
+      .set('Origin', APP)
+      .send({ title: 'From the app', content: '' });
     expect(created.status).toBe(200);
     expectAllowed(created);
 
-    const refused = await ctx.h.http().post('/api/v1/notes').set('Cookie', cookie).set('Origin', OTHER).send({ title: 'From elsewhere', content: '' });
+    const refused = await ctx.h
+      .http()
+      .post('/api/v1/notes')
+      .set('Cookie', cookie)
+      .set('Origin', OTHER)
+      .send({ title: 'From elsewhere', content: '' });
     expect(refused.status).toBe(403);
     expect(corsHeaders(refused)).toEqual([]);
     const notes = await ctx.h.http().get('/api/v1/notes').set(dave.auth);

@@ -47,7 +47,9 @@ function exchange(head: string | Buffer, trickle = false): Promise<RawAnswer> {
       const raw = Buffer.concat(chunks).toString('utf8');
       const [top = '', ...rest] = raw.split('\r\n\r\n');
       const [statusLine = '', ...lines] = top.split('\r\n');
-      const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+      const headers = Object.fromEntries(
+        lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
+      );
       let body: unknown = rest.join('\r\n\r\n');
       try {
         body = JSON.parse(body as string);
@@ -68,7 +70,11 @@ function exchange(head: string | Buffer, trickle = false): Promise<RawAnswer> {
 }
 
 const sign = (key: CryptoKey, claims: { sub?: string; exp?: number; aud?: string }) => {
-  const jwt = new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setIssuer(DEV_ISSUER).setAudience(claims.aud ?? DEV_AUDIENCE).setIssuedAt();
+  const jwt = new SignJWT({})
+    .setProtectedHeader({ alg: 'ES256' })
+    .setIssuer(DEV_ISSUER)
+    .setAudience(claims.aud ?? DEV_AUDIENCE)
+    .setIssuedAt();
   if (claims.sub !== undefined) jwt.setSubject(claims.sub);
   return jwt.setExpirationTime(claims.exp ?? '1h').sign(key);
 };
@@ -107,11 +113,15 @@ describe('slow and anonymous clients', () => {
     expect(limited.body).toMatchObject({ code: 'rate_limited', retryAfter: expect.any(Number) });
     expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
 
-    const good = await ctx.h.http().get('/api/v1/notes').set({ ...ctx.alice.auth, 'X-Forwarded-For': '198.51.100.2' });
+    const good = await ctx.h
+      .http()
+      .get('/api/v1/notes')
+      .set({ ...ctx.alice.auth, 'X-Forwarded-For': '198.51.100.2' });
     expect(good.status).toBe(200);
     expect((await ctx.h.http().get('/api/v1/notes').set(from('198.51.100.3'))).status).toBe(401);
     // No credentials at all costs nothing to refuse and is not counted.
-    for (let i = 0; i < 4; i += 1) expect((await ctx.h.http().get('/api/v1/notes').set('X-Forwarded-For', '198.51.100.4')).status).toBe(401);
+    for (let i = 0; i < 4; i += 1)
+      expect((await ctx.h.http().get('/api/v1/notes').set('X-Forwarded-For', '198.51.100.4')).status).toBe(401);
   });
 });
 
@@ -132,11 +142,18 @@ describe('the error surface', () => {
       [await sign(devKey, { sub: 'alice', exp: Math.floor(Date.now() / 1000) - 600 }), 'The access token expired.', '198.51.100.11'],
       [await sign(forger.privateKey, { sub: 'alice' }), "The access token's signature is not valid.", '198.51.100.12'],
       ['not.a.jwt', 'The access token is malformed.', '198.51.100.13'],
-      [await sign(devKey, { sub: 'alice', aud: 'another-api' }), 'The access token is not meant for this service (audience).', '198.51.100.14'],
+      [
+        await sign(devKey, { sub: 'alice', aud: 'another-api' }),
+        'The access token is not meant for this service (audience).',
+        '198.51.100.14',
+      ],
       [await sign(devKey, {}), 'The access token has no sub claim.', '198.51.100.15'],
     ];
     for (const [token, description, address] of cases) {
-      const res = await ctx.h.http().get('/api/v1/notes').set({ Authorization: `Bearer ${token}`, 'X-Forwarded-For': address });
+      const res = await ctx.h
+        .http()
+        .get('/api/v1/notes')
+        .set({ Authorization: `Bearer ${token}`, 'X-Forwarded-For': address });
       expect(res.status).toBe(401);
       expect(res.body).toEqual({ code: 'unauthenticated', error: description });
       expect(res.headers['www-authenticate']).toBe(`${challenge}, error="invalid_token", error_description="${description}"`);
@@ -147,10 +164,15 @@ describe('the error surface', () => {
     const devKey = ctx.h.runtime.devAuth!.privateKey;
     const subjects = ['al\u0000ice', 'al\ud800ice', 'x'.repeat(201)];
     for (const [i, sub] of subjects.entries()) {
-      const res = await ctx.h.http().get('/api/v1/notes').set({ Authorization: `Bearer ${await sign(devKey, { sub })}`, 'X-Forwarded-For': `198.51.100.2${i}` });
+      const res = await ctx.h
+        .http()
+        .get('/api/v1/notes')
+        .set({ Authorization: `Bearer ${await sign(devKey, { sub })}`, 'X-Forwarded-For': `198.51.100.2${i}` });
       expect(res.status).toBe(401);
       expect(res.body.code).toBe('unauthenticated');
-      expect(res.headers['www-authenticate']).toMatch(/error="invalid_token", error_description="The access token's subject is not a usable user id/);
+      expect(res.headers['www-authenticate']).toMatch(
+        /error="invalid_token", error_description="The access token's subject is not a usable user id/,
+      );
     }
   });
 
@@ -161,12 +183,15 @@ describe('the error surface', () => {
     expect(res.body).toEqual({ error: expect.any(String), code: 'not_found' });
     // A request without a body keeps its connection.
     expect((await fetch(`${ctx.h.baseUrl}/no-such-page`)).headers.get('connection')).toBe('keep-alive');
-    for (const path of ['/healthz', '/readyz', '/openapi.json', '/openapi.yaml', '/docs']) expect((await ctx.h.http().get(path)).status).toBe(200);
+    for (const path of ['/healthz', '/readyz', '/openapi.json', '/openapi.yaml', '/docs'])
+      expect((await ctx.h.http().get(path)).status).toBe(200);
     expect((await ctx.h.http().post('/auth/session').set(ctx.alice.auth)).status).toBe(200);
   });
 
   test('a header with a control character is a JSON 400 invalid_request, headers over the size limit a 431', async () => {
-    const bad = await exchange(`GET /api/v1/notes HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: a\u0001b\r\n${ctx.alice.auth.Authorization.replace(/^/, 'Authorization: ')}\r\n\r\n`);
+    const bad = await exchange(
+      `GET /api/v1/notes HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: a\u0001b\r\n${ctx.alice.auth.Authorization.replace(/^/, 'Authorization: ')}\r\n\r\n`,
+    );
     expect(bad).toMatchObject({ status: 400, closed: true, body: { code: 'invalid_request', error: expect.any(String) } });
     expect(bad.headers.connection).toBe('close');
     expect(bad.headers['content-type']).toMatch(/^application\/json/);

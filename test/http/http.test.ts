@@ -31,7 +31,14 @@ describe('HTTP basics', () => {
       'x-frame-options': 'DENY',
     });
     // Headers only documents, retired browsers or plug-ins read are not sent with the API's answers.
-    for (const name of ['cross-origin-opener-policy', 'origin-agent-cluster', 'x-dns-prefetch-control', 'x-download-options', 'x-permitted-cross-domain-policies', 'x-xss-protection']) {
+    for (const name of [
+      'cross-origin-opener-policy',
+      'origin-agent-cluster',
+      'x-dns-prefetch-control',
+      'x-download-options',
+      'x-permitted-cross-domain-policies',
+      'x-xss-protection',
+    ]) {
       expect(res.headers[name]).toBeUndefined();
     }
     expect(res.headers['x-request-id']).toBe('client-id-1');
@@ -88,7 +95,11 @@ describe('HTTP basics', () => {
   });
 
   test('an oversized body is a 413 and creates nothing', async () => {
-    const res = await h.http().post('/api/v1/notes').set(alice.auth).send({ content: 'x'.repeat(70 * 1024) });
+    const res = await h
+      .http()
+      .post('/api/v1/notes')
+      .set(alice.auth)
+      .send({ content: 'x'.repeat(70 * 1024) });
     expect(res.status).toBe(413);
     expect(res.body.code).toBe('payload_too_large');
     const list = await h.http().get('/api/v1/notes').set(alice.auth);
@@ -99,7 +110,11 @@ describe('HTTP basics', () => {
     const form = await h.http().post('/api/v1/notes').set(alice.auth).type('form').send('title=x');
     expect(form.status).toBe(400);
     expect(form.body.code).toBe('invalid_request');
-    const array = await h.http().post('/api/v1/notes').set(alice.auth).send([{ title: 'x' }]);
+    const array = await h
+      .http()
+      .post('/api/v1/notes')
+      .set(alice.auth)
+      .send([{ title: 'x' }]);
     expect(array.status).toBe(400);
   });
 

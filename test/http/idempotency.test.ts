@@ -6,7 +6,12 @@ const ctx = useHarness('alice', 'bob');
 const creates = [
   { path: '/api/v1/projects', many: 'projects', body: (s: string) => ({ name: `P ${s}`, description: 'd' }), other: { name: 'Other' } },
   { path: '/api/v1/notes', many: 'notes', body: (s: string) => ({ title: `N ${s}`, content: 'c' }), other: { title: 'Other' } },
-  { path: '/api/v1/memory', many: 'memoryItems', body: (s: string) => ({ kind: 'fact', content: `M ${s}` }), other: { kind: 'fact', content: 'Other' } },
+  {
+    path: '/api/v1/memory',
+    many: 'memoryItems',
+    body: (s: string) => ({ kind: 'fact', content: `M ${s}` }),
+    other: { kind: 'fact', content: 'Other' },
+  },
   { path: '/api/v1/skills', many: 'skills', body: (s: string) => ({ name: `S ${s}`, description: 'd' }), other: { name: 'Other' } },
 ];
 
@@ -53,7 +58,11 @@ describe.each(creates)('Idempotency-Key on POST $path', ({ path, many, body, oth
   test('a failed request releases its key', async () => {
     const key = randomUUID();
     const unique = randomUUID();
-    const failed = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key)
+    const failed = await ctx.h
+      .http()
+      .post(path)
+      .set(ctx.alice.auth)
+      .set('Idempotency-Key', key)
       .send({ ...body(unique), [path.endsWith('projects') ? 'parentId' : 'projectId']: 'missing-project' });
     expect(failed.status).toBe(404);
     const retried = await ctx.h.http().post(path).set(ctx.alice.auth).set('Idempotency-Key', key).send(body(unique));
@@ -86,11 +95,16 @@ test('a claim left by a crashed instance blocks until its lease ends, then is ta
   const key = randomUUID();
   await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).set('Idempotency-Key', key).send({ title: 'crash' }).expect(200);
   // As if the instance had died after claiming the key and before recording the response.
-  const pending = () => db.updateTable('idempotency_keys').set({ response_body: null }).where('user_id', '=', ctx.alice.userId).where('key', '=', key);
-  await pending().set({ locked_until: new Date(Date.now() + 60_000) }).execute();
+  const pending = () =>
+    db.updateTable('idempotency_keys').set({ response_body: null }).where('user_id', '=', ctx.alice.userId).where('key', '=', key);
+  await pending()
+    .set({ locked_until: new Date(Date.now() + 60_000) })
+    .execute();
   const blocked = await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).set('Idempotency-Key', key).send({ title: 'crash' });
   expect(blocked.status).toBe(409);
-  await pending().set({ locked_until: new Date(Date.now() - 1) }).execute();
+  await pending()
+    .set({ locked_until: new Date(Date.now() - 1) })
+    .execute();
   const takenOver = await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).set('Idempotency-Key', key).send({ title: 'crash' });
   expect(takenOver.status).toBe(200);
   expect(takenOver.headers['idempotent-replayed']).toBeUndefined();

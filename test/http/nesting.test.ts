@@ -18,13 +18,17 @@ interface Operation {
 const doc = JSON.parse(fs.readFileSync(path.resolve(__dirname, '../../generated/openapi.json'), 'utf8'));
 const requestBodies = (doc.components.requestBodies ?? {}) as Record<string, { content: Record<string, unknown> }>;
 /** Every operation of the document that takes a JSON body, path parameters filled with placeholders. */
-const jsonOperations: Operation[] = Object.entries(doc.paths as Record<string, Record<string, Record<string, unknown>>>).flatMap(([p, item]) =>
-  (['post', 'put', 'patch', 'delete'] as const).flatMap((method) => {
-    const operation = item[method] as { requestBody?: { $ref?: string; content?: Record<string, unknown> }; 'x-required-roles'?: string[] } | undefined;
-    const body = operation?.requestBody?.$ref ? requestBodies[operation.requestBody.$ref.split('/').pop() as string] : operation?.requestBody;
-    if (!body?.content?.['application/json']) return [];
-    return [{ method, path: p.replace(/\{[^}]+\}/g, 'placeholder'), asAdmin: operation?.['x-required-roles'] !== undefined }];
-  }),
+const jsonOperations: Operation[] = Object.entries(doc.paths as Record<string, Record<string, Record<string, unknown>>>).flatMap(
+  ([p, item]) =>
+    (['post', 'put', 'patch', 'delete'] as const).flatMap((method) => {
+      const operation = item[method] as
+        { requestBody?: { $ref?: string; content?: Record<string, unknown> }; 'x-required-roles'?: string[] } | undefined;
+      const body = operation?.requestBody?.$ref
+        ? requestBodies[operation.requestBody.$ref.split('/').pop() as string]
+        : operation?.requestBody;
+      if (!body?.content?.['application/json']) return [];
+      return [{ method, path: p.replace(/\{[^}]+\}/g, 'placeholder'), asAdmin: operation?.['x-required-roles'] !== undefined }];
+    }),
 );
 
 /** `{"name":[[…1…]]}`, `levels` arrays deep. */
@@ -49,7 +53,12 @@ afterAll(() => h?.close());
 const rowCounts = () => tableRowCounts(h);
 
 const send = (op: Operation, body: string) =>
-  h.http()[op.method](op.path).set((op.asAdmin ? admin : alice).auth).set('content-type', 'application/json').send(body);
+  h
+    .http()
+    [op.method](op.path)
+    .set((op.asAdmin ? admin : alice).auth)
+    .set('content-type', 'application/json')
+    .send(body);
 
 test('the document has JSON operations to try', () => {
   expect(jsonOperations.length).toBeGreaterThan(50);
@@ -65,10 +74,20 @@ describe.each([
     const answers: Array<{ operation: string; status: number; code: unknown; details: unknown }> = [];
     for (const op of jsonOperations) {
       const res = await send(op, body);
-      answers.push({ operation: `${op.method.toUpperCase()} ${op.path}`, status: res.status, code: res.body.code, details: res.body.details });
+      answers.push({
+        operation: `${op.method.toUpperCase()} ${op.path}`,
+        status: res.status,
+        code: res.body.code,
+        details: res.body.details,
+      });
     }
     expect(answers).toEqual(
-      jsonOperations.map((op) => ({ operation: `${op.method.toUpperCase()} ${op.path}`, status: 400, code: 'invalid_request', details: [{ path: deepest, message: tooDeep }] })),
+      jsonOperations.map((op) => ({
+        operation: `${op.method.toUpperCase()} ${op.path}`,
+        status: 400,
+        code: 'invalid_request',
+        details: [{ path: deepest, message: tooDeep }],
+      })),
     );
     expect(await rowCounts()).toEqual(before);
   });
@@ -79,12 +98,23 @@ describe('the limit itself', () => {
   const uiNested = (levels: number) => `{"ui":${'{"a":'.repeat(levels - 2)}{}${'}'.repeat(levels - 2)}}`;
 
   test(`a body ${LIMIT} levels deep is taken, and stored as sent`, async () => {
-    const res = await h.http().patch('/api/v1/settings').set(alice.auth).set('content-type', 'application/json').send(uiNested(LIMIT)).expect(200);
+    const res = await h
+      .http()
+      .patch('/api/v1/settings')
+      .set(alice.auth)
+      .set('content-type', 'application/json')
+      .send(uiNested(LIMIT))
+      .expect(200);
     expect(JSON.stringify({ ui: res.body.settings.ui })).toBe(uiNested(LIMIT));
   });
 
   test(`one level more is refused, naming the path`, async () => {
-    const res = await h.http().patch('/api/v1/settings').set(alice.auth).set('content-type', 'application/json').send(uiNested(LIMIT + 1));
+    const res = await h
+      .http()
+      .patch('/api/v1/settings')
+      .set(alice.auth)
+      .set('content-type', 'application/json')
+      .send(uiNested(LIMIT + 1));
     expect(res.status).toBe(400);
     expect(res.body).toEqual({
       error: `The request is nested more than ${LIMIT} levels deep.`,

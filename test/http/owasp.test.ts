@@ -18,7 +18,11 @@ describe('API3 — property-level authorization: fields a user must not set are 
 
   test.each(creates)('POST %s with an owner, role, balance, status or timestamp is a 400 naming it', async (route, body) => {
     for (const [field, value] of Object.entries(privileged)) {
-      const res = await ctx.h.http().post(route).set(ctx.alice.auth).send({ ...body, [field]: value });
+      const res = await ctx.h
+        .http()
+        .post(route)
+        .set(ctx.alice.auth)
+        .send({ ...body, [field]: value });
       expect({ field, status: res.status }).toEqual({ field, status: 400 });
       expect(res.body.details).toContainEqual({ path: `/body/${field}`, message: 'must NOT have additional properties' });
     }

@@ -33,14 +33,31 @@ const cases: Case[] = [
   { name: 'overlapping ranges are merged into one', headers: { Range: 'bytes=0-9, 5-19' }, status: 206, part: [0, 19] },
   { name: 'adjacent ranges are merged into one', headers: { Range: 'bytes=10-19,0-9' }, status: 206, part: [0, 19] },
   { name: 'disjoint ranges get the whole content', headers: { Range: 'bytes=0-9,20-29' }, status: 200 },
-  { name: 'an unsatisfiable spec beside a satisfiable one is dropped', headers: { Range: 'bytes=5000-6000,0-4' }, status: 206, part: [0, 4] },
+  {
+    name: 'an unsatisfiable spec beside a satisfiable one is dropped',
+    headers: { Range: 'bytes=5000-6000,0-4' },
+    status: 206,
+    part: [0, 4],
+  },
   { name: 'a range past the end is a 416', headers: { Range: `bytes=${SIZE}-` }, status: 416 },
   { name: 'an empty suffix is a 416', headers: { Range: 'bytes=-0' }, status: 416 },
   { name: 'If-Range with the current ETag serves the range', headers: { Range: 'bytes=0-9', 'If-Range': etag }, status: 206, part: [0, 9] },
   { name: 'If-Range with another ETag serves the whole content', headers: { Range: 'bytes=0-9', 'If-Range': '"0000"' }, status: 200 },
-  { name: 'If-Range with the weak form of the ETag does not match (strong comparison)', headers: { Range: 'bytes=0-9', 'If-Range': `W/${etag}` }, status: 200 },
-  { name: 'If-Range with a date serves the whole content (no Last-Modified to match)', headers: { Range: 'bytes=0-9', 'If-Range': 'Wed, 21 Oct 2015 07:28:00 GMT' }, status: 200 },
-  { name: 'If-Range that fails turns an unsatisfiable range into the whole content', headers: { Range: `bytes=${SIZE}-`, 'If-Range': '"0000"' }, status: 200 },
+  {
+    name: 'If-Range with the weak form of the ETag does not match (strong comparison)',
+    headers: { Range: 'bytes=0-9', 'If-Range': `W/${etag}` },
+    status: 200,
+  },
+  {
+    name: 'If-Range with a date serves the whole content (no Last-Modified to match)',
+    headers: { Range: 'bytes=0-9', 'If-Range': 'Wed, 21 Oct 2015 07:28:00 GMT' },
+    status: 200,
+  },
+  {
+    name: 'If-Range that fails turns an unsatisfiable range into the whole content',
+    headers: { Range: `bytes=${SIZE}-`, 'If-Range': '"0000"' },
+    status: 200,
+  },
   { name: 'If-Range without Range is ignored', headers: { 'If-Range': '"0000"' }, status: 200 },
   { name: 'If-None-Match compares weakly', headers: { 'If-None-Match': `W/${etag}` }, status: 304 },
 ];
@@ -60,12 +77,19 @@ interface Route {
 const routes: Route[] = [
   {
     name: 'files',
-    store: async (h, user, body) => `/api/v1/files/${(await storeFile(h, user, 'data.bin', 'application/octet-stream', body)).fileId}/content`,
+    store: async (h, user, body) =>
+      `/api/v1/files/${(await storeFile(h, user, 'data.bin', 'application/octet-stream', body)).fileId}/content`,
   },
   {
     name: 'outputs',
     store: async (h, user, body) => {
-      const output = await h.runtime.services.outputs.create({ ownerUserId: user.userId, type: 'document', name: 'data.bin', mimeType: 'application/octet-stream', body });
+      const output = await h.runtime.services.outputs.create({
+        ownerUserId: user.userId,
+        type: 'document',
+        name: 'data.bin',
+        mimeType: 'application/octet-stream',
+        body,
+      });
       return `/api/v1/outputs/${output.id}/content`;
     },
   },
@@ -81,7 +105,8 @@ describe.each(['local', 's3'])('Range on the content routes, %s store', (store) 
     if (store === 's3') s3 = await startS3();
     h = await startHarness(s3?.env ?? {});
     user = await h.newUser('ranges');
-    for (const route of routes) paths.set(route.name, { full: await route.store(h, user, content), empty: await route.store(h, user, Buffer.alloc(0)) });
+    for (const route of routes)
+      paths.set(route.name, { full: await route.store(h, user, content), empty: await route.store(h, user, Buffer.alloc(0)) });
   });
   afterAll(async () => {
     await h?.close();

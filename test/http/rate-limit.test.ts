@@ -27,7 +27,11 @@ describe('per-user rate limit', () => {
     const create = await ctx.h.http().post('/api/v1/notes').set(ctx.alice.auth).send({ title: 'Over the limit', content: '' });
     expect(create.status).toBe(429);
     expect((await ctx.h.http().get('/api/v1/notes').set(ctx.bob.auth)).status).toBe(200);
-    const count = await ctx.h.runtime.database.db.selectFrom('notes').select((eb) => eb.fn.countAll<number>().as('n')).where('owner_user_id', '=', ctx.alice.userId).executeTakeFirst();
+    const count = await ctx.h.runtime.database.db
+      .selectFrom('notes')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('owner_user_id', '=', ctx.alice.userId)
+      .executeTakeFirst();
     expect(Number(count?.n)).toBe(0);
   });
 

@@ -30,7 +30,11 @@ describe('the service HTTP server', () => {
     const service = await servedRequest(createHttpServer(ctx.h.runtime.app), '/api/v1/notes?limit=5', ctx.alice.auth);
     expect(service.status).toBe(200);
     expect(service.body).toMatchObject({ notes: [] });
-    expect(service.req).toMatchObject({ requestId: expect.any(String), caller: { userId: ctx.alice.userId }, operation: { operationId: 'getNotes' } });
+    expect(service.req).toMatchObject({
+      requestId: expect.any(String),
+      caller: { userId: ctx.alice.userId },
+      operation: { operationId: 'getNotes' },
+    });
     // The query as the validator left it.
     expect((service.req as unknown as { query: unknown }).query).toEqual({ limit: 5 });
   });

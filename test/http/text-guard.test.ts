@@ -52,27 +52,65 @@ describe('NUL in a body field is a 400 naming it, in every area', () => {
 
   test('in an array item and in an object key, with the path to it', async () => {
     await expectRefused(
-      () => h.http().post('/api/v1/webhooks').set(alice.auth).send({ url: 'https://8.8.8.8/hook', events: ['chat.completed', `chat${NUL}`] }),
+      () =>
+        h
+          .http()
+          .post('/api/v1/webhooks')
+          .set(alice.auth)
+          .send({ url: 'https://8.8.8.8/hook', events: ['chat.completed', `chat${NUL}`] }),
       '/body/events/1',
     );
-    await expectRefused(() => h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'T', [`ti${NUL}tle`]: 'x' }), '/body/ti\uFFFDtle', 'the property name must not contain the NUL character (U+0000)');
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .post('/api/v1/notes')
+          .set(alice.auth)
+          .send({ title: 'T', [`ti${NUL}tle`]: 'x' }),
+      '/body/ti\uFFFDtle',
+      'the property name must not contain the NUL character (U+0000)',
+    );
   });
 
   test('an update changes nothing', async () => {
     const created = await h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'Kept' }).expect(200);
     const noteId = created.body.note.noteId as string;
-    await expectRefused(() => h.http().patch('/api/v1/notes').set(alice.auth).send({ noteId, title: `Changed${NUL}` }), '/body/title');
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .patch('/api/v1/notes')
+          .set(alice.auth)
+          .send({ noteId, title: `Changed${NUL}` }),
+      '/body/title',
+    );
     expect((await h.http().get('/api/v1/notes').query({ noteId }).set(alice.auth).expect(200)).body.note.title).toBe('Kept');
   });
 });
 
 describe('NUL in a query or path parameter is a 400 naming it', () => {
   test('a record id in the query', async () => {
-    await expectRefused(() => h.http().get('/api/v1/notes').query({ noteId: `n${NUL}` }).set(alice.auth), '/query/noteId');
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .get('/api/v1/notes')
+          .query({ noteId: `n${NUL}` })
+          .set(alice.auth),
+      '/query/noteId',
+    );
   });
 
   test('audit filters, as an admin', async () => {
-    await expectRefused(() => h.http().get('/api/v1/admin/audit').query({ actorUserId: `a${NUL}` }).set(admin.auth), '/query/actorUserId');
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .get('/api/v1/admin/audit')
+          .query({ actorUserId: `a${NUL}` })
+          .set(admin.auth),
+      '/query/actorUserId',
+    );
     await expectRefused(() => h.http().get('/api/v1/admin/audit/export').query({ action: NUL }).set(admin.auth), '/query/action');
   });
 
@@ -81,27 +119,94 @@ describe('NUL in a query or path parameter is a 400 naming it', () => {
   });
 
   test('files/search-text: the query, and the file and project filters', async () => {
-    await expectRefused(() => h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: `revenue${NUL}` }), '/body/query');
-    await expectRefused(() => h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: 'q', fileId: `f${NUL}` }), '/body/fileId');
-    await expectRefused(() => h.http().post('/api/v1/files/search-text').set(alice.auth).send({ query: 'q', projectId: `${NUL}` }), '/body/projectId');
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .post('/api/v1/files/search-text')
+          .set(alice.auth)
+          .send({ query: `revenue${NUL}` }),
+      '/body/query',
+    );
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .post('/api/v1/files/search-text')
+          .set(alice.auth)
+          .send({ query: 'q', fileId: `f${NUL}` }),
+      '/body/fileId',
+    );
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .post('/api/v1/files/search-text')
+          .set(alice.auth)
+          .send({ query: 'q', projectId: `${NUL}` }),
+      '/body/projectId',
+    );
   });
 
   test('files/share: the file id and each user id to add or remove', async () => {
     const folder = await h.http().post('/api/v1/files').set(alice.auth).send({ name: 'Shared', kind: 'folder' }).expect(200);
     const fileId = folder.body.file.fileId as string;
-    await expectRefused(() => h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId: `${fileId}${NUL}`, add: ['bob'] }), '/body/fileId');
-    await expectRefused(() => h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId, add: ['bob', `carol${NUL}`] }), '/body/add/1');
-    await expectRefused(() => h.http().patch('/api/v1/files/share').set(alice.auth).send({ fileId, remove: [`${NUL}dave`] }), '/body/remove/0');
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .patch('/api/v1/files/share')
+          .set(alice.auth)
+          .send({ fileId: `${fileId}${NUL}`, add: ['bob'] }),
+      '/body/fileId',
+    );
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .patch('/api/v1/files/share')
+          .set(alice.auth)
+          .send({ fileId, add: ['bob', `carol${NUL}`] }),
+      '/body/add/1',
+    );
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .patch('/api/v1/files/share')
+          .set(alice.auth)
+          .send({ fileId, remove: [`${NUL}dave`] }),
+      '/body/remove/0',
+    );
   });
 
   test('userId on admin usage: the GET query and the POST body', async () => {
-    await expectRefused(() => h.http().get('/api/v1/admin/usage').query({ userId: `bob${NUL}` }).set(admin.auth), '/query/userId');
     await expectRefused(
-      () => h.http().post('/api/v1/admin/usage').set(admin.auth).send({ userId: `bob${NUL}`, amountCents: 100, reason: 'credit' }),
+      () =>
+        h
+          .http()
+          .get('/api/v1/admin/usage')
+          .query({ userId: `bob${NUL}` })
+          .set(admin.auth),
+      '/query/userId',
+    );
+    await expectRefused(
+      () =>
+        h
+          .http()
+          .post('/api/v1/admin/usage')
+          .set(admin.auth)
+          .send({ userId: `bob${NUL}`, amountCents: 100, reason: 'credit' }),
       '/body/userId',
     );
     await expectRefused(
-      () => h.http().post('/api/v1/admin/usage').set(admin.auth).set('content-type', 'application/json').send('{"userId":"bob\\udc00","amountCents":100}'),
+      () =>
+        h
+          .http()
+          .post('/api/v1/admin/usage')
+          .set(admin.auth)
+          .set('content-type', 'application/json')
+          .send('{"userId":"bob\\udc00","amountCents":100}'),
       '/body/userId',
       refusedSurrogate,
     );
@@ -115,9 +220,17 @@ describe('NUL in a query or path parameter is a 400 naming it', () => {
 describe('lone UTF-16 surrogates are refused; other control characters are text', () => {
   test('a lone surrogate in a body field, escaped in the JSON', async () => {
     const raw = '{"title":"a\\ud800b"}';
-    await expectRefused(() => h.http().post('/api/v1/notes').set(alice.auth).set('content-type', 'application/json').send(raw), '/body/title', refusedSurrogate);
+    await expectRefused(
+      () => h.http().post('/api/v1/notes').set(alice.auth).set('content-type', 'application/json').send(raw),
+      '/body/title',
+      refusedSurrogate,
+    );
     const low = '{"name":"\\udfff"}';
-    await expectRefused(() => h.http().post('/api/v1/projects').set(alice.auth).set('content-type', 'application/json').send(low), '/body/name', refusedSurrogate);
+    await expectRefused(
+      () => h.http().post('/api/v1/projects').set(alice.auth).set('content-type', 'application/json').send(low),
+      '/body/name',
+      refusedSurrogate,
+    );
   });
 
   test('in a URL, the bytes a lone surrogate would have are not UTF-8: refused in the path, U+FFFD in the query', async () => {

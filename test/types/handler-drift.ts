@@ -11,6 +11,14 @@ export const incomplete: Handler<'getCapabilities'> = async () => ({ capabilitie
 // @ts-expect-error a handler map without every operation does not compile
 export const missing: HandlerMap = {
   getCapabilities: async () => ({
-    capabilities: { automations: true, billing: false, vectorSearch: true, byok: true, mcp: true, integrations: true, billingProvider: 'none' },
+    capabilities: {
+      automations: true,
+      billing: false,
+      vectorSearch: true,
+      byok: true,
+      mcp: true,
+      integrations: true,
+      billingProvider: 'none',
+    },
   }),
 };

@@ -2,7 +2,9 @@ import { calendarMonth, MICRO, spendingOf, subscriptionPeriod } from '../../src/
 import { ConfigError, loadConfig } from '../../src/config';
 
 const period = { start: new Date(Date.UTC(2026, 10, 1)), end: new Date(Date.UTC(2026, 11, 1)) };
-const budget = (fields: Partial<{ balance_cents: number; carry_micro_cents: number; period_spent_micro_cents: number; period_start: Date | null }>) => ({
+const budget = (
+  fields: Partial<{ balance_cents: number; carry_micro_cents: number; period_spent_micro_cents: number; period_start: Date | null }>,
+) => ({
   user_id: 'u',
   balance_cents: 0,
   carry_micro_cents: 0,
@@ -15,16 +17,35 @@ const plan = (monthlyBudgetCents: number | null) => ({ monthlyBudgetCents, stora
 
 describe('spending arithmetic', () => {
   test('unlimited plan without a limit: nothing is ever exhausted', () => {
-    expect(spendingOf(budget({ period_spent_micro_cents: 9e12 }), plan(null), null, period)).toMatchObject({ allowanceRemainingMicro: null, availableMicro: null });
+    expect(spendingOf(budget({ period_spent_micro_cents: 9e12 }), plan(null), null, period)).toMatchObject({
+      allowanceRemainingMicro: null,
+      availableMicro: null,
+    });
   });
 
   test('allowance, then balance less the fraction owed', () => {
-    const s = spendingOf(budget({ balance_cents: 10, carry_micro_cents: 400_000, period_spent_micro_cents: 150 * MICRO }), plan(200), null, period);
-    expect(s).toEqual({ spentMicro: 150 * MICRO, allowanceRemainingMicro: 50 * MICRO, balanceCents: 10, limitCents: null, availableMicro: 60 * MICRO - 400_000 });
+    const s = spendingOf(
+      budget({ balance_cents: 10, carry_micro_cents: 400_000, period_spent_micro_cents: 150 * MICRO }),
+      plan(200),
+      null,
+      period,
+    );
+    expect(s).toEqual({
+      spentMicro: 150 * MICRO,
+      allowanceRemainingMicro: 50 * MICRO,
+      balanceCents: 10,
+      limitCents: null,
+      availableMicro: 60 * MICRO - 400_000,
+    });
   });
 
   test('a new period starts the spending again', () => {
-    const s = spendingOf(budget({ period_spent_micro_cents: 500 * MICRO, period_start: new Date(Date.UTC(2026, 9, 1)) }), plan(200), null, period);
+    const s = spendingOf(
+      budget({ period_spent_micro_cents: 500 * MICRO, period_start: new Date(Date.UTC(2026, 9, 1)) }),
+      plan(200),
+      null,
+      period,
+    );
     expect(s).toMatchObject({ spentMicro: 0, allowanceRemainingMicro: 200 * MICRO, availableMicro: 200 * MICRO });
   });
 
@@ -37,7 +58,10 @@ describe('spending arithmetic', () => {
 
 describe('periods', () => {
   test('the calendar month in UTC', () => {
-    expect(calendarMonth(new Date(Date.UTC(2026, 11, 31, 23, 59)))).toEqual({ start: new Date(Date.UTC(2026, 11, 1)), end: new Date(Date.UTC(2027, 0, 1)) });
+    expect(calendarMonth(new Date(Date.UTC(2026, 11, 31, 23, 59)))).toEqual({
+      start: new Date(Date.UTC(2026, 11, 1)),
+      end: new Date(Date.UTC(2027, 0, 1)),
+    });
   });
 
   test('a subscription period carried forward while the renewal is late', () => {
@@ -60,7 +84,13 @@ describe('billing configuration', () => {
     expect(config.billing).toEqual({
       currency: 'usd',
       defaultEntitlements: { monthlyBudgetCents: 100, storageBytes: 5 * 1024 ** 2, automations: null },
-      plans: [{ id: 'pro', priceIds: ['price_a', 'price_b'], entitlements: { monthlyBudgetCents: 2000, storageBytes: 10 * 1024 ** 3, automations: null } }],
+      plans: [
+        {
+          id: 'pro',
+          priceIds: ['price_a', 'price_b'],
+          entitlements: { monthlyBudgetCents: 2000, storageBytes: 10 * 1024 ** 3, automations: null },
+        },
+      ],
       stripe: { webhookSecret: 'whsec_abc', toleranceSeconds: 300 },
     });
   });

@@ -14,7 +14,12 @@ describe('the capability gate', () => {
     let handled = 0;
     // What the service's routes attach: the document's operation (src/http/openapi.ts).
     app.use((req, _res, next) => {
-      req.operation = { operationId: 'createAutomation', security: [], statuses: new Set(['200', '403']), ...(declared === null ? {} : { 'x-capability': declared as CapabilityName }) };
+      req.operation = {
+        operationId: 'createAutomation',
+        security: [],
+        statuses: new Set(['200', '403']),
+        ...(declared === null ? {} : { 'x-capability': declared as CapabilityName }),
+      };
       next();
     });
     app.post('/api/v1/automations', requireDeclaredCapability({ isEnabled: async () => enabled }), (_req, res) => {
@@ -62,7 +67,17 @@ describe('capability flags', () => {
     const user = await h.newUser();
     const { data, response } = await user.api.GET('/api/v1/capabilities');
     expect(response.status).toBe(200);
-    expect(data).toEqual({ capabilities: { automations: true, billing: false, vectorSearch: false, byok: true, mcp: true, integrations: true, billingProvider: 'none' } });
+    expect(data).toEqual({
+      capabilities: {
+        automations: true,
+        billing: false,
+        vectorSearch: false,
+        byok: true,
+        mcp: true,
+        integrations: true,
+        billingProvider: 'none',
+      },
+    });
     expect((await h.http().get('/api/v1/capabilities')).status).toBe(401);
     const unknownParameter = await h.http().get('/api/v1/capabilities').query({ all: 'yes' }).set(user.auth);
     expect(unknownParameter.status).toBe(400);
@@ -72,7 +87,16 @@ describe('capability flags', () => {
   test('a stored switch reaches every instance once its cache expires', async () => {
     const db = h.runtime.database.db;
     let now = 1_000_000;
-    const defaults = { automations: true, billing: false, vectorSearch: true, byok: true, mcp: true, integrations: true, billingProvider: 'stripe' as const, cacheMs: 2000 };
+    const defaults = {
+      automations: true,
+      billing: false,
+      vectorSearch: true,
+      byok: true,
+      mcp: true,
+      integrations: true,
+      billingProvider: 'stripe' as const,
+      cacheMs: 2000,
+    };
     const audit = new AuditService(db);
     const admin = { userId: 'admin-1', requestId: null };
     const instanceA = new CapabilityService({ db, audit, defaults, now: () => now });

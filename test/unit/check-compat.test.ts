@@ -48,7 +48,11 @@ function published(): Document {
             tags: { type: 'array', items: { type: 'string' } },
           },
         },
-        NoteList: { type: 'object', required: ['notes'], properties: { notes: { type: 'array', items: { $ref: '#/components/schemas/Note' } } } },
+        NoteList: {
+          type: 'object',
+          required: ['notes'],
+          properties: { notes: { type: 'array', items: { $ref: '#/components/schemas/Note' } } },
+        },
         NoteCreate: {
           type: 'object',
           additionalProperties: false,
@@ -67,7 +71,8 @@ function published(): Document {
 
 type Edit = (doc: Document) => void;
 const schemas = (doc: Document) => doc.components!.schemas as Record<string, Schema>;
-const notesGet = (doc: Document) => doc.paths!['/api/v1/notes']!.get as { parameters: unknown[]; responses: Record<string, Record<string, unknown>> };
+const notesGet = (doc: Document) =>
+  doc.paths!['/api/v1/notes']!.get as { parameters: unknown[]; responses: Record<string, Record<string, unknown>> };
 const notesPost = (doc: Document) => doc.paths!['/api/v1/notes']!.post as { requestBody: { required: boolean } };
 
 function changed(edit: Edit): string[] {
@@ -94,12 +99,18 @@ describe('the compatibility check', () => {
     ['a longer request maxLength', (d) => void (schemas(d).NoteCreate!.properties!.title!.maxLength = 500)],
     ['a response field that becomes required', (d) => void schemas(d).Note!.required!.push('pinned')],
     ['an enum added to a response string', (d) => void (schemas(d).Note!.properties!.title!.enum = ['x'])],
-    ['a response schema split into discriminated variants that keep every field', (d) => {
-      const note = schemas(d).Note!;
-      schemas(d).NoteDraft = { allOf: [{ ...note, properties: { ...note.properties, status: { type: 'string', enum: ['draft'] } } }] };
-      schemas(d).NoteFinal = { allOf: [{ ...note, properties: { ...note.properties, status: { type: 'string', enum: ['final'] } } }] };
-      schemas(d).Note = { oneOf: [{ $ref: '#/components/schemas/NoteDraft' }, { $ref: '#/components/schemas/NoteFinal' }], discriminator: { propertyName: 'status' } };
-    }],
+    [
+      'a response schema split into discriminated variants that keep every field',
+      (d) => {
+        const note = schemas(d).Note!;
+        schemas(d).NoteDraft = { allOf: [{ ...note, properties: { ...note.properties, status: { type: 'string', enum: ['draft'] } } }] };
+        schemas(d).NoteFinal = { allOf: [{ ...note, properties: { ...note.properties, status: { type: 'string', enum: ['final'] } } }] };
+        schemas(d).Note = {
+          oneOf: [{ $ref: '#/components/schemas/NoteDraft' }, { $ref: '#/components/schemas/NoteFinal' }],
+          discriminator: { propertyName: 'status' },
+        };
+      },
+    ],
   ])('allows %s', (_name, edit) => {
     expect(changed(edit)).toEqual([]);
   });
@@ -107,48 +118,108 @@ describe('the compatibility check', () => {
   test.each<[string, Edit, string]>([
     ['a removed operation', (d) => void delete d.paths!['/api/v1/notes']!.post, 'POST /api/v1/notes: operation removed'],
     ['a removed response status', (d) => void delete notesGet(d).responses['404'], 'GET /api/v1/notes 404: response status removed'],
-    ['a changed status', (d) => {
-      const post = d.paths!['/api/v1/notes']!.post as { responses: Record<string, unknown> };
-      post.responses = { '201': post.responses['200'] };
-    }, 'POST /api/v1/notes 200: response status removed'],
-    ['a removed response field', (d) => void delete schemas(d).Note!.properties!.title,
-      'GET /api/v1/notes 200 application/json body.notes[].title: response field removed'],
-    ['a response field no longer required', (d) => void (schemas(d).Note!.required = ['id', 'status']),
-      'POST /api/v1/notes 200 application/json body.title: response field no longer always present'],
-    ['a removed field of a shared error response', (d) => void delete schemas(d).Error!.properties!.code,
-      'GET /api/v1/notes 404 application/json body.code: response field removed'],
-    ['a removed response header', (d) => void (notesGet(d).responses['200']!.headers = {}), 'GET /api/v1/notes 200: response header ETag removed'],
-    ['a new required request field', (d) => void schemas(d).NoteCreate!.required!.push('color'),
-      'POST /api/v1/notes request application/json body.color: new required request field'],
-    ['a new required request field that is new too', (d) => {
-      schemas(d).NoteCreate!.properties!.projectId = { type: 'string' };
-      schemas(d).NoteCreate!.required!.push('projectId');
-    }, 'POST /api/v1/notes request application/json body.projectId: new required request field'],
-    ['a removed request field that is now refused', (d) => void delete schemas(d).NoteCreate!.properties!.color,
-      'POST /api/v1/notes request application/json body.color: request field removed (it would now be refused)'],
-    ['a new required query parameter', (d) => void notesGet(d).parameters.push({ name: 'projectId', in: 'query', required: true, schema: { type: 'string' } }),
-      'GET /api/v1/notes: query parameter projectId is new and required'],
+    [
+      'a changed status',
+      (d) => {
+        const post = d.paths!['/api/v1/notes']!.post as { responses: Record<string, unknown> };
+        post.responses = { '201': post.responses['200'] };
+      },
+      'POST /api/v1/notes 200: response status removed',
+    ],
+    [
+      'a removed response field',
+      (d) => void delete schemas(d).Note!.properties!.title,
+      'GET /api/v1/notes 200 application/json body.notes[].title: response field removed',
+    ],
+    [
+      'a response field no longer required',
+      (d) => void (schemas(d).Note!.required = ['id', 'status']),
+      'POST /api/v1/notes 200 application/json body.title: response field no longer always present',
+    ],
+    [
+      'a removed field of a shared error response',
+      (d) => void delete schemas(d).Error!.properties!.code,
+      'GET /api/v1/notes 404 application/json body.code: response field removed',
+    ],
+    [
+      'a removed response header',
+      (d) => void (notesGet(d).responses['200']!.headers = {}),
+      'GET /api/v1/notes 200: response header ETag removed',
+    ],
+    [
+      'a new required request field',
+      (d) => void schemas(d).NoteCreate!.required!.push('color'),
+      'POST /api/v1/notes request application/json body.color: new required request field',
+    ],
+    [
+      'a new required request field that is new too',
+      (d) => {
+        schemas(d).NoteCreate!.properties!.projectId = { type: 'string' };
+        schemas(d).NoteCreate!.required!.push('projectId');
+      },
+      'POST /api/v1/notes request application/json body.projectId: new required request field',
+    ],
+    [
+      'a removed request field that is now refused',
+      (d) => void delete schemas(d).NoteCreate!.properties!.color,
+      'POST /api/v1/notes request application/json body.color: request field removed (it would now be refused)',
+    ],
+    [
+      'a new required query parameter',
+      (d) => void notesGet(d).parameters.push({ name: 'projectId', in: 'query', required: true, schema: { type: 'string' } }),
+      'GET /api/v1/notes: query parameter projectId is new and required',
+    ],
     ['a removed query parameter', (d) => void notesGet(d).parameters.splice(1, 1), 'GET /api/v1/notes: query parameter cursor removed'],
-    ['a narrowed request type', (d) => void (schemas(d).NoteCreate!.properties!.title!.type = 'integer'),
-      'POST /api/v1/notes request application/json body.title: type narrowed from string to integer'],
-    ['a changed response type', (d) => void (schemas(d).Note!.properties!.pinned!.type = 'string'),
-      'POST /api/v1/notes 200 application/json body.pinned: type changed from boolean to string'],
-    ['a removed request enum value', (d) => void (schemas(d).NoteCreate!.properties!.color!.enum = ['red']),
-      'POST /api/v1/notes request application/json body.color: enum values removed: "blue"'],
-    ['an enum added to a request string', (d) => void (schemas(d).NoteCreate!.properties!.title!.enum = ['x']),
-      'POST /api/v1/notes request application/json body.title: enum added ("x")'],
-    ['a new value of a closed response enum', (d) => void schemas(d).Note!.properties!.status!.enum!.push('archived'),
-      'POST /api/v1/notes 200 application/json body.status: enum values added: "archived" (the published schema does not say clients must tolerate new values)'],
-    ['a shorter request maxLength', (d) => void (schemas(d).NoteCreate!.properties!.title!.maxLength = 100),
-      'POST /api/v1/notes request application/json body.title: maxLength narrowed from 200 to 100'],
-    ['a tighter query maximum', (d) => void ((notesGet(d).parameters[0] as { schema: Schema }).schema.maximum = 100),
-      'GET /api/v1/notes query parameter limit value: maximum narrowed from 200 to 100'],
-    ['a request field that no longer accepts null', (d) => void delete schemas(d).NoteCreate!.properties!.parentId!.nullable,
-      'POST /api/v1/notes request application/json body.parentId: no longer accepts null'],
-    ['a response field that may now be null', (d) => void (schemas(d).Note!.properties!.title!.nullable = true),
-      'POST /api/v1/notes 200 application/json body.title: may now be null'],
-    ['a removed response media type', (d) => void (notesGet(d).responses['200']!.content = { 'text/csv': {} }),
-      'GET /api/v1/notes 200: response media type application/json removed'],
+    [
+      'a narrowed request type',
+      (d) => void (schemas(d).NoteCreate!.properties!.title!.type = 'integer'),
+      'POST /api/v1/notes request application/json body.title: type narrowed from string to integer',
+    ],
+    [
+      'a changed response type',
+      (d) => void (schemas(d).Note!.properties!.pinned!.type = 'string'),
+      'POST /api/v1/notes 200 application/json body.pinned: type changed from boolean to string',
+    ],
+    [
+      'a removed request enum value',
+      (d) => void (schemas(d).NoteCreate!.properties!.color!.enum = ['red']),
+      'POST /api/v1/notes request application/json body.color: enum values removed: "blue"',
+    ],
+    [
+      'an enum added to a request string',
+      (d) => void (schemas(d).NoteCreate!.properties!.title!.enum = ['x']),
+      'POST /api/v1/notes request application/json body.title: enum added ("x")',
+    ],
+    [
+      'a new value of a closed response enum',
+      (d) => void schemas(d).Note!.properties!.status!.enum!.push('archived'),
+      'POST /api/v1/notes 200 application/json body.status: enum values added: "archived" (the published schema does not say clients must tolerate new values)',
+    ],
+    [
+      'a shorter request maxLength',
+      (d) => void (schemas(d).NoteCreate!.properties!.title!.maxLength = 100),
+      'POST /api/v1/notes request application/json body.title: maxLength narrowed from 200 to 100',
+    ],
+    [
+      'a tighter query maximum',
+      (d) => void ((notesGet(d).parameters[0] as { schema: Schema }).schema.maximum = 100),
+      'GET /api/v1/notes query parameter limit value: maximum narrowed from 200 to 100',
+    ],
+    [
+      'a request field that no longer accepts null',
+      (d) => void delete schemas(d).NoteCreate!.properties!.parentId!.nullable,
+      'POST /api/v1/notes request application/json body.parentId: no longer accepts null',
+    ],
+    [
+      'a response field that may now be null',
+      (d) => void (schemas(d).Note!.properties!.title!.nullable = true),
+      'POST /api/v1/notes 200 application/json body.title: may now be null',
+    ],
+    [
+      'a removed response media type',
+      (d) => void (notesGet(d).responses['200']!.content = { 'text/csv': {} }),
+      'GET /api/v1/notes 200: response media type application/json removed',
+    ],
   ])('reports %s', (_name, edit, expected) => {
     expect(changed(edit)).toContain(expected);
   });

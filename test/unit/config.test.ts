@@ -31,14 +31,49 @@ describe('configuration', () => {
   });
 
   test('integrations: INTEGRATIONS is checked at start, PUBLIC_URL gives the redirect URI', () => {
-    const github = { name: 'GitHub', authorizationUrl: 'https://github.com/login/oauth/authorize', tokenUrl: 'https://github.com/login/oauth/access_token', clientId: 'c', clientSecret: 's', scopes: ['repo'] };
-    const google = { name: 'Google', issuer: 'https://accounts.google.com', clientId: 'g', scopes: ['openid'], authorizationParams: { access_type: 'offline' } };
+    const github = {
+      name: 'GitHub',
+      authorizationUrl: 'https://github.com/login/oauth/authorize',
+      tokenUrl: 'https://github.com/login/oauth/access_token',
+      clientId: 'c',
+      clientSecret: 's',
+      scopes: ['repo'],
+    };
+    const google = {
+      name: 'Google',
+      issuer: 'https://accounts.google.com',
+      clientId: 'g',
+      scopes: ['openid'],
+      authorizationParams: { access_type: 'offline' },
+    };
     const config = loadConfig({ PORT: '9000', INTEGRATIONS: JSON.stringify({ github, google }) });
     expect(config.integrations).toEqual({
       publicUrl: 'http://localhost:9000',
       providers: [
-        { id: 'github', name: 'GitHub', issuer: null, authorizationUrl: github.authorizationUrl, tokenUrl: github.tokenUrl, revocationUrl: null, clientId: 'c', clientSecret: 's', scopes: ['repo'], authorizationParams: {} },
-        { id: 'google', name: 'Google', issuer: google.issuer, authorizationUrl: null, tokenUrl: null, revocationUrl: null, clientId: 'g', clientSecret: null, scopes: ['openid'], authorizationParams: { access_type: 'offline' } },
+        {
+          id: 'github',
+          name: 'GitHub',
+          issuer: null,
+          authorizationUrl: github.authorizationUrl,
+          tokenUrl: github.tokenUrl,
+          revocationUrl: null,
+          clientId: 'c',
+          clientSecret: 's',
+          scopes: ['repo'],
+          authorizationParams: {},
+        },
+        {
+          id: 'google',
+          name: 'Google',
+          issuer: google.issuer,
+          authorizationUrl: null,
+          tokenUrl: null,
+          revocationUrl: null,
+          clientId: 'g',
+          clientSecret: null,
+          scopes: ['openid'],
+          authorizationParams: { access_type: 'offline' },
+        },
       ],
       stateTtlMs: 600_000,
       returnUrl: null,
@@ -46,26 +81,54 @@ describe('configuration', () => {
     });
     expect(config.capabilities.integrations).toBe(true);
     expect(loadConfig({ PUBLIC_URL: 'https://api.example.com/' }).integrations.publicUrl).toBe('https://api.example.com');
-    expect(problems({ INTEGRATIONS: 'github' })).toEqual([expect.stringContaining('INTEGRATIONS is not valid JSON; it must be a JSON object')]);
+    expect(problems({ INTEGRATIONS: 'github' })).toEqual([
+      expect.stringContaining('INTEGRATIONS is not valid JSON; it must be a JSON object'),
+    ]);
     // A value cut short is not quoted back: it may hold a client secret.
     const truncated = problems({ INTEGRATIONS: '{"github":{"clientSecret":"s3cr3t-value"' });
     expect(truncated).toEqual([expect.stringContaining('is not valid JSON')]);
     expect(truncated.join('\n')).not.toContain('s3cr3t');
     expect(problems({ INTEGRATIONS: '["github"]' })).toEqual([expect.stringContaining('INTEGRATIONS must be a JSON object')]);
     expect(problems({ INTEGRATIONS: JSON.stringify({ GitHub: github }) })).toEqual([expect.stringContaining('ids are 1 to 40')]);
-    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, clientId: undefined } }) })).toEqual([expect.stringContaining('"github" needs clientId')]);
-    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { name: 'GitHub', clientId: 'c' } }) })).toEqual([expect.stringContaining('needs issuer, or authorizationUrl and tokenUrl')]);
-    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, issuer: 'https://github.com' } }) })).toEqual([expect.stringContaining('not both')]);
-    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, scopes: 'repo' } }) })).toEqual([expect.stringContaining('scopes must be a list')]);
-    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, authorizationParams: { state: 'x' } } }) })).toEqual([expect.stringContaining('cannot set state')]);
-    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, secret: 'x' } }) })).toEqual([expect.stringContaining('unknown field "secret"')]);
-    const production = { NODE_ENV: 'production', AUTH_JWKS_URL: 'https://idp.example.com/jwks', AUTH_ISSUER: 'i', AUTH_AUDIENCE: 'a', COOKIE_SECRET: 'x'.repeat(32), SECRETS_KEY: `k1:${KEY}`, MODEL_PROVIDER: 'development' };
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, clientId: undefined } }) })).toEqual([
+      expect.stringContaining('"github" needs clientId'),
+    ]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { name: 'GitHub', clientId: 'c' } }) })).toEqual([
+      expect.stringContaining('needs issuer, or authorizationUrl and tokenUrl'),
+    ]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, issuer: 'https://github.com' } }) })).toEqual([
+      expect.stringContaining('not both'),
+    ]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, scopes: 'repo' } }) })).toEqual([
+      expect.stringContaining('scopes must be a list'),
+    ]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, authorizationParams: { state: 'x' } } }) })).toEqual([
+      expect.stringContaining('cannot set state'),
+    ]);
+    expect(problems({ INTEGRATIONS: JSON.stringify({ github: { ...github, secret: 'x' } }) })).toEqual([
+      expect.stringContaining('unknown field "secret"'),
+    ]);
+    const production = {
+      NODE_ENV: 'production',
+      AUTH_JWKS_URL: 'https://idp.example.com/jwks',
+      AUTH_ISSUER: 'i',
+      AUTH_AUDIENCE: 'a',
+      COOKIE_SECRET: 'x'.repeat(32),
+      SECRETS_KEY: `k1:${KEY}`,
+      MODEL_PROVIDER: 'development',
+    };
     expect(problems(production)).toEqual([]);
     expect(loadConfig(production).integrations.publicUrl).toBeNull();
-    expect(problems({ ...production, INTEGRATIONS: JSON.stringify({ github }) })).toEqual([expect.stringContaining('INTEGRATIONS needs PUBLIC_URL')]);
-    expect(problems({ ...production, INTEGRATIONS: JSON.stringify({ github: { ...github, tokenUrl: 'http://github.com/token' } }), PUBLIC_URL: 'https://api.example.com' })).toEqual([
-      expect.stringContaining('tokenUrl must be an https URL'),
+    expect(problems({ ...production, INTEGRATIONS: JSON.stringify({ github }) })).toEqual([
+      expect.stringContaining('INTEGRATIONS needs PUBLIC_URL'),
     ]);
+    expect(
+      problems({
+        ...production,
+        INTEGRATIONS: JSON.stringify({ github: { ...github, tokenUrl: 'http://github.com/token' } }),
+        PUBLIC_URL: 'https://api.example.com',
+      }),
+    ).toEqual([expect.stringContaining('tokenUrl must be an https URL')]);
   });
 
   test('the app shell: MIN_CLIENT_VERSION is a semantic version, ONBOARDING_STEPS lists distinct step ids', () => {
@@ -94,7 +157,7 @@ describe('configuration', () => {
     expect(problems({ HTTP_REQUEST_TIMEOUT_MS: '60000' })).toEqual([]);
   });
 
-    test('production refuses to start without an identity provider, a cookie secret, SECRETS_KEY and a model provider', () => {
+  test('production refuses to start without an identity provider, a cookie secret, SECRETS_KEY and a model provider', () => {
     const found = problems({ NODE_ENV: 'production' });
     expect(found).toEqual([
       expect.stringContaining('SECRETS_KEY'),
@@ -115,14 +178,17 @@ describe('configuration', () => {
     // The development model only when asked for by name.
     expect(problems({ ...production, MODEL_PROVIDER: 'development' })).toEqual([]);
     expect(loadConfig({ ...production, MODEL_PROVIDER: 'development' }).models).toMatchObject({ provider: 'development', baseUrl: null });
-    expect(problems({ ...production, MODEL_PROVIDER: 'development', MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([expect.stringContaining('cannot be combined')]);
+    expect(problems({ ...production, MODEL_PROVIDER: 'development', MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([
+      expect.stringContaining('cannot be combined'),
+    ]);
     expect(problems({ MODEL_PROVIDER: 'openai-compatible' })).toEqual([expect.stringContaining('needs MODEL_PROVIDER_BASE_URL')]);
     expect(loadConfig({}).models.provider).toBe('development');
     expect(problems({ AUTH_JWKS_URL: 'https://idp.example.com/jwks' })).toEqual([expect.stringContaining('AUTH_ISSUER')]);
   });
 
   test('model ids may contain ":" and "/"; prices are the last two parts only when both are whole numbers', () => {
-    const models = (list: string) => loadConfig({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: list }).models.models;
+    const models = (list: string) =>
+      loadConfig({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: list }).models.models;
     expect(models('gpt-4o-mini:15:60,llama3.1:8b,qwen2.5:7b-instruct,meta-llama/Llama-3.1-8B-Instruct,model:1:2:0:0,a:b:3')).toEqual([
       { id: 'gpt-4o-mini', inputCentsPerMillionTokens: 15, outputCentsPerMillionTokens: 60 },
       { id: 'llama3.1:8b', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
@@ -131,15 +197,24 @@ describe('configuration', () => {
       { id: 'model:1:2', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
       { id: 'a:b:3', inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0 },
     ]);
-    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: ':15:60' })).toEqual([expect.stringContaining('MODEL_PROVIDER_MODELS')]);
-    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: 'x'.repeat(201) })).toEqual([expect.stringContaining('MODEL_PROVIDER_MODELS')]);
+    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: ':15:60' })).toEqual([
+      expect.stringContaining('MODEL_PROVIDER_MODELS'),
+    ]);
+    expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1', MODEL_PROVIDER_MODELS: 'x'.repeat(201) })).toEqual([
+      expect.stringContaining('MODEL_PROVIDER_MODELS'),
+    ]);
     // A base URL alone is allowed: the provider's list is read at start.
     expect(problems({ MODEL_PROVIDER_BASE_URL: 'http://ollama:11434/v1' })).toEqual([]);
   });
 
   test('media models: ids with an optional price in cents per unit; they need a base URL; the media limits', () => {
     const base = { MODEL_PROVIDER_BASE_URL: 'http://vllm:8000/v1' };
-    const media = loadConfig({ ...base, MODEL_PROVIDER_IMAGE_MODELS: 'gpt-image-1=4,dall-e-2', MODEL_PROVIDER_TRANSCRIPTION_MODELS: 'whisper-1=0.01', MODEL_PROVIDER_SPEECH_MODELS: 'tts-1=0.0015' }).models.media;
+    const media = loadConfig({
+      ...base,
+      MODEL_PROVIDER_IMAGE_MODELS: 'gpt-image-1=4,dall-e-2',
+      MODEL_PROVIDER_TRANSCRIPTION_MODELS: 'whisper-1=0.01',
+      MODEL_PROVIDER_SPEECH_MODELS: 'tts-1=0.0015',
+    }).models.media;
     expect(media).toEqual({
       image: [
         { id: 'gpt-image-1', microCentsPerUnit: 4_000_000 },
@@ -151,7 +226,9 @@ describe('configuration', () => {
     for (const entry of ['dall-e-3=', '=4', 'x=1.1234567', 'x=cheap']) {
       expect(problems({ ...base, MODEL_PROVIDER_IMAGE_MODELS: entry })).toEqual([expect.stringContaining('MODEL_PROVIDER_IMAGE_MODELS')]);
     }
-    expect(problems({ MODEL_PROVIDER_SPEECH_MODELS: 'tts-1' })).toEqual([expect.stringContaining('MODEL_PROVIDER_SPEECH_MODELS needs MODEL_PROVIDER_BASE_URL')]);
+    expect(problems({ MODEL_PROVIDER_SPEECH_MODELS: 'tts-1' })).toEqual([
+      expect.stringContaining('MODEL_PROVIDER_SPEECH_MODELS needs MODEL_PROVIDER_BASE_URL'),
+    ]);
     expect(loadConfig({}).media).toEqual({ timeoutMs: 120_000, maxAudioBytes: 25 * 1024 * 1024, maxImageBytes: 20 * 1024 * 1024 });
     expect(problems({ MEDIA_TIMEOUT_MS: '50' })).toEqual([expect.stringContaining('MEDIA_TIMEOUT_MS')]);
   });
@@ -177,18 +254,38 @@ describe('configuration', () => {
     }
     // The deprecated key material stands in for SECRETS_KEY in production.
     expect(problems({ WEBHOOK_SECRETS_KEY: 'short' })).toEqual([expect.stringContaining('WEBHOOK_SECRETS_KEY')]);
-    expect(problems({ NODE_ENV: 'production', WEBHOOK_SECRETS_KEY: 'w'.repeat(32) })).not.toContainEqual(expect.stringContaining('SECRETS_KEY'));
+    expect(problems({ NODE_ENV: 'production', WEBHOOK_SECRETS_KEY: 'w'.repeat(32) })).not.toContainEqual(
+      expect.stringContaining('SECRETS_KEY'),
+    );
   });
 
   test('the outbound guard settings, with the webhook names as deprecated aliases', () => {
     expect(loadConfig({}).outbound).toEqual({ allowLoopback: false, allowedPorts: [] });
-    expect(loadConfig({ OUTBOUND_ALLOW_LOOPBACK: 'true', OUTBOUND_ALLOWED_PORTS: '8443, 11434' }).outbound).toEqual({ allowLoopback: true, allowedPorts: [8443, 11434] });
-    expect(loadConfig({ WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOWED_PORTS: '8443' }).outbound).toEqual({ allowLoopback: true, allowedPorts: [8443] });
-    expect(problems({ OUTBOUND_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOW_LOOPBACK: 'false' })).toEqual([expect.stringContaining('set OUTBOUND_ALLOW_LOOPBACK only')]);
+    expect(loadConfig({ OUTBOUND_ALLOW_LOOPBACK: 'true', OUTBOUND_ALLOWED_PORTS: '8443, 11434' }).outbound).toEqual({
+      allowLoopback: true,
+      allowedPorts: [8443, 11434],
+    });
+    expect(loadConfig({ WEBHOOK_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOWED_PORTS: '8443' }).outbound).toEqual({
+      allowLoopback: true,
+      allowedPorts: [8443],
+    });
+    expect(problems({ OUTBOUND_ALLOW_LOOPBACK: 'true', WEBHOOK_ALLOW_LOOPBACK: 'false' })).toEqual([
+      expect.stringContaining('set OUTBOUND_ALLOW_LOOPBACK only'),
+    ]);
     expect(problems({ WEBHOOK_ALLOWED_PORTS: 'http' })).toEqual([expect.stringContaining('WEBHOOK_ALLOWED_PORTS must list port numbers')]);
-    const production = { NODE_ENV: 'production', SECRETS_KEY: `k1:${KEY}`, COOKIE_SECRET: 'x'.repeat(32), AUTH_PUBLIC_KEY: 'x', AUTH_ISSUER: 'i', AUTH_AUDIENCE: 'a', MODEL_PROVIDER: 'development' };
+    const production = {
+      NODE_ENV: 'production',
+      SECRETS_KEY: `k1:${KEY}`,
+      COOKIE_SECRET: 'x'.repeat(32),
+      AUTH_PUBLIC_KEY: 'x',
+      AUTH_ISSUER: 'i',
+      AUTH_AUDIENCE: 'a',
+      MODEL_PROVIDER: 'development',
+    };
     expect(problems({ ...production, OUTBOUND_ALLOW_LOOPBACK: 'true' })).toEqual([expect.stringContaining('cannot be set in production')]);
-    expect(problems({ ...production, WEBHOOK_ALLOW_LOOPBACK: 'true' })).toEqual([expect.stringContaining('WEBHOOK_ALLOW_LOOPBACK is for tests')]);
+    expect(problems({ ...production, WEBHOOK_ALLOW_LOOPBACK: 'true' })).toEqual([
+      expect.stringContaining('WEBHOOK_ALLOW_LOOPBACK is for tests'),
+    ]);
   });
 });
 

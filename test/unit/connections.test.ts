@@ -32,7 +32,9 @@ beforeAll(async () => {
     }
     if (req.url?.startsWith('/v1beta/models')) {
       if (req.headers['x-goog-api-key'] !== KEY) {
-        json(400, { error: { code: 400, message: `API key not valid: ${String(req.headers['x-goog-api-key'])}`, status: 'INVALID_ARGUMENT' } });
+        json(400, {
+          error: { code: 400, message: `API key not valid: ${String(req.headers['x-goog-api-key'])}`, status: 'INVALID_ARGUMENT' },
+        });
         return;
       }
       json(200, {
@@ -44,7 +46,12 @@ beforeAll(async () => {
       return;
     }
     if (req.url === '/gateway/v1/models') {
-      json(200, { data: [{ id: 'openrouter/auto', context_length: 200000 }, { id: 'meta-llama/llama-3.1-8b', max_model_len: 131072 }] });
+      json(200, {
+        data: [
+          { id: 'openrouter/auto', context_length: 200000 },
+          { id: 'meta-llama/llama-3.1-8b', max_model_len: 131072 },
+        ],
+      });
       return;
     }
     json(404, { error: { message: 'no' } });
@@ -68,7 +75,10 @@ describe('discoverModels', () => {
   });
 
   test('reads context windows where an OpenAI-compatible list gives them', async () => {
-    const models = await discoverModels({ kind: 'openai_compatible', baseUrl: `${base}/gateway/v1`, apiKey: null }, loopback.fetcher(limits));
+    const models = await discoverModels(
+      { kind: 'openai_compatible', baseUrl: `${base}/gateway/v1`, apiKey: null },
+      loopback.fetcher(limits),
+    );
     expect(models).toEqual([
       { id: 'openrouter/auto', contextWindow: 200000 },
       { id: 'meta-llama/llama-3.1-8b', contextWindow: 131072 },
@@ -76,7 +86,10 @@ describe('discoverModels', () => {
   });
 
   test('a refused key is a failure whose message holds neither the key nor the address', async () => {
-    const failure = await discoverModels({ kind: 'google', baseUrl: `${base}/v1beta`, apiKey: `${KEY}-wrong` }, loopback.fetcher(limits)).catch((error: unknown) => error);
+    const failure = await discoverModels(
+      { kind: 'google', baseUrl: `${base}/v1beta`, apiKey: `${KEY}-wrong` },
+      loopback.fetcher(limits),
+    ).catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(ModelProviderFailure);
     expect((failure as ModelProviderFailure).message).toBe('The model provider answered 400: API key not valid: [api key]');
     expect(`${(failure as ModelProviderFailure).message} ${(failure as ModelProviderFailure).detail}`).not.toContain(KEY);
@@ -84,7 +97,9 @@ describe('discoverModels', () => {
 
   test('the outbound guard refuses a loopback address at call time unless it is allowed', async () => {
     const guarded = new Outbound({ allowLoopback: false, allowedPorts: [] });
-    const failure = await discoverModels({ kind: 'google', baseUrl: `${base}/v1beta`, apiKey: KEY }, guarded.fetcher(limits)).catch((error: unknown) => error);
+    const failure = await discoverModels({ kind: 'google', baseUrl: `${base}/v1beta`, apiKey: KEY }, guarded.fetcher(limits)).catch(
+      (error: unknown) => error,
+    );
     expect(failure).toBeInstanceOf(ModelProviderFailure);
     expect((failure as ModelProviderFailure).message).toMatch(/^The connection's (URL|address) is not allowed/);
     expect((failure as ModelProviderFailure).message).not.toContain('127.0.0.1');
@@ -122,16 +137,23 @@ describe('ConnectionEmbedder', () => {
     expect(vectors).toHaveLength(2);
     expect(vectors.map((v) => v.length)).toEqual([3, 3]);
     expect(Math.hypot(...(vectors[0] as number[]))).toBeCloseTo(1);
-    expect(embedRequests.at(-1)).toMatchObject({ key: KEY, body: { requests: [expect.objectContaining({ model: 'models/text-embedding-004' }), expect.anything()] } });
+    expect(embedRequests.at(-1)).toMatchObject({
+      key: KEY,
+      body: { requests: [expect.objectContaining({ model: 'models/text-embedding-004' }), expect.anything()] },
+    });
     expect(embedder('google').name).toBe('connection:conn-1/text-embedding-004');
     expect(learned.get('connection:conn-1/text-embedding-004')).toBe(3);
 
     // Another size later is refused, naming both sizes.
     embeddingSize = 5;
-    const failure = await embedder('google', learned).embed(['three']).catch((error: unknown) => error);
+    const failure = await embedder('google', learned)
+      .embed(['three'])
+      .catch((error: unknown) => error);
     embeddingSize = 3;
     expect(failure).toBeInstanceOf(EmbeddingsFailure);
-    expect((failure as Error).message).toBe('The embeddings model "conn-1/text-embedding-004" returned vectors of 5 dimensions; expected 3 (the size of its first answer).');
+    expect((failure as Error).message).toBe(
+      'The embeddings model "conn-1/text-embedding-004" returned vectors of 5 dimensions; expected 3 (the size of its first answer).',
+    );
   });
 
   test('Anthropic has no embeddings: a failure, no request', async () => {

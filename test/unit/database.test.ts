@@ -19,7 +19,33 @@ afterAll(() => h.close());
 describe('the database', () => {
   test('is migrated to the latest migration', async () => {
     const rows = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(h.runtime.database.db);
-    expect(rows.rows.map((r) => r.name)).toEqual(['0001_initial', '0002_idempotency_keys', '0003_administration', '0004_files', '0005_knowledge', '0006_webhooks', '0007_conversations', '0008_automations', '0009_billing', '0010_agent_environments', '0011_rate_limits', '0012_rate_limit_grants', '0013_reply_leases', '0014_embedding_models', '0015_model_connections', '0016_settings_onboarding', '0017_embeddings_model_setting', '0018_tools_approvals', '0019_mcp_servers', '0020_message_citations', '0021_media', '0022_integrations', '0023_integration_refresh_lease', '0024_rate_limiter_flexible', '0025_usage_resource_index']);
+    expect(rows.rows.map((r) => r.name)).toEqual([
+      '0001_initial',
+      '0002_idempotency_keys',
+      '0003_administration',
+      '0004_files',
+      '0005_knowledge',
+      '0006_webhooks',
+      '0007_conversations',
+      '0008_automations',
+      '0009_billing',
+      '0010_agent_environments',
+      '0011_rate_limits',
+      '0012_rate_limit_grants',
+      '0013_reply_leases',
+      '0014_embedding_models',
+      '0015_model_connections',
+      '0016_settings_onboarding',
+      '0017_embeddings_model_setting',
+      '0018_tools_approvals',
+      '0019_mcp_servers',
+      '0020_message_citations',
+      '0021_media',
+      '0022_integrations',
+      '0023_integration_refresh_lease',
+      '0024_rate_limiter_flexible',
+      '0025_usage_resource_index',
+    ]);
   });
 
   test('an up-to-date database is left alone; one with a migration this version does not know is refused', async () => {
@@ -54,7 +80,13 @@ describe('the database', () => {
     ];
     for (const text of texts) {
       const row = await db
-        .selectFrom(sql<{ at: Date; listed: Date; missing: Date | null }>`(select ${text}::timestamptz as at, ${text}::timestamptz as listed, null::timestamptz as missing)`.as('t'))
+        .selectFrom(
+          sql<{
+            at: Date;
+            listed: Date;
+            missing: Date | null;
+          }>`(select ${text}::timestamptz as at, ${text}::timestamptz as listed, null::timestamptz as missing)`.as('t'),
+        )
         .select(['at', epochMs('listed'), epochMsOrNull('missing')])
         .executeTakeFirstOrThrow();
       expect(typeof row.listed).toBe('number');
@@ -87,38 +119,48 @@ describe('the pool (Postgres)', () => {
     }
   });
 
-  onPostgres('a connection the server ends, idle or inside a transaction, fails its query and is reported, and the process goes on', async () => {
-    const lost: string[] = [];
-    // The test is about losing connections, not about how soon a new one is made: on a loaded
-    // machine a connection can take longer than the service's 5 s.
-    const database = await openPostgres(process.env.TEST_DATABASE_URL as string, {
-      poolSize: 2,
-      connectTimeoutMs: 60_000,
-      onConnectionError: (error) => lost.push(error.message),
-    });
-    const admin = await openPostgres(process.env.TEST_DATABASE_URL as string, { poolSize: 1 });
-    const terminate = (pid: number) => sql`select pg_terminate_backend(${pid})`.execute(admin.db);
-    try {
-      // Inside a transaction: the checked-out client's server goes away between two statements.
-      const inTransaction = database.db.transaction().execute(async (trx) => {
-        const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx);
-        await terminate(rows[0]!.pid);
-        await sql`select pg_sleep(0.2)`.execute(trx);
+  onPostgres(
+    'a connection the server ends, idle or inside a transaction, fails its query and is reported, and the process goes on',
+    async () => {
+      const lost: string[] = [];
+      // The test is about losing connections, not about how soon a new one is made: on a loaded
+      // machine a connection can take longer than the service's 5 s.
+      const database = await openPostgres(process.env.TEST_DATABASE_URL as string, {
+        poolSize: 2,
+        connectTimeoutMs: 60_000,
+        onConnectionError: (error) => lost.push(error.message),
       });
-      const failure = await inTransaction.then(() => null, (error: unknown) => error);
-      expect(isConnectionFailure(failure)).toBe(true);
-      // Idle: both pooled connections end while no query holds them.
-      const pids = await Promise.all([1, 2].map(async () => (await sql<{ pid: number }>`select pg_backend_pid() as pid, pg_sleep(0.05)`.execute(database.db)).rows[0]!.pid));
-      for (const pid of new Set(pids)) await terminate(pid);
-      // The pool drops each client it is told of.
-      await eventually(() => (database.poolStats()?.total === 0 ? true : undefined));
-      // Each lost connection reported once: the one in the transaction and the idle ones.
-      expect(lost).toHaveLength(1 + new Set(pids).size);
-      // The pool connects again on the next query.
-      expect((await sql<{ n: number }>`select 3 as n`.execute(database.db)).rows).toEqual([{ n: 3 }]);
-    } finally {
-      await admin.close();
-      await database.close();
-    }
-  });
+      const admin = await openPostgres(process.env.TEST_DATABASE_URL as string, { poolSize: 1 });
+      const terminate = (pid: number) => sql`select pg_terminate_backend(${pid})`.execute(admin.db);
+      try {
+        // Inside a transaction: the checked-out client's server goes away between two statements.
+        const inTransaction = database.db.transaction().execute(async (trx) => {
+          const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx);
+          await terminate(rows[0]!.pid);
+          await sql`select pg_sleep(0.2)`.execute(trx);
+        });
+        const failure = await inTransaction.then(
+          () => null,
+          (error: unknown) => error,
+        );
+        expect(isConnectionFailure(failure)).toBe(true);
+        // Idle: both pooled connections end while no query holds them.
+        const pids = await Promise.all(
+          [1, 2].map(
+            async () => (await sql<{ pid: number }>`select pg_backend_pid() as pid, pg_sleep(0.05)`.execute(database.db)).rows[0]!.pid,
+          ),
+        );
+        for (const pid of new Set(pids)) await terminate(pid);
+        // The pool drops each client it is told of.
+        await eventually(() => (database.poolStats()?.total === 0 ? true : undefined));
+        // Each lost connection reported once: the one in the transaction and the idle ones.
+        expect(lost).toHaveLength(1 + new Set(pids).size);
+        // The pool connects again on the next query.
+        expect((await sql<{ n: number }>`select 3 as n`.execute(database.db)).rows).toEqual([{ n: 3 }]);
+      } finally {
+        await admin.close();
+        await database.close();
+      }
+    },
+  );
 });

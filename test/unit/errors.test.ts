@@ -68,7 +68,11 @@ describe('logs', () => {
     const logger = createLogger('info');
     const capture = new Capture();
     logger.clear().add(capture);
-    logger.info('x', { accessToken: 'tok-1', nested: { Authorization: 'Bearer tok-2', cookie: 'c', fine: 'kept' }, list: [{ secret: 's' }] });
+    logger.info('x', {
+      accessToken: 'tok-1',
+      nested: { Authorization: 'Bearer tok-2', cookie: 'c', fine: 'kept' },
+      list: [{ secret: 's' }],
+    });
     const text = JSON.stringify(capture.entries);
     expect(text).not.toMatch(/tok-1|tok-2|"c"|"s"/);
     expect(text).toContain('kept');

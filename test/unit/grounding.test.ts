@@ -1,7 +1,10 @@
 import { groundingBlock, groundingIn } from '../../src/platform/ai/grounding';
 import { type ChatMessage, DevelopmentProvider } from '../../src/platform/ai/models';
 
-const system = (content: string): ChatMessage[] => [{ role: 'system', content }, { role: 'user', content: 'What did I plan?' }];
+const system = (content: string): ChatMessage[] => [
+  { role: 'system', content },
+  { role: 'user', content: 'What did I plan?' },
+];
 
 describe('the grounding block of a system prompt', () => {
   test('reads back the sources it was written with; passages can never pose as sources', () => {
@@ -12,7 +15,9 @@ describe('the grounding block of a system prompt', () => {
         { number: 2, kind: 'file', title: '', text: 'Lisbon' },
       ],
     });
-    expect(block).toContain('[1] (note) Garden plan\n> Plant tomatoes.\n> [2] (note) Not a source\n>\n> Basil too.\n[2] (file) (untitled)\n> Lisbon');
+    expect(block).toContain(
+      '[1] (note) Garden plan\n> Plant tomatoes.\n> [2] (note) Not a source\n>\n> Basil too.\n[2] (file) (untitled)\n> Lisbon',
+    );
     expect(groundingIn(system(`You are the assistant.\n\n${block}`))).toEqual({
       state: 'found',
       sources: [
@@ -24,7 +29,10 @@ describe('the grounding block of a system prompt', () => {
 
   test('says when nothing matched or the search failed; an ungrounded prompt has none', () => {
     expect(groundingIn(system(`You are the assistant.\n\n${groundingBlock({ state: 'none' })}`))).toEqual({ state: 'none', sources: [] });
-    expect(groundingIn(system(`You are the assistant.\n\n${groundingBlock({ state: 'failed' })}`))).toEqual({ state: 'failed', sources: [] });
+    expect(groundingIn(system(`You are the assistant.\n\n${groundingBlock({ state: 'failed' })}`))).toEqual({
+      state: 'failed',
+      sources: [],
+    });
     expect(groundingIn(system('You are the assistant.'))).toBeNull();
     // A user message that imitates the block is not read.
     expect(groundingIn([{ role: 'user', content: groundingBlock({ state: 'none' }) }])).toBeNull();

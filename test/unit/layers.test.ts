@@ -17,14 +17,18 @@ const correct: Record<string, string> = {
   'src/http/auth.ts': "import { notFound } from '../platform/errors.js';\nexport const auth = notFound;\n",
   'src/areas/notes/service.ts': "import { notFound } from '../../platform/errors.js';\nexport const notes = notFound;\n",
   'src/areas/notes/repository.ts': 'export const rows = 1;\n',
-  'src/areas/notes/handlers.ts': "import { auth } from '../../http/auth.js';\nimport { notes } from './service.js';\nexport const h = auth + notes;\n",
+  'src/areas/notes/handlers.ts':
+    "import { auth } from '../../http/auth.js';\nimport { notes } from './service.js';\nexport const h = auth + notes;\n",
   'src/areas/chat/service.ts': "import { notes } from '../notes/service.js';\nexport const chat = notes;\n",
 };
 
 async function cruise(extra: Record<string, string>): Promise<{ failed: boolean; output: string }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-'));
   try {
-    fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'node16', moduleResolution: 'node16' } }));
+    fs.writeFileSync(
+      path.join(dir, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'node16', moduleResolution: 'node16' } }),
+    );
     for (const [file, text] of Object.entries({ ...correct, ...extra })) {
       fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
       fs.writeFileSync(path.join(dir, file), text);
@@ -50,14 +54,38 @@ describe('the layering rule', () => {
   }, 60_000);
 
   it.each([
-    ['platform imports http', 'src/platform/errors.ts', "import '../http/auth.js';\nexport const notFound = 404;\n", 'platform-is-the-bottom'],
+    [
+      'platform imports http',
+      'src/platform/errors.ts',
+      "import '../http/auth.js';\nexport const notFound = 404;\n",
+      'platform-is-the-bottom',
+    ],
     ['http imports an area', 'src/http/auth.ts', "import '../areas/notes/service.js';\nexport const auth = 1;\n", 'http-knows-no-area'],
-    ['a service imports http', 'src/areas/notes/service.ts', "import '../../http/auth.js';\nexport const notes = 1;\n", 'only-handlers-speak-http'],
-    ['an area uses another area\'s repository', 'src/areas/chat/service.ts', "import '../notes/repository.js';\nexport const chat = 1;\n", 'areas-meet-through-services'],
-    ['an import resolves to nothing', 'src/platform/errors.ts', "import '../http/missing.js';\nexport const notFound = 404;\n", 'resolvable-imports-only'],
-  ])('fails when %s', async (_name, file, text, rule) => {
-    const { failed, output } = await cruise({ [file]: text });
-    expect(output).toContain(`error ${rule}:`);
-    expect(failed).toBe(true);
-  }, 60_000);
+    [
+      'a service imports http',
+      'src/areas/notes/service.ts',
+      "import '../../http/auth.js';\nexport const notes = 1;\n",
+      'only-handlers-speak-http',
+    ],
+    [
+      "an area uses another area's repository",
+      'src/areas/chat/service.ts',
+      "import '../notes/repository.js';\nexport const chat = 1;\n",
+      'areas-meet-through-services',
+    ],
+    [
+      'an import resolves to nothing',
+      'src/platform/errors.ts',
+      "import '../http/missing.js';\nexport const notFound = 404;\n",
+      'resolvable-imports-only',
+    ],
+  ])(
+    'fails when %s',
+    async (_name, file, text, rule) => {
+      const { failed, output } = await cruise({ [file]: text });
+      expect(output).toContain(`error ${rule}:`);
+      expect(failed).toBe(true);
+    },
+    60_000,
+  );
 });

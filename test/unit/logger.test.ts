@@ -12,7 +12,11 @@ describe('access log', () => {
         done();
       },
     });
-    const logger = winston.createLogger({ level: 'info', format: winston.format.combine(redactSecrets(), winston.format.json()), transports: [new winston.transports.Stream({ stream })] });
+    const logger = winston.createLogger({
+      level: 'info',
+      format: winston.format.combine(redactSecrets(), winston.format.json()),
+      transports: [new winston.transports.Stream({ stream })],
+    });
     const h = await startHarness({}, { logger });
     try {
       const user = await h.newUser('logged');
@@ -39,19 +43,27 @@ describe('access log', () => {
   });
 });
 
-
 describe('redaction', () => {
   test('values of credential fields are never logged, at any depth', () => {
     const entry = redactSecrets().transform({
       level: 'info',
       message: 'connection tested',
       apiKey: 'sk-live-1',
-      connection: { api_key: 'sk-live-2', credentials: { clientSecret: 'cs' }, headers: { 'x-api-key': 'sk-live-3', Authorization: 'Bearer t' } },
+      connection: {
+        api_key: 'sk-live-2',
+        credentials: { clientSecret: 'cs' },
+        headers: { 'x-api-key': 'sk-live-3', Authorization: 'Bearer t' },
+      },
       mcp: [{ accessToken: 'at', refresh_token: 'rt', privateKey: 'pk' }],
       provider: 'openai',
     }) as Record<string, unknown>;
     const text = JSON.stringify(entry);
-    for (const secret of ['sk-live-1', 'sk-live-2', 'sk-live-3', '"cs"', 'Bearer t', '"at"', '"rt"', '"pk"']) expect(text).not.toContain(secret);
-    expect(entry).toMatchObject({ apiKey: '[redacted]', provider: 'openai', connection: { api_key: '[redacted]', credentials: '[redacted]' } });
+    for (const secret of ['sk-live-1', 'sk-live-2', 'sk-live-3', '"cs"', 'Bearer t', '"at"', '"rt"', '"pk"'])
+      expect(text).not.toContain(secret);
+    expect(entry).toMatchObject({
+      apiKey: '[redacted]',
+      provider: 'openai',
+      connection: { api_key: '[redacted]', credentials: '[redacted]' },
+    });
   });
 });

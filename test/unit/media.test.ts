@@ -4,7 +4,13 @@ import { silentMp3 } from '../helpers/media-server';
 
 describe('development speech', () => {
   test('decodes back exactly what it encoded, any Unicode text', () => {
-    for (const text of ['a', 'Hello, world.', 'ünïcödé — 日本語 — 🙂🚀', 'x'.repeat(300), String.fromCharCode(...Array.from({ length: 95 }, (_, i) => 32 + i))]) {
+    for (const text of [
+      'a',
+      'Hello, world.',
+      'ünïcödé — 日本語 — 🙂🚀',
+      'x'.repeat(300),
+      String.fromCharCode(...Array.from({ length: 95 }, (_, i) => 32 + i)),
+    ]) {
       const decoded = decodeDevelopmentSpeech(developmentSpeech(text));
       expect(decoded?.text).toBe(text);
       expect(decoded?.secondsAt(0)).toBe(0.16);
@@ -33,7 +39,12 @@ describe('media types by their bytes', () => {
     expect(audioType(Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 1]))).toBe('audio/webm');
     expect(audioType(at4('ftypM4A '))).toBe('audio/mp4');
     expect(audioType(Buffer.from([0xff, 0xf1, 0x50, 0x80]))).toBe('audio/aac');
-    for (const other of [Buffer.from('plain words'), Buffer.from('{"json":true}'), Buffer.alloc(0), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])]) {
+    for (const other of [
+      Buffer.from('plain words'),
+      Buffer.from('{"json":true}'),
+      Buffer.alloc(0),
+      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    ]) {
       expect(audioType(other)).toBeNull();
     }
     expect(imageType(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))).toBe('image/png');

@@ -18,7 +18,12 @@ beforeAll(async () => {
 
 /** The library's error as the service's error middleware reads it. */
 const libraryError: ErrorRequestHandler = (error, _req, res, _next) => {
-  const e = error as { status?: number; message?: string; errors?: Array<{ path?: string; message?: string }>; headers?: Record<string, string> };
+  const e = error as {
+    status?: number;
+    message?: string;
+    errors?: Array<{ path?: string; message?: string }>;
+    headers?: Record<string, string>;
+  };
   res.status(e.status ?? 500).json({ status: e.status, message: e.message, errors: e.errors, allow: e.headers?.Allow });
 };
 
@@ -63,7 +68,9 @@ describe('express-openapi-validator, as the service uses it', () => {
     const app = appFor('/api/v1/projects', 'post', seen);
     const body = await app.post('/api/v1/projects').send({ name: '', color: 'red', extra: 1 });
     expect(body.status).toBe(400);
-    expect(body.body.errors.map((e: { path: string }) => e.path)).toEqual(expect.arrayContaining(['/body/name', '/body/color', '/body/extra']));
+    expect(body.body.errors.map((e: { path: string }) => e.path)).toEqual(
+      expect.arrayContaining(['/body/name', '/body/color', '/body/extra']),
+    );
     const notes = appFor('/api/v1/notes', 'get', seen);
     const limit = await notes.get('/api/v1/notes?limit=0');
     expect(limit.status).toBe(400);

@@ -81,7 +81,9 @@ describe('the outbound address guard', () => {
 
   test('with loopback allowed, a name on another port must resolve to loopback only', async () => {
     const resolver: Resolver = async (host) => [{ address: host === 'local.test' ? '127.0.0.1' : '8.8.8.8', family: 4 }];
-    await expect(resolveTarget('http://local.test:9999/x', loopbackAllowed, 2000, resolver)).resolves.toMatchObject({ address: '127.0.0.1' });
+    await expect(resolveTarget('http://local.test:9999/x', loopbackAllowed, 2000, resolver)).resolves.toMatchObject({
+      address: '127.0.0.1',
+    });
     await expect(resolveTarget('http://public.test:9999/x', loopbackAllowed, 2000, resolver)).rejects.toThrow(/port 9999 is not allowed/);
     await expect(resolveTarget('http://public.test:9999/x', strict, 2000, resolver)).rejects.toThrow(/port 9999 is not allowed/);
   });
@@ -89,7 +91,11 @@ describe('the outbound address guard', () => {
   test('a redirect is returned, never followed: one socket, to the receiver', async () => {
     const receiver = await startReceiver(() => ({ status: 302, headers: { Location: 'http://169.254.169.254/latest/meta-data' } }));
     try {
-      const answer = await new Outbound(loopbackAllowed).request(receiver.url, { method: 'POST', body: '{}' }, { timeoutMs: 2000, maxBytes: 100 });
+      const answer = await new Outbound(loopbackAllowed).request(
+        receiver.url,
+        { method: 'POST', body: '{}' },
+        { timeoutMs: 2000, maxBytes: 100 },
+      );
       expect(answer.status).toBe(302);
       expect(answer.headers.location).toBe('http://169.254.169.254/latest/meta-data');
       expect(socketsTo(Number(new URL(receiver.url).port))).toHaveLength(1);
@@ -111,7 +117,13 @@ describe('the guarded fetch and request', () => {
       const parts: Buffer[] = [];
       req.on('data', (chunk: Buffer) => parts.push(chunk));
       req.on('end', () => {
-        seen.push({ path: req.url ?? '', host: req.headers.host, method: req.method, body: Buffer.concat(parts).toString(), headers: req.headers });
+        seen.push({
+          path: req.url ?? '',
+          host: req.headers.host,
+          method: req.method,
+          body: Buffer.concat(parts).toString(),
+          headers: req.headers,
+        });
         if (req.url === '/echo') {
           res.writeHead(200, { 'content-type': 'application/json', 'x-seen': 'yes' });
           res.end(JSON.stringify({ method: req.method, body: Buffer.concat(parts).toString(), contentType: req.headers['content-type'] }));
@@ -168,7 +180,11 @@ describe('the guarded fetch and request', () => {
     // DNS rebinding: the name first resolves to the (allowed) test server, then to a private address.
     const dns = scripted({ 'rebind.test': [['127.0.0.1'], ['10.0.0.7']] });
     const guardedFetch = new Outbound(loopbackAllowed, dns.resolver).fetcher(limits);
-    const res = await guardedFetch(`http://rebind.test:${port}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
+    const res = await guardedFetch(`http://rebind.test:${port}/echo`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"a":1}',
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-seen')).toBe('yes');
     expect(await res.json()).toEqual({ method: 'POST', body: '{"a":1}', contentType: 'application/json' });
@@ -222,7 +238,9 @@ describe('the guarded fetch and request', () => {
     await expect(guardedFetch(`http://127.0.0.1:${port}/hang`)).rejects.toBeInstanceOf(OutboundTimeout);
     // The answer's head arrives, then the body stalls: reading it meets the same timeout.
     await expect(guardedFetch(`http://127.0.0.1:${port}/stall`).then((stalled) => stalled.text())).rejects.toBeInstanceOf(OutboundTimeout);
-    await expect(new Outbound(loopbackAllowed).request(`http://127.0.0.1:${port}/hang`, {}, { timeoutMs: 300, maxBytes: 1024 })).rejects.toThrow('timeout after 300 ms');
+    await expect(
+      new Outbound(loopbackAllowed).request(`http://127.0.0.1:${port}/hang`, {}, { timeoutMs: 300, maxBytes: 1024 }),
+    ).rejects.toThrow('timeout after 300 ms');
   });
 
   test('a 10 MB body: fetch errors past the cap, request keeps the cap and says it was cut', async () => {
@@ -250,7 +268,11 @@ describe('the guarded fetch and request', () => {
       const [ai, { createOpenAICompatible }] = await Promise.all([import('ai'), import('@ai-sdk/openai-compatible')]);
       const provider = (outbound: Outbound) =>
         createOpenAICompatible({ name: 'byok', baseURL: fake.baseUrl, apiKey: 'sk-test', fetch: outbound.fetcher(limits) });
-      const result = await ai.generateText({ model: provider(new Outbound(loopbackAllowed)).chatModel('llama3.1:8b'), prompt: 'Hi', maxRetries: 0 });
+      const result = await ai.generateText({
+        model: provider(new Outbound(loopbackAllowed)).chatModel('llama3.1:8b'),
+        prompt: 'Hi',
+        maxRetries: 0,
+      });
       expect(result.text).toBe('Hello there.');
       expect(fake.requests.at(-1)?.authorization).toBe('Bearer sk-test');
       const refused = ai.generateText({ model: provider(new Outbound(strict)).chatModel('llama3.1:8b'), prompt: 'Hi', maxRetries: 0 });

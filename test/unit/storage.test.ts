@@ -15,7 +15,8 @@ async function readAll(stream: Readable): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 /** A body that arrives in several chunks, like a network upload. */
-const chunked = (b: Buffer, size = 1000) => Readable.from(Array.from({ length: Math.ceil(b.length / size) }, (_, i) => b.subarray(i * size, (i + 1) * size)));
+const chunked = (b: Buffer, size = 1000) =>
+  Readable.from(Array.from({ length: Math.ceil(b.length / size) }, (_, i) => b.subarray(i * size, (i + 1) * size)));
 
 /** Some S3-compatible servers (s3rver) settle an aborted PUT after the client gave up: allow them a moment. */
 async function expectGone(store: ObjectStore, key: string): Promise<void> {
@@ -52,7 +53,10 @@ describe.each(['local', 's3'])('the %s object store', (kind) => {
 
   test('stores exactly the bytes, with their hash, and reads them whole or in ranges', async () => {
     const key = `t/${randomUUID()}`;
-    expect(await store().put(key, chunked(body), { contentType: 'application/octet-stream', size: body.length })).toEqual({ size: body.length, sha256: sha(body) });
+    expect(await store().put(key, chunked(body), { contentType: 'application/octet-stream', size: body.length })).toEqual({
+      size: body.length,
+      sha256: sha(body),
+    });
     expect((await readAll(await store().get(key))).equals(body)).toBe(true);
     expect((await readAll(await store().get(key, { start: 100, end: 199 }))).equals(body.subarray(100, 200))).toBe(true);
     expect(store().kind).toBe(kind);
@@ -61,13 +65,17 @@ describe.each(['local', 's3'])('the %s object store', (kind) => {
 
   test('refuses more bytes than declared and stores nothing', async () => {
     const key = `t/${randomUUID()}`;
-    await expect(store().put(key, chunked(body), { contentType: 'application/octet-stream', size: body.length - 1 })).rejects.toBeInstanceOf(ObjectTooLargeError);
+    await expect(
+      store().put(key, chunked(body), { contentType: 'application/octet-stream', size: body.length - 1 }),
+    ).rejects.toBeInstanceOf(ObjectTooLargeError);
     await expectGone(store(), key);
   });
 
   test('refuses fewer bytes than declared and stores nothing', async () => {
     const key = `t/${randomUUID()}`;
-    await expect(store().put(key, chunked(body), { contentType: 'application/octet-stream', size: body.length + 1 })).rejects.toBeInstanceOf(ObjectIncompleteError);
+    await expect(
+      store().put(key, chunked(body), { contentType: 'application/octet-stream', size: body.length + 1 }),
+    ).rejects.toBeInstanceOf(ObjectIncompleteError);
     await expectGone(store(), key);
   });
 
@@ -93,5 +101,7 @@ describe.each(['local', 's3'])('the %s object store', (kind) => {
 });
 
 test('local keys cannot escape the store directory', async () => {
-  await expect(stores.local!.put('../escape', Readable.from([Buffer.from('x')]), { contentType: 'text/plain', size: 1 })).rejects.toThrow(/invalid object key/);
+  await expect(stores.local!.put('../escape', Readable.from([Buffer.from('x')]), { contentType: 'text/plain', size: 1 })).rejects.toThrow(
+    /invalid object key/,
+  );
 });

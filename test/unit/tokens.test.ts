@@ -31,11 +31,22 @@ describe('identity provider tokens', () => {
 
   test('a verified token is remembered until its expiry, never past it; a refused one is checked each time', async () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    const config = loadConfig({ AUTH_PUBLIC_KEY: await exportSPKI(publicKey), AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_ALGORITHMS: 'ES256' });
+    const config = loadConfig({
+      AUTH_PUBLIC_KEY: await exportSPKI(publicKey),
+      AUTH_ISSUER: ISSUER,
+      AUTH_AUDIENCE: AUDIENCE,
+      AUTH_ALGORITHMS: 'ES256',
+    });
     let clock = Date.now();
     const verify = await createTokenVerifier(config.auth, null, () => clock);
-    const shortLived = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(ISSUER).setAudience(AUDIENCE)
-      .setIssuedAt().setExpirationTime(Math.floor(clock / 1000) + 30).sign(privateKey);
+    const shortLived = await new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256' })
+      .setSubject('bob')
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime(Math.floor(clock / 1000) + 30)
+      .sign(privateKey);
     await expect(verify(shortLived)).resolves.toBe('bob');
     clock += 20_000;
     await expect(verify(shortLived)).resolves.toBe('bob');

@@ -41,11 +41,14 @@ export function agentHandlers(
       return { environment: present(environment), commands: commands.map(presentCommand) };
     },
     getAgentCommands: async ({ caller, params, query }) => {
-      if (query.commandId !== undefined) return { command: presentCommand(await agents.command(caller.userId, params.environmentId, query.commandId)) };
+      if (query.commandId !== undefined)
+        return { command: presentCommand(await agents.command(caller.userId, params.environmentId, query.commandId)) };
       const page = await agents.commands(caller.userId, params.environmentId, { status: query.status }, readPage(query));
       return { commands: page.items.map(presentCommand), nextCursor: page.nextCursor };
     },
-    createAgentCommand: async ({ caller, params, body }) => ({ command: presentCommand(await agents.enqueue(caller.userId, params.environmentId, body)) }),
+    createAgentCommand: async ({ caller, params, body }) => ({
+      command: presentCommand(await agents.enqueue(caller.userId, params.environmentId, body)),
+    }),
     acknowledgeAgentCommand: async ({ caller, params, body, req }) => ({
       command: presentCommand(await agents.acknowledge(caller.userId, params, credentialOf(req), body)),
     }),

@@ -42,9 +42,13 @@ export const PATH_LIST_FIELD = 'paths';
 
 /** Every path a command's payload names, with where it is (`/body/payload/…`), or what is wrong with it. */
 export function pathsNamed(payload: Record<string, unknown>): ({ where: string; path: string } | { where: string; problem: string })[] {
-  const named = PATH_FIELDS.filter((field) => payload[field] !== undefined).map((field) => ({ where: `/body/payload/${field}`, value: payload[field] }));
+  const named = PATH_FIELDS.filter((field) => payload[field] !== undefined).map((field) => ({
+    where: `/body/payload/${field}`,
+    value: payload[field],
+  }));
   const list = payload[PATH_LIST_FIELD];
-  if (list !== undefined && !Array.isArray(list)) return [{ where: `/body/payload/${PATH_LIST_FIELD}`, problem: 'must be an array of paths' }];
+  if (list !== undefined && !Array.isArray(list))
+    return [{ where: `/body/payload/${PATH_LIST_FIELD}`, problem: 'must be an array of paths' }];
   (list ?? []).forEach((value: unknown, i: number) => named.push({ where: `/body/payload/${PATH_LIST_FIELD}/${i}`, value }));
   return named.map(({ where, value }) => (typeof value === 'string' ? { where, path: value } : { where, problem: 'must be a string' }));
 }

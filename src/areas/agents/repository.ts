@@ -12,14 +12,14 @@ export type CommandStatus = Schemas['CommandStatus'];
 /** Environments with how many of their commands wait (queued or claimed, not expired). */
 function environments(db: Database, now: Date) {
   return db.selectFrom('agent_environments as e').select((eb) =>
-      eb
-        .selectFrom('agent_commands as c')
-        .select(sql<number>`count(*)::int`.as('n'))
-        .whereRef('c.environment_id', '=', 'e.id')
-        .where('c.status', 'in', ['queued', 'claimed'])
-        .where('c.expires_at', '>', now)
-        .as('pending_commands'),
-    );
+    eb
+      .selectFrom('agent_commands as c')
+      .select(sql<number>`count(*)::int`.as('n'))
+      .whereRef('c.environment_id', '=', 'e.id')
+      .where('c.status', 'in', ['queued', 'claimed'])
+      .where('c.expires_at', '>', now)
+      .as('pending_commands'),
+  );
 }
 
 export async function findEnvironment(db: Database, userId: string, id: string, now: Date): Promise<EnvironmentRow | undefined> {
@@ -28,7 +28,15 @@ export async function findEnvironment(db: Database, userId: string, id: string, 
 }
 
 /** What an environment is presented with: the list reads only these (not its credential), and its times as epoch milliseconds. */
-const ENVIRONMENT_FIELDS = ['e.id', 'e.name', 'e.platform', 'e.protocol_version', 'e.agent_version', 'e.reported_status', 'e.filesystem_grant'] as const;
+const ENVIRONMENT_FIELDS = [
+  'e.id',
+  'e.name',
+  'e.platform',
+  'e.protocol_version',
+  'e.agent_version',
+  'e.reported_status',
+  'e.filesystem_grant',
+] as const;
 
 /** The owner's environments, with their waiting commands as of `now`; read a page at a time. */
 export const environmentList = listQuery({
@@ -41,7 +49,11 @@ export const environmentList = listQuery({
 export type EnvironmentView = ListedRecord<EnvironmentRow, typeof environmentList>;
 
 export async function countEnvironments(db: Database, userId: string): Promise<number> {
-  const row = await db.selectFrom('agent_environments').select(sql<number>`count(*)::int`.as('n')).where('owner_user_id', '=', userId).executeTakeFirst();
+  const row = await db
+    .selectFrom('agent_environments')
+    .select(sql<number>`count(*)::int`.as('n'))
+    .where('owner_user_id', '=', userId)
+    .executeTakeFirst();
   return Number(row?.n ?? 0);
 }
 
@@ -50,7 +62,12 @@ export async function insertEnvironment(db: Database, row: Insertable<AgentEnvir
 }
 
 export async function updateEnvironment(db: Database, userId: string, id: string, patch: Updateable<AgentEnvironments>): Promise<boolean> {
-  const result = await db.updateTable('agent_environments').set(patch).where('owner_user_id', '=', userId).where('id', '=', id).executeTakeFirst();
+  const result = await db
+    .updateTable('agent_environments')
+    .set(patch)
+    .where('owner_user_id', '=', userId)
+    .where('id', '=', id)
+    .executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }
 
@@ -86,7 +103,15 @@ export function claimCommands(db: Database, environmentId: string, leaseUntil: D
     .updateTable('agent_commands')
     .set((eb) => ({ status: 'claimed', lease_expires_at: leaseUntil, deliveries: eb('deliveries', '+', 1) }))
     .where('id', 'in', (eb) =>
-      eb.selectFrom('agent_commands').select('id').where('environment_id', '=', environmentId).where('status', '=', 'queued').orderBy('id').limit(limit).forUpdate().skipLocked(),
+      eb
+        .selectFrom('agent_commands')
+        .select('id')
+        .where('environment_id', '=', environmentId)
+        .where('status', '=', 'queued')
+        .orderBy('id')
+        .limit(limit)
+        .forUpdate()
+        .skipLocked(),
     )
     .returningAll()
     .execute()
@@ -107,7 +132,12 @@ export function insertCommand(db: Database, row: Insertable<AgentCommands>): Pro
   return db.insertInto('agent_commands').values(row).returningAll().executeTakeFirstOrThrow();
 }
 
-export function findCommand(db: Database, environmentId: string, id: string, options: { lock?: boolean } = {}): Promise<CommandRow | undefined> {
+export function findCommand(
+  db: Database,
+  environmentId: string,
+  id: string,
+  options: { lock?: boolean } = {},
+): Promise<CommandRow | undefined> {
   let query = db.selectFrom('agent_commands').selectAll().where('environment_id', '=', environmentId).where('id', '=', id);
   if (options.lock) query = query.forUpdate();
   return query.executeTakeFirst();
@@ -122,7 +152,13 @@ export const commandList = listQuery({
   rows: (db, { environmentId, status }: { environmentId: string; status?: CommandStatus }) => {
     let query = db
       .selectFrom('agent_commands')
-      .select([...COMMAND_FIELDS, epochMsOrNull('lease_expires_at'), epochMs('expires_at'), epochMs('created_at'), epochMsOrNull('acknowledged_at')])
+      .select([
+        ...COMMAND_FIELDS,
+        epochMsOrNull('lease_expires_at'),
+        epochMs('expires_at'),
+        epochMs('created_at'),
+        epochMsOrNull('acknowledged_at'),
+      ])
       .where('environment_id', '=', environmentId);
     if (status !== undefined) query = query.where('status', '=', status);
     return query;

@@ -8,7 +8,6 @@ import { uuidv7 } from '../../platform/ids';
 import { isWithin, normalizePath, pathsNamed, pathStyle } from './paths';
 import * as repo from './repository';
 
-
 /** The agent protocol versions this deployment speaks. */
 export const SUPPORTED_PROTOCOL_VERSIONS: readonly number[] = [1];
 const MAX_ENVIRONMENTS_PER_USER = 50;
@@ -97,7 +96,12 @@ export class AgentEnvironmentService {
       await this.authenticate(userId, environmentId, credential, trx);
       const now = this.now();
       await repo.settleCommands(trx, environmentId, now);
-      const commands = await repo.claimCommands(trx, environmentId, new Date(now.getTime() + this.settings.commandLeaseMs), CLAIMS_PER_HEARTBEAT);
+      const commands = await repo.claimCommands(
+        trx,
+        environmentId,
+        new Date(now.getTime() + this.settings.commandLeaseMs),
+        CLAIMS_PER_HEARTBEAT,
+      );
       await repo.updateEnvironment(trx, userId, environmentId, {
         last_heartbeat_at: now,
         ...(report.agentVersion !== undefined ? { agent_version: report.agentVersion } : {}),
@@ -157,7 +161,14 @@ export class AgentEnvironmentService {
     userId: string,
     path: { environmentId: string; commandId: string },
     credential: string,
-    ack: { protocolVersion: number; commandId: string; environmentId: string; accepted: boolean; errorCode?: string; errorMessage?: string },
+    ack: {
+      protocolVersion: number;
+      commandId: string;
+      environmentId: string;
+      accepted: boolean;
+      errorCode?: string;
+      errorMessage?: string;
+    },
   ): Promise<repo.CommandRow> {
     return this.db.transaction().execute(async (trx) => {
       await this.authenticate(userId, path.environmentId, credential, trx);
@@ -173,7 +184,8 @@ export class AgentEnvironmentService {
       const outcome = ack.accepted
         ? { status: 'accepted', error_code: null, error_message: null }
         : { status: 'rejected', error_code: ack.errorCode ?? null, error_message: ack.errorMessage ?? null };
-      const repeated = command.status === outcome.status && command.error_code === outcome.error_code && command.error_message === outcome.error_message;
+      const repeated =
+        command.status === outcome.status && command.error_code === outcome.error_code && command.error_message === outcome.error_message;
       if (repeated) return command;
       if (command.status !== 'claimed') throw errors.commandNotClaimed(command.status);
       return repo.updateCommand(trx, command.id, { ...outcome, lease_expires_at: null, acknowledged_at: now });

@@ -29,10 +29,12 @@ export function auditHandlers(audit: AuditService): Pick<HandlerMap, 'listAuditE
     exportAuditEvents: async ({ actor, query, res }) => {
       const filter = { action: query.action, actorUserId: query.actorUserId, resourceType: query.resourceType };
       const csv = query.format === 'csv';
-      await audit.record(
-        actor,
-        { action: AUDIT_EXPORT_ACTION, resourceType: 'audit_log', outcome: 'success', metadata: { filter, format: csv ? 'csv' : 'ndjson' } },
-      );
+      await audit.record(actor, {
+        action: AUDIT_EXPORT_ACTION,
+        resourceType: 'audit_log',
+        outcome: 'success',
+        metadata: { filter, format: csv ? 'csv' : 'ndjson' },
+      });
       const stamp = new Date().toISOString().replace(/[:.]/g, '-');
       res.status(200);
       res.type(csv ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8');

@@ -18,7 +18,17 @@ export function presentAuditEvent(row: Selectable<AuditEvents>): AuditEvent {
   };
 }
 
-const CSV_COLUMNS = ['eventId', 'createdAt', 'action', 'actorUserId', 'resourceType', 'resourceId', 'outcome', 'requestId', 'metadata'] as const;
+const CSV_COLUMNS = [
+  'eventId',
+  'createdAt',
+  'action',
+  'actorUserId',
+  'resourceType',
+  'resourceId',
+  'outcome',
+  'requestId',
+  'metadata',
+] as const;
 
 /** A CSV field: quoted when needed, and never read as a formula by a spreadsheet. */
 function csvField(value: unknown): string {

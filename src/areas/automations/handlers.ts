@@ -7,10 +7,14 @@ import type { AutomationService } from './service';
 export function automationHandlers(
   automations: AutomationService,
   runner: AutomationRunner,
-): Pick<HandlerMap, 'getAutomations' | 'createAutomation' | 'updateAutomation' | 'deleteAutomation' | 'testAutomation' | 'runAutomation' | 'getAutomationRuns'> {
+): Pick<
+  HandlerMap,
+  'getAutomations' | 'createAutomation' | 'updateAutomation' | 'deleteAutomation' | 'testAutomation' | 'runAutomation' | 'getAutomationRuns'
+> {
   return {
     getAutomations: async ({ caller, query }) => {
-      if (query.automationId !== undefined) return { automation: presentAutomation(await automations.get(caller.userId, query.automationId)) };
+      if (query.automationId !== undefined)
+        return { automation: presentAutomation(await automations.get(caller.userId, query.automationId)) };
       const page = await automations.list(caller.userId, { enabled: query.enabled }, readPage(query));
       return { automations: page.items.map(presentAutomation), nextCursor: page.nextCursor };
     },

@@ -24,7 +24,10 @@ export function presentAutomation(row: AutomationView): Schemas['Automation'] {
   };
 }
 
-export function presentRun(row: RunView, outputs: { id: string; name: string; mime_type: string; size_bytes: number }[]): Schemas['AutomationRun'] {
+export function presentRun(
+  row: RunView,
+  outputs: { id: string; name: string; mime_type: string; size_bytes: number }[],
+): Schemas['AutomationRun'] {
   const byId = new Map(outputs.map((o) => [o.id, o]));
   return {
     runId: row.id,

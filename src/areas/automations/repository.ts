@@ -75,7 +75,18 @@ export const { find: findRun } = ownedRecords('automation_runs');
 
 /** The owner's automation runs, filtered; read a page at a time (not their leases). */
 export const runList = ownedList('automation_runs', {
-  fields: ['automation_id', 'status', 'trigger', 'attempt', 'error_code', 'error_message', 'input_tokens', 'output_tokens', 'cost_micro_cents', 'output_ids'],
+  fields: [
+    'automation_id',
+    'status',
+    'trigger',
+    'attempt',
+    'error_code',
+    'error_message',
+    'input_tokens',
+    'output_tokens',
+    'cost_micro_cents',
+    'output_ids',
+  ],
   times: ['scheduled_for', 'created_at', 'started_at', 'finished_at'],
   filters: { automationId: 'automation_id', status: 'status' },
 });
@@ -137,6 +148,10 @@ export async function finishRun(db: Database, id: string, token: string, changes
 
 /** Runs waiting for a runner, across all users (a metric). */
 export async function countQueuedRuns(db: Database): Promise<number> {
-  const row = await db.selectFrom('automation_runs').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'queued').executeTakeFirst();
+  const row = await db
+    .selectFrom('automation_runs')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('status', '=', 'queued')
+    .executeTakeFirst();
   return Number(row?.n ?? 0);
 }

@@ -70,15 +70,19 @@ export class AutomationScheduler {
     // unique (automation, slot) key), so the next tick catches up. node-cron would print a warning
     // with a stack for each tick that a busy event loop delays or that overlaps a running one;
     // those are handled here instead and its own messages go to the service's log.
-    this.task = cron.createTask(this.tickCron, () => this.tick().catch((error: unknown) => this.log('error', 'automation scheduling failed', { error: (error as Error).message })), {
-      noOverlap: true,
-      logger: {
-        info: () => undefined,
-        debug: () => undefined,
-        warn: () => undefined,
-        error: (message, error) => this.log('error', 'automation scheduler failed', { error: String(error ?? message) }),
+    this.task = cron.createTask(
+      this.tickCron,
+      () => this.tick().catch((error: unknown) => this.log('error', 'automation scheduling failed', { error: (error as Error).message })),
+      {
+        noOverlap: true,
+        logger: {
+          info: () => undefined,
+          debug: () => undefined,
+          warn: () => undefined,
+          error: (message, error) => this.log('error', 'automation scheduler failed', { error: String(error ?? message) }),
+        },
       },
-    });
+    );
     this.task.on('execution:missed', () => undefined);
     void this.task.start();
   }
@@ -116,7 +120,10 @@ export class AutomationScheduler {
           })),
         );
         // Every claimed schedule's next slot is after `now`: the next pass does not see it again.
-        await repo.advanceNextRuns(trx, slots.map(({ automation, next }) => ({ id: automation.id, at: next })));
+        await repo.advanceNextRuns(
+          trx,
+          slots.map(({ automation, next }) => ({ id: automation.id, at: next })),
+        );
         return { due: due.length, queued: inserted };
       });
       queued += batch.queued;
@@ -159,7 +166,17 @@ export class AutomationRunner {
   private readonly log: Log;
   private readonly onFinished: (status: FinishedStatus) => void;
 
-  constructor({ db, automations, outputs, webhooks, capabilities, billing, settings, log, onFinished = () => undefined }: AutomationRunnerDeps) {
+  constructor({
+    db,
+    automations,
+    outputs,
+    webhooks,
+    capabilities,
+    billing,
+    settings,
+    log,
+    onFinished = () => undefined,
+  }: AutomationRunnerDeps) {
     this.db = db;
     this.automations = automations;
     this.outputs = outputs;
@@ -174,7 +191,10 @@ export class AutomationRunner {
       intervalMs: settings.pollIntervalMs,
       claim: (limit) => this.claim(limit),
       work: ({ run, token }) => this.execute(run, token),
-      renew: { everyMs: this.leaseMs / 4, lease: ({ run, token }) => repo.renewRunLease(this.db, run.id, token, new Date(Date.now() + this.leaseMs)) },
+      renew: {
+        everyMs: this.leaseMs / 4,
+        lease: ({ run, token }) => repo.renewRunLease(this.db, run.id, token, new Date(Date.now() + this.leaseMs)),
+      },
       onError: (error, job) =>
         // Left running: the run is taken over when its lease ends.
         this.log('error', job ? 'automation run could not be recorded' : 'automation run pass failed', {
@@ -219,13 +239,18 @@ export class AutomationRunner {
     const now = new Date();
     const claimed = await this.db
       .transaction()
-      .execute((trx) => repo.claimRuns(trx, now, new Date(now.getTime() + this.leaseMs), token, limit, this.settings.maxConcurrentRunsPerUser));
+      .execute((trx) =>
+        repo.claimRuns(trx, now, new Date(now.getTime() + this.leaseMs), token, limit, this.settings.maxConcurrentRunsPerUser),
+      );
     return claimed.map((run) => ({ run, token }));
   }
 
   private async execute(run: repo.RunRow, token: string): Promise<void> {
     if (!(await this.capabilities.isEnabled('automations'))) {
-      await this.end(run, token, 'cancelled', { code: 'capability_disabled', message: 'Automations were switched off before the run started.' });
+      await this.end(run, token, 'cancelled', {
+        code: 'capability_disabled',
+        message: 'Automations were switched off before the run started.',
+      });
       return;
     }
     if (run.attempt > MAX_ATTEMPTS) {
@@ -236,7 +261,8 @@ export class AutomationRunner {
     if (!automation) return; // deleted meanwhile, with its runs
     try {
       await this.automations.requireBudgetFor(automation.owner_user_id, automation.model).catch((error: unknown) => {
-        if (error instanceof ApiError && error.code === 'budget_exhausted') throw new RunFailure('budget_exhausted', 'Nothing was left to spend in this period when the run started.');
+        if (error instanceof ApiError && error.code === 'budget_exhausted')
+          throw new RunFailure('budget_exhausted', 'Nothing was left to spend in this period when the run started.');
         throw modelRefused(error);
       });
       const generated = await this.automations.generate(
@@ -248,39 +274,51 @@ export class AutomationRunner {
       const day = new Date().toISOString().slice(0, 10);
       // The run's output and end are stored once the database can be reached again (within the
       // run's lease, renewed meanwhile), instead of the run being taken over and generated again.
-      const output = await this.untilStored(() => this.outputs.create({
-        ownerUserId: automation.owner_user_id,
-        type: 'document',
-        name: `${automation.name} ${day}.${extension}`,
-        mimeType: generated.mimeType,
-        body: Buffer.from(generated.content, 'utf8'),
-        automationId: automation.id,
-      }));
-      const cost = generated.connectionId === null ? costMicroCents(generated.model, generated.usage) : 0;
-      const ended = await this.untilStored(() => this.db.transaction().execute(async (trx) => {
-        const now = new Date();
-        const stored = await repo.finishRun(trx, run.id, token, {
-          status: 'succeeded',
-          finished_at: now,
-          input_tokens: generated.usage.inputTokens,
-          output_tokens: generated.usage.outputTokens,
-          cost_micro_cents: cost,
-          output_ids: [output.id],
-        });
-        // Not held any more: ended by an earlier try whose answer was lost (the run holds this
-        // output, and its charge and event were written with it), or taken over by another instance.
-        if (!stored) return (await repo.findRun(trx, automation.owner_user_id, run.id))?.output_ids?.includes(output.id) ?? false;
-        await this.billing.charge(trx, { userId: automation.owner_user_id, kind: 'automation.run', resourceId: run.id, model: generated.model, connectionId: generated.connectionId, usage: generated.usage, at: now });
-        await this.webhooks.emitEvent(trx, 'automation.finished', automation.owner_user_id, {
+      const output = await this.untilStored(() =>
+        this.outputs.create({
+          ownerUserId: automation.owner_user_id,
+          type: 'document',
+          name: `${automation.name} ${day}.${extension}`,
+          mimeType: generated.mimeType,
+          body: Buffer.from(generated.content, 'utf8'),
           automationId: automation.id,
-          runId: run.id,
-          trigger: run.trigger,
-          scheduledFor: run.scheduled_for?.getTime() ?? null,
-          outputIds: [output.id],
-          usage: presentUsage(generated.usage, cost),
-        });
-        return true;
-      }));
+        }),
+      );
+      const cost = generated.connectionId === null ? costMicroCents(generated.model, generated.usage) : 0;
+      const ended = await this.untilStored(() =>
+        this.db.transaction().execute(async (trx) => {
+          const now = new Date();
+          const stored = await repo.finishRun(trx, run.id, token, {
+            status: 'succeeded',
+            finished_at: now,
+            input_tokens: generated.usage.inputTokens,
+            output_tokens: generated.usage.outputTokens,
+            cost_micro_cents: cost,
+            output_ids: [output.id],
+          });
+          // Not held any more: ended by an earlier try whose answer was lost (the run holds this
+          // output, and its charge and event were written with it), or taken over by another instance.
+          if (!stored) return (await repo.findRun(trx, automation.owner_user_id, run.id))?.output_ids?.includes(output.id) ?? false;
+          await this.billing.charge(trx, {
+            userId: automation.owner_user_id,
+            kind: 'automation.run',
+            resourceId: run.id,
+            model: generated.model,
+            connectionId: generated.connectionId,
+            usage: generated.usage,
+            at: now,
+          });
+          await this.webhooks.emitEvent(trx, 'automation.finished', automation.owner_user_id, {
+            automationId: automation.id,
+            runId: run.id,
+            trigger: run.trigger,
+            scheduledFor: run.scheduled_for?.getTime() ?? null,
+            outputIds: [output.id],
+            usage: presentUsage(generated.usage, cost),
+          });
+          return true;
+        }),
+      );
       if (ended) this.onFinished('succeeded');
       // Another instance took the run over (this one outlived its lease): its output is not this run's.
       else await this.outputs.delete(automation.owner_user_id, output.id).catch(() => undefined);
@@ -297,19 +335,26 @@ export class AutomationRunner {
 
   /** Ends a run without output, emitting `automation.failed` for a failure. */
   private async end(run: repo.RunRow, token: string, status: 'failed' | 'cancelled', error: { code: string; message: string }) {
-    const ended = await this.untilStored(() => this.db.transaction().execute(async (trx) => {
-      const stored = await repo.finishRun(trx, run.id, token, { status, finished_at: new Date(), error_code: error.code, error_message: error.message });
-      if (!stored || status !== 'failed') return !!stored;
-      await this.webhooks.emitEvent(trx, 'automation.failed', run.owner_user_id, {
-        automationId: run.automation_id,
-        runId: run.id,
-        trigger: run.trigger,
-        scheduledFor: run.scheduled_for?.getTime() ?? null,
-        errorCode: error.code,
-        error: error.message,
-      });
-      return true;
-    }));
+    const ended = await this.untilStored(() =>
+      this.db.transaction().execute(async (trx) => {
+        const stored = await repo.finishRun(trx, run.id, token, {
+          status,
+          finished_at: new Date(),
+          error_code: error.code,
+          error_message: error.message,
+        });
+        if (!stored || status !== 'failed') return !!stored;
+        await this.webhooks.emitEvent(trx, 'automation.failed', run.owner_user_id, {
+          automationId: run.automation_id,
+          runId: run.id,
+          trigger: run.trigger,
+          scheduledFor: run.scheduled_for?.getTime() ?? null,
+          errorCode: error.code,
+          error: error.message,
+        });
+        return true;
+      }),
+    );
     if (ended) this.onFinished(status);
   }
 }

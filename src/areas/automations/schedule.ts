@@ -31,5 +31,7 @@ export function nextSlots(cron: string, timezone: string, after: Date, count: nu
 
 /** The latest slot of a valid schedule at or before `now`. */
 export function latestSlot(cron: string, timezone: string, now: Date): Date {
-  return CronExpressionParser.parse(cron, { tz: timezone, currentDate: new Date(now.getTime() + 1) }).prev().toDate();
+  return CronExpressionParser.parse(cron, { tz: timezone, currentDate: new Date(now.getTime() + 1) })
+    .prev()
+    .toDate();
 }

@@ -175,9 +175,11 @@ export class AutomationService {
         preview = await this.generate(userId, draft, AbortSignal.timeout(this.runTimeoutMs));
         const { model, usage, connectionId } = preview;
         const at = new Date();
-        await this.db.transaction().execute((trx) =>
-          this.billing.charge(trx, { userId, kind: 'automation.test', resourceId: uuidv7(at.getTime()), model, connectionId, usage, at }),
-        );
+        await this.db
+          .transaction()
+          .execute((trx) =>
+            this.billing.charge(trx, { userId, kind: 'automation.test', resourceId: uuidv7(at.getTime()), model, connectionId, usage, at }),
+          );
       } catch (error) {
         if (!(error instanceof RunFailure)) throw error;
         problems.push({ field: error.code === 'invalid_output' ? '/outputFormat' : '/prompt', code: error.code, message: error.message });
@@ -204,7 +206,8 @@ export class AutomationService {
       if (!found) problems.push({ field: `/skillIds/${i}`, code: 'not_found', message: 'No such skill of yours.' });
     }
     const model = draft.model ? await this.models.problem(userId, draft.model, 'chat') : null;
-    if (model) problems.push({ field: '/model', code: model.gone ? 'not_found' : 'model_not_allowed', message: `The model ${model.message}.` });
+    if (model)
+      problems.push({ field: '/model', code: model.gone ? 'not_found' : 'model_not_allowed', message: `The model ${model.message}.` });
     return problems;
   }
 
@@ -227,9 +230,11 @@ export class AutomationService {
    */
   async generate(userId: string, draft: Draft, signal: AbortSignal): Promise<Generated> {
     // A model that is gone falls back to the default; a blocked one fails the run.
-    const model = await this.models.resolve(userId, draft.model ?? null, 'chat', { fallback: true, field: '/model' }).catch((error: unknown) => {
-      throw modelRefused(error);
-    });
+    const model = await this.models
+      .resolve(userId, draft.model ?? null, 'chat', { fallback: true, field: '/model' })
+      .catch((error: unknown) => {
+        throw modelRefused(error);
+      });
     const project = draft.projectId ? await this.projects.get(userId, draft.projectId).catch(notFoundAsNull) : null;
     const skills = await Promise.all((draft.skillIds ?? []).map((id) => this.skills.get(userId, id).catch(notFoundAsNull)));
     let system = `You carry out a scheduled task of an AI workspace. ${FORMAT_INSTRUCTIONS[draft.outputFormat]}`;
@@ -253,7 +258,13 @@ export class AutomationService {
         throw new RunFailure('invalid_output', 'The reply is not a JSON document.');
       }
     }
-    return { content: reply.text, mimeType: MIME_TYPES[draft.outputFormat], usage: reply.usage, model: model.info, connectionId: model.connectionId };
+    return {
+      content: reply.text,
+      mimeType: MIME_TYPES[draft.outputFormat],
+      usage: reply.usage,
+      model: model.info,
+      connectionId: model.connectionId,
+    };
   }
 
   /** Queues an explicit run of the caller's automation (enabled or not). */
@@ -281,7 +292,10 @@ export class AutomationService {
   async listRuns(userId: string, filter: { automationId?: string; status?: repo.RunStatus }, page: PageRequest) {
     if (filter.automationId !== undefined) await this.get(userId, filter.automationId);
     const { items, nextCursor } = await repo.runList.page(this.db, { ownerUserId: userId, ...filter }, page);
-    const outputs = await repo.outputsOf(this.db, items.flatMap((run) => run.output_ids));
+    const outputs = await repo.outputsOf(
+      this.db,
+      items.flatMap((run) => run.output_ids),
+    );
     return { items: items.map((run) => ({ run, outputs })), nextCursor };
   }
 

@@ -2,7 +2,9 @@ import type { HandlerMap } from '../../http/handler';
 import { presentBillingSettings, presentSubscription } from './presenter';
 import type { BillingService } from './service';
 
-export function billingHandlers(billing: BillingService): Pick<HandlerMap, 'getSubscription' | 'getBillingSettings' | 'updateBillingSettings'> {
+export function billingHandlers(
+  billing: BillingService,
+): Pick<HandlerMap, 'getSubscription' | 'getBillingSettings' | 'updateBillingSettings'> {
   return {
     getSubscription: async ({ caller }) => ({ subscription: presentSubscription(await billing.subscription(caller.userId)) }),
     getBillingSettings: async ({ caller }) => ({ settings: presentBillingSettings(await billing.preferences(caller.userId)) }),

@@ -7,7 +7,12 @@ type Schemas = components['schemas'];
 /** Millionths of a cent as whole cents, rounded down (null stays unlimited). */
 const cents = (micro: number | null): number | null => (micro === null ? null : Math.floor(micro / MICRO));
 
-export function presentSubscription(state: { standing: Standing; spending: Spending; storageUsedBytes: number; automationCount: number }): Schemas['Subscription'] {
+export function presentSubscription(state: {
+  standing: Standing;
+  spending: Spending;
+  storageUsedBytes: number;
+  automationCount: number;
+}): Schemas['Subscription'] {
   const { standing, spending } = state;
   const sub = standing.subscription;
   return {

@@ -31,7 +31,12 @@ export function findUserSubscription(db: Database, userId: string): Promise<Subs
 
 /** Inserts the subscription unless it is known; true when inserted. */
 export async function insertSubscription(db: Database, row: Insertable<BillingSubscriptions>): Promise<boolean> {
-  const inserted = await db.insertInto('billing_subscriptions').values(row).onConflict((oc) => oc.column('id').doNothing()).returning('id').executeTakeFirst();
+  const inserted = await db
+    .insertInto('billing_subscriptions')
+    .values(row)
+    .onConflict((oc) => oc.column('id').doNothing())
+    .returning('id')
+    .executeTakeFirst();
   return inserted !== undefined;
 }
 
@@ -60,7 +65,11 @@ export async function setEventOutcome(db: Database, id: string, outcome: string)
 
 /** Remembers which user a provider customer is; the first mapping stays. */
 export async function linkCustomer(db: Database, customerId: string, userId: string): Promise<void> {
-  await db.insertInto('billing_customers').values({ customer_id: customerId, user_id: userId }).onConflict((oc) => oc.column('customer_id').doNothing()).execute();
+  await db
+    .insertInto('billing_customers')
+    .values({ customer_id: customerId, user_id: userId })
+    .onConflict((oc) => oc.column('customer_id').doNothing())
+    .execute();
 }
 
 export async function customerUser(db: Database, customerId: string): Promise<string | null> {
@@ -83,13 +92,18 @@ export function upsertSettings(db: Database, userId: string, limitCents: number 
 
 /** Declared bytes of the user's files, pending or stored (folders have none), and of their outputs. */
 export async function storageUsed(db: Database, userId: string): Promise<number> {
-  const bytes = (table: 'files' | 'outputs') => sql<number>`(select coalesce(sum(size_bytes), 0) from ${sql.table(table)} where owner_user_id = ${userId})`;
+  const bytes = (table: 'files' | 'outputs') =>
+    sql<number>`(select coalesce(sum(size_bytes), 0) from ${sql.table(table)} where owner_user_id = ${userId})`;
   const row = await db.selectNoFrom(sql<number>`${bytes('files')} + ${bytes('outputs')}`.as('bytes')).executeTakeFirst();
   return Number(row?.bytes ?? 0);
 }
 
 export async function automationCount(db: Database, userId: string): Promise<number> {
-  const row = await db.selectFrom('automations').select((eb) => eb.fn.countAll<number>().as('n')).where('owner_user_id', '=', userId).executeTakeFirst();
+  const row = await db
+    .selectFrom('automations')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('owner_user_id', '=', userId)
+    .executeTakeFirst();
   return Number(row?.n ?? 0);
 }
 
@@ -121,10 +135,24 @@ export interface UsageUnits {
  */
 export async function recordUsage(
   db: Database,
-  entry: { userId: string; kind: UsageKind; resourceId: string; model: ModelInfo; connectionId?: string | null; usage: ChatUsage; units?: UsageUnits; at: Date },
+  entry: {
+    userId: string;
+    kind: UsageKind;
+    resourceId: string;
+    model: ModelInfo;
+    connectionId?: string | null;
+    usage: ChatUsage;
+    units?: UsageUnits;
+    at: Date;
+  },
   costMicroCents: number,
 ): Promise<boolean> {
-  const recorded = await db.selectFrom('usage_records').select('id').where('kind', '=', entry.kind).where('resource_id', '=', entry.resourceId).executeTakeFirst();
+  const recorded = await db
+    .selectFrom('usage_records')
+    .select('id')
+    .where('kind', '=', entry.kind)
+    .where('resource_id', '=', entry.resourceId)
+    .executeTakeFirst();
   if (recorded) return false;
   await db
     .insertInto('usage_records')

@@ -118,11 +118,18 @@ export function subscriptionPeriod(start: Date, end: Date, now: Date): Period {
  * The spending arithmetic: usage first uses the plan's allowance for the period, then the prepaid
  * balance (less the fraction of a cent still owed); the user's own limit caps the period's total.
  */
-export function spendingOf(budget: Selectable<Budgets> | undefined, entitlements: Entitlements, limitCents: number | null, period: Period): Spending {
+export function spendingOf(
+  budget: Selectable<Budgets> | undefined,
+  entitlements: Entitlements,
+  limitCents: number | null,
+  period: Period,
+): Spending {
   const spentMicro = budget && budget.period_start?.getTime() === period.start.getTime() ? budget.period_spent_micro_cents : 0;
   const balanceCents = budget?.balance_cents ?? 0;
-  const allowanceRemainingMicro = entitlements.monthlyBudgetCents === null ? null : Math.max(0, entitlements.monthlyBudgetCents * MICRO - spentMicro);
-  let availableMicro = allowanceRemainingMicro === null ? null : allowanceRemainingMicro + balanceCents * MICRO - (budget?.carry_micro_cents ?? 0);
+  const allowanceRemainingMicro =
+    entitlements.monthlyBudgetCents === null ? null : Math.max(0, entitlements.monthlyBudgetCents * MICRO - spentMicro);
+  let availableMicro =
+    allowanceRemainingMicro === null ? null : allowanceRemainingMicro + balanceCents * MICRO - (budget?.carry_micro_cents ?? 0);
   if (limitCents !== null) availableMicro = Math.min(availableMicro ?? Number.POSITIVE_INFINITY, limitCents * MICRO - spentMicro);
   return { spentMicro, allowanceRemainingMicro, balanceCents, limitCents, availableMicro };
 }
@@ -178,7 +185,10 @@ export class BillingService implements BudgetGate, EntitlementGuard {
   private async spending(userId: string): Promise<{ standing: Standing; spending: Spending }> {
     const standing = await this.standing(userId);
     const [budget, settings] = await Promise.all([budgets.findBudget(this.db, userId), repo.findSettings(this.db, userId)]);
-    return { standing, spending: spendingOf(budget, standing.entitlements, settings?.monthly_spending_limit_cents ?? null, standing.period) };
+    return {
+      standing,
+      spending: spendingOf(budget, standing.entitlements, settings?.monthly_spending_limit_cents ?? null, standing.period),
+    };
   }
 
   /** The standing, the spending and the entitlements' use, as `GET /subscription` shows them. */
@@ -230,7 +240,9 @@ export class BillingService implements BudgetGate, EntitlementGuard {
    * resource) is neither recorded nor charged again, and costs 0.
    */
   async charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number> {
-    const cost = entry.connectionId ? 0 : costMicroCents(entry.model, entry.usage) + (entry.units ? entry.units.count * entry.units.microCentsPerUnit : 0);
+    const cost = entry.connectionId
+      ? 0
+      : costMicroCents(entry.model, entry.usage) + (entry.units ? entry.units.count * entry.units.microCentsPerUnit : 0);
     // Charged already (a repeated write): nothing more to record or charge.
     if (!(await repo.recordUsage(trx, entry, cost))) return 0;
     if (cost === 0) return cost;
@@ -240,8 +252,18 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     const owed = allowanceRemainingMicro === null ? 0 : cost - Math.min(cost, allowanceRemainingMicro);
     const carry = budget.carry_micro_cents + owed;
     const cents = Math.floor(carry / MICRO);
-    const period = { period_start: standing.period.start, period_spent_micro_cents: spentMicro + cost, carry_micro_cents: carry - cents * MICRO };
-    await budgets.chargeUsage(trx, budget, { cents, period, reason: `${entry.kind} ${entry.resourceId}`, reference: `usage:${entry.kind}:${entry.resourceId}`, at: entry.at });
+    const period = {
+      period_start: standing.period.start,
+      period_spent_micro_cents: spentMicro + cost,
+      carry_micro_cents: carry - cents * MICRO,
+    };
+    await budgets.chargeUsage(trx, budget, {
+      cents,
+      period,
+      reason: `${entry.kind} ${entry.resourceId}`,
+      reference: `usage:${entry.kind}:${entry.resourceId}`,
+      at: entry.at,
+    });
     return cost;
   }
 
@@ -252,7 +274,12 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     await lockForTransaction(trx, `entitlements:${userId}`);
     const used = await repo.storageUsed(trx, userId);
     if (used + addBytes > entitlements.storageBytes) {
-      throw errors.quotaExceeded('storageBytes', entitlements.storageBytes, used, `The plan allows ${entitlements.storageBytes} bytes of files and outputs; ${used} are used.`);
+      throw errors.quotaExceeded(
+        'storageBytes',
+        entitlements.storageBytes,
+        used,
+        `The plan allows ${entitlements.storageBytes} bytes of files and outputs; ${used} are used.`,
+      );
     }
   }
 

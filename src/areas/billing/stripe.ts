@@ -53,7 +53,9 @@ class EventReader {
 
   /** An id field that may be expanded into its object. */
   idOf(value: unknown, path: string): string | null {
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? this.token((value as Loose).id, `${path}/id`) : this.token(value, path);
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? this.token((value as Loose).id, `${path}/id`)
+      : this.token(value, path);
   }
 
   /** A time in whole seconds since the epoch. */
@@ -94,7 +96,14 @@ type Change =
       cancelAtPeriodEnd: boolean;
     }
   | { kind: 'invoice'; subscriptionId: string | null; status: 'paid' | 'payment_failed'; amountCents: number }
-  | { kind: 'top_up'; paymentId: string | null; customerId: string | null; userId: string | null; amountCents: number | null; currency: string | null }
+  | {
+      kind: 'top_up';
+      paymentId: string | null;
+      customerId: string | null;
+      userId: string | null;
+      amountCents: number | null;
+      currency: string | null;
+    }
   | { kind: 'none' };
 
 /** A verified event whose envelope and used fields are well formed. */
@@ -125,7 +134,10 @@ const TERMINAL_STATUSES = new Set(['canceled', 'incomplete_expired']);
  * between equal statuses the later delivery. (A move backwards within one second delivered out of
  * order, e.g. past_due then active, cannot be told apart and keeps the further status.)
  */
-function supersedes(current: { status: string; at: Date }, incoming: { status: string; at: Date; creation: boolean; previousStatus: string | null }): boolean {
+function supersedes(
+  current: { status: string; at: Date },
+  incoming: { status: string; at: Date; creation: boolean; previousStatus: string | null },
+): boolean {
   if (TERMINAL_STATUSES.has(current.status)) return false;
   if (TERMINAL_STATUSES.has(incoming.status)) return true;
   if (incoming.at.getTime() !== current.at.getTime()) return incoming.at > current.at;
@@ -181,10 +193,15 @@ export class StripeEvents {
     const created = read.seconds(envelope.created, '/created');
     const data = obj(envelope.data);
     const object = data.object;
-    for (const [value, path] of [[id, '/id'], [type, '/type'], [created, '/created']] as const) {
+    for (const [value, path] of [
+      [id, '/id'],
+      [type, '/type'],
+      [created, '/created'],
+    ] as const) {
       if (value === null && !read.details.some((detail) => detail.path === path)) read.details.push({ path, message: 'is required' });
     }
-    if (typeof object !== 'object' || object === null || Array.isArray(object)) read.details.push({ path: '/data/object', message: 'must be an object' });
+    if (typeof object !== 'object' || object === null || Array.isArray(object))
+      read.details.push({ path: '/data/object', message: 'must be an object' });
     const change = type === null ? ({ kind: 'none' } as const) : this.readChange(read, type, obj(object), obj(data.previous_attributes));
     if (read.details.length > 0 || id === null || type === null || created === null) {
       throw errors.invalidRequest('The body is not a well-formed Stripe event.', read.details);
@@ -197,7 +214,11 @@ export class StripeEvents {
     const at = '/data/object';
     switch (type) {
       case 'checkout.session.completed':
-        return { kind: 'checkout', customerId: read.idOf(object.customer, `${at}/customer`), userId: read.token(object.client_reference_id, `${at}/client_reference_id`) };
+        return {
+          kind: 'checkout',
+          customerId: read.idOf(object.customer, `${at}/customer`),
+          userId: read.token(object.client_reference_id, `${at}/client_reference_id`),
+        };
       case 'customer.subscription.created':
       case 'customer.subscription.updated':
       case 'customer.subscription.paused':
@@ -216,8 +237,14 @@ export class StripeEvents {
           status: type === 'customer.subscription.deleted' ? 'canceled' : (status ?? 'incomplete'),
           previousStatus: typeof previous.status === 'string' ? previous.status : null,
           creation: type === 'customer.subscription.created',
-          periodStart: object.current_period_start != null ? read.seconds(object.current_period_start, `${at}/current_period_start`) : read.seconds(item.current_period_start, `${at}/items/data/0/current_period_start`),
-          periodEnd: object.current_period_end != null ? read.seconds(object.current_period_end, `${at}/current_period_end`) : read.seconds(item.current_period_end, `${at}/items/data/0/current_period_end`),
+          periodStart:
+            object.current_period_start != null
+              ? read.seconds(object.current_period_start, `${at}/current_period_start`)
+              : read.seconds(item.current_period_start, `${at}/items/data/0/current_period_start`),
+          periodEnd:
+            object.current_period_end != null
+              ? read.seconds(object.current_period_end, `${at}/current_period_end`)
+              : read.seconds(item.current_period_end, `${at}/items/data/0/current_period_end`),
           cancelAtPeriodEnd: object.cancel_at_period_end === true,
         };
       }
@@ -228,7 +255,9 @@ export class StripeEvents {
         const parentSubscription = obj(obj(object.parent).subscription_details).subscription;
         return {
           kind: 'invoice',
-          subscriptionId: read.idOf(object.subscription, `${at}/subscription`) ?? read.idOf(parentSubscription, `${at}/parent/subscription_details/subscription`),
+          subscriptionId:
+            read.idOf(object.subscription, `${at}/subscription`) ??
+            read.idOf(parentSubscription, `${at}/parent/subscription_details/subscription`),
           status: paid ? 'paid' : 'payment_failed',
           amountCents: read.cents(object[amountField], `${at}/${amountField}`, Number.MAX_SAFE_INTEGER) ?? 0,
         };
@@ -310,7 +339,11 @@ export class StripeEvents {
     return 'applied';
   }
 
-  private async invoiceSettled(trx: Database, { subscriptionId, status, amountCents }: Extract<Change, { kind: 'invoice' }>, at: Date): Promise<EventOutcome> {
+  private async invoiceSettled(
+    trx: Database,
+    { subscriptionId, status, amountCents }: Extract<Change, { kind: 'invoice' }>,
+    at: Date,
+  ): Promise<EventOutcome> {
     if (!subscriptionId) return 'ignored';
     const current = await repo.lockSubscription(trx, subscriptionId);
     if (!current) return 'unmatched';
@@ -329,7 +362,10 @@ export class StripeEvents {
    * customer) adds what was received (at most `MAX_POSTING_CENTS`, as an admin adjustment) to the
    * user's balance, once per payment.
    */
-  private async topUp(trx: Database, { paymentId, customerId, userId: named, amountCents, currency }: Extract<Change, { kind: 'top_up' }>): Promise<EventOutcome> {
+  private async topUp(
+    trx: Database,
+    { paymentId, customerId, userId: named, amountCents, currency }: Extract<Change, { kind: 'top_up' }>,
+  ): Promise<EventOutcome> {
     const userId = named ?? (customerId ? await repo.customerUser(trx, customerId) : null);
     if (!paymentId || !userId || amountCents === null || amountCents <= 0) return 'unmatched';
     if (currency !== this.settings.currency) {

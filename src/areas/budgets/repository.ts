@@ -20,12 +20,7 @@ export async function lockBudget(db: Database, userId: string) {
 }
 
 export function updateBudget(db: Database, userId: string, patch: Updateable<Budgets>) {
-  return db
-    .updateTable('budgets')
-    .set(patch)
-    .where('user_id', '=', userId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  return db.updateTable('budgets').set(patch).where('user_id', '=', userId).returningAll().executeTakeFirstOrThrow();
 }
 
 /** A change of a balance, as its ledger entry records it. */
@@ -74,6 +69,10 @@ const LEDGER_FIELDS = ['id', 'user_id', 'amount_cents', 'balance_after_cents', '
 /** A user's ledger entries; read a page at a time. */
 export const ledgerEntryList = listQuery({
   id: 'id',
-  rows: (db, { userId }: { userId: string }) => db.selectFrom('ledger_entries').select([...LEDGER_FIELDS, epochMs('created_at')]).where('user_id', '=', userId),
+  rows: (db, { userId }: { userId: string }) =>
+    db
+      .selectFrom('ledger_entries')
+      .select([...LEDGER_FIELDS, epochMs('created_at')])
+      .where('user_id', '=', userId),
 });
 export type LedgerEntryView = ListedRecord<'ledger_entries', typeof ledgerEntryList>;

@@ -38,15 +38,33 @@ export async function chargeUsage(
     await repo.updateBudget(trx, budget.user_id, { ...charge.period, updated_at: charge.at });
     return;
   }
-  const posting = { amountCents: -charge.cents, kind: 'usage' as const, actorUserId: budget.user_id, reason: charge.reason, reference: charge.reference, at: charge.at };
+  const posting = {
+    amountCents: -charge.cents,
+    kind: 'usage' as const,
+    actorUserId: budget.user_id,
+    reason: charge.reason,
+    reference: charge.reference,
+    at: charge.at,
+  };
   await repo.post(trx, budget, posting, charge.period);
 }
 
 /** Adds a paid top-up to the user's balance once per reference; false when that reference was applied already. */
-export async function topUp(trx: Database, userId: string, top: { amountCents: number; reason: string; reference: string; at: Date }): Promise<boolean> {
+export async function topUp(
+  trx: Database,
+  userId: string,
+  top: { amountCents: number; reason: string; reference: string; at: Date },
+): Promise<boolean> {
   if (await repo.findLedgerEntryByReference(trx, top.reference)) return false;
   const budget = await repo.lockBudget(trx, userId);
-  await repo.post(trx, budget, { amountCents: top.amountCents, kind: 'top_up', actorUserId: userId, reason: top.reason, reference: top.reference, at: top.at });
+  await repo.post(trx, budget, {
+    amountCents: top.amountCents,
+    kind: 'top_up',
+    actorUserId: userId,
+    reason: top.reason,
+    reference: top.reference,
+    at: top.at,
+  });
   return true;
 }
 
@@ -58,10 +76,7 @@ export class BudgetService {
   ) {}
 
   async usage(userId: string, page: PageRequest) {
-    const [budget, entries] = await Promise.all([
-      repo.findBudget(this.db, userId),
-      repo.ledgerEntryList.page(this.db, { userId }, page),
-    ]);
+    const [budget, entries] = await Promise.all([repo.findBudget(this.db, userId), repo.ledgerEntryList.page(this.db, { userId }, page)]);
     return { budget, entries };
   }
 
@@ -90,7 +105,12 @@ export class BudgetService {
           resourceType: 'budget',
           resourceId: change.userId,
           outcome: 'success',
-          metadata: { amountCents: change.amountCents, balanceAfterCents: budget.balance_cents, reason: change.reason ?? null, entryId: entry.id },
+          metadata: {
+            amountCents: change.amountCents,
+            balanceAfterCents: budget.balance_cents,
+            reason: change.reason ?? null,
+            entryId: entry.id,
+          },
         },
         trx,
       );

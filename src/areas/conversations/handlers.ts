@@ -17,7 +17,15 @@ export function conversationHandlers(
   timeoutMs: number,
 ): Pick<
   HandlerMap,
-  'getConversations' | 'createConversation' | 'updateConversation' | 'deleteConversation' | 'getMessages' | 'sendMessage' | 'postAgentGreeting' | 'getApprovals' | 'decideApproval'
+  | 'getConversations'
+  | 'createConversation'
+  | 'updateConversation'
+  | 'deleteConversation'
+  | 'getMessages'
+  | 'sendMessage'
+  | 'postAgentGreeting'
+  | 'getApprovals'
+  | 'decideApproval'
 > {
   return {
     getConversations: async ({ caller, query }) => {
@@ -82,9 +90,15 @@ export function conversationHandlers(
       return { approvals: page.items.map(presentApproval), nextCursor: page.nextCursor };
     },
     decideApproval: async ({ actor, body }) => {
-      const { approval, reply } = await chat.decide(actor, { approvalId: body.approvalId, decision: body.decision, arguments: body.arguments });
+      const { approval, reply } = await chat.decide(actor, {
+        approvalId: body.approvalId,
+        decision: body.decision,
+        arguments: body.arguments,
+      });
       return { approval: presentApproval(approval), reply: presentMessage(reply) };
     },
-    postAgentGreeting: async ({ caller, body }) => ({ message: presentMessage(await chat.greet(caller.userId, body.conversationId, body.agentId)) }),
+    postAgentGreeting: async ({ caller, body }) => ({
+      message: presentMessage(await chat.greet(caller.userId, body.conversationId, body.agentId)),
+    }),
   };
 }

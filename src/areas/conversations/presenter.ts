@@ -83,9 +83,24 @@ export function presentPart(part: Schemas['MessagePart']): Schemas['MessagePart'
     case 'text':
       return { type: 'text', text: part.text };
     case 'tool-call':
-      return { type: 'tool-call', toolCallId: part.toolCallId, toolName: part.toolName, arguments: part.arguments, policy: part.policy, approvalId: part.approvalId };
+      return {
+        type: 'tool-call',
+        toolCallId: part.toolCallId,
+        toolName: part.toolName,
+        arguments: part.arguments,
+        policy: part.policy,
+        approvalId: part.approvalId,
+      };
     case 'tool-result':
-      return { type: 'tool-result', toolCallId: part.toolCallId, toolName: part.toolName, outcome: part.outcome, output: part.output, isError: part.isError, truncated: part.truncated };
+      return {
+        type: 'tool-result',
+        toolCallId: part.toolCallId,
+        toolName: part.toolName,
+        outcome: part.outcome,
+        output: part.output,
+        isError: part.isError,
+        truncated: part.truncated,
+      };
     case 'tool-source-unavailable':
       return { type: 'tool-source-unavailable', serverId: part.serverId, serverName: part.serverName, reason: part.reason };
   }

@@ -25,7 +25,11 @@ export class ReplyRecovery {
     log: Log,
   ) {
     const report = (message: string) => (error: unknown) => log('error', message, { error: (error as Error).message });
-    this.renewal = new PeriodicTask(Math.max(1, Math.floor(settings.leaseMs / 3)), () => chat.renewLeases(), report('chat reply lease renewal failed'));
+    this.renewal = new PeriodicTask(
+      Math.max(1, Math.floor(settings.leaseMs / 3)),
+      () => chat.renewLeases(),
+      report('chat reply lease renewal failed'),
+    );
     this.sweep = new PeriodicTask(
       settings.sweepIntervalMs,
       async () => {

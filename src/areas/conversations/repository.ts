@@ -45,7 +45,10 @@ const MESSAGE_FIELDS = [
 export const messageList = listQuery({
   id: 'id',
   rows: (db, { conversationId }: { conversationId: string }) =>
-    db.selectFrom('messages').select([...MESSAGE_FIELDS, epochMs('created_at'), epochMs('updated_at')]).where('conversation_id', '=', conversationId),
+    db
+      .selectFrom('messages')
+      .select([...MESSAGE_FIELDS, epochMs('created_at'), epochMs('updated_at')])
+      .where('conversation_id', '=', conversationId),
 });
 export type MessageView = ListedRecord<MessageRow, typeof messageList>;
 
@@ -101,7 +104,12 @@ export async function insertTurn(
 ) {
   const rows = await db
     .with('touched', (qb) =>
-      qb.updateTable('conversations').set(conversation.changes).where('owner_user_id', '=', conversation.ownerUserId).where('id', '=', conversation.id).returning('id'),
+      qb
+        .updateTable('conversations')
+        .set(conversation.changes)
+        .where('owner_user_id', '=', conversation.ownerUserId)
+        .where('id', '=', conversation.id)
+        .returning('id'),
     )
     .insertInto('messages')
     .values([message, { ...reply, locked_until: leaseEnd(leaseMs) }])
@@ -109,7 +117,7 @@ export async function insertTurn(
     .execute();
   const stored = rows.find((row) => row.id === message.id);
   const pending = rows.find((row) => row.id === reply.id);
-  if (!stored || !pending) throw new Error('the turn\'s messages were not stored');
+  if (!stored || !pending) throw new Error("the turn's messages were not stored");
   return [stored, pending] as const;
 }
 
@@ -135,7 +143,12 @@ export async function setReplyCitations(db: Database, id: string, citations: str
 /** Extends the leases of these replies to `leaseMs` from now, while they are still being generated. */
 export async function renewReplyLeases(db: Database, ids: string[], leaseMs: number): Promise<void> {
   if (ids.length === 0) return;
-  await db.updateTable('messages').set({ locked_until: leaseEnd(leaseMs) }).where('id', 'in', ids).where('status', '=', 'generating').execute();
+  await db
+    .updateTable('messages')
+    .set({ locked_until: leaseEnd(leaseMs) })
+    .where('id', 'in', ids)
+    .where('status', '=', 'generating')
+    .execute();
 }
 
 /**
@@ -144,7 +157,13 @@ export async function renewReplyLeases(db: Database, ids: string[], leaseMs: num
  * with `ids`, these replies whatever their lease. One statement, so of several instances only one
  * ends (and reports) each reply.
  */
-export async function interruptReplies(trx: Transaction<DB>, now: Date, error: string, limit: number, target: { ids: string[] } | { alive: string[] }) {
+export async function interruptReplies(
+  trx: Transaction<DB>,
+  now: Date,
+  error: string,
+  limit: number,
+  target: { ids: string[] } | { alive: string[] },
+) {
   if ('ids' in target && target.ids.length === 0) return [];
   const picked = trx
     .selectFrom('messages')
@@ -216,7 +235,16 @@ export function findApproval(db: Database, userId: string, id: string) {
 }
 
 /** What an approval is presented with: the list reads only these, and its times as epoch milliseconds. */
-const APPROVAL_FIELDS = ['id', 'conversation_id', 'message_id', 'tool_call_id', 'tool_name', 'arguments', 'arguments_digest', 'status'] as const;
+const APPROVAL_FIELDS = [
+  'id',
+  'conversation_id',
+  'message_id',
+  'tool_call_id',
+  'tool_name',
+  'arguments',
+  'arguments_digest',
+  'status',
+] as const;
 
 /** The user's approvals still pending at `now`; read a page at a time. */
 export const pendingApprovalList = listQuery({
@@ -256,12 +284,22 @@ export async function expireApprovals(trx: Transaction<DB>, now: Date, error: st
     .limit(limit)
     .forUpdate()
     .skipLocked();
-  const expired = await trx.updateTable('tool_approvals').set({ status: 'expired' }).where('id', 'in', picked).where('status', '=', 'pending').returning('message_id').execute();
+  const expired = await trx
+    .updateTable('tool_approvals')
+    .set({ status: 'expired' })
+    .where('id', 'in', picked)
+    .where('status', '=', 'pending')
+    .returning('message_id')
+    .execute();
   if (expired.length === 0) return [];
   return trx
     .updateTable('messages')
     .set({ status: 'failed', error_code: 'approval_expired', error_message: error, locked_until: null, updated_at: now })
-    .where('id', 'in', expired.map((e) => e.message_id))
+    .where(
+      'id',
+      'in',
+      expired.map((e) => e.message_id),
+    )
     .where('status', '=', 'awaiting_approval')
     .returningAll()
     .execute();

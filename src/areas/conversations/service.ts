@@ -4,7 +4,15 @@ import type { Transaction } from 'kysely';
 import type { RequestInput } from '../../platform/api-types';
 import { ApiError, errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
-import { type ChatMessage, type ChatPart, type ChatResult, type ChatUsage, type ModelToolCall, ModelProviderFailure, type ToolSpec } from '../../platform/ai/models';
+import {
+  type ChatMessage,
+  type ChatPart,
+  type ChatResult,
+  type ChatUsage,
+  type ModelToolCall,
+  ModelProviderFailure,
+  type ToolSpec,
+} from '../../platform/ai/models';
 import type { Actor, AuditService } from '../audit/service';
 import type { ToolDefinition, ToolRunResult, ToolService, TurnTools, UnavailableSource } from '../tools/service';
 import { type Database, type DB, PgError, pgErrorCode } from '../../platform/db';
@@ -82,7 +90,10 @@ export interface SendOutcome {
 }
 
 /** SHA-256 (hex) of the RFC 8785 canonical JSON of `args` (what approvals are bound to). */
-export const argumentsDigest = (args: unknown) => createHash('sha256').update(canonicalize(args) ?? 'null').digest('hex');
+export const argumentsDigest = (args: unknown) =>
+  createHash('sha256')
+    .update(canonicalize(args) ?? 'null')
+    .digest('hex');
 
 export interface SendHooks {
   /** The client went away: cancels the reply. */
@@ -225,7 +236,25 @@ export class ChatService {
   private readonly audit: Pick<AuditService, 'record'> | null;
   private readonly observer: ChatObserver;
 
-  constructor({ db, models, projects, skills, webhooks, timeoutMs, billing, lease, memory, knowledge, settings, warn, onGrounded, tools, toolSettings, audit, observer }: ChatServiceDeps) {
+  constructor({
+    db,
+    models,
+    projects,
+    skills,
+    webhooks,
+    timeoutMs,
+    billing,
+    lease,
+    memory,
+    knowledge,
+    settings,
+    warn,
+    onGrounded,
+    tools,
+    toolSettings,
+    audit,
+    observer,
+  }: ChatServiceDeps) {
     this.tools = tools ?? null;
     this.toolSettings = toolSettings ?? NO_TOOLS;
     this.audit = audit ?? null;
@@ -312,13 +341,15 @@ export class ChatService {
   async greet(userId: string, conversationId: string, agentId: string): Promise<repo.MessageRow> {
     const conversation = await this.get(userId, conversationId);
     const skill = await this.skills.get(userId, agentId).catch((error: unknown) => {
-      if (error instanceof ApiError && error.status === 404) throw errors.referenceNotFound('agentId', 'Agent not found: agentId must be one of your skills.');
+      if (error instanceof ApiError && error.status === 404)
+        throw errors.referenceNotFound('agentId', 'Agent not found: agentId must be one of your skills.');
       throw error;
     });
     const existing = await repo.findGreeting(this.db, conversation.id, skill.id);
     if (existing) return existing;
     const now = new Date();
-    const content = skill.greeting.trim() !== '' ? skill.greeting : `Hi, I'm ${skill.name}.${skill.description ? ` ${skill.description}` : ''}`;
+    const content =
+      skill.greeting.trim() !== '' ? skill.greeting : `Hi, I'm ${skill.name}.${skill.description ? ` ${skill.description}` : ''}`;
     try {
       return await this.db.transaction().execute(async (trx) => {
         const message = await repo.insertMessage(trx, {
@@ -390,7 +421,11 @@ export class ChatService {
     try {
       const stored = repo.insertTurn(
         this.db,
-        { ownerUserId: userId, id: conversation.id, changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) } },
+        {
+          ownerUserId: userId,
+          id: conversation.id,
+          changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) },
+        },
         { ...base, id: messageId, role: 'user', kind: 'message', content: input.content, status: 'complete' },
         { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id },
         this.lease.leaseMs,
@@ -441,7 +476,9 @@ export class ChatService {
   private startStep(turn: Omit<Turn, 'message' | 'reply'>): StartedStep {
     const down = unavailableIn(turn.parts);
     const offered =
-      turn.tools && turn.steps < this.toolSettings.maxSteps - 1 ? turn.tools.definitions.filter((d) => d.policy !== 'deny' && !down.has(serverOf(d) ?? '')).map(toSpec) : [];
+      turn.tools && turn.steps < this.toolSettings.maxSteps - 1
+        ? turn.tools.definitions.filter((d) => d.policy !== 'deny' && !down.has(serverOf(d) ?? '')).map(toSpec)
+        : [];
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const own = new AbortController();
     const request = {
@@ -527,7 +564,12 @@ export class ChatService {
             ? { code: 'model_provider_error' as const, error: error.message }
             : null;
       if (!failure) throw error;
-      return { message: turn.message, reply: await this.fail(turn.userId, turn.reply, model.info.id, contentOf(turn.parts) + stepText, failure), failure, approval: null };
+      return {
+        message: turn.message,
+        reply: await this.fail(turn.userId, turn.reply, model.info.id, contentOf(turn.parts) + stepText, failure),
+        failure,
+        approval: null,
+      };
     }
   }
 
@@ -547,7 +589,8 @@ export class ChatService {
       turn.parts.push(part);
       turn.hooks.onToolCall?.(part);
       // Arguments that are not an object cannot be run (nor approved): the model is told at once.
-      if (!isObject(call.arguments)) this.addResult(turn, part, { outcome: 'error', output: 'The arguments must be a JSON object.', isError: true, truncated: false });
+      if (!isObject(call.arguments))
+        this.addResult(turn, part, { outcome: 'error', output: 'The arguments must be a JSON object.', isError: true, truncated: false });
     }
     const index = turn.steps;
     turn.steps += 1;
@@ -559,7 +602,15 @@ export class ChatService {
 
   private addResult(turn: Turn, call: ToolCallPart, result: ToolRunResult): void {
     const { outcome, output, isError, truncated } = result;
-    const part: ToolResultPart = { type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, outcome, output, isError, truncated };
+    const part: ToolResultPart = {
+      type: 'tool-result',
+      toolCallId: call.toolCallId,
+      toolName: call.toolName,
+      outcome,
+      output,
+      isError,
+      truncated,
+    };
     turn.parts.push(part);
     this.observer.toolCall(turn.tools?.find(call.toolName) ? call.toolName : 'unknown', result.outcome);
     turn.hooks.onToolResult?.(part);
@@ -572,7 +623,12 @@ export class ChatService {
     for (const source of sources) {
       if (named.has(source.serverId)) continue;
       named.set(source.serverId, source);
-      const part: UnavailablePart = { type: 'tool-source-unavailable', serverId: source.serverId, serverName: source.serverName, reason: source.reason };
+      const part: UnavailablePart = {
+        type: 'tool-source-unavailable',
+        serverId: source.serverId,
+        serverName: source.serverName,
+        reason: source.reason,
+      };
       turn.parts.push(part);
       turn.hooks.onToolSourceUnavailable?.(part);
     }
@@ -602,7 +658,15 @@ export class ChatService {
       // Ended meanwhile (interrupted after its lease, or its conversation deleted): nothing to charge to it.
       if (!stored) return;
       const { model } = turn;
-      await this.billing.charge(trx, { userId: turn.userId, kind: 'chat.reply', resourceId: this.stepResource(turn, step.index), model: model.info, connectionId: model.connectionId, usage: step.usage, at: now });
+      await this.billing.charge(trx, {
+        userId: turn.userId,
+        kind: 'chat.reply',
+        resourceId: this.stepResource(turn, step.index),
+        model: model.info,
+        connectionId: model.connectionId,
+        usage: step.usage,
+        at: now,
+      });
     });
   }
 
@@ -631,15 +695,30 @@ export class ChatService {
       const decision = turn.decisions.get(call.toolCallId);
       const down = definition ? unavailableIn(turn.parts).get(serverOf(definition) ?? '') : undefined;
       if (!definition || !turn.tools) {
-        this.addResult(turn, call, { outcome: 'not_found', output: `There is no tool named ${call.toolName}.`, isError: true, truncated: false });
+        this.addResult(turn, call, {
+          outcome: 'not_found',
+          output: `There is no tool named ${call.toolName}.`,
+          isError: true,
+          truncated: false,
+        });
       } else if (down) {
         // Its server failed earlier in the turn: not called again (nor asked for approval).
         const output = `The MCP server "${down.serverName}" is unavailable in this turn (${down.reason}). The call did not run.`;
         this.addResult(turn, call, { outcome: 'error', output, isError: true, truncated: false });
       } else if (definition.policy === 'deny') {
-        this.addResult(turn, call, { outcome: 'denied', output: `The tool ${call.toolName} is not allowed: its policy is deny. It did not run.`, isError: true, truncated: false });
+        this.addResult(turn, call, {
+          outcome: 'denied',
+          output: `The tool ${call.toolName} is not allowed: its policy is deny. It did not run.`,
+          isError: true,
+          truncated: false,
+        });
       } else if (decision && !decision.approve) {
-        this.addResult(turn, call, { outcome: 'denied', output: `The user denied this call of ${call.toolName}. It did not run.`, isError: true, truncated: false });
+        this.addResult(turn, call, {
+          outcome: 'denied',
+          output: `The user denied this call of ${call.toolName}. It did not run.`,
+          isError: true,
+          truncated: false,
+        });
       } else if (definition.policy === 'approval_required' && !decision) {
         return this.pause(turn, call);
       } else {
@@ -704,11 +783,15 @@ export class ChatService {
    * next stop. Refused (and nothing runs): not theirs (404), decided (409), expired (410), other
    * arguments than the approval's (409).
    */
-  async decide(actor: Actor, input: { approvalId: string; decision: 'approve' | 'deny'; arguments?: Record<string, unknown> }): Promise<{ approval: repo.ApprovalRow; reply: repo.MessageRow }> {
+  async decide(
+    actor: Actor,
+    input: { approvalId: string; decision: 'approve' | 'deny'; arguments?: Record<string, unknown> },
+  ): Promise<{ approval: repo.ApprovalRow; reply: repo.MessageRow }> {
     const userId = actor.userId;
     const found = await this.approval(userId, input.approvalId);
     const now = new Date();
-    if (found.status === 'expired' || (found.status === 'pending' && found.expires_at.getTime() <= now.getTime())) throw errors.approvalExpired();
+    if (found.status === 'expired' || (found.status === 'pending' && found.expires_at.getTime() <= now.getTime()))
+      throw errors.approvalExpired();
     if (found.status !== 'pending') throw errors.conflict(`This approval was already decided (${found.status}); a decision is single use.`);
     if (input.arguments !== undefined && argumentsDigest(input.arguments) !== found.arguments_digest) {
       throw errors.conflict('The arguments differ from those the approval is bound to (their digest does not match); nothing ran.');
@@ -726,7 +809,13 @@ export class ChatService {
           resourceType: 'approval',
           resourceId: approval.id,
           outcome: 'success',
-          metadata: { decision: input.decision, toolName: approval.tool_name, argumentsDigest: approval.arguments_digest, conversationId: approval.conversation_id, messageId: approval.message_id },
+          metadata: {
+            decision: input.decision,
+            toolName: approval.tool_name,
+            argumentsDigest: approval.arguments_digest,
+            conversationId: approval.conversation_id,
+            messageId: approval.message_id,
+          },
         },
         trx,
       );
@@ -760,7 +849,12 @@ export class ChatService {
   }
 
   /** Continues a turn resumed by a decision, to its next stop; returns the reply as it then is. */
-  private async continueTurn(userId: string, reply: repo.MessageRow, approval: repo.ApprovalRow, approve: boolean): Promise<repo.MessageRow> {
+  private async continueTurn(
+    userId: string,
+    reply: repo.MessageRow,
+    approval: repo.ApprovalRow,
+    approve: boolean,
+  ): Promise<repo.MessageRow> {
     const conversation = await repo.findConversation(this.db, userId, reply.conversation_id);
     const message = conversation ? await repo.userMessageBefore(this.db, conversation.id, reply.id) : undefined;
     if (!conversation || !message) return (await repo.findMessage(this.db, reply.id)) ?? reply;
@@ -769,7 +863,10 @@ export class ChatService {
       model = await this.models.resolve(userId, reply.model, 'chat', { fallback: true });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
-      return this.fail(userId, reply, reply.model ?? '', reply.content, { code: 'model_provider_error', error: `The reply's model cannot be called: ${error.message}` });
+      return this.fail(userId, reply, reply.model ?? '', reply.content, {
+        code: 'model_provider_error',
+        error: `The reply's model cannot be called: ${error.message}`,
+      });
     }
     // The budget may have run out while the turn waited (its first steps were charged, or other
     // spending meanwhile): the continued turn calls the model again, so it is checked again.
@@ -782,7 +879,10 @@ export class ChatService {
     // A grounded reply keeps its sources: the stored citations' snippets stand for the passages,
     // which are not stored, so the continued turn cites the same numbers.
     const cited = presentCitations(reply.citations);
-    const grounding: Grounding | undefined = cited.length > 0 ? { state: 'found', sources: cited.map((c) => ({ number: c.number, kind: c.sourceType, title: c.title, text: c.snippet })) } : undefined;
+    const grounding: Grounding | undefined =
+      cited.length > 0
+        ? { state: 'found', sources: cited.map((c) => ({ number: c.number, kind: c.sourceType, title: c.title, text: c.snippet })) }
+        : undefined;
     const read = await this.turnContext(userId, conversation, message.content, message.id);
     const turn: Turn = {
       userId,
@@ -897,7 +997,10 @@ export class ChatService {
     try {
       found = await this.knowledge.passages(userId, query, { limit: GROUNDING_SOURCES, sources });
     } catch (error) {
-      this.warn('knowledge retrieval failed; the chat turn goes on without sources', { messageId: replyId, error: (error as Error).message });
+      this.warn('knowledge retrieval failed; the chat turn goes on without sources', {
+        messageId: replyId,
+        error: (error as Error).message,
+      });
       this.onGrounded('failed', 0);
       return { grounding: { state: 'failed' }, citations: [], retrieval: 'failed' };
     }
@@ -924,7 +1027,11 @@ export class ChatService {
       });
     }
     this.onGrounded(citations.length > 0 ? 'grounded' : 'empty', citations.length);
-    return { grounding: citations.length > 0 ? { state: 'found', sources: given } : { state: 'none' }, citations, retrieval: found.retrieval };
+    return {
+      grounding: citations.length > 0 ? { state: 'found', sources: given } : { state: 'none' },
+      citations,
+      retrieval: found.retrieval,
+    };
   }
 
   /**
@@ -957,7 +1064,8 @@ export class ChatService {
   private prompt(context: TurnContext, text: string, grounding: Grounding | undefined): ChatMessage[] {
     const { project, memory, history, tools } = context;
     let system = SYSTEM_PROMPT;
-    if (project) system += `\n\nThe conversation belongs to the project "${project.name}".${project.instructions ? `\nProject instructions:\n${project.instructions}` : ''}`;
+    if (project)
+      system += `\n\nThe conversation belongs to the project "${project.name}".${project.instructions ? `\nProject instructions:\n${project.instructions}` : ''}`;
     if (memory.length > 0) system += `\n\nWhat you know about the user:\n${memory.map((m) => `- ${m.content}`).join('\n')}`;
     const unavailable = tools?.unavailable ?? [];
     if (unavailable.length > 0) {
@@ -981,7 +1089,15 @@ export class ChatService {
       const stored = await repo.endReply(trx, reply.id, { ...this.progress(turn), status: 'complete', updated_at: now });
       // Already failed as interrupted (this instance outlived its lease), or the conversation was deleted meanwhile.
       if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'complete' };
-      await this.billing.charge(trx, { userId, kind: 'chat.reply', resourceId: this.stepResource(turn, step.index), model: model.info, connectionId: model.connectionId, usage: step.usage, at: now });
+      await this.billing.charge(trx, {
+        userId,
+        kind: 'chat.reply',
+        resourceId: this.stepResource(turn, step.index),
+        model: model.info,
+        connectionId: model.connectionId,
+        usage: step.usage,
+        at: now,
+      });
       await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,
@@ -1003,7 +1119,16 @@ export class ChatService {
         error_message: failure.error,
         updated_at: new Date(),
       });
-      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'failed', error_code: failure.code, error_message: failure.error };
+      if (!stored)
+        return (
+          (await repo.findMessage(trx, reply.id)) ?? {
+            ...reply,
+            content: text,
+            status: 'failed',
+            error_code: failure.code,
+            error_message: failure.error,
+          }
+        );
       await this.webhooks.emitEvent(trx, 'chat.failed', userId, {
         conversationId: reply.conversation_id,
         messageId: reply.id,
@@ -1050,7 +1175,8 @@ function promptOfParts(parts: MessagePart[]): ChatMessage[] {
       messages.push(assistant);
     }
     if (part.type === 'text') assistant.content += part.text;
-    else if (part.type === 'tool-call') assistant.toolCalls?.push({ toolCallId: part.toolCallId, toolName: part.toolName, arguments: part.arguments });
+    else if (part.type === 'tool-call')
+      assistant.toolCalls?.push({ toolCallId: part.toolCallId, toolName: part.toolName, arguments: part.arguments });
   }
   return messages;
 }

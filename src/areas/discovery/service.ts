@@ -26,7 +26,10 @@ export class DiscoveryService {
     return {
       apiVersion,
       minClientVersion,
-      oidc: oidcIssuer === null ? null : { issuer: oidcIssuer, metadataUrl: `${oidcIssuer.replace(/\/+$/, '')}/.well-known/openid-configuration` },
+      oidc:
+        oidcIssuer === null
+          ? null
+          : { issuer: oidcIssuer, metadataUrl: `${oidcIssuer.replace(/\/+$/, '')}/.well-known/openid-configuration` },
       capabilities: await this.deps.capabilities.current(),
     };
   }

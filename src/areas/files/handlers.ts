@@ -38,7 +38,10 @@ export function fileHandlers(
       };
       const page = await files.list(caller.userId, filter, readPage(query));
       const links = await Promise.all(page.items.map((row) => files.contentLink(row, caller.userId)));
-      return { files: page.items.map((row, i) => presentFile(row, caller.userId, row.shared_with, links[i] ?? null)), nextCursor: page.nextCursor };
+      return {
+        files: page.items.map((row, i) => presentFile(row, caller.userId, row.shared_with, links[i] ?? null)),
+        nextCursor: page.nextCursor,
+      };
     },
     createFile: async ({ caller, body }) => ({ file: await presentOne(await files.create(caller.userId, body), caller.userId) }),
     updateFile: async ({ caller, body }) => ({ file: await presentOne(await files.update(caller.userId, body), caller.userId) }),
@@ -67,7 +70,9 @@ export function fileHandlers(
       });
     },
     shareFiles: async ({ caller, body }) => ({ fileId: body.fileId, sharedWith: await files.share(caller.userId, body) }),
-    ingestDocument: async ({ caller, body }) => ({ ingestion: { fileId: body.fileId, ...(await files.ingest(caller.userId, body.fileId)) } }),
+    ingestDocument: async ({ caller, body }) => ({
+      ingestion: { fileId: body.fileId, ...(await files.ingest(caller.userId, body.fileId)) },
+    }),
     searchFileText: async ({ caller, body }) => {
       const matches = await files.search(caller.userId, body.query, { fileId: body.fileId, projectId: body.projectId }, body.limit ?? 20);
       return { results: matches.map(presentTextMatch) };

@@ -103,7 +103,12 @@ export async function hasChildren(db: Database, id: string): Promise<boolean> {
 
 /** The users a file is shared with, in order (as the list's `shared_with`). */
 export async function granteesOf(db: Database, fileId: string): Promise<string[]> {
-  const rows = await db.selectFrom('file_shares').select('grantee_user_id').where('file_id', '=', fileId).orderBy('grantee_user_id').execute();
+  const rows = await db
+    .selectFrom('file_shares')
+    .select('grantee_user_id')
+    .where('file_id', '=', fileId)
+    .orderBy('grantee_user_id')
+    .execute();
   return rows.map((row) => row.grantee_user_id);
 }
 
@@ -122,7 +127,10 @@ export async function removeShares(db: Database, fileId: string, userIds: string
 }
 
 export async function insertUploadToken(db: Database, row: { jti: string; fileId: string; userId: string; expiresAt: Date }) {
-  await db.insertInto('upload_tokens').values({ jti: row.jti, file_id: row.fileId, user_id: row.userId, expires_at: row.expiresAt }).execute();
+  await db
+    .insertInto('upload_tokens')
+    .values({ jti: row.jti, file_id: row.fileId, user_id: row.userId, expires_at: row.expiresAt })
+    .execute();
 }
 
 /** Marks the token used; false when it already was (or never existed). */
@@ -173,7 +181,16 @@ export async function insertChunks(
   if (rows.length === 0) return;
   await db
     .insertInto('file_chunks')
-    .values(rows.map((r) => ({ file_id: r.fileId, generation: r.generation, seq: r.seq, start_offset: r.start, end_offset: r.end, content: r.content })))
+    .values(
+      rows.map((r) => ({
+        file_id: r.fileId,
+        generation: r.generation,
+        seq: r.seq,
+        start_offset: r.start,
+        end_offset: r.end,
+        content: r.content,
+      })),
+    )
     .execute();
 }
 
@@ -192,7 +209,11 @@ export async function finishIngestion(db: Database, id: string, generation: numb
 export async function failIngestion(db: Database, id: string, generation: number, message: string): Promise<void> {
   await db.transaction().execute(async (trx) => {
     await trx.deleteFrom('file_chunks').where('file_id', '=', id).where('generation', '=', generation).execute();
-    await trx.updateTable('files').set({ ingest_status: 'failed', ingest_error: message, updated_at: new Date() }).where('id', '=', id).execute();
+    await trx
+      .updateTable('files')
+      .set({ ingest_status: 'failed', ingest_error: message, updated_at: new Date() })
+      .where('id', '=', id)
+      .execute();
   });
 }
 

@@ -108,13 +108,18 @@ export class FileService {
     if (kind === 'file') {
       const missing = (['mimeType', 'sizeBytes'] as const).filter((field) => input[field] === undefined);
       if (missing.length > 0) {
-        throw errors.invalidRequest('A file needs mimeType and sizeBytes.', missing.map((f) => ({ path: `/body/${f}`, message: `is required for a file` })));
+        throw errors.invalidRequest(
+          'A file needs mimeType and sizeBytes.',
+          missing.map((f) => ({ path: `/body/${f}`, message: `is required for a file` })),
+        );
       }
       if ((input.sizeBytes as number) > this.limits.maxUploadBytes) {
         throw errors.payloadTooLarge(`Files may be at most ${this.limits.maxUploadBytes} bytes.`);
       }
     } else if (input.mimeType !== undefined || input.sizeBytes !== undefined) {
-      throw errors.invalidRequest('A folder takes neither mimeType nor sizeBytes.', [{ path: '/body/kind', message: 'folder has no content' }]);
+      throw errors.invalidRequest('A folder takes neither mimeType nor sizeBytes.', [
+        { path: '/body/kind', message: 'folder has no content' },
+      ]);
     }
     await this.projects.requireOwnedIfNamed(userId, input.projectId);
     if (input.parentId !== undefined) await this.requireFolder(userId, input.parentId);
@@ -178,7 +183,9 @@ export class FileService {
   async share(userId: string, input: { fileId: string; add?: string[]; remove?: string[] }): Promise<string[]> {
     const add = input.add ?? [];
     if (add.includes(userId)) {
-      throw errors.invalidRequest('A file cannot be shared with its owner.', [{ path: '/body/add', message: 'must not contain the owner' }]);
+      throw errors.invalidRequest('A file cannot be shared with its owner.', [
+        { path: '/body/add', message: 'must not contain the owner' },
+      ]);
     }
     await this.db.transaction().execute(async (trx) => {
       await this.owned(userId, input.fileId, trx);
@@ -214,13 +221,17 @@ export class FileService {
     if (!file) throw errors.notFound('File not found.');
     const declared = file.size_bytes as number;
     if (contentLength === undefined) {
-      throw errors.invalidRequest('Send the upload with a Content-Length header.', [{ path: '/headers/content-length', message: 'is required' }]);
+      throw errors.invalidRequest('Send the upload with a Content-Length header.', [
+        { path: '/headers/content-length', message: 'is required' },
+      ]);
     }
     if (contentLength > declared) {
       throw errors.payloadTooLarge(`This upload must be exactly ${declared} bytes.`);
     }
     if (contentLength < declared) {
-      throw errors.invalidRequest(`This upload must be exactly ${declared} bytes.`, [{ path: '/headers/content-length', message: `must be ${declared}` }]);
+      throw errors.invalidRequest(`This upload must be exactly ${declared} bytes.`, [
+        { path: '/headers/content-length', message: `must be ${declared}` },
+      ]);
     }
     if (!(await repo.consumeUploadToken(this.db, grant.jti))) throw errors.linkUsed();
     if (file.status === 'ready') throw errors.conflict('The file is already stored.');
@@ -234,11 +245,15 @@ export class FileService {
       await repo.setStatus(this.db, file.id, 'failed');
       if (error instanceof ObjectTooLargeError) throw errors.payloadTooLarge(`This upload must be exactly ${declared} bytes.`);
       if (error instanceof ObjectIncompleteError) {
-        throw errors.invalidRequest(`The upload ended after ${error.received} of ${declared} bytes.`, [{ path: '/body', message: `must be ${declared} bytes` }]);
+        throw errors.invalidRequest(`The upload ended after ${error.received} of ${declared} bytes.`, [
+          { path: '/body', message: `must be ${declared} bytes` },
+        ]);
       }
       if (body.destroyed && !body.readableEnded) {
         // The client went away mid-upload: an expected event, not a server fault.
-        throw errors.invalidRequest('The upload was interrupted; request a new upload URL and send it again.', [{ path: '/body', message: 'incomplete' }]);
+        throw errors.invalidRequest('The upload was interrupted; request a new upload URL and send it again.', [
+          { path: '/body', message: 'incomplete' },
+        ]);
       }
       throw error;
     }
@@ -271,8 +286,10 @@ export class FileService {
    */
   async ownContent(userId: string, fileId: string, maxBytes: number, field = 'fileId'): Promise<{ file: FileRow; bytes: Buffer }> {
     const file = await repo.findOwnedFile(this.db, userId, fileId);
-    if (!file || file.kind !== 'file' || file.status !== 'ready' || !file.storage_key) throw errors.referenceNotFound(field, 'File not found.');
-    if ((file.size_bytes ?? 0) > maxBytes) throw errors.payloadTooLarge(`The file is ${file.size_bytes} bytes; at most ${maxBytes} can be used here.`);
+    if (!file || file.kind !== 'file' || file.status !== 'ready' || !file.storage_key)
+      throw errors.referenceNotFound(field, 'File not found.');
+    if ((file.size_bytes ?? 0) > maxBytes)
+      throw errors.payloadTooLarge(`The file is ${file.size_bytes} bytes; at most ${maxBytes} can be used here.`);
     return { file, bytes: await readAll(await this.store.get(file.storage_key)) };
   }
 
@@ -280,7 +297,10 @@ export class FileService {
    * Stores `bytes` as a new ready file of the user's (counted against the storage entitlement,
    * `402 quota_exceeded`), then ingests it. A file that cannot be recorded leaves no object.
    */
-  async createIngested(userId: string, input: { name: string; mimeType: string; bytes: Buffer; projectId: string | null; conversationId: string | null }): Promise<FileRow> {
+  async createIngested(
+    userId: string,
+    input: { name: string; mimeType: string; bytes: Buffer; projectId: string | null; conversationId: string | null },
+  ): Promise<FileRow> {
     const now = new Date();
     const id = uuidv7(now.getTime());
     const key = `files/${userId}/${id}/generated`;
@@ -316,9 +336,12 @@ export class FileService {
   /** Extracts, chunks and indexes the text of the caller's ready file. */
   async ingest(userId: string, fileId: string): Promise<{ status: 'ready'; chunkCount: number; characters: number }> {
     const file = await this.owned(userId, fileId);
-    if (file.kind !== 'file' || file.status !== 'ready' || !file.storage_key) throw errors.conflict('Only an uploaded (ready) file can be ingested.');
+    if (file.kind !== 'file' || file.status !== 'ready' || !file.storage_key)
+      throw errors.conflict('Only an uploaded (ready) file can be ingested.');
     if (!canExtract(file.mime_type)) {
-      throw errors.unsupportedMediaType(`Files of type ${file.mime_type} cannot be ingested (plain text, Markdown, HTML, JSON, CSV and PDF can).`);
+      throw errors.unsupportedMediaType(
+        `Files of type ${file.mime_type} cannot be ingested (plain text, Markdown, HTML, JSON, CSV and PDF can).`,
+      );
     }
     if ((file.size_bytes as number) > this.limits.ingestMaxBytes) {
       throw errors.payloadTooLarge(`Documents over ${this.limits.ingestMaxBytes} bytes cannot be ingested.`);
@@ -354,7 +377,8 @@ export class FileService {
     let text = '';
     for (const chunk of await repo.currentChunks(this.db, fileId, file.chunk_generation)) {
       // Chunks may overlap: each adds what lies past the text so far.
-      if (chunk.start_offset + chunk.content.length > text.length) text += chunk.content.slice(Math.max(0, text.length - chunk.start_offset));
+      if (chunk.start_offset + chunk.content.length > text.length)
+        text += chunk.content.slice(Math.max(0, text.length - chunk.start_offset));
       if (text.length > maxChars) break;
     }
     return { file, text: text.slice(0, maxChars), truncated: text.length > maxChars };

@@ -30,7 +30,11 @@ function page(outcome: CallbackOutcome): string {
  * `303` to the configured web-app URL with `integration`, `status` and `reason`) and never shows
  * a token or the code.
  */
-export function integrationCallbackRouter(integrations: IntegrationService, sessions: Pick<SessionService, 'resolve'>, options: CallbackRouteOptions): Router {
+export function integrationCallbackRouter(
+  integrations: IntegrationService,
+  sessions: Pick<SessionService, 'resolve'>,
+  options: CallbackRouteOptions,
+): Router {
   const router = express.Router();
   router.get(CALLBACK_PATH, async (req, res) => {
     const search = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?') + 1) : '';
@@ -47,8 +51,14 @@ export function integrationCallbackRouter(integrations: IntegrationService, sess
       res.redirect(303, target.href);
       return;
     }
-    res.set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
-    res.status(STATUS[outcome.code] ?? 400).type('html').send(page(outcome));
+    res.set(
+      'Content-Security-Policy',
+      "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    );
+    res
+      .status(STATUS[outcome.code] ?? 400)
+      .type('html')
+      .send(page(outcome));
   });
   return router;
 }

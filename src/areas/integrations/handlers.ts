@@ -2,16 +2,25 @@ import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
 import { presentIntegration } from './presenter';
 import type { IntegrationService } from './service';
 
-export function integrationHandlers(integrations: IntegrationService): Pick<HandlerMap, 'getIntegrations' | 'connectIntegration' | 'disconnectIntegration'> {
+export function integrationHandlers(
+  integrations: IntegrationService,
+): Pick<HandlerMap, 'getIntegrations' | 'connectIntegration' | 'disconnectIntegration'> {
   const present = (view: Parameters<typeof presentIntegration>[0]) => presentIntegration(view, (row) => integrations.isExpired(row));
   return {
     getIntegrations: async ({ caller, query }) => {
-      if (query.integrationId !== undefined) return { integration: present(await integrations.integration(caller.userId, query.integrationId)) };
+      if (query.integrationId !== undefined)
+        return { integration: present(await integrations.integration(caller.userId, query.integrationId)) };
       return { integrations: (await integrations.catalog(caller.userId)).map(present) };
     },
     connectIntegration: async ({ actor, body }) => {
       const started = await integrations.connect(actor, body.integrationId);
-      return { authorization: { integrationId: started.integrationId, authorizationUrl: started.authorizationUrl, expiresAt: started.expiresAt.getTime() } };
+      return {
+        authorization: {
+          integrationId: started.integrationId,
+          authorizationUrl: started.authorizationUrl,
+          expiresAt: started.expiresAt.getTime(),
+        },
+      };
     },
     disconnectIntegration: async ({ actor, query, body }) => {
       const integrationId = idFromQueryOrBody('integrationId', query, body);

@@ -1,7 +1,21 @@
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthProtectedResourceMetadata, AuthorizationServerMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js' with { 'resolution-mode': 'import' };
+import type {
+  OAuthClientInformationMixed,
+  OAuthClientMetadata,
+  OAuthProtectedResourceMetadata,
+  AuthorizationServerMetadata,
+  OAuthTokens,
+} from '@modelcontextprotocol/sdk/shared/auth.js' with { 'resolution-mode': 'import' };
 import * as oidc from 'openid-client';
 import { errorDetail, withoutAddresses } from '../../platform/ai/models';
-import { AddressNotAllowed, HostNotResolved, type Outbound, OutboundTimeout, RedirectRefused, ResponseTooLarge, UrlNotAllowed } from '../../platform/net/outbound';
+import {
+  AddressNotAllowed,
+  HostNotResolved,
+  type Outbound,
+  OutboundTimeout,
+  RedirectRefused,
+  ResponseTooLarge,
+  UrlNotAllowed,
+} from '../../platform/net/outbound';
 
 /**
  * The OAuth 2.0 protocol, through maintained libraries only: openid-client for the providers the
@@ -100,7 +114,8 @@ function providerFailure(step: string, error: unknown, secrets: Array<string | n
   const detail = scrubbed(errorDetail(error), secrets);
   if (error instanceof oidc.ResponseBodyError) {
     const described = error.error_description ? `: ${scrubbed(error.error_description, secrets)}` : '';
-    const kind = error.status >= 500 || error.error === 'server_error' || error.error === 'temporarily_unavailable' ? 'unavailable' : 'refused';
+    const kind =
+      error.status >= 500 || error.error === 'server_error' || error.error === 'temporarily_unavailable' ? 'unavailable' : 'refused';
     return new OAuthFailure(kind, `The provider refused the ${step} (${scrubbed(error.error, secrets)}${described}).`, detail);
   }
   if (error instanceof oidc.AuthorizationResponseError) {
@@ -108,7 +123,11 @@ function providerFailure(step: string, error: unknown, secrets: Array<string | n
   }
   const code = (error as { code?: unknown }).code;
   if (error instanceof oidc.ClientError && code !== 'OAUTH_TIMEOUT' && typeof code === 'string' && !/RESPONSE_IS_NOT_CONFORM/.test(code)) {
-    return new OAuthFailure('refused', `The provider's answer to the ${step} was not accepted (${scrubbed(error.message, secrets)}).`, detail);
+    return new OAuthFailure(
+      'refused',
+      `The provider's answer to the ${step} was not accepted (${scrubbed(error.message, secrets)}).`,
+      detail,
+    );
   }
   return new OAuthFailure('unavailable', `The provider could not be reached for the ${step}.`, detail);
 }
@@ -172,7 +191,11 @@ export class ProviderFlow {
     }
   }
 
-  private tokenSet(tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, previousRefresh: string | null, now: number): TokenSet {
+  private tokenSet(
+    tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
+    previousRefresh: string | null,
+    now: number,
+  ): TokenSet {
     return {
       accessToken: tokens.access_token,
       refreshToken: tokens.refresh_token ?? previousRefresh,
@@ -227,16 +250,28 @@ function serverFailure(step: string, error: unknown, secrets: Array<string | nul
   const detail = scrubbed(errorDetail(error), secrets);
   const errorCode = (error as { errorCode?: unknown }).errorCode;
   if (typeof errorCode === 'string' && errorCode !== 'server_error' && errorCode !== 'temporarily_unavailable') {
-    return new OAuthFailure('refused', `The MCP server's authorization server refused the ${step} (${scrubbed(errorCode, secrets)}).`, detail);
+    return new OAuthFailure(
+      'refused',
+      `The MCP server's authorization server refused the ${step} (${scrubbed(errorCode, secrets)}).`,
+      detail,
+    );
   }
   const chain = [error, (error as { cause?: unknown }).cause];
-  if (chain.some((e) => e instanceof OutboundTimeout)) return new OAuthFailure('unavailable', `The MCP server's authorization server did not answer the ${step} in time.`, detail);
+  if (chain.some((e) => e instanceof OutboundTimeout))
+    return new OAuthFailure('unavailable', `The MCP server's authorization server did not answer the ${step} in time.`, detail);
   if (chain.some((e) => e instanceof AddressNotAllowed || e instanceof UrlNotAllowed)) {
     return new OAuthFailure('refused', `The MCP server's authorization server is at an address that is not allowed (${step}).`, detail);
   }
-  if (chain.some((e) => e instanceof RedirectRefused)) return new OAuthFailure('unavailable', `The MCP server's authorization server answered the ${step} with a redirect, which is not followed.`, detail);
-  if (chain.some((e) => e instanceof ResponseTooLarge)) return new OAuthFailure('unavailable', `The MCP server's authorization server answered the ${step} with too much data.`, detail);
-  if (chain.some((e) => e instanceof HostNotResolved)) return new OAuthFailure('unavailable', `The MCP server's authorization server's host name does not resolve (${step}).`, detail);
+  if (chain.some((e) => e instanceof RedirectRefused))
+    return new OAuthFailure(
+      'unavailable',
+      `The MCP server's authorization server answered the ${step} with a redirect, which is not followed.`,
+      detail,
+    );
+  if (chain.some((e) => e instanceof ResponseTooLarge))
+    return new OAuthFailure('unavailable', `The MCP server's authorization server answered the ${step} with too much data.`, detail);
+  if (chain.some((e) => e instanceof HostNotResolved))
+    return new OAuthFailure('unavailable', `The MCP server's authorization server's host name does not resolve (${step}).`, detail);
   return new OAuthFailure('unavailable', `The MCP server's authorization server could not be used for the ${step}.`, detail);
 }
 
@@ -284,11 +319,19 @@ export class McpServerFlow {
     try {
       const info = await auth.discoverOAuthServerInfo(serverUrl, { fetchFn });
       if (!info.authorizationServerMetadata) {
-        throw new OAuthFailure('refused', 'The MCP server announces no OAuth authorization server (no protected-resource or authorization server metadata was found).', 'no metadata');
+        throw new OAuthFailure(
+          'refused',
+          'The MCP server announces no OAuth authorization server (no protected-resource or authorization server metadata was found).',
+          'no metadata',
+        );
       }
       const resourceMetadata = info.resourceMetadata ?? null;
       // The resource indicator: the metadata's `resource` (checked against the server URL) sent verbatim, as the SDK's auth() does.
-      const selected = await auth.selectResourceURL(serverUrl, { clientMetadata: clientMetadata(redirectUri, null) } as never, resourceMetadata ?? undefined);
+      const selected = await auth.selectResourceURL(
+        serverUrl,
+        { clientMetadata: clientMetadata(redirectUri, null) } as never,
+        resourceMetadata ?? undefined,
+      );
       discovered = {
         authorizationServerUrl: info.authorizationServerUrl,
         metadata: info.authorizationServerMetadata,
@@ -303,10 +346,19 @@ export class McpServerFlow {
     let client = known && known.discovered.authorizationServerUrl === authorizationServerUrl ? known.client : null;
     if (client === null) {
       if (!metadata.registration_endpoint) {
-        throw new OAuthFailure('refused', "The MCP server's authorization server does not allow dynamic client registration.", 'no registration_endpoint');
+        throw new OAuthFailure(
+          'refused',
+          "The MCP server's authorization server does not allow dynamic client registration.",
+          'no registration_endpoint',
+        );
       }
       try {
-        client = await auth.registerClient(authorizationServerUrl, { metadata, clientMetadata: clientMetadata(redirectUri, scope), ...(scope ? { scope } : {}), fetchFn });
+        client = await auth.registerClient(authorizationServerUrl, {
+          metadata,
+          clientMetadata: clientMetadata(redirectUri, scope),
+          ...(scope ? { scope } : {}),
+          fetchFn,
+        });
       } catch (error) {
         throw serverFailure('client registration', error, []);
       }
@@ -321,7 +373,11 @@ export class McpServerFlow {
         ...(resource ? { resource } : {}),
       });
       if (!['https:', 'http:'].includes(started.authorizationUrl.protocol)) {
-        throw new OAuthFailure('refused', "The MCP server's authorization endpoint is not an http(s) URL.", started.authorizationUrl.protocol);
+        throw new OAuthFailure(
+          'refused',
+          "The MCP server's authorization endpoint is not an http(s) URL.",
+          started.authorizationUrl.protocol,
+        );
       }
       return { authorizationUrl: started.authorizationUrl.href, codeVerifier: started.codeVerifier, discovered, client };
     } catch (error) {
@@ -329,7 +385,14 @@ export class McpServerFlow {
     }
   }
 
-  async exchange(discovered: DiscoveredServer, client: OAuthClientInformationMixed, code: string, codeVerifier: string, redirectUri: string, now: number): Promise<TokenSet> {
+  async exchange(
+    discovered: DiscoveredServer,
+    client: OAuthClientInformationMixed,
+    code: string,
+    codeVerifier: string,
+    redirectUri: string,
+    now: number,
+  ): Promise<TokenSet> {
     const auth = await sdkAuth();
     try {
       const tokens = await auth.exchangeAuthorization(discovered.authorizationServerUrl, {
@@ -368,13 +431,23 @@ export class McpServerFlow {
    * when it has none): the MCP SDK has no revocation, so openid-client makes the request, over
    * the outbound guard.
    */
-  async revoke(discovered: DiscoveredServer, client: OAuthClientInformationMixed, token: string, hint: 'refresh_token' | 'access_token'): Promise<boolean> {
+  async revoke(
+    discovered: DiscoveredServer,
+    client: OAuthClientInformationMixed,
+    token: string,
+    hint: 'refresh_token' | 'access_token',
+  ): Promise<boolean> {
     const endpoint = (discovered.metadata as { revocation_endpoint?: string }).revocation_endpoint;
     if (!endpoint) return false;
     try {
       const metadata = { ...discovered.metadata, issuer: discovered.metadata.issuer } as unknown as oidc.ServerMetadata;
       const secret = client.client_secret;
-      const config = new oidc.Configuration(metadata, client.client_id, secret ?? undefined, secret ? oidc.ClientSecretPost(secret) : oidc.None());
+      const config = new oidc.Configuration(
+        metadata,
+        client.client_id,
+        secret ?? undefined,
+        secret ? oidc.ClientSecretPost(secret) : oidc.None(),
+      );
       config[oidc.customFetch] = this.fetcher() as never;
       if (endpoint.startsWith('http:')) oidc.allowInsecureRequests(config);
       await oidc.tokenRevocation(config, token, { token_type_hint: hint });

@@ -6,7 +6,12 @@ export type ConnectionRow = Selectable<IntegrationConnections>;
 export type AuthorizationRow = Selectable<IntegrationAuthorizations>;
 
 export function findConnection(db: Database, ownerUserId: string, integrationId: string) {
-  return db.selectFrom('integration_connections').selectAll().where('owner_user_id', '=', ownerUserId).where('integration_id', '=', integrationId).executeTakeFirst();
+  return db
+    .selectFrom('integration_connections')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('integration_id', '=', integrationId)
+    .executeTakeFirst();
 }
 
 export function connections(db: Database, ownerUserId: string) {
@@ -49,7 +54,13 @@ export function claimRefresh(db: Database, id: string, version: number, now: Dat
 }
 
 /** Changes the connection only if the claim `until` on `version` still holds (no one else refreshed or claimed since); the claim ends. */
-export function updateConnectionUnderClaim(db: Database, id: string, version: number, until: Date, changes: Updateable<IntegrationConnections>) {
+export function updateConnectionUnderClaim(
+  db: Database,
+  id: string,
+  version: number,
+  until: Date,
+  changes: Updateable<IntegrationConnections>,
+) {
   return db
     .updateTable('integration_connections')
     .set({ ...changes, version: version + 1, refreshing_until: null })
@@ -62,11 +73,21 @@ export function updateConnectionUnderClaim(db: Database, id: string, version: nu
 
 /** Ends the claim `until` on `version` without changing the tokens (the refresh could not be made now). */
 export async function releaseRefresh(db: Database, id: string, version: number, until: Date): Promise<void> {
-  await db.updateTable('integration_connections').set({ refreshing_until: null }).where('id', '=', id).where('version', '=', version).where('refreshing_until', '=', until).execute();
+  await db
+    .updateTable('integration_connections')
+    .set({ refreshing_until: null })
+    .where('id', '=', id)
+    .where('version', '=', version)
+    .where('refreshing_until', '=', until)
+    .execute();
 }
 
 export async function deleteConnection(db: Database, ownerUserId: string, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('integration_connections').where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst();
+  const result = await db
+    .deleteFrom('integration_connections')
+    .where('owner_user_id', '=', ownerUserId)
+    .where('id', '=', id)
+    .executeTakeFirst();
   return Number(result.numDeletedRows) > 0;
 }
 
@@ -81,7 +102,11 @@ export function takeAuthorization(db: Database, stateHash: string) {
 
 /** Removes the owner's authorizations under way for an integration. */
 export async function deleteAuthorizations(db: Database, ownerUserId: string, integrationId: string): Promise<void> {
-  await db.deleteFrom('integration_authorizations').where('owner_user_id', '=', ownerUserId).where('integration_id', '=', integrationId).execute();
+  await db
+    .deleteFrom('integration_authorizations')
+    .where('owner_user_id', '=', ownerUserId)
+    .where('integration_id', '=', integrationId)
+    .execute();
 }
 
 /** Removes the authorizations that expired before `before` (every user's). */

@@ -158,7 +158,17 @@ export class IntegrationService {
   /** Catalog reads started by callbacks and not finished yet. */
   private readonly background = new Set<Promise<void>>();
 
-  constructor({ db, capabilities, secrets, outbound, audit, settings, log = () => undefined, onRefresh = () => undefined, now = Date.now }: IntegrationServiceDeps) {
+  constructor({
+    db,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    settings,
+    log = () => undefined,
+    onRefresh = () => undefined,
+    now = Date.now,
+  }: IntegrationServiceDeps) {
     this.db = db;
     this.capabilities = capabilities;
     this.secrets = secrets;
@@ -197,7 +207,9 @@ export class IntegrationService {
   /** The operator's providers (configured order), then the caller's OAuth MCP servers, each with the caller's connection. */
   async catalog(userId: string): Promise<IntegrationView[]> {
     const connections = new Map((await repo.connections(this.db, userId)).map((row) => [row.integration_id, row]));
-    const views: IntegrationView[] = this.settings.providers.map((provider) => this.providerView(provider, connections.get(provider.id) ?? null));
+    const views: IntegrationView[] = this.settings.providers.map((provider) =>
+      this.providerView(provider, connections.get(provider.id) ?? null),
+    );
     for (const server of (await this.servers?.oauthServers(userId)) ?? []) {
       views.push(this.serverView(server, connections.get(`${MCP_PREFIX}${server.serverId}`) ?? null));
     }
@@ -228,7 +240,10 @@ export class IntegrationService {
   async connect(actor: Actor, integrationId: string): Promise<{ integrationId: string; authorizationUrl: string; expiresAt: Date }> {
     const view = await this.integration(actor.userId, integrationId);
     const redirectUri = this.redirectUri;
-    if (redirectUri === null) throw errors.conflict('This deployment has no public URL (PUBLIC_URL) to receive OAuth callbacks at, so integrations cannot be connected.');
+    if (redirectUri === null)
+      throw errors.conflict(
+        'This deployment has no public URL (PUBLIC_URL) to receive OAuth callbacks at, so integrations cannot be connected.',
+      );
     const state = randomBytes(32).toString('base64url');
     const stateHash = hashState(state);
     const now = this.now();
@@ -249,7 +264,13 @@ export class IntegrationService {
     } catch (error) {
       if (!(error instanceof OAuthFailure)) throw error;
       this.log('an integration could not be connected', { integrationId, step: 'authorize', error: error.message, detail: error.detail });
-      await this.audit.record(actor, { action: AUTHORIZE_ACTION, resourceType: 'integration', resourceId: integrationId, outcome: 'failure', metadata: { kind: view.kind, reason: error.message } });
+      await this.audit.record(actor, {
+        action: AUTHORIZE_ACTION,
+        resourceType: 'integration',
+        resourceId: integrationId,
+        outcome: 'failure',
+        metadata: { kind: view.kind, reason: error.message },
+      });
       throw errors.integrationError(error.message);
     }
     await this.db.transaction().execute(async (trx) => {
@@ -269,7 +290,13 @@ export class IntegrationService {
       await repo.trimAuthorizations(trx, actor.userId, integrationId, PENDING_PER_INTEGRATION);
       await this.audit.record(
         actor,
-        { action: AUTHORIZE_ACTION, resourceType: 'integration', resourceId: integrationId, outcome: 'success', metadata: { kind: view.kind, expiresAt: expiresAt.getTime() } },
+        {
+          action: AUTHORIZE_ACTION,
+          resourceType: 'integration',
+          resourceId: integrationId,
+          outcome: 'success',
+          metadata: { kind: view.kind, expiresAt: expiresAt.getTime() },
+        },
         trx,
       );
     });
@@ -285,8 +312,15 @@ export class IntegrationService {
   async complete(input: { query: URLSearchParams; sessionUserId: string | null; requestId: string | null }): Promise<CallbackOutcome> {
     const { query, sessionUserId, requestId } = input;
     const state = query.get('state');
-    const fail = (code: string, message: string, integrationId: string | null = null, name: string | null = null): CallbackOutcome => ({ status: 'failed', integrationId, name, code, message });
-    if (!state || state.length > 200) return fail('invalid_state', 'This authorization is unknown or was already used; start connecting again.');
+    const fail = (code: string, message: string, integrationId: string | null = null, name: string | null = null): CallbackOutcome => ({
+      status: 'failed',
+      integrationId,
+      name,
+      code,
+      message,
+    });
+    if (!state || state.length > 200)
+      return fail('invalid_state', 'This authorization is unknown or was already used; start connecting again.');
     const pending = await repo.takeAuthorization(this.db, hashState(state));
     if (!pending) return fail('invalid_state', 'This authorization is unknown or was already used; start connecting again.');
     const integrationId = pending.integration_id;
@@ -294,17 +328,28 @@ export class IntegrationService {
     const name = await this.nameOf(integrationId, pending);
     const record = (outcome: 'success' | 'failure' | 'denied', metadata: Record<string, unknown>, actor: Actor = owner) =>
       this.audit.record(actor, { action: CONNECT_ACTION, resourceType: 'integration', resourceId: integrationId, outcome, metadata });
-    if (!(await this.capabilities.isEnabled('integrations'))) return fail('disabled', 'Integrations are disabled for this deployment.', integrationId, name);
+    if (!(await this.capabilities.isEnabled('integrations')))
+      return fail('disabled', 'Integrations are disabled for this deployment.', integrationId, name);
     if (sessionUserId === null) {
       // The state alone is not enough: whoever holds an authorization URL could otherwise have another
       // person consent with their own account and receive that person's tokens as their connection.
       await record('denied', { reason: 'sign_in_required' });
-      return fail('sign_in_required', 'This browser is not signed in to the web app: sign in to the web app in this browser, then connect again.', integrationId, name);
+      return fail(
+        'sign_in_required',
+        'This browser is not signed in to the web app: sign in to the web app in this browser, then connect again.',
+        integrationId,
+        name,
+      );
     }
     if (sessionUserId !== pending.owner_user_id) {
       // The browser is signed in as someone else than the user who started connecting: refused, and the state is spent.
       await record('denied', { reason: 'wrong_user' }, { userId: sessionUserId, requestId });
-      return fail('wrong_user', 'This authorization was started by another user; sign in as that user, or start connecting again.', integrationId, name);
+      return fail(
+        'wrong_user',
+        'This authorization was started by another user; sign in as that user, or start connecting again.',
+        integrationId,
+        name,
+      );
     }
     if (pending.expires_at.getTime() <= this.now()) {
       await record('failure', { reason: 'expired_state' });
@@ -315,7 +360,14 @@ export class IntegrationService {
     if (providerError !== null || !code) {
       const reason = providerError === 'access_denied' ? 'access_denied' : 'exchange_failed';
       await record('failure', { reason, providerError: providerError?.slice(0, 100) ?? 'no code' });
-      return fail(reason, providerError === 'access_denied' ? 'The authorization was declined.' : `The provider answered with an error (${(providerError ?? 'no code').slice(0, 100)}).`, integrationId, name);
+      return fail(
+        reason,
+        providerError === 'access_denied'
+          ? 'The authorization was declined.'
+          : `The provider answered with an error (${(providerError ?? 'no code').slice(0, 100)}).`,
+        integrationId,
+        name,
+      );
     }
     const codeVerifier = this.secrets.open(pending.code_verifier, verifierContext(pending.state_hash));
     let tokens: TokenSet;
@@ -330,7 +382,9 @@ export class IntegrationService {
         tokens = await flow.exchange(callbackUrl, state, codeVerifier, this.now());
       } else {
         discovered = pending.oauth_server as unknown as DiscoveredServer;
-        client = JSON.parse(this.secrets.open(pending.oauth_client as string, pendingClientContext(pending.state_hash))) as OAuthClientInformationMixed;
+        client = JSON.parse(
+          this.secrets.open(pending.oauth_client as string, pendingClientContext(pending.state_hash)),
+        ) as OAuthClientInformationMixed;
         tokens = await this.mcpFlow.exchange(discovered, client, code, codeVerifier, pending.redirect_uri, this.now());
       }
     } catch (error) {
@@ -358,7 +412,12 @@ export class IntegrationService {
         const flow = this.providers.get(integrationId);
         revoked = flow ? await flow.revoke(token, hint) : false;
       } else {
-        revoked = await this.mcpFlow.revoke(row.oauth_server as unknown as DiscoveredServer, this.clientOf(row) as OAuthClientInformationMixed, token, hint);
+        revoked = await this.mcpFlow.revoke(
+          row.oauth_server as unknown as DiscoveredServer,
+          this.clientOf(row) as OAuthClientInformationMixed,
+          token,
+          hint,
+        );
       }
     } catch (error) {
       if (!(error instanceof OAuthFailure)) throw error;
@@ -369,7 +428,13 @@ export class IntegrationService {
       if (!(await repo.deleteConnection(trx, actor.userId, row.id))) throw errors.notFound('You have no connection to this integration.');
       await this.audit.record(
         actor,
-        { action: DISCONNECT_ACTION, resourceType: 'integration', resourceId: integrationId, outcome: 'success', metadata: { revoked, ...(revocationError ? { revocationError } : {}) } },
+        {
+          action: DISCONNECT_ACTION,
+          resourceType: 'integration',
+          resourceId: integrationId,
+          outcome: 'success',
+          metadata: { revoked, ...(revocationError ? { revocationError } : {}) },
+        },
         trx,
       );
     });
@@ -439,7 +504,10 @@ export class IntegrationService {
       const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
       if (!latest || latest.id !== row.id || latest.version !== row.version || latest.status !== 'active') return latest;
       if (latest.refreshing_until === null || latest.refreshing_until.getTime() <= this.now()) return latest;
-      if (this.now() >= deadline) throw new IntegrationUnavailable(`The token of "${name}" is being refreshed by another request that has not finished. Try again shortly.`);
+      if (this.now() >= deadline)
+        throw new IntegrationUnavailable(
+          `The token of "${name}" is being refreshed by another request that has not finished. Try again shortly.`,
+        );
       await sleep(pause);
       pause = Math.min(pause * 2, 250);
     }
@@ -458,12 +526,22 @@ export class IntegrationService {
         if (!flow) throw new OAuthFailure('refused', 'The deployment no longer offers this integration.', 'provider removed');
         tokens = await flow.refresh(refreshToken, this.now());
       } else {
-        tokens = await this.mcpFlow.refresh(row.oauth_server as unknown as DiscoveredServer, this.clientOf(row) as OAuthClientInformationMixed, refreshToken, this.now());
+        tokens = await this.mcpFlow.refresh(
+          row.oauth_server as unknown as DiscoveredServer,
+          this.clientOf(row) as OAuthClientInformationMixed,
+          refreshToken,
+          this.now(),
+        );
       }
     } catch (error) {
       const refusedNow = error instanceof OAuthFailure && error.kind === 'refused';
       // Only the holder of the claim, at the version it refreshed, marks the connection expired; otherwise the claim just ends.
-      const expired = refusedNow ? await repo.updateConnectionUnderClaim(this.db, row.id, row.version, until, { status: 'expired', updated_at: new Date(this.now()) }) : undefined;
+      const expired = refusedNow
+        ? await repo.updateConnectionUnderClaim(this.db, row.id, row.version, until, {
+            status: 'expired',
+            updated_at: new Date(this.now()),
+          })
+        : undefined;
       if (!refusedNow) await repo.releaseRefresh(this.db, row.id, row.version, until);
       if (!(error instanceof OAuthFailure)) throw error;
       // Refused, but the claim no longer held: another request decides what becomes of the connection.
@@ -471,11 +549,17 @@ export class IntegrationService {
       if (refusedNow && !expired) {
         const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
         // Connected again, or refreshed by another request after this claim lapsed: its tokens are used.
-        if (latest && latest.status === 'active' && latest.version !== row.version) return this.secrets.open(latest.access_token, accessContext(latest.id));
+        if (latest && latest.status === 'active' && latest.version !== row.version)
+          return this.secrets.open(latest.access_token, accessContext(latest.id));
         undecided = latest?.status === 'active';
       }
       this.onRefresh(error.kind);
-      this.log('an integration token could not be refreshed', { integrationId: row.integration_id, kind: error.kind, error: error.message, detail: error.detail });
+      this.log('an integration token could not be refreshed', {
+        integrationId: row.integration_id,
+        kind: error.kind,
+        error: error.message,
+        detail: error.detail,
+      });
       await record('failure', { reason: error.kind, error: error.message });
       if (error.kind === 'unavailable' || undecided) throw new IntegrationUnavailable(`${error.message} Try again shortly.`);
       throw new NotConnected(row.integration_id, 'expired', name);
@@ -495,7 +579,10 @@ export class IntegrationService {
     if (!stored) {
       // Connected again, disconnected or expired meanwhile: these tokens were not kept, so this refresh is no success.
       const latest = await repo.findConnection(this.db, row.owner_user_id, row.integration_id);
-      this.log('refreshed integration tokens were not stored: the connection changed meanwhile', { integrationId: row.integration_id, connection: latest ? latest.status : 'removed' });
+      this.log('refreshed integration tokens were not stored: the connection changed meanwhile', {
+        integrationId: row.integration_id,
+        connection: latest ? latest.status : 'removed',
+      });
       if (latest && latest.status === 'active') return this.secrets.open(latest.access_token, accessContext(latest.id));
       throw new NotConnected(row.integration_id, latest ? 'expired' : 'missing', name);
     }
@@ -528,7 +615,14 @@ export class IntegrationService {
   }
 
   /** Stores new tokens as the caller's connection (replacing an earlier one), audited. */
-  private async store(actor: Actor, integrationId: string, serverId: string | null, tokens: TokenSet, discovered: DiscoveredServer | null, client: OAuthClientInformationMixed | null): Promise<void> {
+  private async store(
+    actor: Actor,
+    integrationId: string,
+    serverId: string | null,
+    tokens: TokenSet,
+    discovered: DiscoveredServer | null,
+    client: OAuthClientInformationMixed | null,
+  ): Promise<void> {
     const now = new Date(this.now());
     await this.db.transaction().execute(async (trx) => {
       await lockForTransaction(trx, `integration:${actor.userId}:${integrationId}`);
@@ -550,7 +644,15 @@ export class IntegrationService {
         updated_at: now,
       };
       if (existing) await repo.updateConnection(trx, id, { ...fields, version: existing.version + 1, created_at: now });
-      else await repo.insertConnection(trx, { id, owner_user_id: actor.userId, integration_id: integrationId, ...fields, version: 1, created_at: now });
+      else
+        await repo.insertConnection(trx, {
+          id,
+          owner_user_id: actor.userId,
+          integration_id: integrationId,
+          ...fields,
+          version: 1,
+          created_at: now,
+        });
       await this.audit.record(
         actor,
         {
@@ -558,7 +660,12 @@ export class IntegrationService {
           resourceType: 'integration',
           resourceId: integrationId,
           outcome: 'success',
-          metadata: { scope: tokens.scope, hasRefreshToken: tokens.refreshToken !== null, expiresAt: tokens.expiresAt?.getTime() ?? null, replaced: existing !== undefined },
+          metadata: {
+            scope: tokens.scope,
+            hasRefreshToken: tokens.refreshToken !== null,
+            expiresAt: tokens.expiresAt?.getTime() ?? null,
+            replaced: existing !== undefined,
+          },
         },
         trx,
       );
@@ -566,7 +673,9 @@ export class IntegrationService {
   }
 
   private clientOf(row: repo.ConnectionRow): OAuthClientInformationMixed | null {
-    return row.oauth_client === null ? null : (JSON.parse(this.secrets.open(row.oauth_client, clientContext(row.id))) as OAuthClientInformationMixed);
+    return row.oauth_client === null
+      ? null
+      : (JSON.parse(this.secrets.open(row.oauth_client, clientContext(row.id))) as OAuthClientInformationMixed);
   }
 
   /** The client registered and the server discovered by an earlier connection, to reuse the registration. */

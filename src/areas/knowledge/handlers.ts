@@ -6,7 +6,11 @@ export function knowledgeHandlers(knowledge: KnowledgeService): Pick<HandlerMap,
   return {
     searchKnowledge: async ({ caller, body }) => {
       const { retrieval, hits, note } = await knowledge.search(caller.userId, body);
-      return { results: hits.map(({ hit, score }) => presentKnowledgeResult(hit, score)), retrieval, ...(note ? { retrievalNote: note.slice(0, 1000) } : {}) };
+      return {
+        results: hits.map(({ hit, score }) => presentKnowledgeResult(hit, score)),
+        retrieval,
+        ...(note ? { retrievalNote: note.slice(0, 1000) } : {}),
+      };
     },
   };
 }

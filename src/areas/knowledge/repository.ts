@@ -30,7 +30,10 @@ const nothing = sql``;
  * One SELECT per source over the rows the caller may read: kind, id, title, the text to cut a
  * snippet from, project, file position, and `extra` (a match condition or a join).
  */
-function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unknown>; where: RawBuilder<unknown>; measure: RawBuilder<unknown> }>) {
+function branches(
+  scope: Scope,
+  parts: Record<SourceKind, { from: RawBuilder<unknown>; where: RawBuilder<unknown>; measure: RawBuilder<unknown> }>,
+) {
   const { userId, projectId } = scope;
   const inProject = (column: RawBuilder<unknown>) => (projectId !== undefined ? sql`and ${column} = ${projectId}` : nothing);
   const selects: Record<SourceKind, RawBuilder<unknown>> = {
@@ -54,7 +57,10 @@ function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unk
                      or exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = ${userId}))
                 ${parts.file.where} ${inProject(sql`f.project_id`)}`,
   };
-  return sql.join(scope.kinds.map((kind) => selects[kind]), sql` union all `);
+  return sql.join(
+    scope.kinds.map((kind) => selects[kind]),
+    sql` union all `,
+  );
 }
 
 /**
@@ -63,7 +69,8 @@ function branches(scope: Scope, parts: Record<SourceKind, { from: RawBuilder<unk
  */
 export type Snippets = 'cut' | 'later';
 
-const snippetOf = (snippets: Snippets) => (snippets === 'cut' ? sql`ts_headline('english', body, (select q from query), ${HEADLINE})` : sql`body`);
+const snippetOf = (snippets: Snippets) =>
+  snippets === 'cut' ? sql`ts_headline('english', body, (select q from query), ${HEADLINE})` : sql`body`;
 
 /** The snippets of texts (hits' `later` snippets), cut as search results' are, in order. */
 export async function cutSnippets(db: Database, query: string, texts: string[]): Promise<string[]> {
@@ -263,7 +270,11 @@ export async function pendingSources(db: Database, model: string, skip: string[]
   return result.rows;
 }
 
-export async function upsertEmbeddings(db: Database, model: string, rows: Array<Omit<PendingSource, 'model' | 'attempt'> & { vector: string }>): Promise<void> {
+export async function upsertEmbeddings(
+  db: Database,
+  model: string,
+  rows: Array<Omit<PendingSource, 'model' | 'attempt'> & { vector: string }>,
+): Promise<void> {
   if (rows.length === 0) return;
   const values = sql.join(rows.map((r) => sql`(${r.kind}, ${r.id}, ${r.owner}, ${r.version}, ${r.vector}::vector, ${model})`));
   await sql`

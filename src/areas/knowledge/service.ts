@@ -113,7 +113,16 @@ export class KnowledgeService {
   /** Users' embedders whose indexing failed, by `attempt` (see repo.PendingSource): when to try again. */
   private readonly failingConnections = new Map<string, { failures: number; retryAt: number }>();
 
-  constructor({ db, capabilities, projects, embedder, userEmbeddings, vectorAvailable, log = () => undefined, now = Date.now }: KnowledgeServiceDeps) {
+  constructor({
+    db,
+    capabilities,
+    projects,
+    embedder,
+    userEmbeddings,
+    vectorAvailable,
+    log = () => undefined,
+    now = Date.now,
+  }: KnowledgeServiceDeps) {
     this.db = db;
     this.capabilities = capabilities;
     this.projects = projects;
@@ -142,9 +151,17 @@ export class KnowledgeService {
       const message = error instanceof EmbeddingsFailure ? error.message : `The embeddings failed: ${(error as Error).message}`;
       if (message !== this.healthState.lastError) {
         const detail = error instanceof EmbeddingsFailure && error.detail !== error.message ? error.detail : undefined;
-        this.log('warn', 'embeddings failed; knowledge search answers from full-text retrieval', { model: this.embedder.name, error: message, detail });
+        this.log('warn', 'embeddings failed; knowledge search answers from full-text retrieval', {
+          model: this.embedder.name,
+          error: message,
+          detail,
+        });
       }
-      Object.assign(this.healthState, { state: 'failing', lastError: message, consecutiveFailures: this.healthState.consecutiveFailures + 1 });
+      Object.assign(this.healthState, {
+        state: 'failing',
+        lastError: message,
+        consecutiveFailures: this.healthState.consecutiveFailures + 1,
+      });
       throw error;
     }
   }
@@ -157,7 +174,11 @@ export class KnowledgeService {
    * The caller's best results for `request`. With `withText`, each hit also carries the whole text
    * its snippet was cut from (`text`: the chunk, the note, the memory item, the project's fields).
    */
-  async search(userId: string, request: Request, withText = false): Promise<{ retrieval: 'hybrid' | 'lexical'; note: string | undefined; hits: Array<{ hit: repo.Hit; score: number; text?: string }> }> {
+  async search(
+    userId: string,
+    request: Request,
+    withText = false,
+  ): Promise<{ retrieval: 'hybrid' | 'lexical'; note: string | undefined; hits: Array<{ hit: repo.Hit; score: number; text?: string }> }> {
     await this.projects.requireOwnedIfNamed(userId, request.projectId);
     const scope: repo.Scope = {
       userId,
@@ -168,7 +189,14 @@ export class KnowledgeService {
     const lexicalOnly = async (note?: string) => {
       if (withText) {
         const hits = await repo.lexicalHits(this.db, scope, request.query, limit, 'later');
-        return { retrieval: 'lexical' as const, hits: await this.cut(request.query, hits.map((hit) => ({ hit, score: Number(hit.score) }))), note };
+        return {
+          retrieval: 'lexical' as const,
+          hits: await this.cut(
+            request.query,
+            hits.map((hit) => ({ hit, score: Number(hit.score) })),
+          ),
+          note,
+        };
       }
       const hits = await repo.lexicalHits(this.db, scope, request.query, limit);
       return { retrieval: 'lexical' as const, hits: hits.map((hit) => ({ hit, score: Number(hit.score) })), note };
@@ -179,7 +207,9 @@ export class KnowledgeService {
     let vector: number[];
     try {
       [vector] = (
-        chosen.kind === 'connection' ? await this.embedThrough(userId, chosen, [request.query], 'query') : await this.embed([request.query], 'query')
+        chosen.kind === 'connection'
+          ? await this.embedThrough(userId, chosen, [request.query], 'query')
+          : await this.embed([request.query], 'query')
       ) as [number[]];
     } catch (error) {
       // Embeddings never fail a search: it answers from full-text retrieval and says why.
@@ -209,7 +239,11 @@ export class KnowledgeService {
 
   /** Hits whose `snippet` holds their whole text, with their snippets cut and that text kept as `text`. */
   private async cut(query: string, hits: Array<{ hit: repo.Hit; score: number }>) {
-    const snippets = await repo.cutSnippets(this.db, query, hits.map(({ hit }) => hit.snippet));
+    const snippets = await repo.cutSnippets(
+      this.db,
+      query,
+      hits.map(({ hit }) => hit.snippet),
+    );
     return hits.map(({ score, hit }, i) => ({ score, hit: { ...hit, snippet: snippets[i] as string }, text: hit.snippet }));
   }
 
@@ -219,8 +253,22 @@ export class KnowledgeService {
    * files shared with them), each with the text of its passage. `query` is cut to the search's
    * longest query. Embeddings that fail make it lexical, as search does; other failures throw.
    */
-  async passages(userId: string, query: string, options: { limit: number; sources?: Request['sources'] }): Promise<{ retrieval: 'hybrid' | 'lexical'; passages: KnowledgePassage[] }> {
-    const { retrieval, hits } = await this.search(userId, { query: Array.from(query.slice(0, 2 * MAX_QUERY_CHARS)).slice(0, MAX_QUERY_CHARS).join(''), limit: options.limit, sources: options.sources }, true);
+  async passages(
+    userId: string,
+    query: string,
+    options: { limit: number; sources?: Request['sources'] },
+  ): Promise<{ retrieval: 'hybrid' | 'lexical'; passages: KnowledgePassage[] }> {
+    const { retrieval, hits } = await this.search(
+      userId,
+      {
+        query: Array.from(query.slice(0, 2 * MAX_QUERY_CHARS))
+          .slice(0, MAX_QUERY_CHARS)
+          .join(''),
+        limit: options.limit,
+        sources: options.sources,
+      },
+      true,
+    );
     return {
       retrieval,
       passages: hits.map(({ hit, text }) => ({
@@ -247,7 +295,10 @@ export class KnowledgeService {
   private async embedderOf(userId: string, modelId: string | null): Promise<UserEmbedder> {
     const users = this.userEmbeddings;
     if (modelId === null || users === null) return { kind: 'deployment' };
-    const found = await users.models.connectionEmbedder(userId, modelId, { timeoutMs: users.timeoutMs, queryTimeoutMs: users.queryTimeoutMs });
+    const found = await users.models.connectionEmbedder(userId, modelId, {
+      timeoutMs: users.timeoutMs,
+      queryTimeoutMs: users.queryTimeoutMs,
+    });
     if (found.state === 'fallback') return { kind: 'deployment' };
     if (found.state === 'problem') return { kind: 'unavailable', reason: found.message };
     return { kind: 'connection', embedder: found.embedder, connectionId: found.connectionId, info: found.info };
@@ -334,7 +385,10 @@ export class KnowledgeService {
         const rows = (vectors: number[][]) => sources.map((p, i) => ({ ...p, vector: toVectorLiteral(vectors[i] as number[]) }));
         if (model === this.embedder.name) {
           try {
-            const vectors = await this.embed(sources.map((p) => p.text), 'index');
+            const vectors = await this.embed(
+              sources.map((p) => p.text),
+              'index',
+            );
             await repo.upsertEmbeddings(this.db, model, rows(vectors));
             total += sources.length;
           } catch (error) {
@@ -349,18 +403,32 @@ export class KnowledgeService {
           skip.add(attempt);
           if (chosen.kind === 'unavailable') {
             this.connectionFailed(attempt);
-            this.log('info', "a user's embeddings model cannot be used; their records wait", { userId: owner, model, error: chosen.reason });
+            this.log('info', "a user's embeddings model cannot be used; their records wait", {
+              userId: owner,
+              model,
+              error: chosen.reason,
+            });
           }
           continue;
         }
         try {
-          await this.embedThrough(owner, chosen, sources.map((p) => p.text), 'index', (trx, vectors) => repo.upsertEmbeddings(trx, model, rows(vectors)));
+          await this.embedThrough(
+            owner,
+            chosen,
+            sources.map((p) => p.text),
+            'index',
+            (trx, vectors) => repo.upsertEmbeddings(trx, model, rows(vectors)),
+          );
           this.failingConnections.delete(attempt);
           total += sources.length;
         } catch (error) {
           skip.add(attempt);
           this.connectionFailed(attempt);
-          this.log('info', "embeddings through a user's connection failed; their records wait", { userId: owner, model, error: (error as Error).message });
+          this.log('info', "embeddings through a user's connection failed; their records wait", {
+            userId: owner,
+            model,
+            error: (error as Error).message,
+          });
         }
       }
     }

@@ -1,6 +1,14 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js' with { 'resolution-mode': 'import' };
 import { errorDetail, withoutAddresses } from '../../platform/ai/models';
-import { AddressNotAllowed, HostNotResolved, type Outbound, OutboundTimeout, RedirectRefused, ResponseTooLarge, UrlNotAllowed } from '../../platform/net/outbound';
+import {
+  AddressNotAllowed,
+  HostNotResolved,
+  type Outbound,
+  OutboundTimeout,
+  RedirectRefused,
+  ResponseTooLarge,
+  UrlNotAllowed,
+} from '../../platform/net/outbound';
 
 /**
  * The MCP client: each exchange with a server (reading its tool catalog, calling one tool) opens
@@ -38,7 +46,8 @@ export interface RawToolResult {
 }
 
 /** How an exchange ended, the metrics' `outcome`. */
-export type McpOutcome = 'ok' | 'tool_error' | 'timeout' | 'unreachable' | 'http_error' | 'not_allowed' | 'too_large' | 'protocol' | 'cancelled';
+export type McpOutcome =
+  'ok' | 'tool_error' | 'timeout' | 'unreachable' | 'http_error' | 'not_allowed' | 'too_large' | 'protocol' | 'cancelled';
 
 /** An exchange that failed; `message` is safe to store and show, `detail` is for the log only. */
 export class McpFailure extends Error {
@@ -98,8 +107,18 @@ export class McpConnector {
           };
           bytes += Buffer.byteLength(JSON.stringify(listed));
           tools.push(listed);
-          if (tools.length > CATALOG_MAX_TOOLS) throw new McpFailure('too_large', `The MCP server lists more than ${CATALOG_MAX_TOOLS} tools, the most a server may have.`, `${tools.length}+ tools`);
-          if (bytes > CATALOG_MAX_BYTES) throw new McpFailure('too_large', `The MCP server's tool catalog is larger than ${CATALOG_MAX_BYTES} bytes.`, `${bytes}+ bytes`);
+          if (tools.length > CATALOG_MAX_TOOLS)
+            throw new McpFailure(
+              'too_large',
+              `The MCP server lists more than ${CATALOG_MAX_TOOLS} tools, the most a server may have.`,
+              `${tools.length}+ tools`,
+            );
+          if (bytes > CATALOG_MAX_BYTES)
+            throw new McpFailure(
+              'too_large',
+              `The MCP server's tool catalog is larger than ${CATALOG_MAX_BYTES} bytes.`,
+              `${bytes}+ bytes`,
+            );
         }
         cursor = answer.nextCursor;
         if (!cursor) return tools;
@@ -109,7 +128,13 @@ export class McpConnector {
   }
 
   /** Calls one tool; McpFailure when the exchange fails (a tool that reports an error is a result). */
-  async callTool(target: McpTarget, secret: string | null, name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<RawToolResult> {
+  async callTool(
+    target: McpTarget,
+    secret: string | null,
+    name: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<RawToolResult> {
     return this.session(target, secret, this.settings.maxResponseBytes, signal, async (client, options) => {
       return (await client.callTool({ name, arguments: args }, undefined, options)) as RawToolResult;
     });
@@ -139,7 +164,13 @@ export class McpConnector {
     const fetcher: typeof fetch = async (input, init) => {
       try {
         const response = await guarded(input, init);
-        return response.body ? new Response(watched(response.body, stop), { status: response.status, statusText: response.statusText, headers: response.headers }) : response;
+        return response.body
+          ? new Response(watched(response.body, stop), {
+              status: response.status,
+              statusText: response.statusText,
+              headers: response.headers,
+            })
+          : response;
       } catch (error) {
         fetchError ??= error;
         if (isGuardError(error)) stop(error);
@@ -165,7 +196,9 @@ export class McpConnector {
     } catch (error) {
       const reason = controller.signal.aborted ? (controller.signal.reason as Stopped).reason : error;
       const failure = describeFailure(reason, target.timeoutMs, secret);
-      throw failure.outcome === 'protocol' && fetchError !== undefined && !(reason instanceof McpFailure) ? describeFailure(fetchError, target.timeoutMs, secret) : failure;
+      throw failure.outcome === 'protocol' && fetchError !== undefined && !(reason instanceof McpFailure)
+        ? describeFailure(fetchError, target.timeoutMs, secret)
+        : failure;
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
@@ -247,17 +280,27 @@ export function describeFailure(error: unknown, timeoutMs: number, secret: strin
   const tooLarge = find(ResponseTooLarge);
   if (tooLarge) return new McpFailure('too_large', `The MCP server's answer is larger than ${tooLarge.maxBytes} bytes.`, detail);
   const redirect = find(RedirectRefused);
-  if (redirect) return new McpFailure('http_error', `The MCP server answered a redirect (${redirect.status}), which is not followed.`, detail);
+  if (redirect)
+    return new McpFailure('http_error', `The MCP server answered a redirect (${redirect.status}), which is not followed.`, detail);
   const address = find(AddressNotAllowed);
   if (address) return new McpFailure('not_allowed', `The MCP server's address is not allowed (a ${address.range} address).`, detail);
-  if (find(UrlNotAllowed)) return new McpFailure('not_allowed', `The MCP server's URL is not allowed: ${scrub((find(UrlNotAllowed) as Error).message, secret)}.`, detail);
+  if (find(UrlNotAllowed))
+    return new McpFailure(
+      'not_allowed',
+      `The MCP server's URL is not allowed: ${scrub((find(UrlNotAllowed) as Error).message, secret)}.`,
+      detail,
+    );
   if (find(HostNotResolved)) return new McpFailure('unreachable', "The MCP server's host name does not resolve.", detail);
   for (const e of chain) {
     const { name, code } = e as { name?: unknown; code?: unknown };
     if (typeof name === 'string' && /McpError/.test(name) && typeof code === 'number') {
       if (code === -32001) return new McpFailure('timeout', `The MCP server did not answer within ${timeoutMs} ms.`, detail);
       if (code === -32000) return new McpFailure('unreachable', 'The MCP server closed the connection.', detail);
-      return new McpFailure('protocol', `The MCP server answered an error (${code}): ${scrub((e as Error).message.replace(/^MCP error -?\d+:\s*/, ''), secret)}`, detail);
+      return new McpFailure(
+        'protocol',
+        `The MCP server answered an error (${code}): ${scrub((e as Error).message.replace(/^MCP error -?\d+:\s*/, ''), secret)}`,
+        detail,
+      );
     }
     if (typeof code === 'number' && code >= 300) {
       const hint = code === 401 || code === 403 ? ' (check the credentials)' : '';
@@ -266,8 +309,10 @@ export function describeFailure(error: unknown, timeoutMs: number, secret: strin
     if (typeof code === 'string' || (e instanceof TypeError && /fetch failed/.test(e.message))) {
       return new McpFailure('unreachable', 'The MCP server could not be reached.', detail);
     }
-    if (typeof name === 'string' && /ZodError/.test(name)) return new McpFailure('protocol', "The MCP server's answer is not valid MCP.", detail);
+    if (typeof name === 'string' && /ZodError/.test(name))
+      return new McpFailure('protocol', "The MCP server's answer is not valid MCP.", detail);
   }
-  if (chain.some((e) => (e as { name?: unknown }).name === 'SseError')) return new McpFailure('unreachable', 'The MCP server could not be reached.', detail);
+  if (chain.some((e) => (e as { name?: unknown }).name === 'SseError'))
+    return new McpFailure('unreachable', 'The MCP server could not be reached.', detail);
   return new McpFailure('protocol', "The MCP server's answer could not be read.", detail);
 }

@@ -4,7 +4,13 @@ import type { ServerView } from './repository';
 import { integrationIdOf, type PolicedTool, policed, policiesOf, type ToolPolicy, toolsOf } from './service';
 
 export function presentTool(tool: PolicedTool): Schemas['McpTool'] {
-  return { name: tool.name, namespacedName: tool.namespacedName, description: tool.description, inputSchema: tool.inputSchema, policy: tool.policy };
+  return {
+    name: tool.name,
+    namespacedName: tool.namespacedName,
+    description: tool.description,
+    inputSchema: tool.inputSchema,
+    policy: tool.policy,
+  };
 }
 
 /** A server as clients see it: never its credentials (`hasCredentials`). */

@@ -9,7 +9,12 @@ export type ServerRow = Selectable<McpServers>;
 export const { find: findServer, update: updateServer, remove: deleteServer } = ownedRecords('mcp_servers');
 
 export function findServerByPrefix(db: Database, ownerUserId: string, toolPrefix: string) {
-  return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('tool_prefix', '=', toolPrefix).executeTakeFirst();
+  return db
+    .selectFrom('mcp_servers')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('tool_prefix', '=', toolPrefix)
+    .executeTakeFirst();
 }
 
 /** The owner's servers; read a page at a time (their credentials only to say whether they have them). */
@@ -37,7 +42,13 @@ export type ServerView = ListedRecord<'mcp_servers', typeof serverList>;
 
 /** The owner's enabled servers, oldest first (the order their tools are offered in). */
 export function enabledServers(db: Database, ownerUserId: string) {
-  return db.selectFrom('mcp_servers').selectAll().where('owner_user_id', '=', ownerUserId).where('enabled', '=', true).orderBy('id', 'asc').execute();
+  return db
+    .selectFrom('mcp_servers')
+    .selectAll()
+    .where('owner_user_id', '=', ownerUserId)
+    .where('enabled', '=', true)
+    .orderBy('id', 'asc')
+    .execute();
 }
 
 /** The owner's servers that sign in with their own authorization server (`oauth` without an integration), oldest first. */
@@ -70,4 +81,3 @@ export async function prefixes(db: Database, ownerUserId: string): Promise<Set<s
 export function insertServer(db: Database, row: Insertable<McpServers>) {
   return db.insertInto('mcp_servers').values(row).returningAll().executeTakeFirstOrThrow();
 }
-

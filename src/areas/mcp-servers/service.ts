@@ -10,8 +10,23 @@ import type { PageRequest } from '../../platform/pagination';
 import type { SealedColumn, Secrets } from '../../platform/secrets';
 import type { Actor, AuditService } from '../audit/service';
 import type { CapabilityService } from '../capabilities/service';
-import { IntegrationUnavailable, type IntegrationService, MCP_PREFIX, NotConnected, type OAuthServer, type OAuthServers } from '../integrations/service';
-import { type ListedTool, McpConnector, McpFailure, type McpOutcome, type McpTarget, type McpTransportKind, type RawToolResult } from './client';
+import {
+  IntegrationUnavailable,
+  type IntegrationService,
+  MCP_PREFIX,
+  NotConnected,
+  type OAuthServer,
+  type OAuthServers,
+} from '../integrations/service';
+import {
+  type ListedTool,
+  McpConnector,
+  McpFailure,
+  type McpOutcome,
+  type McpTarget,
+  type McpTransportKind,
+  type RawToolResult,
+} from './client';
 import { namespacedName, prefixFrom, prefixOf, uniquePrefix } from './names';
 import * as repo from './repository';
 
@@ -122,7 +137,8 @@ const RESERVED_HEADERS = new Set([
 ]);
 
 export const toolsOf = (row: Pick<repo.ServerRow, 'tools'>): CatalogTool[] => (row.tools as unknown as CatalogTool[] | null) ?? [];
-export const policiesOf = (row: Pick<repo.ServerRow, 'tool_policies'>): Record<string, ToolPolicy> => (row.tool_policies as unknown as Record<string, ToolPolicy> | null) ?? {};
+export const policiesOf = (row: Pick<repo.ServerRow, 'tool_policies'>): Record<string, ToolPolicy> =>
+  (row.tool_policies as unknown as Record<string, ToolPolicy> | null) ?? {};
 
 /** The catalog's tools with the policies of the server (stored, or a draft's). */
 export function policed(tools: CatalogTool[], defaultPolicy: ToolPolicy, policies: Record<string, ToolPolicy>): PolicedTool[] {
@@ -176,7 +192,18 @@ export class McpServerService implements OAuthServers {
   private readonly observe: McpObserver;
   private readonly now: () => number;
 
-  constructor({ db, capabilities, secrets, outbound, audit, integrations, settings, log = () => undefined, observe = () => undefined, now = Date.now }: McpServerServiceDeps) {
+  constructor({
+    db,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    integrations,
+    settings,
+    log = () => undefined,
+    observe = () => undefined,
+    now = Date.now,
+  }: McpServerServiceDeps) {
     this.db = db;
     this.integrations = integrations;
     this.capabilities = capabilities;
@@ -231,7 +258,11 @@ export class McpServerService implements OAuthServers {
         created_at: now,
         updated_at: now,
       });
-      await this.audit.record(actor, { action: SERVER_CREATE_ACTION, resourceType: 'mcp_server', resourceId: id, outcome: 'success', metadata: auditMetadata(row) }, trx);
+      await this.audit.record(
+        actor,
+        { action: SERVER_CREATE_ACTION, resourceType: 'mcp_server', resourceId: id, outcome: 'success', metadata: auditMetadata(row) },
+        trx,
+      );
       return row;
     });
     return created.enabled ? this.readCatalog(created) : created;
@@ -242,7 +273,12 @@ export class McpServerService implements OAuthServers {
     const authentication = input.authentication ?? current.authentication;
     // Credentials and a header name belong to the authentication that uses them (as an integration to oauth).
     const keepsCredentials = (authentication === 'bearer' || authentication === 'header') && input.credentials !== null;
-    const integrationId = authentication !== 'oauth' ? (input.integrationId ?? null) : input.integrationId !== undefined ? input.integrationId : current.integration_id;
+    const integrationId =
+      authentication !== 'oauth'
+        ? (input.integrationId ?? null)
+        : input.integrationId !== undefined
+          ? input.integrationId
+          : current.integration_id;
     const reachFields = ['url', 'transport', 'authentication', 'headerName', 'credentials', 'integrationId'] as const;
     const reachChanged = reachFields.some((field) => input[field] !== undefined);
     const reach = await this.checkReach({
@@ -251,7 +287,8 @@ export class McpServerService implements OAuthServers {
       authentication,
       headerName: input.headerName !== undefined ? input.headerName : authentication === 'header' ? current.header_name : null,
       credentials: typeof input.credentials === 'string' ? input.credentials : null,
-      hasCredentials: typeof input.credentials === 'string' || (keepsCredentials && input.credentials === undefined && current.credentials !== null),
+      hasCredentials:
+        typeof input.credentials === 'string' || (keepsCredentials && input.credentials === undefined && current.credentials !== null),
       integrationId,
       // Only a new URL is resolved again (a stored one is checked on every request anyway).
       urlChanged: input.url !== undefined,
@@ -290,7 +327,17 @@ export class McpServerService implements OAuthServers {
       });
       if (!row) throw errors.notFound(NOT_FOUND);
       const changed = Object.keys(input).filter((name) => name !== 'serverId');
-      await this.audit.record(actor, { action: SERVER_UPDATE_ACTION, resourceType: 'mcp_server', resourceId: row.id, outcome: 'success', metadata: { ...auditMetadata(row), changed } }, trx);
+      await this.audit.record(
+        actor,
+        {
+          action: SERVER_UPDATE_ACTION,
+          resourceType: 'mcp_server',
+          resourceId: row.id,
+          outcome: 'success',
+          metadata: { ...auditMetadata(row), changed },
+        },
+        trx,
+      );
       return row;
     });
     return updated.enabled && (enabling || reachChanged) ? this.readCatalog(updated) : updated;
@@ -299,11 +346,22 @@ export class McpServerService implements OAuthServers {
   async deleteServer(actor: Actor, serverId: string): Promise<void> {
     const current = await this.server(actor.userId, serverId);
     // Its own authorization server's connection goes with it: revoked first where the server can.
-    if (current.authentication === 'oauth' && current.integration_id === null) await this.integrations?.forget(actor, `${MCP_PREFIX}${serverId}`);
+    if (current.authentication === 'oauth' && current.integration_id === null)
+      await this.integrations?.forget(actor, `${MCP_PREFIX}${serverId}`);
     await this.db.transaction().execute(async (trx) => {
       const row = await repo.findServer(trx, actor.userId, serverId);
       if (!row || !(await repo.deleteServer(trx, actor.userId, serverId))) throw errors.notFound(NOT_FOUND);
-      await this.audit.record(actor, { action: SERVER_DELETE_ACTION, resourceType: 'mcp_server', resourceId: serverId, outcome: 'success', metadata: auditMetadata(row) }, trx);
+      await this.audit.record(
+        actor,
+        {
+          action: SERVER_DELETE_ACTION,
+          resourceType: 'mcp_server',
+          resourceId: serverId,
+          outcome: 'success',
+          metadata: auditMetadata(row),
+        },
+        trx,
+      );
     });
   }
 
@@ -320,16 +378,28 @@ export class McpServerService implements OAuthServers {
     if (reach.authentication === 'oauth') {
       // A draft signs in with a configured provider's connection; its own authorization server is connected once it is saved.
       if (reach.integrationId === null) {
-        return { ok: false, tools: [], error: 'A server that signs in with its own authorization server is connected once saved (POST /api/v1/integrations/connect), then read.', testedAt };
+        return {
+          ok: false,
+          tools: [],
+          error:
+            'A server that signs in with its own authorization server is connected once saved (POST /api/v1/integrations/connect), then read.',
+          testedAt,
+        };
       }
       try {
         secret = await this.oauthToken(userId, reach.integrationId, input.name);
       } catch (error) {
-        if (error instanceof NotConnected || error instanceof IntegrationUnavailable) return { ok: false, tools: [], error: error.message, testedAt };
+        if (error instanceof NotConnected || error instanceof IntegrationUnavailable)
+          return { ok: false, tools: [], error: error.message, testedAt };
         throw error;
       }
     }
-    const target: McpTarget = { url: reach.url, transport: reach.transport, headers: headersFor(reach.authentication, reach.headerName, secret), timeoutMs: input.timeoutMs ?? DEFAULT_TIMEOUT_MS };
+    const target: McpTarget = {
+      url: reach.url,
+      transport: reach.transport,
+      headers: headersFor(reach.authentication, reach.headerName, secret),
+      timeoutMs: input.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    };
     const prefix = prefixFrom(input.name);
     try {
       const listed = await this.list(target, secret, { serverId: null });
@@ -348,7 +418,14 @@ export class McpServerService implements OAuthServers {
     const rows = await repo.enabledServers(this.db, userId);
     if (rows.length === 0) return { tools: [], unavailable: [] };
     if (!(await this.capabilities.isEnabled('mcp'))) {
-      return { tools: [], unavailable: rows.map((row) => ({ serverId: row.id, serverName: row.name, reason: 'MCP servers are disabled for this deployment.' })) };
+      return {
+        tools: [],
+        unavailable: rows.map((row) => ({
+          serverId: row.id,
+          serverName: row.name,
+          reason: 'MCP servers are disabled for this deployment.',
+        })),
+      };
     }
     const tools: ToolDefinition[] = [];
     const unavailable: UnavailableServer[] = [];
@@ -376,7 +453,12 @@ export class McpServerService implements OAuthServers {
    * an answer past the transport's cap are error results (the last `truncated`); output past
    * `maxResultBytes` is cut, and `truncated`.
    */
-  async callTool(userId: string, name: string, args: Record<string, unknown>, options: { signal: AbortSignal; maxResultBytes: number }): Promise<ToolCallResult> {
+  async callTool(
+    userId: string,
+    name: string,
+    args: Record<string, unknown>,
+    options: { signal: AbortSignal; maxResultBytes: number },
+  ): Promise<ToolCallResult> {
     const prefix = prefixOf(name);
     const row = prefix === null ? undefined : await repo.findServerByPrefix(this.db, userId, prefix);
     const tool = row ? toolsOf(row).find((t) => t.namespacedName === name) : undefined;
@@ -394,9 +476,16 @@ export class McpServerService implements OAuthServers {
     } catch (failure) {
       // A connection that is missing, expired or cannot be refreshed now: the model is told to have the user connect.
       if (failure instanceof NotConnected || failure instanceof IntegrationUnavailable) return refuse(failure.message);
-      const known = failure instanceof McpFailure ? failure : new McpFailure('protocol', "The MCP server's answer could not be read.", String(failure));
+      const known =
+        failure instanceof McpFailure ? failure : new McpFailure('protocol', "The MCP server's answer could not be read.", String(failure));
       this.observe('call_tool', known.outcome, (performance.now() - started) / 1000);
-      this.log('MCP tool call failed', { serverId: row.id, tool: tool.name, outcome: known.outcome, error: known.message, detail: known.detail });
+      this.log('MCP tool call failed', {
+        serverId: row.id,
+        tool: tool.name,
+        outcome: known.outcome,
+        error: known.message,
+        detail: known.detail,
+      });
       // An answer past the transport's cap was cut while it was read: nothing of it is kept.
       if (known.outcome === 'too_large') return { ...refuse(known.message), truncated: true };
       // A server that cannot be reached (or answers HTTP errors) is left out for the rest of the turn.
@@ -446,7 +535,8 @@ export class McpServerService implements OAuthServers {
   /** The connection's access token; `rejected`: the one the server just refused, which is refreshed. */
   private async oauthToken(userId: string, integrationId: string, serverName: string, rejected?: string): Promise<string> {
     if (!this.integrations) throw new IntegrationUnavailable('Integrations are not available in this deployment.');
-    if (!(await this.capabilities.isEnabled('integrations'))) throw new IntegrationUnavailable('Integrations are disabled for this deployment, so this MCP server cannot sign in.');
+    if (!(await this.capabilities.isEnabled('integrations')))
+      throw new IntegrationUnavailable('Integrations are disabled for this deployment, so this MCP server cannot sign in.');
     const name = integrationId.startsWith(MCP_PREFIX) ? serverName : (this.integrations.providerName(integrationId) ?? integrationId);
     return this.integrations.accessToken(userId, integrationId, name, rejected);
   }
@@ -457,7 +547,12 @@ export class McpServerService implements OAuthServers {
    * one. Throws NotConnected or IntegrationUnavailable when the connection gives no usable token.
    */
   private async signedIn<T>(row: repo.ServerRow, exchange: (target: McpTarget, secret: string | null) => Promise<T>): Promise<T> {
-    const targetWith = (secret: string | null): McpTarget => ({ url: row.url, transport: row.transport as McpTransportKind, headers: headersFor(row.authentication, row.header_name, secret), timeoutMs: row.timeout_ms });
+    const targetWith = (secret: string | null): McpTarget => ({
+      url: row.url,
+      transport: row.transport as McpTransportKind,
+      headers: headersFor(row.authentication, row.header_name, secret),
+      timeoutMs: row.timeout_ms,
+    });
     const integrationId = integrationIdOf(row);
     const secret = await this.secretOf(row);
     try {
@@ -474,7 +569,12 @@ export class McpServerService implements OAuthServers {
     let changes: Parameters<typeof repo.updateServer>[3];
     try {
       const listed = await this.signedIn(row, (target, secret) => this.list(target, secret, { serverId: row.id }));
-      changes = { tools: JSON.stringify(catalogOf(row.tool_prefix, listed)), catalog_refreshed_at: new Date(this.now()), status: 'active', last_error: null };
+      changes = {
+        tools: JSON.stringify(catalogOf(row.tool_prefix, listed)),
+        catalog_refreshed_at: new Date(this.now()),
+        status: 'active',
+        last_error: null,
+      };
     } catch (failure) {
       // A connection that is missing or cannot give a token is an error of the server, naming the route to connect.
       if (!(failure instanceof McpFailure || failure instanceof NotConnected || failure instanceof IntegrationUnavailable)) throw failure;
@@ -494,7 +594,12 @@ export class McpServerService implements OAuthServers {
     } catch (failure) {
       if (failure instanceof McpFailure) {
         this.observe('list_tools', failure.outcome, (performance.now() - started) / 1000);
-        this.log('MCP tool catalog could not be read', { serverId: context.serverId, outcome: failure.outcome, error: failure.message, detail: failure.detail });
+        this.log('MCP tool catalog could not be read', {
+          serverId: context.serverId,
+          outcome: failure.outcome,
+          error: failure.message,
+          detail: failure.detail,
+        });
       }
       throw failure;
     }
@@ -506,11 +611,16 @@ export class McpServerService implements OAuthServers {
     const { authentication, headerName, integrationId } = reach;
     if (integrationId !== null && (reach.given === undefined || reach.given.has('integrationId') || reach.given.has('authentication'))) {
       if (authentication !== 'oauth') details.push({ path: '/body/integrationId', message: 'is only allowed with authentication oauth' });
-      else if (!this.integrations?.hasProvider(integrationId)) details.push({ path: '/body/integrationId', message: `names no integration this deployment configured (see GET /api/v1/integrations)` });
+      else if (!this.integrations?.hasProvider(integrationId))
+        details.push({
+          path: '/body/integrationId',
+          message: `names no integration this deployment configured (see GET /api/v1/integrations)`,
+        });
     }
     if (authentication === 'header') {
       if (headerName === null) details.push({ path: '/body/headerName', message: 'is required with authentication header' });
-      else if (RESERVED_HEADERS.has(headerName.toLowerCase())) details.push({ path: '/body/headerName', message: `${headerName} is set by the transport itself` });
+      else if (RESERVED_HEADERS.has(headerName.toLowerCase()))
+        details.push({ path: '/body/headerName', message: `${headerName} is set by the transport itself` });
     } else if (headerName !== null && (reach.given === undefined || reach.given.has('headerName'))) {
       details.push({ path: '/body/headerName', message: 'is only allowed with authentication header' });
     }
@@ -528,7 +638,11 @@ export class McpServerService implements OAuthServers {
       if (refused) details.push({ path: '/body/url', message: refused });
     }
     if (details.length > 0) throw errors.invalidRequest('The MCP server as given is not valid.', details);
-    return { ...reach, headerName: authentication === 'header' ? headerName : null, integrationId: authentication === 'oauth' ? integrationId : null };
+    return {
+      ...reach,
+      headerName: authentication === 'header' ? headerName : null,
+      integrationId: authentication === 'oauth' ? integrationId : null,
+    };
   }
 }
 
@@ -612,8 +726,16 @@ export function truncate(text: string, maxBytes: number): string {
   if (total <= maxBytes) return text;
   const note = `\n[output truncated: ${total} bytes, only the first part is shown]`;
   const room = Math.max(0, maxBytes - Buffer.byteLength(note));
-  const kept = Buffer.from(text).subarray(0, room).toString('utf8').replace(/\uFFFD+$/, '');
-  return room === 0 ? Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD+$/, '') : `${kept}${note}`;
+  const kept = Buffer.from(text)
+    .subarray(0, room)
+    .toString('utf8')
+    .replace(/\uFFFD+$/, '');
+  return room === 0
+    ? Buffer.from(text)
+        .subarray(0, maxBytes)
+        .toString('utf8')
+        .replace(/\uFFFD+$/, '')
+    : `${kept}${note}`;
 }
 
 /** What the audit log keeps of a server: never its credentials. */

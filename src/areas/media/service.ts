@@ -49,7 +49,12 @@ export interface MediaResult {
 }
 
 export interface TranscriptionResult extends MediaResult {
-  transcription: { text: string; language: string | null; durationSeconds: number | null; segments: Array<{ text: string; startSecond: number; endSecond: number }> };
+  transcription: {
+    text: string;
+    language: string | null;
+    durationSeconds: number | null;
+    segments: Array<{ text: string; startSecond: number; endSecond: number }>;
+  };
   noteId: string | null;
   fileId: string | null;
 }
@@ -105,7 +110,13 @@ export class MediaService {
   }
 
   /** Runs the model call; a failure emits `media.failed` and answers `502` or `504`. */
-  private async callModel<T>(userId: string, generationId: string, operation: MediaOperation, model: ResolvedMediaModel, run: () => Promise<T>): Promise<T> {
+  private async callModel<T>(
+    userId: string,
+    generationId: string,
+    operation: MediaOperation,
+    model: ResolvedMediaModel,
+    run: () => Promise<T>,
+  ): Promise<T> {
     try {
       return await run();
     } catch (error) {
@@ -120,7 +131,9 @@ export class MediaService {
           error: error.message,
         });
       });
-      throw error.code === 'model_provider_timeout' ? errors.modelProviderTimeout(error.message, { generationId }) : errors.modelProviderError(error.message, { generationId });
+      throw error.code === 'model_provider_timeout'
+        ? errors.modelProviderTimeout(error.message, { generationId })
+        : errors.modelProviderError(error.message, { generationId });
     }
   }
 
@@ -155,13 +168,18 @@ export class MediaService {
       timeoutMs: this.deps.settings.timeoutMs,
       describe: model.describe,
       // The provider's own text may echo a connection's key: the log never shows it.
-      log: log && ((message: string, meta: Record<string, unknown>) => log(message, { ...meta, error: model.scrub(String(meta.error)), detail: model.scrub(String(meta.detail)) })),
+      log:
+        log &&
+        ((message: string, meta: Record<string, unknown>) =>
+          log(message, { ...meta, error: model.scrub(String(meta.error)), detail: model.scrub(String(meta.detail)) })),
     };
   }
 
   async images(userId: string, input: ImageInput): Promise<MediaResult> {
     if (input.size !== undefined && input.aspectRatio !== undefined) {
-      throw errors.invalidRequest('Give either size or aspectRatio, not both.', [{ path: '/body/aspectRatio', message: 'must not be given with size' }]);
+      throw errors.invalidRequest('Give either size or aspectRatio, not both.', [
+        { path: '/body/aspectRatio', message: 'must not be given with size' },
+      ]);
     }
     const model = await this.deps.models.resolveMedia(userId, input.model ?? null, 'image');
     await this.checkScope(userId, input);
@@ -179,7 +197,13 @@ export class MediaService {
     const generated = await this.callModel(userId, generationId, operation, model, async () =>
       generateImages(
         await model.media.image(model.providerModelId),
-        { prompt: input.prompt, count, size: input.size as `${number}x${number}` | undefined, aspectRatio: input.aspectRatio as `${number}:${number}` | undefined, input: source },
+        {
+          prompt: input.prompt,
+          count,
+          size: input.size as `${number}x${number}` | undefined,
+          aspectRatio: input.aspectRatio as `${number}:${number}` | undefined,
+          input: source,
+        },
         this.settingsFor(model),
       ),
     );
@@ -210,7 +234,8 @@ export class MediaService {
     const model = await this.deps.models.resolveMedia(userId, input.model ?? null, 'transcription');
     await this.checkScope(userId, input);
     const { file, bytes } = await this.deps.files.ownContent(userId, input.fileId, this.deps.settings.maxAudioBytes);
-    if (!audioType(bytes)) throw errors.unsupportedMediaType('The file is not audio: WAV, MP3, OGG, FLAC, WebM and M4A can be transcribed.');
+    if (!audioType(bytes))
+      throw errors.unsupportedMediaType('The file is not audio: WAV, MP3, OGG, FLAC, WebM and M4A can be transcribed.');
     await this.beforeCall(userId);
     const generationId = uuidv7();
     const transcript = await this.callModel(userId, generationId, 'transcription', model, async () =>
@@ -238,13 +263,38 @@ export class MediaService {
     const { rows, result: usage } = await this.deps.outputs.createGenerated(
       userId,
       [output],
-      (trx, rows) => this.complete(trx, rows, { userId, generationId, operation: 'transcription', kind: 'transcription', model, units: seconds, tokens: { inputTokens: 0, outputTokens: 0 } }),
+      (trx, rows) =>
+        this.complete(trx, rows, {
+          userId,
+          generationId,
+          operation: 'transcription',
+          kind: 'transcription',
+          model,
+          units: seconds,
+          tokens: { inputTokens: 0, outputTokens: 0 },
+        }),
       input.ingest ? text.length : 0,
     );
     const projectId = input.projectId ?? null;
-    const noteId = input.saveAsNote ? (await this.deps.notes.create(userId, { title: `Transcript of ${file.name}`.slice(0, 200), content: transcript.text, projectId: projectId ?? undefined })).id : null;
+    const noteId = input.saveAsNote
+      ? (
+          await this.deps.notes.create(userId, {
+            title: `Transcript of ${file.name}`.slice(0, 200),
+            content: transcript.text,
+            projectId: projectId ?? undefined,
+          })
+        ).id
+      : null;
     const fileId = input.ingest
-      ? (await this.deps.files.createIngested(userId, { name: `${base}-transcript.txt`, mimeType: 'text/plain', bytes: text, projectId, conversationId: input.conversationId ?? null })).id
+      ? (
+          await this.deps.files.createIngested(userId, {
+            name: `${base}-transcript.txt`,
+            mimeType: 'text/plain',
+            bytes: text,
+            projectId,
+            conversationId: input.conversationId ?? null,
+          })
+        ).id
       : null;
     return {
       generationId,
@@ -252,7 +302,12 @@ export class MediaService {
       outputs: rows,
       usage,
       warnings: transcript.warnings,
-      transcription: { text: transcript.text, language: transcript.language, durationSeconds: transcript.durationSeconds, segments: transcript.segments },
+      transcription: {
+        text: transcript.text,
+        language: transcript.language,
+        durationSeconds: transcript.durationSeconds,
+        segments: transcript.segments,
+      },
       noteId,
       fileId,
     };
@@ -264,7 +319,11 @@ export class MediaService {
     await this.beforeCall(userId);
     const generationId = uuidv7();
     const audio = await this.callModel(userId, generationId, 'speech', model, async () =>
-      speak(await model.media.speech(model.providerModelId), { text: input.text, voice: input.voice ?? 'alloy', format: input.format ?? 'mp3', speed: input.speed }, this.settingsFor(model)),
+      speak(
+        await model.media.speech(model.providerModelId),
+        { text: input.text, voice: input.voice ?? 'alloy', format: input.format ?? 'mp3', speed: input.speed },
+        this.settingsFor(model),
+      ),
     );
     const output: GeneratedOutput = {
       type: 'audio',
@@ -283,7 +342,15 @@ export class MediaService {
     // Priced by the characters spoken (Unicode code points).
     const characters = [...input.text].length;
     const { rows, result: usage } = await this.deps.outputs.createGenerated(userId, [output], (trx, rows) =>
-      this.complete(trx, rows, { userId, generationId, operation: 'speech', kind: 'speech', model, units: characters, tokens: { inputTokens: 0, outputTokens: 0 } }),
+      this.complete(trx, rows, {
+        userId,
+        generationId,
+        operation: 'speech',
+        kind: 'speech',
+        model,
+        units: characters,
+        tokens: { inputTokens: 0, outputTokens: 0 },
+      }),
     );
     return { generationId, model, outputs: rows, usage, warnings: audio.warnings };
   }

@@ -3,9 +3,7 @@ import { readPage } from '../../http/pagination';
 import { presentMemoryItem } from './presenter';
 import type { MemoryService } from './service';
 
-export function memoryHandlers(
-  memory: MemoryService,
-): Pick<HandlerMap, 'getMemory' | 'createMemory' | 'updateMemory' | 'deleteMemory'> {
+export function memoryHandlers(memory: MemoryService): Pick<HandlerMap, 'getMemory' | 'createMemory' | 'updateMemory' | 'deleteMemory'> {
   return {
     getMemory: async ({ caller, query }) => {
       if (query.memoryId !== undefined) {

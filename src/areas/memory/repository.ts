@@ -44,7 +44,9 @@ export async function relevantMemoryItems(db: Database, ownerUserId: string, pro
     .selectFrom('memory_items')
     .select(['id', 'content'])
     .where('owner_user_id', '=', ownerUserId)
-    .where((eb) => (projectId === null ? eb('project_id', 'is', null) : eb.or([eb('project_id', 'is', null), eb('project_id', '=', projectId)])))
+    .where((eb) =>
+      projectId === null ? eb('project_id', 'is', null) : eb.or([eb('project_id', 'is', null), eb('project_id', '=', projectId)]),
+    )
     .where(sql<boolean>`tsv @@ ${query}`)
     .orderBy(sql`ts_rank_cd(tsv, ${query})`, 'desc')
     .orderBy('id', 'desc')

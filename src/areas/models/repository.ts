@@ -46,7 +46,9 @@ export async function markConnection(db: Database, ownerUserId: string, id: stri
   if (error === null) {
     query = query.set({ status: 'active', last_error: null }).where('status', '=', 'error');
   } else {
-    query = query.set({ status: 'error', last_error: error }).where((eb) => eb.or([eb('status', '<>', 'error'), eb('last_error', 'is', null), eb('last_error', '<>', error)]));
+    query = query
+      .set({ status: 'error', last_error: error })
+      .where((eb) => eb.or([eb('status', '<>', 'error'), eb('last_error', 'is', null), eb('last_error', '<>', error)]));
   }
   await query.execute();
 }

@@ -102,7 +102,11 @@ export type ConnectionEmbeddings =
   | { state: 'problem'; message: string };
 
 /** Resolves one of a user's models, as `ModelService.resolve` does, from reads already started (`resolver`). */
-export type ModelResolver = (modelId: string | null, kind: ModelKind, options?: { field?: string; fallback?: boolean }) => Promise<ResolvedModel>;
+export type ModelResolver = (
+  modelId: string | null,
+  kind: ModelKind,
+  options?: { field?: string; fallback?: boolean },
+) => Promise<ResolvedModel>;
 
 /** What choosing one of a user's models reads, read at once (`ModelService.choices`). */
 interface Choices {
@@ -186,17 +190,26 @@ function problemIn(choices: Choices, modelId: string, kind: ModelKind): { messag
       .map((m) => m.modelId);
     return { message: `must be one of the available models: ${names.join(', ')}`, gone: true };
   }
-  if (entry.model.connectionId !== null && !entry.byokEnabled) return { message: 'model provider connections (bring your own key) are disabled for this deployment', gone: false };
-  if (isBlocked(choices.policy, entry.model.modelId, entry.model.providerModelId)) return { message: "the deployment's model policy blocks this model", gone: false };
+  if (entry.model.connectionId !== null && !entry.byokEnabled)
+    return { message: 'model provider connections (bring your own key) are disabled for this deployment', gone: false };
+  if (isBlocked(choices.policy, entry.model.modelId, entry.model.providerModelId))
+    return { message: "the deployment's model policy blocks this model", gone: false };
   if (!entry.model.kinds.includes(kind)) return { message: `is not a ${kind} model`, gone: false };
   return null;
 }
 
 /** The available model `modelId` names for `kind` (the default when null); `400` as `resolve` says. */
-function pickIn(choices: Choices, modelId: string | null, kind: ModelKind, options: { field?: string; fallback?: boolean }): AvailableModel {
+function pickIn(
+  choices: Choices,
+  modelId: string | null,
+  kind: ModelKind,
+  options: { field?: string; fallback?: boolean },
+): AvailableModel {
   const problem = modelId === null ? null : problemIn(choices, modelId, kind);
   if (problem && !(options.fallback && problem.gone)) {
-    throw errors.invalidRequest(`The model "${modelId}" is not available.`, [{ path: options.field ?? '/body/model', message: problem.message }]);
+    throw errors.invalidRequest(`The model "${modelId}" is not available.`, [
+      { path: options.field ?? '/body/model', message: problem.message },
+    ]);
   }
   const available = availableIn(choices);
   const model =
@@ -204,14 +217,18 @@ function pickIn(choices: Choices, modelId: string | null, kind: ModelKind, optio
       ? (available.find((m) => (m.defaultFor as string[]).includes(kind)) ?? available.find((m) => m.kinds.includes(kind)))
       : available.find((m) => m.modelId === modelId);
   if (!model) {
-    throw errors.invalidRequest(`No ${kind} model is available.`, [{ path: options.field ?? '/body/model', message: "the deployment's model policy leaves no model to use" }]);
+    throw errors.invalidRequest(`No ${kind} model is available.`, [
+      { path: options.field ?? '/body/model', message: "the deployment's model policy leaves no model to use" },
+    ]);
   }
   return model;
 }
 
 /** The discovered models stored with a connection. */
-export const discoveredOf = (row: Pick<repo.ConnectionRow, 'models'>): DiscoveredModel[] => (row.models as unknown as DiscoveredModel[] | null) ?? [];
-export const enabledOf = (row: Pick<repo.ConnectionRow, 'enabled_models'>): string[] => (row.enabled_models as unknown as string[] | null) ?? [];
+export const discoveredOf = (row: Pick<repo.ConnectionRow, 'models'>): DiscoveredModel[] =>
+  (row.models as unknown as DiscoveredModel[] | null) ?? [];
+export const enabledOf = (row: Pick<repo.ConnectionRow, 'enabled_models'>): string[] =>
+  (row.enabled_models as unknown as string[] | null) ?? [];
 
 export interface ModelServiceDeps {
   db: Database;
@@ -251,7 +268,18 @@ export class ModelService {
   private readonly log: FailureLog;
   private readonly now: () => number;
 
-  constructor({ db, deployment, capabilities, secrets, outbound, audit, settings, defaults = NO_DEFAULTS, log = () => undefined, now = Date.now }: ModelServiceDeps) {
+  constructor({
+    db,
+    deployment,
+    capabilities,
+    secrets,
+    outbound,
+    audit,
+    settings,
+    defaults = NO_DEFAULTS,
+    log = () => undefined,
+    now = Date.now,
+  }: ModelServiceDeps) {
     this.db = db;
     this.deployment = deployment;
     this.capabilities = capabilities;
@@ -281,7 +309,11 @@ export class ModelService {
 
   /** Reads what choosing a model needs, in parallel: the catalogue (see `catalogue`), the policy and the user's defaults. */
   private async choices(userId: string, withDisabled: boolean): Promise<Choices> {
-    const [{ catalogue, connections }, policy, chosen] = await Promise.all([this.catalogue(userId, withDisabled), this.policy(), this.defaults.defaultModels(userId)]);
+    const [{ catalogue, connections }, policy, chosen] = await Promise.all([
+      this.catalogue(userId, withDisabled),
+      this.policy(),
+      this.defaults.defaultModels(userId),
+    ]);
     return { catalogue, connections, policy, chosen };
   }
 
@@ -291,7 +323,12 @@ export class ModelService {
    * or not a model of `kind`. With `fallback`, a model that is merely gone (a stored choice the
    * deployment or the user removed since) gives way to the default instead.
    */
-  async resolve(userId: string, modelId: string | null, kind: ModelKind, options: { field?: string; fallback?: boolean } = {}): Promise<ResolvedModel> {
+  async resolve(
+    userId: string,
+    modelId: string | null,
+    kind: ModelKind,
+    options: { field?: string; fallback?: boolean } = {},
+  ): Promise<ResolvedModel> {
     return this.resolver(userId)(modelId, kind, options);
   }
 
@@ -317,11 +354,26 @@ export class ModelService {
   async resolveMedia(userId: string, modelId: string | null, kind: MediaKind, field = '/body/model'): Promise<ResolvedMediaModel> {
     const choices = await this.choices(userId, true);
     const model = pickIn(choices, modelId, kind, { field });
-    const info: ModelInfo = { id: model.modelId, providerId: model.providerId, name: model.name, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0, default: false };
+    const info: ModelInfo = {
+      id: model.modelId,
+      providerId: model.providerId,
+      name: model.name,
+      inputCentsPerMillionTokens: 0,
+      outputCentsPerMillionTokens: 0,
+      default: false,
+    };
     if (model.connectionId === null) {
       const media = this.deployment.media;
       if (!media) throw new Error(`the deployment's provider offers no media, yet lists ${model.modelId}`);
-      return { info, providerModelId: model.providerModelId, connectionId: null, microCentsPerUnit: model.unitPrice?.microCentsPerUnit ?? 0, media, describe: (error) => describeProviderError(error), scrub: (text) => text };
+      return {
+        info,
+        providerModelId: model.providerModelId,
+        connectionId: null,
+        microCentsPerUnit: model.unitPrice?.microCentsPerUnit ?? 0,
+        media,
+        describe: (error) => describeProviderError(error),
+        scrub: (text) => text,
+      };
     }
     const row = choices.connections.get(model.connectionId) as repo.ConnectionRow;
     if (row.kind !== 'openai' && row.kind !== 'openai_compatible') {
@@ -330,7 +382,10 @@ export class ModelService {
       ]);
     }
     const target = this.target(row);
-    const fetcher = this.outbound.fetcher({ timeoutMs: this.settings.mediaTimeoutMs ?? this.settings.callTimeoutMs, maxBytes: MAX_MEDIA_REPLY_BYTES });
+    const fetcher = this.outbound.fetcher({
+      timeoutMs: this.settings.mediaTimeoutMs ?? this.settings.callTimeoutMs,
+      maxBytes: MAX_MEDIA_REPLY_BYTES,
+    });
     const media = new OpenAIMediaModels({ baseUrl: baseUrlOf(target), apiKey: target.apiKey, providerId: row.kind, fetch: fetcher });
     return {
       info,
@@ -379,9 +434,14 @@ export class ModelService {
     });
     const deployment = [
       ...this.deployment.models.map((m) =>
-        ofDeployment(m, 'chat', { inputCentsPerMillionTokens: m.inputCentsPerMillionTokens, outputCentsPerMillionTokens: m.outputCentsPerMillionTokens }),
+        ofDeployment(m, 'chat', {
+          inputCentsPerMillionTokens: m.inputCentsPerMillionTokens,
+          outputCentsPerMillionTokens: m.outputCentsPerMillionTokens,
+        }),
       ),
-      ...(this.deployment.media?.models ?? []).map((m) => ofDeployment(m, m.kind, { unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit } })),
+      ...(this.deployment.media?.models ?? []).map((m) =>
+        ofDeployment(m, m.kind, { unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit } }),
+      ),
     ];
     if (!byokEnabled && !withDisabled) return { catalogue: deployment, connections: new Map() };
     const connections = await repo.allConnections(this.db, userId);
@@ -413,11 +473,18 @@ export class ModelService {
    * settings store it). The connection's existence alone decides `fallback`, as the knowledge
    * indexer's query does; anything else that keeps the model from being called is a `problem`.
    */
-  async connectionEmbedder(userId: string, modelId: string, timeouts: { timeoutMs: number; queryTimeoutMs: number }): Promise<ConnectionEmbeddings> {
+  async connectionEmbedder(
+    userId: string,
+    modelId: string,
+    timeouts: { timeoutMs: number; queryTimeoutMs: number },
+  ): Promise<ConnectionEmbeddings> {
     const connectionId = modelId.split('/')[0] as string;
     const row = await repo.findConnection(this.db, userId, connectionId);
     if (!row) return { state: 'fallback' };
-    const unavailable = (reason: string) => ({ state: 'problem' as const, message: `The embeddings model "${modelId}" cannot be used: ${reason}.` });
+    const unavailable = (reason: string) => ({
+      state: 'problem' as const,
+      message: `The embeddings model "${modelId}" cannot be used: ${reason}.`,
+    });
     if (!hasEmbeddings(row.kind as ConnectionKind)) return unavailable("Anthropic's API has no embeddings models");
     const problem = await this.problem(userId, modelId, 'embeddings');
     if (problem) return unavailable(problem.gone ? 'its connection no longer offers it' : problem.message);
@@ -431,7 +498,14 @@ export class ModelService {
       queryTimeoutMs: timeouts.queryTimeoutMs,
       learned: this.learnedDimensions,
     });
-    const info: ModelInfo = { id: modelId, providerId: row.kind, name: providerModelId, inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0, default: false };
+    const info: ModelInfo = {
+      id: modelId,
+      providerId: row.kind,
+      name: providerModelId,
+      inputCentsPerMillionTokens: 0,
+      outputCentsPerMillionTokens: 0,
+      default: false,
+    };
     return { state: 'ready', embedder, connectionId: row.id, info };
   }
 
@@ -455,11 +529,20 @@ export class ModelService {
     if (model.connectionId === null) return { info, providerModelId: model.providerModelId, connectionId: null, caller: this.deployment };
     const row = choices.connections.get(model.connectionId) as repo.ConnectionRow;
     const fetcher = this.outbound.fetcher({ timeoutMs: this.settings.callTimeoutMs, maxBytes: MAX_REPLY_BYTES });
-    return { info, providerModelId: model.providerModelId, connectionId: row.id, caller: new ConnectionChat(this.target(row), fetcher, this.log) };
+    return {
+      info,
+      providerModelId: model.providerModelId,
+      connectionId: row.id,
+      caller: new ConnectionChat(this.target(row), fetcher, this.log),
+    };
   }
 
   private target(row: repo.ConnectionRow): ConnectionTarget {
-    return { kind: row.kind as ConnectionKind, baseUrl: row.base_url, apiKey: row.api_key === null ? null : this.secrets.open(row.api_key, apiKeyContext(row.id)) };
+    return {
+      kind: row.kind as ConnectionKind,
+      baseUrl: row.base_url,
+      apiKey: row.api_key === null ? null : this.secrets.open(row.api_key, apiKeyContext(row.id)),
+    };
   }
 
   // ---- the model policy ----
@@ -468,7 +551,12 @@ export class ModelService {
     if (this.cachedPolicy && this.cachedPolicy.until > this.now()) return this.cachedPolicy.policy;
     const row = await repo.findPolicy(this.db);
     const policy: ModelPolicy = row
-      ? { allow: (row.allow as unknown as string[] | null) ?? null, block: (row.block as unknown as string[] | null) ?? [], updatedAt: row.updated_at, updatedBy: row.updated_by }
+      ? {
+          allow: (row.allow as unknown as string[] | null) ?? null,
+          block: (row.block as unknown as string[] | null) ?? [],
+          updatedAt: row.updated_at,
+          updatedBy: row.updated_by,
+        }
       : { allow: null, block: [], updatedAt: null, updatedBy: null };
     this.cachedPolicy = { policy, until: this.now() + this.settings.policyCacheMs };
     return policy;
@@ -480,7 +568,13 @@ export class ModelService {
       const row = await repo.upsertPolicy(trx, { ...changes, updatedBy: actor.userId, at: new Date(this.now()) });
       await this.audit.record(
         actor,
-        { action: POLICY_UPDATE_ACTION, resourceType: 'model_policy', resourceId: row.id, outcome: 'success', metadata: { allow: row.allow, block: row.block } },
+        {
+          action: POLICY_UPDATE_ACTION,
+          resourceType: 'model_policy',
+          resourceId: row.id,
+          outcome: 'success',
+          metadata: { allow: row.allow, block: row.block },
+        },
         trx,
       );
     });
@@ -502,7 +596,9 @@ export class ModelService {
 
   async createConnection(actor: Actor, input: CreateInput): Promise<repo.ConnectionRow> {
     if (input.kind === 'openai_compatible' && input.baseUrl === undefined) {
-      throw errors.invalidRequest('An openai_compatible connection needs a base URL.', [{ path: '/body/baseUrl', message: 'is required for kind openai_compatible' }]);
+      throw errors.invalidRequest('An openai_compatible connection needs a base URL.', [
+        { path: '/body/baseUrl', message: 'is required for kind openai_compatible' },
+      ]);
     }
     if (input.baseUrl !== undefined) await this.checkBaseUrl(input.baseUrl);
     const now = new Date(this.now());
@@ -525,7 +621,17 @@ export class ModelService {
         created_at: now,
         updated_at: now,
       });
-      await this.audit.record(actor, { action: CONNECTION_CREATE_ACTION, resourceType: 'model_connection', resourceId: id, outcome: 'success', metadata: auditMetadata(row) }, trx);
+      await this.audit.record(
+        actor,
+        {
+          action: CONNECTION_CREATE_ACTION,
+          resourceType: 'model_connection',
+          resourceId: id,
+          outcome: 'success',
+          metadata: auditMetadata(row),
+        },
+        trx,
+      );
       return row;
     });
   }
@@ -533,7 +639,9 @@ export class ModelService {
   async updateConnection(actor: Actor, input: UpdateInput): Promise<repo.ConnectionRow> {
     const current = await this.connection(actor.userId, input.connectionId);
     if (input.baseUrl === null && current.kind === 'openai_compatible') {
-      throw errors.invalidRequest('An openai_compatible connection needs a base URL.', [{ path: '/body/baseUrl', message: 'cannot be null for kind openai_compatible' }]);
+      throw errors.invalidRequest('An openai_compatible connection needs a base URL.', [
+        { path: '/body/baseUrl', message: 'cannot be null for kind openai_compatible' },
+      ]);
     }
     if (typeof input.baseUrl === 'string') await this.checkBaseUrl(input.baseUrl);
     const reachChanged = (input.baseUrl !== undefined && input.baseUrl !== current.base_url) || input.apiKey !== undefined;
@@ -541,7 +649,12 @@ export class ModelService {
       const row = await repo.updateConnection(trx, actor.userId, input.connectionId, {
         name: input.name,
         base_url: input.baseUrl,
-        api_key: input.apiKey === undefined ? undefined : input.apiKey === null ? null : this.secrets.seal(input.apiKey, apiKeyContext(input.connectionId)),
+        api_key:
+          input.apiKey === undefined
+            ? undefined
+            : input.apiKey === null
+              ? null
+              : this.secrets.seal(input.apiKey, apiKeyContext(input.connectionId)),
         enabled_models: input.enabledModels === undefined ? undefined : JSON.stringify(input.enabledModels),
         // Another address or key has not been tested yet.
         ...(reachChanged ? { status: 'untested', last_error: null } : {}),
@@ -551,7 +664,13 @@ export class ModelService {
       const changed = Object.keys(input).filter((name) => name !== 'connectionId');
       await this.audit.record(
         actor,
-        { action: CONNECTION_UPDATE_ACTION, resourceType: 'model_connection', resourceId: row.id, outcome: 'success', metadata: { ...auditMetadata(row), changed } },
+        {
+          action: CONNECTION_UPDATE_ACTION,
+          resourceType: 'model_connection',
+          resourceId: row.id,
+          outcome: 'success',
+          metadata: { ...auditMetadata(row), changed },
+        },
         trx,
       );
       return row;
@@ -562,7 +681,17 @@ export class ModelService {
     await this.db.transaction().execute(async (trx) => {
       const row = await repo.findConnection(trx, actor.userId, connectionId);
       if (!row || !(await repo.deleteConnection(trx, actor.userId, connectionId))) throw errors.notFound(NOT_FOUND);
-      await this.audit.record(actor, { action: CONNECTION_DELETE_ACTION, resourceType: 'model_connection', resourceId: connectionId, outcome: 'success', metadata: auditMetadata(row) }, trx);
+      await this.audit.record(
+        actor,
+        {
+          action: CONNECTION_DELETE_ACTION,
+          resourceType: 'model_connection',
+          resourceId: connectionId,
+          outcome: 'success',
+          metadata: auditMetadata(row),
+        },
+        trx,
+      );
     });
   }
 
@@ -570,11 +699,17 @@ export class ModelService {
    * Reads the provider's model list for a saved connection (storing the outcome) or a draft. A
    * provider that fails is a failed test, not an error.
    */
-  async testConnection(userId: string, input: TestInput): Promise<{ result: { ok: boolean; models: string[]; error: string | null; testedAt: Date }; connection: repo.ConnectionRow | null }> {
+  async testConnection(
+    userId: string,
+    input: TestInput,
+  ): Promise<{ result: { ok: boolean; models: string[]; error: string | null; testedAt: Date }; connection: repo.ConnectionRow | null }> {
     const draft = input.kind !== undefined || input.baseUrl !== undefined || input.apiKey !== undefined;
     if ((input.connectionId === undefined) === !draft || (draft && input.kind === undefined)) {
       throw errors.invalidRequest('Give either connectionId, or a draft with kind (and baseUrl, apiKey).', [
-        { path: input.connectionId === undefined ? '/body/kind' : '/body/connectionId', message: 'test a saved connection (connectionId) or a draft (kind, baseUrl, apiKey), not both' },
+        {
+          path: input.connectionId === undefined ? '/body/kind' : '/body/connectionId',
+          message: 'test a saved connection (connectionId) or a draft (kind, baseUrl, apiKey), not both',
+        },
       ]);
     }
     let saved: repo.ConnectionRow | null = null;
@@ -584,9 +719,12 @@ export class ModelService {
       target = this.target(saved);
     } else {
       const kind = input.kind as ConnectionKind;
-      if (!CONNECTION_KINDS.includes(kind)) throw errors.invalidRequest('Unknown kind.', [{ path: '/body/kind', message: `must be one of ${CONNECTION_KINDS.join(', ')}` }]);
+      if (!CONNECTION_KINDS.includes(kind))
+        throw errors.invalidRequest('Unknown kind.', [{ path: '/body/kind', message: `must be one of ${CONNECTION_KINDS.join(', ')}` }]);
       if (kind === 'openai_compatible' && input.baseUrl === undefined) {
-        throw errors.invalidRequest('An openai_compatible connection needs a base URL.', [{ path: '/body/baseUrl', message: 'is required for kind openai_compatible' }]);
+        throw errors.invalidRequest('An openai_compatible connection needs a base URL.', [
+          { path: '/body/baseUrl', message: 'is required for kind openai_compatible' },
+        ]);
       }
       if (input.baseUrl !== undefined) await this.checkBaseUrl(input.baseUrl);
       target = { kind, baseUrl: input.baseUrl ?? null, apiKey: input.apiKey ?? null };
@@ -599,7 +737,12 @@ export class ModelService {
     } catch (failure) {
       if (!(failure instanceof ModelProviderFailure)) throw failure;
       error = failure.message;
-      this.log('model provider connection test failed', { connectionId: saved?.id ?? null, kind: target.kind, error: failure.message, detail: failure.detail });
+      this.log('model provider connection test failed', {
+        connectionId: saved?.id ?? null,
+        kind: target.kind,
+        error: failure.message,
+        detail: failure.detail,
+      });
     }
     if (saved) {
       const updated = await repo.updateConnection(this.db, userId, saved.id, {

@@ -17,4 +17,3 @@ export type NoteView = ListedRecord<'notes', typeof noteList>;
 export function insertNote(db: Database, row: Insertable<Notes>) {
   return db.insertInto('notes').values(row).returningAll().executeTakeFirstOrThrow();
 }
-

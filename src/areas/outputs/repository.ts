@@ -8,9 +8,31 @@ export const { find: findOutput } = ownedRecords('outputs');
 
 /** The owner's outputs, filtered; read a page at a time (not their storage keys). */
 export const outputList = ownedList('outputs', {
-  fields: ['type', 'name', 'mime_type', 'size_bytes', 'sha256', 'conversation_id', 'automation_id', 'origin', 'generation_id', 'project_id', 'prompt', 'model', 'connection_id', 'source_file_id'],
+  fields: [
+    'type',
+    'name',
+    'mime_type',
+    'size_bytes',
+    'sha256',
+    'conversation_id',
+    'automation_id',
+    'origin',
+    'generation_id',
+    'project_id',
+    'prompt',
+    'model',
+    'connection_id',
+    'source_file_id',
+  ],
   times: ['created_at'],
-  filters: { type: 'type', origin: 'origin', conversationId: 'conversation_id', automationId: 'automation_id', projectId: 'project_id', generationId: 'generation_id' },
+  filters: {
+    type: 'type',
+    origin: 'origin',
+    conversationId: 'conversation_id',
+    automationId: 'automation_id',
+    projectId: 'project_id',
+    generationId: 'generation_id',
+  },
 });
 export type OutputView = ListedRecord<'outputs', typeof outputList>;
 

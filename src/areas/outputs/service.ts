@@ -99,7 +99,8 @@ export class OutputService {
     alsoBytes = 0,
   ): Promise<{ rows: OutputRow[]; result: T }> {
     for (const output of outputs) {
-      if (output.body.length > this.maxBytes) throw errors.payloadTooLarge(`Outputs may be at most ${this.maxBytes} bytes; the model returned ${output.body.length}.`);
+      if (output.body.length > this.maxBytes)
+        throw errors.payloadTooLarge(`Outputs may be at most ${this.maxBytes} bytes; the model returned ${output.body.length}.`);
     }
     const now = new Date();
     const stored: Array<{ output: GeneratedOutput; id: string; key: string; size: number; sha256: string }> = [];
@@ -112,7 +113,11 @@ export class OutputService {
         stored.push({ output, id, key, size: object.size, sha256: object.sha256 });
       }
       return await this.db.transaction().execute(async (trx) => {
-        await this.entitlements?.requireStorage(trx, ownerUserId, stored.reduce((sum, s) => sum + s.size, alsoBytes));
+        await this.entitlements?.requireStorage(
+          trx,
+          ownerUserId,
+          stored.reduce((sum, s) => sum + s.size, alsoBytes),
+        );
         const rows: OutputRow[] = [];
         for (const { output, id, key, size, sha256 } of stored) {
           rows.push(

@@ -3,10 +3,9 @@ import { readPage } from '../../http/pagination';
 import { presentProject } from './presenter';
 import type { ProjectService } from './service';
 
-export function projectHandlers(projects: ProjectService): Pick<
-  HandlerMap,
-  'getProjects' | 'createProject' | 'updateProject' | 'deleteProject'
-> {
+export function projectHandlers(
+  projects: ProjectService,
+): Pick<HandlerMap, 'getProjects' | 'createProject' | 'updateProject' | 'deleteProject'> {
   return {
     getProjects: async ({ caller, query }) => {
       if (query.projectId !== undefined) {

@@ -28,9 +28,7 @@ export function insertProject(db: Database, row: Insertable<Projects>) {
   return db
     .insertInto('projects')
     .values(row)
-    .onConflict((oc) =>
-      oc.columns(['owner_user_id', 'client_id']).where('client_id', 'is not', null).doNothing(),
-    )
+    .onConflict((oc) => oc.columns(['owner_user_id', 'client_id']).where('client_id', 'is not', null).doNothing())
     .returningAll()
     .executeTakeFirst();
 }

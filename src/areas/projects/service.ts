@@ -26,7 +26,8 @@ export class ProjectService {
    * areas check their `projectId` references here).
    */
   async requireOwned(userId: string, projectId: string, db: Database = this.db, field = 'projectId'): Promise<void> {
-    if (!(await repo.findProject(db, userId, projectId))) throw errors.referenceNotFound(field, field === 'parentId' ? 'Parent project not found.' : 'Project not found.');
+    if (!(await repo.findProject(db, userId, projectId)))
+      throw errors.referenceNotFound(field, field === 'parentId' ? 'Parent project not found.' : 'Project not found.');
   }
 
   /** Whether the user has any project (onboarding's `first_project`). */

@@ -1,9 +1,6 @@
 import type { Database } from '../../platform/db';
 
-export function insertSession(
-  db: Database,
-  row: { tokenHash: string; userId: string; createdAt: Date; expiresAt: Date },
-) {
+export function insertSession(db: Database, row: { tokenHash: string; userId: string; createdAt: Date; expiresAt: Date }) {
   return db
     .insertInto('sessions')
     .values({

@@ -128,7 +128,10 @@ export class SettingsService {
     for (const { field, column, kind } of MODEL_FIELDS) {
       const value = changes[field];
       if (value === undefined) continue;
-      if (value !== null && !available.some((m) => m.modelId === value && m.kinds.includes(kind) && (kind !== 'embeddings' || m.connectionId !== null))) {
+      if (
+        value !== null &&
+        !available.some((m) => m.modelId === value && m.kinds.includes(kind) && (kind !== 'embeddings' || m.connectionId !== null))
+      ) {
         problems.push({
           path: `/body/${field}`,
           message:
@@ -148,11 +151,13 @@ export class SettingsService {
     }
     if (typeof changes.timeZone === 'string') {
       row.time_zone = canonicalTimeZone(changes.timeZone);
-      if (row.time_zone === null) problems.push({ path: '/body/timeZone', message: 'must be an IANA time zone name, such as Europe/Berlin' });
+      if (row.time_zone === null)
+        problems.push({ path: '/body/timeZone', message: 'must be an IANA time zone name, such as Europe/Berlin' });
     }
     if (changes.ui !== undefined) {
       const json = JSON.stringify(changes.ui ?? {});
-      if (Buffer.byteLength(json) > MAX_UI_BYTES) problems.push({ path: '/body/ui', message: `must be at most ${MAX_UI_BYTES} bytes as JSON` });
+      if (Buffer.byteLength(json) > MAX_UI_BYTES)
+        problems.push({ path: '/body/ui', message: `must be at most ${MAX_UI_BYTES} bytes as JSON` });
       row.ui = json;
     }
     if (problems.length > 0) throw errors.invalidRequest('Some settings are not valid; nothing was changed.', problems);

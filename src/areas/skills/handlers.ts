@@ -3,9 +3,7 @@ import { readPage } from '../../http/pagination';
 import { presentSkill } from './presenter';
 import type { SkillService } from './service';
 
-export function skillHandlers(
-  skills: SkillService,
-): Pick<HandlerMap, 'getSkills' | 'createSkill' | 'updateSkill' | 'deleteSkill'> {
+export function skillHandlers(skills: SkillService): Pick<HandlerMap, 'getSkills' | 'createSkill' | 'updateSkill' | 'deleteSkill'> {
   return {
     getSkills: async ({ caller, query }) => {
       if (query.skillId !== undefined) return { skill: presentSkill(await skills.get(caller.userId, query.skillId)) };

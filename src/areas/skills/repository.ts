@@ -17,4 +17,3 @@ export type SkillView = ListedRecord<'skills', typeof skillList>;
 export function insertSkill(db: Database, row: Insertable<Skills>) {
   return db.insertInto('skills').values(row).returningAll().executeTakeFirstOrThrow();
 }
-

@@ -87,7 +87,8 @@ export class ToolArguments {
     }
     let entry = this.compiled.get(key);
     if (entry) return entry;
-    const ajv = schema.$schema === undefined || /\/draft\/2020-12\/schema#?$/.test(String(schema.$schema)) ? this.draft2020 : this.draft2019;
+    const ajv =
+      schema.$schema === undefined || /\/draft\/2020-12\/schema#?$/.test(String(schema.$schema)) ? this.draft2020 : this.draft2019;
     try {
       entry = { validate: ajv.compile(schema) };
     } catch (error) {

@@ -50,29 +50,52 @@ export class BuiltinTools implements ToolSource {
     this.policies = deps.policies ?? {};
     const search = async (userId: string, args: Args, sources: Array<'files' | 'memory' | 'notes' | 'projects'>) => {
       const result = await deps.knowledge.search(userId, { query: args.query as string, limit: limitOf(args), sources });
-      return result.hits.map(({ hit }) => ({ source: hit.kind, id: hit.id, title: hit.title, snippet: hit.snippet, ...(hit.file_id ? { fileId: hit.file_id } : {}) }));
+      return result.hits.map(({ hit }) => ({
+        source: hit.kind,
+        id: hit.id,
+        title: hit.title,
+        snippet: hit.snippet,
+        ...(hit.file_id ? { fileId: hit.file_id } : {}),
+      }));
     };
     this.tools = {
       knowledge_search: {
-        description: "Searches the user's knowledge (files, memory, notes, projects) by meaning and words; returns the best matches' source, id, title and snippet.",
+        description:
+          "Searches the user's knowledge (files, memory, notes, projects) by meaning and words; returns the best matches' source, id, title and snippet.",
         inputSchema: {
           type: 'object',
           properties: {
             query: QUERY,
             limit: LIMIT,
-            sources: { type: 'array', items: { type: 'string', enum: ['files', 'memory', 'notes', 'projects'] }, minItems: 1, maxItems: 4, uniqueItems: true, description: 'Which sources (default all).' },
+            sources: {
+              type: 'array',
+              items: { type: 'string', enum: ['files', 'memory', 'notes', 'projects'] },
+              minItems: 1,
+              maxItems: 4,
+              uniqueItems: true,
+              description: 'Which sources (default all).',
+            },
           },
           required: ['query'],
           additionalProperties: false,
         },
         policy: 'allow',
-        run: (userId, args) => search(userId, args, (args.sources as Array<'files' | 'memory' | 'notes' | 'projects'> | undefined) ?? ['files', 'memory', 'notes', 'projects']),
+        run: (userId, args) =>
+          search(
+            userId,
+            args,
+            (args.sources as Array<'files' | 'memory' | 'notes' | 'projects'> | undefined) ?? ['files', 'memory', 'notes', 'projects'],
+          ),
       },
       memory_search: {
         description: 'Finds what the assistant remembers about the user (facts and preferences) sharing words with the query.',
         inputSchema: { type: 'object', properties: { query: QUERY, limit: LIMIT }, required: ['query'], additionalProperties: false },
         policy: 'allow',
-        run: async (userId, args) => (await deps.memory.relevant(userId, null, args.query as string, limitOf(args))).map((m) => ({ memoryId: m.id, content: m.content })),
+        run: async (userId, args) =>
+          (await deps.memory.relevant(userId, null, args.query as string, limitOf(args))).map((m) => ({
+            memoryId: m.id,
+            content: m.content,
+          })),
       },
       memory_save: {
         description: 'Remembers a fact or preference about the user for later conversations.',
@@ -87,7 +110,11 @@ export class BuiltinTools implements ToolSource {
         },
         policy: 'approval_required',
         run: async (userId, args) => {
-          const { item, created } = await deps.memory.create(userId, { kind: (args.kind as 'fact' | 'preference' | undefined) ?? 'fact', content: args.content as string, source: 'assistant' });
+          const { item, created } = await deps.memory.create(userId, {
+            kind: (args.kind as 'fact' | 'preference' | undefined) ?? 'fact',
+            content: args.content as string,
+            source: 'assistant',
+          });
           return { memoryId: item.id, content: item.content, created };
         },
       },
@@ -95,13 +122,17 @@ export class BuiltinTools implements ToolSource {
         description: "Searches the user's notes; returns the best matches' ids, titles and snippets.",
         inputSchema: { type: 'object', properties: { query: QUERY, limit: LIMIT }, required: ['query'], additionalProperties: false },
         policy: 'allow',
-        run: async (userId, args) => (await search(userId, args, ['notes'])).map((h) => ({ noteId: h.id, title: h.title, snippet: h.snippet })),
+        run: async (userId, args) =>
+          (await search(userId, args, ['notes'])).map((h) => ({ noteId: h.id, title: h.title, snippet: h.snippet })),
       },
       notes_create: {
         description: 'Creates a note for the user (Markdown).',
         inputSchema: {
           type: 'object',
-          properties: { title: { type: 'string', maxLength: 200, description: 'The title.' }, content: { type: 'string', maxLength: 200000, description: 'The Markdown text.' } },
+          properties: {
+            title: { type: 'string', maxLength: 200, description: 'The title.' },
+            content: { type: 'string', maxLength: 200000, description: 'The Markdown text.' },
+          },
           required: ['title', 'content'],
           additionalProperties: false,
         },
@@ -113,7 +144,12 @@ export class BuiltinTools implements ToolSource {
       },
       file_read: {
         description: "Reads the extracted text of one of the user's ingested files (or one shared with them).",
-        inputSchema: { type: 'object', properties: { fileId: { ...ID, description: 'The file (its fileId).' } }, required: ['fileId'], additionalProperties: false },
+        inputSchema: {
+          type: 'object',
+          properties: { fileId: { ...ID, description: 'The file (its fileId).' } },
+          required: ['fileId'],
+          additionalProperties: false,
+        },
         policy: 'allow',
         run: async (userId, args) => {
           const { file, text, truncated } = await deps.files.ingestedText(userId, args.fileId as string, FILE_MAX_CHARS);
@@ -122,7 +158,11 @@ export class BuiltinTools implements ToolSource {
       },
       projects_list: {
         description: "Lists the user's projects (newest first): ids, names and descriptions.",
-        inputSchema: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 50, description: 'How many (default 20).' } }, additionalProperties: false },
+        inputSchema: {
+          type: 'object',
+          properties: { limit: { type: 'integer', minimum: 1, maximum: 50, description: 'How many (default 20).' } },
+          additionalProperties: false,
+        },
         policy: 'allow',
         run: async (userId, args) => {
           const page = await deps.projects.list(userId, {}, { limit: (args.limit as number | undefined) ?? 20, beforeId: null });
@@ -131,7 +171,12 @@ export class BuiltinTools implements ToolSource {
       },
       automation_run: {
         description: "Starts a run of one of the user's automations now (it is charged like any run); returns the run's id and status.",
-        inputSchema: { type: 'object', properties: { automationId: { ...ID, description: 'The automation (its automationId).' } }, required: ['automationId'], additionalProperties: false },
+        inputSchema: {
+          type: 'object',
+          properties: { automationId: { ...ID, description: 'The automation (its automationId).' } },
+          required: ['automationId'],
+          additionalProperties: false,
+        },
         policy: 'approval_required',
         run: async (userId, args) => {
           const { run } = await deps.automations.queueRun(userId, args.automationId as string);

@@ -2,7 +2,8 @@ import type { Schemas } from '../../platform/api-types';
 import type { ToolDefinition, Unavailable } from './service';
 
 export function presentTool(tool: ToolDefinition): Schemas['Tool'] {
-  const source: Schemas['ToolSource'] = tool.source.type === 'mcp' ? { type: 'mcp', serverId: tool.source.serverId, serverName: tool.source.serverName } : { type: 'builtin' };
+  const source: Schemas['ToolSource'] =
+    tool.source.type === 'mcp' ? { type: 'mcp', serverId: tool.source.serverId, serverName: tool.source.serverName } : { type: 'builtin' };
   return { name: tool.name, description: tool.description, inputSchema: tool.inputSchema, source, policy: tool.policy };
 }
 

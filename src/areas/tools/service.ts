@@ -1,14 +1,29 @@
 import type { SettingsService } from '../settings/service';
 import { ToolArguments } from './arguments';
 
-export interface ToolDefinition { name: string; description: string; inputSchema: Record<string, unknown>; source: { type: 'builtin' } | { type: 'mcp'; serverId: string; serverName: string }; policy: 'allow' | 'approval_required' | 'deny'; }
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  source: { type: 'builtin' } | { type: 'mcp'; serverId: string; serverName: string };
+  policy: 'allow' | 'approval_required' | 'deny';
+}
 /** A source (an MCP server) whose tools are left out, and why (never its address or credentials). */
-export interface UnavailableSource { serverId: string; serverName: string; reason: string; }
+export interface UnavailableSource {
+  serverId: string;
+  serverName: string;
+  reason: string;
+}
 /**
  * A call's output for the model; `truncated` when the source cut it (an MCP answer past a cap);
  * `unavailable` when the call could not reach its source (the turn goes on without the source's tools).
  */
-export interface ToolCallResult { output: string; isError: boolean; truncated?: true; unavailable?: UnavailableSource; }
+export interface ToolCallResult {
+  output: string;
+  isError: boolean;
+  truncated?: true;
+  unavailable?: UnavailableSource;
+}
 export interface ToolSource {
   /** The caller's enabled tools of this source; servers that failed are named in `unavailable` (left out of the turn). */
   listTools(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: UnavailableSource[] }>;
@@ -16,7 +31,12 @@ export interface ToolSource {
    * Calls one of the caller's tools with arguments already checked against its `inputSchema`;
    * `output` is capped at maxResultBytes; throws only on programming errors.
    */
-  callTool(userId: string, name: string, args: Record<string, unknown>, options: { signal: AbortSignal; maxResultBytes: number }): Promise<ToolCallResult>;
+  callTool(
+    userId: string,
+    name: string,
+    args: Record<string, unknown>,
+    options: { signal: AbortSignal; maxResultBytes: number },
+  ): Promise<ToolCallResult>;
 }
 
 export type ToolPolicy = ToolDefinition['policy'];
@@ -57,7 +77,10 @@ export function capOutput(text: string, maxBytes: number): { output: string; tru
   if (bytes.length <= maxBytes) return { output: text, truncated: false };
   const room = Math.max(0, maxBytes - Buffer.byteLength(TRUNCATED));
   // A character cut in half decodes as U+FFFD: dropped.
-  const head = bytes.subarray(0, room).toString('utf8').replace(/\uFFFD+$/, '');
+  const head = bytes
+    .subarray(0, room)
+    .toString('utf8')
+    .replace(/\uFFFD+$/, '');
   return { output: `${head}${TRUNCATED}`.slice(0, maxBytes), truncated: true };
 }
 
@@ -149,13 +172,20 @@ export class ToolService {
       run: async (name, args, signal) => {
         const source = bySource.get(name);
         const definition = byName.get(name);
-        if (!source || !definition) return { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false };
+        if (!source || !definition)
+          return { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false };
         return this.call(source, userId, definition, args, signal);
       },
     };
   }
 
-  private async call(source: ToolSource, userId: string, definition: ToolDefinition, args: unknown, turn: AbortSignal): Promise<ToolRunResult> {
+  private async call(
+    source: ToolSource,
+    userId: string,
+    definition: ToolDefinition,
+    args: unknown,
+    turn: AbortSignal,
+  ): Promise<ToolRunResult> {
     const { name } = definition;
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       return { outcome: 'error', output: 'The arguments must be a JSON object.', isError: true, truncated: false };
@@ -168,13 +198,26 @@ export class ToolService {
     const signal = AbortSignal.any([turn, timeout.signal]);
     try {
       const timedOut = new Promise<'timeout'>((resolve) => signal.addEventListener('abort', () => resolve('timeout'), { once: true }));
-      const result = await Promise.race([source.callTool(userId, name, args as Record<string, unknown>, { signal, maxResultBytes }), timedOut]);
+      const result = await Promise.race([
+        source.callTool(userId, name, args as Record<string, unknown>, { signal, maxResultBytes }),
+        timedOut,
+      ]);
       if (result === 'timeout') {
-        return { outcome: 'timeout', output: turn.aborted ? 'The call was cancelled.' : `The tool gave no result within ${timeoutMs} ms.`, isError: true, truncated: false };
+        return {
+          outcome: 'timeout',
+          output: turn.aborted ? 'The call was cancelled.' : `The tool gave no result within ${timeoutMs} ms.`,
+          isError: true,
+          truncated: false,
+        };
       }
       // Cut here at the cap, or already by the source.
       const { output, truncated } = capOutput(result.output, maxResultBytes);
-      const run: ToolRunResult = { outcome: result.isError ? 'error' : 'success', output, isError: result.isError, truncated: truncated || result.truncated === true };
+      const run: ToolRunResult = {
+        outcome: result.isError ? 'error' : 'success',
+        output,
+        isError: result.isError,
+        truncated: truncated || result.truncated === true,
+      };
       if (result.unavailable) run.unavailable = result.unavailable;
       return run;
     } catch (error) {
@@ -194,7 +237,11 @@ export class ToolService {
   private checkArguments(definition: ToolDefinition, args: Record<string, unknown>): string | null {
     const check = this.arguments.check(definition.inputSchema, args);
     if (check.compiled) return check.problems.length > 0 ? `The arguments are not valid: ${check.problems.join('; ')}.` : null;
-    if (check.first) this.log('a tool input schema could not be compiled; its calls are checked by the tool alone', { tool: definition.name, error: check.reason });
+    if (check.first)
+      this.log('a tool input schema could not be compiled; its calls are checked by the tool alone', {
+        tool: definition.name,
+        error: check.reason,
+      });
     return definition.source.type === 'builtin' ? 'The tool cannot check its arguments.' : null;
   }
 }

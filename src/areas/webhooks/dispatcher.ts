@@ -96,7 +96,10 @@ export class WebhookDispatcher {
         return this.claim(limit);
       },
       work: (claim) => this.attempt(claim),
-      renew: { everyMs: this.leaseMs / 4, lease: ({ claimed, token }) => repo.renewLease(this.db, claimed.id, token, new Date(Date.now() + this.leaseMs)) },
+      renew: {
+        everyMs: this.leaseMs / 4,
+        lease: ({ claimed, token }) => repo.renewLease(this.db, claimed.id, token, new Date(Date.now() + this.leaseMs)),
+      },
       onError: (error, claim) =>
         // A claimed delivery left unrecorded is tried again when its lease ends.
         this.log('error', claim ? 'webhook attempt could not be recorded' : 'webhook delivery pass failed', {
@@ -177,10 +180,7 @@ export class WebhookDispatcher {
     await whileUnreachable(() => this.record({ claimed, token }, number, attemptedAt, outcome), { forMs: this.leaseMs });
   }
 
-  private async send(
-    context: NonNullable<Awaited<ReturnType<typeof repo.sendingContext>>>,
-    nowMs: number,
-  ): Promise<Outcome> {
+  private async send(context: NonNullable<Awaited<ReturnType<typeof repo.sendingContext>>>, nowMs: number): Promise<Outcome> {
     const failed = (error: string): Outcome => ({ succeeded: false, status: null, body: null, latencyMs: null, error, retryAfterMs: null });
     const sealed = [context.secret];
     if (context.previous_secret && context.previous_secret_expires_at && context.previous_secret_expires_at.getTime() > nowMs) {
@@ -195,7 +195,7 @@ export class WebhookDispatcher {
         subscriptionId: context.subscription_id,
         reason: (error as Error).message,
       });
-      return failed('the signing secret cannot be read with this deployment\'s keys (was SECRETS_KEY changed?); rotate the secret');
+      return failed("the signing secret cannot be read with this deployment's keys (was SECRETS_KEY changed?); rotate the secret");
     }
     const timestamp = Math.floor(nowMs / 1000);
     const headers = {
@@ -247,7 +247,12 @@ export class WebhookDispatcher {
     const final = outcome.succeeded || gone || attempt >= claimed.max_attempts;
     const delay = final ? 0 : this.retryDelay(attempt, outcome.retryAfterMs);
     if (outcome.succeeded && !claimed.is_test) {
-      await repo.recordSuccess(this.db, { id: claimed.id, token, subscriptionId: claimed.subscription_id }, this.attemptRow(claimed.id, attempt, attemptedAt, outcome), now);
+      await repo.recordSuccess(
+        this.db,
+        { id: claimed.id, token, subscriptionId: claimed.subscription_id },
+        this.attemptRow(claimed.id, attempt, attemptedAt, outcome),
+        now,
+      );
       this.onAttempt('succeeded');
       return;
     }

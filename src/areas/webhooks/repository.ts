@@ -1,10 +1,5 @@
 import { type Insertable, type Selectable, sql, type Transaction, type Updateable } from 'kysely';
-import type {
-  WebhookDeliveries,
-  WebhookDeliveryAttempts,
-  WebhookEvents,
-  WebhookSubscriptions,
-} from '../../../generated/db';
+import type { WebhookDeliveries, WebhookDeliveryAttempts, WebhookEvents, WebhookSubscriptions } from '../../../generated/db';
 import type { QueryOf } from '../../platform/api-types';
 import type { Database, DB } from '../../platform/db';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
@@ -63,7 +58,10 @@ export function insertDeliveries(trx: Database, rows: Insertable<WebhookDeliveri
 }
 
 function deliveriesWithEvents(db: Database) {
-  return db.selectFrom('webhook_deliveries as d').innerJoin('webhook_events as e', 'e.id', 'd.event_id').select(['e.type as event_type', 'e.body as event_body']);
+  return db
+    .selectFrom('webhook_deliveries as d')
+    .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+    .select(['e.type as event_type', 'e.body as event_body']);
 }
 
 export function findDelivery(db: Database, ownerUserId: string, id: string): Promise<DeliveryRow | undefined> {
@@ -78,7 +76,13 @@ export const deliveryList = listQuery({
   id: 'd.id',
   rows: (db, { ownerUserId, subscriptionId, status }: { ownerUserId: string; subscriptionId?: string; status?: DeliveryStatus }) => {
     let query = deliveriesWithEvents(db)
-      .select([...DELIVERY_FIELDS, epochMs('d.next_attempt_at'), epochMs('d.created_at'), epochMs('d.updated_at'), epochMsOrNull('d.completed_at')])
+      .select([
+        ...DELIVERY_FIELDS,
+        epochMs('d.next_attempt_at'),
+        epochMs('d.created_at'),
+        epochMs('d.updated_at'),
+        epochMsOrNull('d.completed_at'),
+      ])
       .where('d.owner_user_id', '=', ownerUserId);
     if (subscriptionId !== undefined) query = query.where('d.subscription_id', '=', subscriptionId);
     if (status !== undefined) query = query.where('d.status', '=', status);
@@ -118,13 +122,7 @@ export interface Claimed {
  * transaction around it (which would add two round trips to every poll and hold the connection
  * idle in a transaction between them).
  */
-export async function claimDue(
-  db: Database,
-  now: Date,
-  leaseUntil: Date,
-  token: string,
-  limit: number,
-): Promise<Claimed[]> {
+export async function claimDue(db: Database, now: Date, leaseUntil: Date, token: string, limit: number): Promise<Claimed[]> {
   const result = await sql<Claimed>`
     with due as (
       select d.id, d.lease_token
@@ -150,13 +148,25 @@ export function sendingContext(db: Database, deliveryId: string) {
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
     .innerJoin('webhook_subscriptions as s', 's.id', 'd.subscription_id')
-    .select(['e.id as event_id', 'e.body', 's.id as subscription_id', 's.url', 's.secret', 's.previous_secret', 's.previous_secret_expires_at'])
+    .select([
+      'e.id as event_id',
+      'e.body',
+      's.id as subscription_id',
+      's.url',
+      's.secret',
+      's.previous_secret',
+      's.previous_secret_expires_at',
+    ])
     .where('d.id', '=', deliveryId)
     .executeTakeFirst();
 }
 
 export function insertAttempt(db: Database, row: Insertable<WebhookDeliveryAttempts>) {
-  return db.insertInto('webhook_delivery_attempts').values(row).onConflict((oc) => oc.doNothing()).execute();
+  return db
+    .insertInto('webhook_delivery_attempts')
+    .values(row)
+    .onConflict((oc) => oc.doNothing())
+    .execute();
 }
 
 /** Extends the lease of an attempt in progress, if this worker still holds it. */
@@ -254,6 +264,10 @@ export function markFailing(db: Database, subscriptionId: string, at: Date) {
 
 /** Deliveries waiting to be sent, across all users (a metric). */
 export async function countPendingDeliveries(db: Database): Promise<number> {
-  const row = await db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'pending').executeTakeFirst();
+  const row = await db
+    .selectFrom('webhook_deliveries')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('status', '=', 'pending')
+    .executeTakeFirst();
   return Number(row?.n ?? 0);
 }

@@ -200,7 +200,10 @@ export class WebhookService {
     if (filter.subscriptionId !== undefined) await this.get(userId, filter.subscriptionId);
     return this.snapshot(async (trx) => {
       const { items, nextCursor } = await repo.deliveryList.page(trx, { ownerUserId: userId, ...filter }, page);
-      const attempts = await repo.attemptsOf(trx, items.map((d) => d.id));
+      const attempts = await repo.attemptsOf(
+        trx,
+        items.map((d) => d.id),
+      );
       const byDelivery = new Map<string, repo.AttemptRow[]>();
       for (const attempt of attempts) byDelivery.set(attempt.delivery_id, [...(byDelivery.get(attempt.delivery_id) ?? []), attempt]);
       return { items: items.map((delivery) => ({ delivery, attempts: byDelivery.get(delivery.id) ?? [] })), nextCursor };

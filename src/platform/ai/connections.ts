@@ -2,7 +2,17 @@ import type { LanguageModelV3 } from '@ai-sdk/provider';
 import type { EmbeddingModel } from 'ai';
 import { AddressNotAllowed, RedirectRefused, UrlNotAllowed } from '../net/outbound';
 import { type Embedder, EmbeddingsFailure } from './embeddings';
-import { type ChatRequest, type ChatResult, describeProviderError, errorDetail, type FailureLog, type ModelProvider, ModelProviderFailure, SdkChat, withoutAddresses } from './models';
+import {
+  type ChatRequest,
+  type ChatResult,
+  describeProviderError,
+  errorDetail,
+  type FailureLog,
+  type ModelProvider,
+  ModelProviderFailure,
+  SdkChat,
+  withoutAddresses,
+} from './models';
 
 /**
  * Model provider connections that users bring with their own API key: the provider's wire format,
@@ -70,7 +80,10 @@ function listRequest(target: ConnectionTarget): { url: string; headers: Record<s
   const key = target.apiKey;
   switch (target.kind) {
     case 'anthropic':
-      return { url: `${base}/models?limit=1000`, headers: { 'anthropic-version': ANTHROPIC_VERSION, ...(key ? { 'x-api-key': key } : {}) } };
+      return {
+        url: `${base}/models?limit=1000`,
+        headers: { 'anthropic-version': ANTHROPIC_VERSION, ...(key ? { 'x-api-key': key } : {}) },
+      };
     case 'google':
       return { url: `${base}/models?pageSize=1000`, headers: key ? { 'x-goog-api-key': key } : {} };
     default:
@@ -91,7 +104,10 @@ function parseList(kind: ConnectionKind, body: unknown): DiscoveredModel[] | nul
   const models = list.data as Array<Record<string, unknown>>;
   if (models.some((m) => typeof m.id !== 'string' || m.id === '')) return null;
   // OpenRouter says `context_length`, vLLM `max_model_len`, Anthropic `max_input_tokens`.
-  return models.map((m) => ({ id: m.id as string, contextWindow: tokens(m.context_length) ?? tokens(m.max_model_len) ?? tokens(m.context_window) ?? tokens(m.max_input_tokens) }));
+  return models.map((m) => ({
+    id: m.id as string,
+    contextWindow: tokens(m.context_length) ?? tokens(m.max_model_len) ?? tokens(m.context_window) ?? tokens(m.max_input_tokens),
+  }));
 }
 
 /** Removes the key (should a provider echo it) and any address from a text shown to users. */
@@ -114,7 +130,11 @@ export function describeConnectionError(error: unknown, apiKey: string | null): 
 }
 
 /** Reads the provider's model list; throws ModelProviderFailure (a message fit for the user). */
-export async function discoverModels(target: ConnectionTarget, guardedFetch: typeof fetch, signal?: AbortSignal): Promise<DiscoveredModel[]> {
+export async function discoverModels(
+  target: ConnectionTarget,
+  guardedFetch: typeof fetch,
+  signal?: AbortSignal,
+): Promise<DiscoveredModel[]> {
   const { url, headers } = listRequest(target);
   let response: Response;
   let text: string;
@@ -125,7 +145,10 @@ export async function discoverModels(target: ConnectionTarget, guardedFetch: typ
     throw new ModelProviderFailure(describeConnectionError(error, target.apiKey), scrub(errorDetail(error), target.apiKey));
   }
   if (!response.ok) {
-    throw new ModelProviderFailure(scrub(describeProviderError({ statusCode: response.status, responseBody: text }), target.apiKey), scrub(text.slice(0, 500), target.apiKey));
+    throw new ModelProviderFailure(
+      scrub(describeProviderError({ statusCode: response.status, responseBody: text }), target.apiKey),
+      scrub(text.slice(0, 500), target.apiKey),
+    );
   }
   let parsed: unknown;
   try {
@@ -134,7 +157,8 @@ export async function discoverModels(target: ConnectionTarget, guardedFetch: typ
     parsed = null;
   }
   const models = parseList(target.kind, parsed);
-  if (!models) throw new ModelProviderFailure("The model provider's model list is not in its API's format.", scrub(text.slice(0, 500), target.apiKey));
+  if (!models)
+    throw new ModelProviderFailure("The model provider's model list is not in its API's format.", scrub(text.slice(0, 500), target.apiKey));
   return models;
 }
 
@@ -161,7 +185,13 @@ async function languageModelFactory(target: ConnectionTarget, guardedFetch: type
     }
     case 'openai_compatible': {
       const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible');
-      const provider = createOpenAICompatible({ name: 'connection', baseURL, apiKey: target.apiKey ?? undefined, fetch: guardedFetch, includeUsage: true });
+      const provider = createOpenAICompatible({
+        name: 'connection',
+        baseURL,
+        apiKey: target.apiKey ?? undefined,
+        fetch: guardedFetch,
+        includeUsage: true,
+      });
       return (id) => provider.chatModel(id);
     }
   }
@@ -174,7 +204,8 @@ export class ConnectionChat implements Pick<ModelProvider, 'generate' | 'stream'
   constructor(target: ConnectionTarget, guardedFetch: typeof fetch, log: FailureLog) {
     this.chat = new SdkChat(
       () => languageModelFactory(target, guardedFetch),
-      (message, meta) => log(message, { ...meta, error: scrub(String(meta.error), target.apiKey), detail: scrub(String(meta.detail), target.apiKey) }),
+      (message, meta) =>
+        log(message, { ...meta, error: scrub(String(meta.error), target.apiKey), detail: scrub(String(meta.detail), target.apiKey) }),
       (error) => describeConnectionError(error, target.apiKey),
     );
   }
@@ -267,7 +298,8 @@ export class ConnectionEmbedder implements Embedder {
       result = await embedMany({ model: factory(model), values: texts, maxRetries: 0, abortSignal: signal });
     } catch (error) {
       if (error instanceof EmbeddingsFailure) throw error;
-      if (signal.aborted) throw new EmbeddingsFailure(`The embeddings model "${modelId}" did not answer within ${timeoutMs} ms.`, errorDetail(error));
+      if (signal.aborted)
+        throw new EmbeddingsFailure(`The embeddings model "${modelId}" did not answer within ${timeoutMs} ms.`, errorDetail(error));
       throw new EmbeddingsFailure(describeConnectionError(error, target.apiKey), scrub(errorDetail(error), target.apiKey));
     }
     const vectors = result.embeddings;

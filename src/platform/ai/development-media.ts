@@ -50,7 +50,9 @@ export function encodePng(width: number, height: number, rgb: Buffer, text: Reco
   header[9] = 2; // colour type: RGB
   const rows = Buffer.alloc((width * 3 + 1) * height);
   for (let y = 0; y < height; y += 1) rgb.copy(rows, y * (width * 3 + 1) + 1, y * width * 3, (y + 1) * width * 3); // filter byte 0: none
-  const texts = Object.entries(text).map(([key, value]) => pngChunk('tEXt', Buffer.from(`${key}\0${value.replace(/[^\x20-\x7e]/g, '?')}`, 'latin1')));
+  const texts = Object.entries(text).map(([key, value]) =>
+    pngChunk('tEXt', Buffer.from(`${key}\0${value.replace(/[^\x20-\x7e]/g, '?')}`, 'latin1')),
+  );
   return Buffer.concat([
     Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
     pngChunk('IHDR', header),
@@ -124,10 +126,21 @@ export function developmentImageModel(): ImageModelV3 {
       options.abortSignal?.throwIfAborted();
       const warnings: Array<{ type: 'unsupported'; feature: string; details?: string }> = [];
       const { width, height, clamped } = developmentImageSize(options.size, options.aspectRatio);
-      if (clamped) warnings.push({ type: 'unsupported', feature: 'size', details: `The development model makes images of 16 to 1024 pixels a side: ${width}x${height}.` });
+      if (clamped)
+        warnings.push({
+          type: 'unsupported',
+          feature: 'size',
+          details: `The development model makes images of 16 to 1024 pixels a side: ${width}x${height}.`,
+        });
       if (options.seed !== undefined) warnings.push({ type: 'unsupported', feature: 'seed' });
       // An edit depends on the input image's bytes too.
-      const input = (options.files ?? []).map((file) => (file.type === 'file' ? createHash('sha256').update(typeof file.data === 'string' ? Buffer.from(file.data, 'base64') : file.data).digest('hex') : file.url));
+      const input = (options.files ?? []).map((file) =>
+        file.type === 'file'
+          ? createHash('sha256')
+              .update(typeof file.data === 'string' ? Buffer.from(file.data, 'base64') : file.data)
+              .digest('hex')
+          : file.url,
+      );
       const images = Array.from({ length: options.n }, (_, i) => {
         const seed = JSON.stringify([options.prompt ?? '', input, width, height, i]);
         return new Uint8Array(
@@ -192,7 +205,8 @@ export function developmentSpeech(text: string): Buffer {
   for (const byte of bytes) {
     for (const nibble of [byte >> 4, byte & 0x0f]) {
       const hz = toneHz(nibble);
-      for (let i = 0; i < SYMBOL; i += 1) samples[symbol * SYMBOL + i] = Math.round(12_000 * Math.sin((2 * Math.PI * hz * i) / SAMPLE_RATE));
+      for (let i = 0; i < SYMBOL; i += 1)
+        samples[symbol * SYMBOL + i] = Math.round(12_000 * Math.sin((2 * Math.PI * hz * i) / SAMPLE_RATE));
       symbol += 1;
     }
   }
@@ -203,11 +217,16 @@ export function developmentSpeech(text: string): Buffer {
 function developmentPcm(audio: Buffer): Int16Array | null {
   if (audio.length < 12 || audio.toString('latin1', 0, 4) !== 'RIFF' || audio.toString('latin1', 8, 12) !== 'WAVE') return null;
   let format: { pcm: boolean; channels: number; rate: number; bits: number } | null = null;
-  for (let at = 12; at + 8 <= audio.length; ) {
+  for (let at = 12; at + 8 <= audio.length;) {
     const id = audio.toString('latin1', at, at + 4);
     const size = audio.readUInt32LE(at + 4);
     if (id === 'fmt ' && size >= 16 && at + 24 <= audio.length) {
-      format = { pcm: audio.readUInt16LE(at + 8) === 1, channels: audio.readUInt16LE(at + 10), rate: audio.readUInt32LE(at + 12), bits: audio.readUInt16LE(at + 22) };
+      format = {
+        pcm: audio.readUInt16LE(at + 8) === 1,
+        channels: audio.readUInt16LE(at + 10),
+        rate: audio.readUInt32LE(at + 12),
+        bits: audio.readUInt16LE(at + 22),
+      };
     }
     if (id === 'data') {
       if (!format || !format.pcm || format.channels !== 1 || format.rate !== SAMPLE_RATE || format.bits !== 16) return null;
@@ -304,10 +323,18 @@ export function developmentSpeechModel(): SpeechModelV3 {
       options.abortSignal?.throwIfAborted();
       const warnings: Array<{ type: 'unsupported'; feature: string; details?: string }> = [];
       if (options.outputFormat !== undefined && options.outputFormat !== 'wav') {
-        warnings.push({ type: 'unsupported', feature: 'outputFormat', details: `The development speech model makes WAV only, not ${options.outputFormat}.` });
+        warnings.push({
+          type: 'unsupported',
+          feature: 'outputFormat',
+          details: `The development speech model makes WAV only, not ${options.outputFormat}.`,
+        });
       }
       if (options.speed !== undefined && options.speed !== 1) warnings.push({ type: 'unsupported', feature: 'speed' });
-      return { audio: new Uint8Array(developmentSpeech(options.text)), warnings, response: { timestamp: now(), modelId: DEVELOPMENT_SPEECH_MODEL } };
+      return {
+        audio: new Uint8Array(developmentSpeech(options.text)),
+        warnings,
+        response: { timestamp: now(), modelId: DEVELOPMENT_SPEECH_MODEL },
+      };
     },
   };
 }
@@ -328,7 +355,11 @@ export function developmentTranscriptionModel(): TranscriptionModelV3 {
       if (!decoded) {
         return { text: FOREIGN_AUDIO_TRANSCRIPT, segments: [], language: undefined, durationInSeconds: undefined, warnings: [], response };
       }
-      const segments = sentences(decoded.text).map((s) => ({ text: s.text, startSecond: decoded.secondsAt(s.start), endSecond: decoded.secondsAt(s.end) }));
+      const segments = sentences(decoded.text).map((s) => ({
+        text: s.text,
+        startSecond: decoded.secondsAt(s.start),
+        endSecond: decoded.secondsAt(s.end),
+      }));
       return { text: decoded.text, segments, language: hint, durationInSeconds: decoded.durationSeconds, warnings: [], response };
     },
   };
@@ -337,9 +368,27 @@ export function developmentTranscriptionModel(): TranscriptionModelV3 {
 /** The development provider's media models, free of charge. */
 export class DevelopmentMediaModels implements MediaModels {
   readonly models: readonly MediaModelInfo[] = [
-    { id: DEVELOPMENT_IMAGE_MODEL, providerId: PROVIDER, name: 'Development image model (deterministic PNG, not an AI)', kind: 'image', microCentsPerUnit: 0 },
-    { id: DEVELOPMENT_TRANSCRIPTION_MODEL, providerId: PROVIDER, name: 'Development transcription model (decodes development speech, not an AI)', kind: 'transcription', microCentsPerUnit: 0 },
-    { id: DEVELOPMENT_SPEECH_MODEL, providerId: PROVIDER, name: 'Development speech model (text as tones in a WAV, not an AI)', kind: 'speech', microCentsPerUnit: 0 },
+    {
+      id: DEVELOPMENT_IMAGE_MODEL,
+      providerId: PROVIDER,
+      name: 'Development image model (deterministic PNG, not an AI)',
+      kind: 'image',
+      microCentsPerUnit: 0,
+    },
+    {
+      id: DEVELOPMENT_TRANSCRIPTION_MODEL,
+      providerId: PROVIDER,
+      name: 'Development transcription model (decodes development speech, not an AI)',
+      kind: 'transcription',
+      microCentsPerUnit: 0,
+    },
+    {
+      id: DEVELOPMENT_SPEECH_MODEL,
+      providerId: PROVIDER,
+      name: 'Development speech model (text as tones in a WAV, not an AI)',
+      kind: 'speech',
+      microCentsPerUnit: 0,
+    },
   ];
 
   private known(id: string, wanted: string): void {

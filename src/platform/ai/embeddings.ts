@@ -61,7 +61,14 @@ export class HttpEmbedder implements Embedder {
   private learned: number | null = null;
 
   constructor(
-    private readonly settings: { baseUrl: string; apiKey: string | null; model: string; dimensions?: number | null; timeoutMs?: number; queryTimeoutMs?: number },
+    private readonly settings: {
+      baseUrl: string;
+      apiKey: string | null;
+      model: string;
+      dimensions?: number | null;
+      timeoutMs?: number;
+      queryTimeoutMs?: number;
+    },
   ) {
     this.name = `http:${settings.model}${settings.dimensions ? `#${settings.dimensions}` : ''}`;
   }
@@ -85,7 +92,10 @@ export class HttpEmbedder implements Embedder {
       throw new EmbeddingsFailure('The embeddings provider could not be reached.', errorDetail(error));
     }
     if (!response.ok) {
-      throw new EmbeddingsFailure(describeProviderError({ statusCode: response.status, responseBody: text }, 'embeddings provider'), text.slice(0, 500));
+      throw new EmbeddingsFailure(
+        describeProviderError({ statusCode: response.status, responseBody: text }, 'embeddings provider'),
+        text.slice(0, 500),
+      );
     }
     let body: { data?: Array<{ index: number; embedding: number[] }> };
     try {

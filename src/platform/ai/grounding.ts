@@ -29,8 +29,10 @@ const FOUND = "Sources from the user's knowledge for this message.";
 const INSTRUCTION =
   'Use them where they help and cite each one you use by its number in square brackets, as [1]. ' +
   'Cite only these sources; if they do not answer the question, say so.';
-const NONE = "Sources from the user's knowledge for this message: none matched. If the question needs them, say that nothing in the user's files, notes or memory matched.";
-const FAILED = "Sources from the user's knowledge for this message: unavailable, the knowledge could not be searched. Answer without them and say that you could not consult the user's files and notes.";
+const NONE =
+  "Sources from the user's knowledge for this message: none matched. If the question needs them, say that nothing in the user's files, notes or memory matched.";
+const FAILED =
+  "Sources from the user's knowledge for this message: unavailable, the knowledge could not be searched. Answer without them and say that you could not consult the user's files and notes.";
 
 const SOURCE_LINE = /^\[(\d+)\] \(([a-z_]+)\) (.*)$/;
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim();
@@ -54,8 +56,13 @@ export function groundingBlock(grounding: Grounding): string {
  * The grounding a prompt's system messages carry (the last block), with each source's number and
  * title; null when the prompt is not grounded.
  */
-export function groundingIn(messages: ReadonlyArray<{ role: string; content: string }>): { state: Grounding['state']; sources: Array<{ number: number; title: string }> } | null {
-  const system = messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n');
+export function groundingIn(
+  messages: ReadonlyArray<{ role: string; content: string }>,
+): { state: Grounding['state']; sources: Array<{ number: number; title: string }> } | null {
+  const system = messages
+    .filter((m) => m.role === 'system')
+    .map((m) => m.content)
+    .join('\n');
   const at = Math.max(system.lastIndexOf(FOUND), system.lastIndexOf(NONE), system.lastIndexOf(FAILED));
   if (at < 0) return null;
   const block = system.slice(at);

@@ -36,7 +36,11 @@ async function call<T>(settings: MediaCallSettings, model: string, run: (signal:
   } catch (error) {
     const failure = signal.aborted
       ? new MediaFailure('model_provider_timeout', `The model provider did not finish within ${settings.timeoutMs} ms.`, errorDetail(error))
-      : new MediaFailure('model_provider_error', noResult(error) ?? (settings.describe ?? describeProviderError)(error), errorDetail(error));
+      : new MediaFailure(
+          'model_provider_error',
+          noResult(error) ?? (settings.describe ?? describeProviderError)(error),
+          errorDetail(error),
+        );
     settings.log?.('media model failed', { model, error: failure.message, detail: failure.detail });
     throw failure;
   }
@@ -52,7 +56,9 @@ function noResult(error: unknown): string | null {
 }
 
 const warningText = (w: { type: string; feature?: string; details?: string; message?: string; setting?: string }): string =>
-  w.details ?? w.message ?? (w.feature ?? w.setting ? `The model does not support ${w.feature ?? w.setting}.` : `The model warned: ${w.type}.`);
+  w.details ??
+  w.message ??
+  ((w.feature ?? w.setting) ? `The model does not support ${w.feature ?? w.setting}.` : `The model warned: ${w.type}.`);
 
 export interface TokenUsage {
   inputTokens: number;
@@ -104,7 +110,12 @@ export interface Transcript {
 }
 
 /** A transcript from the AI SDK's `transcribe`, asking OpenAI-format APIs for timed segments. */
-export async function transcribeAudio(model: TranscriptionModelV3, audio: Buffer, language: string | undefined, settings: MediaCallSettings): Promise<Transcript> {
+export async function transcribeAudio(
+  model: TranscriptionModelV3,
+  audio: Buffer,
+  language: string | undefined,
+  settings: MediaCallSettings,
+): Promise<Transcript> {
   const { experimental_transcribe: transcribe } = await import('ai');
   const hint = language === undefined ? {} : { language };
   const result = await call(settings, model.modelId, (abortSignal) =>
@@ -134,10 +145,22 @@ export interface SpeechRequest {
 }
 
 /** Audio from the AI SDK's `generateSpeech`; its media type is read from the bytes. */
-export async function speak(model: SpeechModelV3, request: SpeechRequest, settings: MediaCallSettings): Promise<{ bytes: Buffer; mediaType: string; warnings: string[] }> {
+export async function speak(
+  model: SpeechModelV3,
+  request: SpeechRequest,
+  settings: MediaCallSettings,
+): Promise<{ bytes: Buffer; mediaType: string; warnings: string[] }> {
   const { experimental_generateSpeech: generateSpeech } = await import('ai');
   const result = await call(settings, model.modelId, (abortSignal) =>
-    generateSpeech({ model, text: request.text, voice: request.voice, outputFormat: request.format, speed: request.speed, maxRetries: 0, abortSignal }),
+    generateSpeech({
+      model,
+      text: request.text,
+      voice: request.voice,
+      outputFormat: request.format,
+      speed: request.speed,
+      maxRetries: 0,
+      abortSignal,
+    }),
   );
   const bytes = Buffer.from(result.audio.uint8Array);
   return { bytes, mediaType: audioType(bytes) ?? mediaTypeOfFormat(request.format), warnings: result.warnings.map(warningText) };
@@ -145,6 +168,8 @@ export async function speak(model: SpeechModelV3, request: SpeechRequest, settin
 
 /** What an asked-for format is, when the bytes do not say (raw PCM has no header). */
 function mediaTypeOfFormat(format: string): string {
-  return { mp3: 'audio/mpeg', wav: 'audio/wav', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', pcm: 'audio/pcm' }[format] ?? 'application/octet-stream';
+  return (
+    { mp3: 'audio/mpeg', wav: 'audio/wav', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', pcm: 'audio/pcm' }[format] ??
+    'application/octet-stream'
+  );
 }
-

@@ -42,7 +42,11 @@ export class OpenAIMediaModels implements MediaModels {
 
   constructor(
     private readonly options: { baseUrl: string; apiKey: string | null; providerId: string; fetch?: typeof fetch },
-    models: { image: readonly MediaModelPrice[]; transcription: readonly MediaModelPrice[]; speech: readonly MediaModelPrice[] } = { image: [], transcription: [], speech: [] },
+    models: { image: readonly MediaModelPrice[]; transcription: readonly MediaModelPrice[]; speech: readonly MediaModelPrice[] } = {
+      image: [],
+      transcription: [],
+      speech: [],
+    },
   ) {
     this.models = (['image', 'transcription', 'speech'] as const).flatMap((kind) =>
       models[kind].map((m) => ({ id: m.id, providerId: options.providerId, name: m.id, kind, microCentsPerUnit: m.microCentsPerUnit })),
@@ -71,7 +75,8 @@ export class OpenAIMediaModels implements MediaModels {
 
 // ---- What a file is, by its bytes ----
 
-const ascii = (bytes: Buffer, at: number, text: string) => bytes.length >= at + text.length && bytes.toString('latin1', at, at + text.length) === text;
+const ascii = (bytes: Buffer, at: number, text: string) =>
+  bytes.length >= at + text.length && bytes.toString('latin1', at, at + text.length) === text;
 
 /** The audio type of `bytes` (WAV, MP3, OGG, FLAC, WebM, M4A, AAC), or null when it is not audio. */
 export function audioType(bytes: Buffer): string | null {

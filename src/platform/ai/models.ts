@@ -1,5 +1,11 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { JSONSchema7, LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3StreamPart, LanguageModelV3Usage } from '@ai-sdk/provider';
+import type {
+  JSONSchema7,
+  LanguageModelV3,
+  LanguageModelV3CallOptions,
+  LanguageModelV3StreamPart,
+  LanguageModelV3Usage,
+} from '@ai-sdk/provider';
 import { DevelopmentMediaModels } from './development-media';
 import { groundingIn } from './grounding';
 import { type MediaModelPrice, type MediaModels, OpenAIMediaModels } from './media';
@@ -108,7 +114,8 @@ export class ModelProviderFailure extends ProviderFailure {
 }
 
 /** URLs, host:port pairs and IP addresses, which a provider's or a network error may carry. */
-const ADDRESS = /\b[a-z][a-z0-9+.-]*:\/\/\S+|\[[0-9a-f:]+\](?::\d+)?|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*:\d{2,5}\b/gi;
+const ADDRESS =
+  /\b[a-z][a-z0-9+.-]*:\/\/\S+|\[[0-9a-f:]+\](?::\d+)?|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*:\d{2,5}\b/gi;
 
 /** A text with every address in it replaced by `[address]`. */
 export const withoutAddresses = (text: string) => text.replace(ADDRESS, '[address]');
@@ -138,7 +145,11 @@ export function describeProviderError(error: unknown, what = 'model provider'): 
   // Duck-typed: fetch's TypeError may come from another realm (a test's VM context) than ours.
   const message = (error as { message?: unknown } | null)?.message;
   const cause = e?.cause as { code?: unknown } | undefined;
-  if ((typeof e?.name === 'string' && /APICallError/.test(e.name)) || (typeof message === 'string' && /fetch failed/.test(message)) || typeof cause?.code === 'string') {
+  if (
+    (typeof e?.name === 'string' && /APICallError/.test(e.name)) ||
+    (typeof message === 'string' && /fetch failed/.test(message)) ||
+    typeof cause?.code === 'string'
+  ) {
     return `The ${what} could not be reached.`;
   }
   return `The ${what}'s answer could not be read.`;
@@ -168,7 +179,10 @@ type ModelPrompt = ModelCallOptions['prompt'];
  * calls send them: providers that need results grouped rely on it).
  */
 function toPrompt(messages: ChatMessage[]): ModelPrompt {
-  const system = messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n\n');
+  const system = messages
+    .filter((m) => m.role === 'system')
+    .map((m) => m.content)
+    .join('\n\n');
   const prompt: ModelPrompt = system === '' ? [] : [{ role: 'system', content: system }];
   for (const m of messages) {
     if (m.role === 'user') prompt.push({ role: 'user', content: [{ type: 'text', text: m.content }] });
@@ -177,11 +191,21 @@ function toPrompt(messages: ChatMessage[]): ModelPrompt {
         role: 'assistant',
         content: [
           ...(m.content !== '' ? [{ type: 'text' as const, text: m.content }] : []),
-          ...(m.toolCalls ?? []).map((c) => ({ type: 'tool-call' as const, toolCallId: c.toolCallId, toolName: c.toolName, input: c.arguments })),
+          ...(m.toolCalls ?? []).map((c) => ({
+            type: 'tool-call' as const,
+            toolCallId: c.toolCallId,
+            toolName: c.toolName,
+            input: c.arguments,
+          })),
         ],
       });
     } else if (m.role === 'tool') {
-      const result = { type: 'tool-result' as const, toolCallId: m.toolCallId, toolName: m.toolName, output: { type: m.isError ? ('error-text' as const) : ('text' as const), value: m.content } };
+      const result = {
+        type: 'tool-result' as const,
+        toolCallId: m.toolCallId,
+        toolName: m.toolName,
+        output: { type: m.isError ? ('error-text' as const) : ('text' as const), value: m.content },
+      };
       const last = prompt.at(-1);
       if (last?.role === 'tool') last.content.push(result);
       else prompt.push({ role: 'tool', content: [result] });
@@ -196,7 +220,12 @@ const callOptions = (request: ChatRequest): ModelCallOptions => ({
   abortSignal: request.signal,
   ...(request.tools?.length
     ? {
-        tools: request.tools.map((t) => ({ type: 'function' as const, name: t.name, description: t.description, inputSchema: t.inputSchema as JSONSchema7 })),
+        tools: request.tools.map((t) => ({
+          type: 'function' as const,
+          name: t.name,
+          description: t.description,
+          inputSchema: t.inputSchema as JSONSchema7,
+        })),
         toolChoice: { type: 'auto' as const },
       }
     : {}),
@@ -236,7 +265,8 @@ export async function listProviderModels(options: { baseUrl: string; apiKey: str
     throw new ModelProviderFailure('The model provider could not be reached.', errorDetail(error));
   }
   const text = await response.text();
-  if (!response.ok) throw new ModelProviderFailure(describeProviderError({ statusCode: response.status, responseBody: text }), text.slice(0, 500));
+  if (!response.ok)
+    throw new ModelProviderFailure(describeProviderError({ statusCode: response.status, responseBody: text }), text.slice(0, 500));
   let ids: unknown;
   try {
     ids = (JSON.parse(text) as { data?: Array<{ id?: unknown }> }).data?.map((m) => m.id);
@@ -244,7 +274,10 @@ export async function listProviderModels(options: { baseUrl: string; apiKey: str
     ids = undefined;
   }
   if (!Array.isArray(ids) || ids.length === 0 || ids.some((id) => typeof id !== 'string' || id === '')) {
-    throw new ModelProviderFailure("The model provider's model list is empty or not in the OpenAI format ({ data: [{ id }] }).", text.slice(0, 500));
+    throw new ModelProviderFailure(
+      "The model provider's model list is empty or not in the OpenAI format ({ data: [{ id }] }).",
+      text.slice(0, 500),
+    );
   }
   return ids as string[];
 }
@@ -341,9 +374,17 @@ export class OpenAICompatibleProvider implements ModelProvider {
     },
     log: FailureLog = () => undefined,
   ) {
-    this.info = { providerId: 'openai-compatible', kind: 'openai-compatible', name: 'OpenAI-compatible provider', baseUrl: options.baseUrl };
+    this.info = {
+      providerId: 'openai-compatible',
+      kind: 'openai-compatible',
+      name: 'OpenAI-compatible provider',
+      baseUrl: options.baseUrl,
+    };
     this.models = options.models.map((m, i) => ({ ...m, providerId: this.info.providerId, name: m.id, default: i === 0 }));
-    this.media = new OpenAIMediaModels({ baseUrl: options.baseUrl, apiKey: options.apiKey, providerId: this.info.providerId }, options.media);
+    this.media = new OpenAIMediaModels(
+      { baseUrl: options.baseUrl, apiKey: options.apiKey, providerId: this.info.providerId },
+      options.media,
+    );
     this.chat = new SdkChat(async () => {
       const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible');
       const provider = createOpenAICompatible({
@@ -417,7 +458,8 @@ export class DevelopmentProvider implements ModelProvider {
     const { messages } = request;
     const usage = (text: string) => ({ inputTokens: messages.reduce((n, m) => n + words(m.content), 0), outputTokens: words(text) });
     const results: Array<Extract<ChatMessage, { role: 'tool' }>> = [];
-    for (let i = messages.length - 1; i >= 0 && messages[i]?.role === 'tool'; i -= 1) results.unshift(messages[i] as Extract<ChatMessage, { role: 'tool' }>);
+    for (let i = messages.length - 1; i >= 0 && messages[i]?.role === 'tool'; i -= 1)
+      results.unshift(messages[i] as Extract<ChatMessage, { role: 'tool' }>);
     if (results.length > 0) {
       const text = `Development model (no AI provider is configured). ${results.map((r) => `The tool ${r.toolName} ${r.isError ? 'failed' : 'returned'}: ${r.content}`).join('\n')}`;
       return { text, usage: usage(text), toolCalls: [] };

@@ -50,8 +50,9 @@ function isParts<T>(rows: T | ReadonlyArray<T>): rows is ReadonlyArray<T> {
 }
 
 /** A collection's list query (see ListQuery). */
-export const listQuery = <A extends object, QDB, TB extends keyof QDB, R extends { id: string }>(definition: ListDefinition<A, QDB, TB, R>) =>
-  new ListQuery(definition);
+export const listQuery = <A extends object, QDB, TB extends keyof QDB, R extends { id: string }>(
+  definition: ListDefinition<A, QDB, TB, R>,
+) => new ListQuery(definition);
 
 /** Anything read a page at a time, as a ListQuery is. */
 type Paged = { page: (...args: never[]) => Promise<{ items: unknown[] }> };
@@ -64,4 +65,6 @@ type RowOf<T> = T extends keyof DB ? Selectable<DB[T]> : T;
  * list adds, such as a count) that its list `L` reads, each timestamp a Date (a record read alone)
  * or epoch milliseconds (a listed one).
  */
-export type ListedRecord<T, L extends Paged> = Instants<Pick<RowOf<T>, keyof Awaited<ReturnType<L['page']>>['items'][number] & keyof RowOf<T>>>;
+export type ListedRecord<T, L extends Paged> = Instants<
+  Pick<RowOf<T>, keyof Awaited<ReturnType<L['page']>>['items'][number] & keyof RowOf<T>>
+>;

@@ -21,7 +21,12 @@ export function ownedRecords<T extends OwnedTable>(table: T) {
   return {
     /** The record, or undefined when the owner has none with that id. */
     find(db: Database, ownerUserId: string, id: string): Promise<Row | undefined> {
-      return untyped(db).selectFrom(name).selectAll().where('owner_user_id', '=', ownerUserId).where('id', '=', id).executeTakeFirst() as Promise<Row | undefined>;
+      return untyped(db)
+        .selectFrom(name)
+        .selectAll()
+        .where('owner_user_id', '=', ownerUserId)
+        .where('id', '=', id)
+        .executeTakeFirst() as Promise<Row | undefined>;
     },
     /** The record after `changes`, or undefined when the owner has none with that id. */
     update(db: Database, ownerUserId: string, id: string, changes: Updateable<DB[T]>): Promise<Row | undefined> {
@@ -44,14 +49,21 @@ export function ownedRecords<T extends OwnedTable>(table: T) {
 type Column<T extends OwnedTable> = keyof Selectable<DB[T]> & string;
 
 /** A listed record: its id and `F` as they are, each of `M` as epoch milliseconds (null where the column may be). */
-type Listed<R, F extends keyof R, M extends keyof R> = { id: string } & Pick<R, F> & { [K in M]: null extends R[K] ? number | null : number };
+type Listed<R, F extends keyof R, M extends keyof R> = { id: string } & Pick<R, F> & {
+    [K in M]: null extends R[K] ? number | null : number;
+  };
 
 /**
  * A user's records of an owned table, read a page at a time (see ListQuery): the id and `fields`
  * as they are, `times` as epoch milliseconds (epochMs), narrowed by equality on the column each
  * given argument of `filters` names (`{ projectId: 'project_id' }`: the argument, its column).
  */
-export function ownedList<T extends OwnedTable, F extends Column<T>, M extends Column<T>, C extends Record<string, Column<T>> = Record<never, never>>(
+export function ownedList<
+  T extends OwnedTable,
+  F extends Column<T>,
+  M extends Column<T>,
+  C extends Record<string, Column<T>> = Record<never, never>,
+>(
   table: T,
   { fields, times, filters }: { fields: readonly F[]; times: readonly M[]; filters?: C },
 ): ListQuery<{ ownerUserId: string } & { [K in keyof C]?: Selectable<DB[T]>[C[K]] }, DB, T, Listed<Selectable<DB[T]>, F, M>> {
@@ -61,7 +73,10 @@ export function ownedList<T extends OwnedTable, F extends Column<T>, M extends C
   return listQuery({
     id: 'id',
     rows: (db, args: { ownerUserId: string } & Record<string, unknown>) => {
-      let query = untyped(db).selectFrom(name).select(selection as never).where('owner_user_id', '=', args.ownerUserId);
+      let query = untyped(db)
+        .selectFrom(name)
+        .select(selection as never)
+        .where('owner_user_id', '=', args.ownerUserId);
       for (const [argument, column] of narrowing) {
         if (args[argument] !== undefined) query = query.where(column as never, '=', args[argument] as never);
       }

@@ -16,7 +16,8 @@ export function epochMs<C extends string>(column: C): AliasedRawBuilder<number, 
 }
 
 /** epochMs of a nullable column. */
-export const epochMsOrNull = <C extends string>(column: C) => epochMs(column) as unknown as AliasedRawBuilder<number | null, Unqualified<C>>;
+export const epochMsOrNull = <C extends string>(column: C) =>
+  epochMs(column) as unknown as AliasedRawBuilder<number | null, Unqualified<C>>;
 
 /** A row as a presenter takes it: each timestamp a Date (a record read alone) or epoch milliseconds (a listed one, see epochMs). */
 export type Instants<R> = { [K in keyof R]: Date extends R[K] ? R[K] | number : R[K] };

@@ -123,7 +123,12 @@ export interface ResolvedTarget {
  * (a name with one public and one private address is refused). Throws UrlNotAllowed,
  * AddressNotAllowed or HostNotResolved.
  */
-export async function resolveTarget(raw: string, policy: OutboundPolicy, timeoutMs: number, resolver: Resolver = systemResolver): Promise<ResolvedTarget> {
+export async function resolveTarget(
+  raw: string,
+  policy: OutboundPolicy,
+  timeoutMs: number,
+  resolver: Resolver = systemResolver,
+): Promise<ResolvedTarget> {
   const url = checkUrl(raw, policy);
   const host = hostOf(url);
   const family = isIP(host);
@@ -294,7 +299,7 @@ export class Outbound {
    */
   fetcher(limits: OutboundLimits): typeof fetch {
     return async (input, init) => {
-      const request = new Request(input, init?.body instanceof ReadableStream ? { ...init, duplex: 'half' } as RequestInit : init);
+      const request = new Request(input, init?.body instanceof ReadableStream ? ({ ...init, duplex: 'half' } as RequestInit) : init);
       const headers: Record<string, string> = {};
       request.headers.forEach((value, name) => {
         headers[name] = value;
@@ -317,7 +322,11 @@ export class Outbound {
         response.resume();
         return new Response(null, { status, statusText: response.statusMessage, headers: responseHeaders });
       }
-      return new Response(cappedStream(exchange, limits.maxBytes), { status, statusText: response.statusMessage, headers: responseHeaders });
+      return new Response(cappedStream(exchange, limits.maxBytes), {
+        status,
+        statusText: response.statusMessage,
+        headers: responseHeaders,
+      });
     };
   }
 

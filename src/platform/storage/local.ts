@@ -3,7 +3,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { asUnavailable, type ByteRange, MeasuringStream, ObjectNotFoundError, type ObjectStore, STREAM_BUFFER_BYTES, type StoredObject } from './index';
+import {
+  asUnavailable,
+  type ByteRange,
+  MeasuringStream,
+  ObjectNotFoundError,
+  type ObjectStore,
+  STREAM_BUFFER_BYTES,
+  type StoredObject,
+} from './index';
 
 /** Temporary files of the uploads in progress in this process (any store over the directory): never swept. */
 const writing = new Set<string>();

@@ -1,13 +1,6 @@
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadBucketCommand,
-  NoSuchKey,
-  PutObjectCommand,
-  S3Client,
-} from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, NoSuchKey, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import {
   asUnavailable,
   type ByteRange,
@@ -83,7 +76,8 @@ export class S3ObjectStore implements ObjectStore {
     if (piped.status === 'fulfilled' && sent.status === 'fulfilled') return piped.value;
     await this.discard(key);
     // A wrong size is the upload's fault; otherwise an unavailable store is the cause.
-    if (piped.status === 'rejected' && (piped.reason instanceof ObjectTooLargeError || piped.reason instanceof ObjectIncompleteError)) throw piped.reason;
+    if (piped.status === 'rejected' && (piped.reason instanceof ObjectTooLargeError || piped.reason instanceof ObjectIncompleteError))
+      throw piped.reason;
     const unavailable = sent.status === 'rejected' ? asUnavailable(sent.reason, 's3') : null;
     if (unavailable instanceof StorageUnavailableError) throw unavailable;
     throw piped.status === 'rejected' ? piped.reason : (sent as PromiseRejectedResult).reason;

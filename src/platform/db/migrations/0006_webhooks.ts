@@ -11,9 +11,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('description', 'text', (c) => c.notNull().defaultTo(''))
     .addColumn('events', sql`text[]`, (c) => c.notNull())
     .addColumn('enabled', 'boolean', (c) => c.notNull())
-    .addColumn('disabled_reason', 'text', (c) =>
-      c.check(sql`disabled_reason in ('user', 'endpoint_gone', 'persistent_failure')`),
-    )
+    .addColumn('disabled_reason', 'text', (c) => c.check(sql`disabled_reason in ('user', 'endpoint_gone', 'persistent_failure')`))
     .addColumn('disabled_at', 'timestamptz')
     .addColumn('failing_since', 'timestamptz')
     // Signing secrets, encrypted with the deployment's key (never stored or logged in clear).
@@ -61,7 +59,11 @@ export async function up(db: Kysely<any>): Promise<void> {
     where status = 'pending'`.execute(db);
   await sql`create index webhook_deliveries_completed_idx on webhook_deliveries (completed_at) where status <> 'pending'`.execute(db);
   await db.schema.createIndex('webhook_deliveries_owner_id_idx').on('webhook_deliveries').columns(['owner_user_id', 'id']).execute();
-  await db.schema.createIndex('webhook_deliveries_subscription_id_idx').on('webhook_deliveries').columns(['subscription_id', 'id']).execute();
+  await db.schema
+    .createIndex('webhook_deliveries_subscription_id_idx')
+    .on('webhook_deliveries')
+    .columns(['subscription_id', 'id'])
+    .execute();
   await db.schema.createIndex('webhook_deliveries_event_idx').on('webhook_deliveries').column('event_id').execute();
 
   await db.schema

@@ -3,7 +3,10 @@ import { type Kysely, sql } from 'kysely';
 // Frozen: this migration never imports application code and is never edited once released.
 
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('skills').addColumn('greeting', 'text', (c) => c.notNull().defaultTo('')).execute();
+  await db.schema
+    .alterTable('skills')
+    .addColumn('greeting', 'text', (c) => c.notNull().defaultTo(''))
+    .execute();
 
   await db.schema
     .createTable('conversations')

@@ -73,5 +73,10 @@ export async function down(db: Kysely<any>): Promise<void> {
   await db.schema.dropTable('billing_events').ifExists().execute();
   await sql`drop index if exists ledger_entries_reference_idx`.execute(db);
   await db.schema.alterTable('ledger_entries').dropColumn('reference').execute();
-  await db.schema.alterTable('budgets').dropColumn('carry_micro_cents').dropColumn('period_spent_micro_cents').dropColumn('period_start').execute();
+  await db.schema
+    .alterTable('budgets')
+    .dropColumn('carry_micro_cents')
+    .dropColumn('period_spent_micro_cents')
+    .dropColumn('period_start')
+    .execute();
 }

@@ -37,7 +37,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
   await db.schema.createIndex('agent_commands_environment_id_idx').on('agent_commands').columns(['environment_id', 'id']).execute();
-  await sql`create index agent_commands_waiting_idx on agent_commands (environment_id, id) where status in ('queued', 'claimed')`.execute(db);
+  await sql`create index agent_commands_waiting_idx on agent_commands (environment_id, id) where status in ('queued', 'claimed')`.execute(
+    db,
+  );
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

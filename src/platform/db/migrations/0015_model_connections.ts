@@ -20,7 +20,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('enabled_models', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
     // The provider's models as its list last named them: [{ id, contextWindow }].
     .addColumn('models', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
-    .addColumn('status', 'text', (c) => c.notNull().defaultTo('untested').check(sql`status in ('untested', 'active', 'error')`))
+    .addColumn('status', 'text', (c) =>
+      c
+        .notNull()
+        .defaultTo('untested')
+        .check(sql`status in ('untested', 'active', 'error')`),
+    )
     .addColumn('last_error', 'text')
     .addColumn('last_tested_at', 'timestamptz')
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))

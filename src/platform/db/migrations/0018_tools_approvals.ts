@@ -11,7 +11,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   // How many model calls (steps) a reply has made so far: its usage columns sum them.
   await sql`alter table messages add column model_calls integer not null default 0`.execute(db);
   await sql`alter table messages drop constraint if exists messages_status_check`.execute(db);
-  await sql`alter table messages add constraint messages_status_check check (status in ('generating', 'awaiting_approval', 'complete', 'failed'))`.execute(db);
+  await sql`alter table messages add constraint messages_status_check check (status in ('generating', 'awaiting_approval', 'complete', 'failed'))`.execute(
+    db,
+  );
 
   await db.schema
     .createTable('tool_approvals')

@@ -28,13 +28,23 @@ export async function up(db: Kysely<any>): Promise<void> {
     // [{ name, namespacedName, description, inputSchema }] as the server last listed them.
     .addColumn('tools', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
     .addColumn('catalog_refreshed_at', 'timestamptz')
-    .addColumn('status', 'text', (c) => c.notNull().defaultTo('untested').check(sql`status in ('untested', 'active', 'error')`))
+    .addColumn('status', 'text', (c) =>
+      c
+        .notNull()
+        .defaultTo('untested')
+        .check(sql`status in ('untested', 'active', 'error')`),
+    )
     .addColumn('last_error', 'text')
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
   await db.schema.createIndex('mcp_servers_owner_id_idx').on('mcp_servers').columns(['owner_user_id', 'id']).execute();
-  await db.schema.createIndex('mcp_servers_owner_prefix_idx').on('mcp_servers').columns(['owner_user_id', 'tool_prefix']).unique().execute();
+  await db.schema
+    .createIndex('mcp_servers_owner_prefix_idx')
+    .on('mcp_servers')
+    .columns(['owner_user_id', 'tool_prefix'])
+    .unique()
+    .execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

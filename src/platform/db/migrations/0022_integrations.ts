@@ -16,7 +16,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('integration_id', 'text', (c) => c.notNull())
     .addColumn('server_id', 'text', (c) => c.references('mcp_servers.id').onDelete('cascade'))
     // `expired`: a refresh was refused (or there is nothing to refresh with); the user connects again.
-    .addColumn('status', 'text', (c) => c.notNull().defaultTo('active').check(sql`status in ('active', 'expired')`))
+    .addColumn('status', 'text', (c) =>
+      c
+        .notNull()
+        .defaultTo('active')
+        .check(sql`status in ('active', 'expired')`),
+    )
     // Sealed with the deployment's secrets key.
     .addColumn('access_token', 'text', (c) => c.notNull())
     .addColumn('refresh_token', 'text')
@@ -35,7 +40,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
-  await db.schema.createIndex('integration_connections_owner_integration_idx').on('integration_connections').columns(['owner_user_id', 'integration_id']).unique().execute();
+  await db.schema
+    .createIndex('integration_connections_owner_integration_idx')
+    .on('integration_connections')
+    .columns(['owner_user_id', 'integration_id'])
+    .unique()
+    .execute();
   await db.schema.createIndex('integration_connections_server_idx').on('integration_connections').column('server_id').execute();
 
   await db.schema
@@ -53,11 +63,17 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
-  await db.schema.createIndex('integration_authorizations_owner_idx').on('integration_authorizations').columns(['owner_user_id', 'integration_id', 'created_at']).execute();
+  await db.schema
+    .createIndex('integration_authorizations_owner_idx')
+    .on('integration_authorizations')
+    .columns(['owner_user_id', 'integration_id', 'created_at'])
+    .execute();
   await db.schema.createIndex('integration_authorizations_expiry_idx').on('integration_authorizations').column('expires_at').execute();
 
   await sql`alter table mcp_servers drop constraint mcp_servers_authentication_check`.execute(db);
-  await sql`alter table mcp_servers add constraint mcp_servers_authentication_check check (authentication in ('none', 'bearer', 'header', 'oauth'))`.execute(db);
+  await sql`alter table mcp_servers add constraint mcp_servers_authentication_check check (authentication in ('none', 'bearer', 'header', 'oauth'))`.execute(
+    db,
+  );
   // With `oauth`: the operator-configured integration whose connection it uses; null, its own authorization server.
   await sql`alter table mcp_servers add column integration_id text`.execute(db);
 }
@@ -66,7 +82,9 @@ export async function down(db: Kysely<any>): Promise<void> {
   await sql`alter table mcp_servers drop column integration_id`.execute(db);
   await sql`delete from mcp_servers where authentication = 'oauth'`.execute(db);
   await sql`alter table mcp_servers drop constraint mcp_servers_authentication_check`.execute(db);
-  await sql`alter table mcp_servers add constraint mcp_servers_authentication_check check (authentication in ('none', 'bearer', 'header'))`.execute(db);
+  await sql`alter table mcp_servers add constraint mcp_servers_authentication_check check (authentication in ('none', 'bearer', 'header'))`.execute(
+    db,
+  );
   await db.schema.dropTable('integration_authorizations').ifExists().execute();
   await db.schema.dropTable('integration_connections').ifExists().execute();
 }
