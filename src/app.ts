@@ -92,7 +92,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...modelHandlers(services.models, services.capabilities),
     ...mcpServerHandlers(services.mcpServers),
     ...integrationHandlers(services.integrations),
-    ...conversationHandlers(services.chat, config.models.timeoutMs),
+    ...conversationHandlers(services.conversations, services.chat, config.models.timeoutMs),
     ...toolHandlers(services.tools),
     ...automationHandlers(services.automations, runner),
   };
@@ -187,7 +187,7 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     outbound: composition.outbound,
     ...workers,
     metrics: composition.metrics,
-    interruptReplies: () => services.chat.interruptGenerating(),
+    interruptReplies: () => services.chat.leases.interruptGenerating(),
     drain: () => {
       draining = true;
     },

@@ -26,7 +26,8 @@ import { countQueuedRuns } from './areas/automations/repository';
 import { AutomationRunner, AutomationScheduler } from './areas/automations/runner';
 import { AutomationService } from './areas/automations/service';
 import { ReplyRecovery } from './areas/conversations/recovery';
-import { ChatService } from './areas/conversations/service';
+import { type Chat, createChat } from './areas/conversations/chat';
+import { ConversationService } from './areas/conversations/service';
 import { BuiltinTools } from './areas/tools/builtins';
 import { ToolService } from './areas/tools/service';
 import { ModelService, NO_DEFAULTS, sealedColumns as modelSealedColumns } from './areas/models/service';
@@ -76,7 +77,9 @@ export interface Services {
   memory: MemoryService;
   skills: SkillService;
   webhooks: WebhookService;
-  chat: ChatService;
+  conversations: ConversationService;
+  /** Chat turns, their tool approvals, and the leases of the replies being generated here. */
+  chat: Chat;
   automations: AutomationService;
   agents: AgentEnvironmentService;
   /** The model provider chat and automations call. */
@@ -169,7 +172,7 @@ async function resolveModels(config: Config, logger: Logger): Promise<ModelPrice
 export function openObjectStore(config: Config): ObjectStore {
   if (!config.storage.s3) return new LocalObjectStore(path.join(config.dataDir, 'objects'));
   // Loaded only when used, like the payment provider's library and the embedded database: the AWS
-  // SDK is a fifth of an idle instance's memory.
+  // SDK is large, and an instance that stores objects locally never needs it.
   const { S3ObjectStore } = require('./platform/storage/s3') as typeof import('./platform/storage/s3');
   return new S3ObjectStore(config.storage.s3);
 }
@@ -344,12 +347,37 @@ export function createServices({
     vectorAvailable,
     log: (level, message, meta) => logger.log(level, message, meta),
   });
-  const chat = new ChatService({
+  // The conversations come before files (which check them); chat's turns after the tools, whose
+  // built-ins act through files.
+  const conversations = new ConversationService({ db, projects, models, skills });
+  const files = new FileService({
     db,
+    store,
+    signedUrls,
+    projects,
+    limits: { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes },
+    warn,
+    entitlements: billing,
+    conversations,
+  });
+  const principals = new PrincipalService(db, audit);
+  const notes = new NoteService(db, projects);
+  const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
+  const tools = new ToolService({
+    builtins: new BuiltinTools({ knowledge, memory, notes, files, projects, automations, policies: config.tools.builtinPolicies }),
+    // The caller's MCP servers' tools, beside the built-in ones.
+    sources: [mcpServers],
+    settings,
+    limits: { timeoutMs: config.tools.callTimeoutMs, maxResultBytes: config.tools.maxResultBytes },
+    log: warn,
+  });
+  const chat = createChat({
+    db,
+    conversations,
     models,
     projects,
-    skills,
     webhooks,
+    tools,
     timeoutMs: config.models.timeoutMs,
     billing,
     lease: { leaseMs: config.models.replyLeaseMs },
@@ -369,29 +397,6 @@ export function createServices({
       toolCall: (tool, outcome) => metrics.toolCalls.inc({ tool, outcome }),
     },
   });
-  const files = new FileService({
-    db,
-    store,
-    signedUrls,
-    projects,
-    limits: { maxUploadBytes: config.storage.maxUploadBytes, ingestMaxBytes: config.ingestMaxBytes },
-    warn,
-    entitlements: billing,
-    conversations: chat,
-  });
-  const principals = new PrincipalService(db, audit);
-  const notes = new NoteService(db, projects);
-  const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
-  const tools = new ToolService({
-    builtins: new BuiltinTools({ knowledge, memory, notes, files, projects, automations, policies: config.tools.builtinPolicies }),
-    // The caller's MCP servers' tools, beside the built-in ones.
-    sources: [mcpServers],
-    settings,
-    limits: { timeoutMs: config.tools.callTimeoutMs, maxResultBytes: config.tools.maxResultBytes },
-    log: warn,
-  });
-  // Chat is built before the areas its built-in tools act through (files needs chat).
-  chat.useTools(tools);
   const onboarding = new OnboardingService({ db, steps: config.shell.onboardingSteps, projects, files, settings });
   const outputs = new OutputService({ db, store, maxBytes: config.storage.maxOutputBytes, warn, entitlements: billing });
   const media = new MediaService({
@@ -401,7 +406,7 @@ export function createServices({
     files,
     notes,
     projects,
-    conversations: chat,
+    conversations,
     billing,
     webhooks,
     settings: config.media,
@@ -424,6 +429,7 @@ export function createServices({
     memory,
     skills,
     webhooks,
+    conversations,
     chat,
     automations,
     agents: new AgentEnvironmentService(db, config.agents),

@@ -3,7 +3,9 @@ import { type HandlerMap, idFromQueryOrBody, STREAMED } from '../../http/handler
 import { readPage } from '../../http/pagination';
 import { EventStream } from '../../http/sse';
 import { presentApproval, presentCitations, presentConversation, presentMessage } from './presenter';
-import type { ChatService, SendOutcome } from './service';
+import type { Chat } from './chat';
+import type { ConversationService } from './service';
+import type { SendOutcome } from './turn';
 
 /** The error answer of a failed reply (a cancelled one is answered like a provider error). */
 function failureError(outcome: SendOutcome, timeoutMs: number) {
@@ -13,7 +15,8 @@ function failureError(outcome: SendOutcome, timeoutMs: number) {
 }
 
 export function conversationHandlers(
-  chat: ChatService,
+  conversations: ConversationService,
+  { turns, approvals }: Pick<Chat, 'turns' | 'approvals'>,
   timeoutMs: number,
 ): Pick<
   HandlerMap,
@@ -30,21 +33,25 @@ export function conversationHandlers(
   return {
     getConversations: async ({ caller, query }) => {
       if (query.conversationId !== undefined) {
-        return { conversation: presentConversation(await chat.get(caller.userId, query.conversationId)) };
+        return { conversation: presentConversation(await conversations.get(caller.userId, query.conversationId)) };
       }
       const filter = { projectId: query.projectId, archived: query.archived };
-      const page = await chat.list(caller.userId, filter, readPage(query));
+      const page = await conversations.list(caller.userId, filter, readPage(query));
       return { conversations: page.items.map(presentConversation), nextCursor: page.nextCursor };
     },
-    createConversation: async ({ caller, body }) => ({ conversation: presentConversation(await chat.create(caller.userId, body)) }),
-    updateConversation: async ({ caller, body }) => ({ conversation: presentConversation(await chat.update(caller.userId, body)) }),
+    createConversation: async ({ caller, body }) => ({
+      conversation: presentConversation(await conversations.create(caller.userId, body)),
+    }),
+    updateConversation: async ({ caller, body }) => ({
+      conversation: presentConversation(await conversations.update(caller.userId, body)),
+    }),
     deleteConversation: async ({ caller, query, body }) => {
       const conversationId = idFromQueryOrBody('conversationId', query, body);
-      await chat.delete(caller.userId, conversationId);
+      await conversations.delete(caller.userId, conversationId);
       return { conversationId, deleted: true };
     },
     getMessages: async ({ caller, query }) => {
-      const page = await chat.messages(caller.userId, query.conversationId, readPage(query));
+      const page = await conversations.messages(caller.userId, query.conversationId, readPage(query));
       return { messages: page.items.map(presentMessage), nextCursor: page.nextCursor };
     },
     sendMessage: async ({ caller, body, req, res }) => {
@@ -59,12 +66,12 @@ export function conversationHandlers(
         if (!res.writableFinished) client.abort(new Error('the client closed the connection'));
       });
       if (!body.stream) {
-        const outcome = await chat.send(caller.userId, body, { signal: client.signal });
+        const outcome = await turns.send(caller.userId, body, { signal: client.signal });
         if (outcome.failure) throw failureError(outcome, timeoutMs);
         return { message: presentMessage(outcome.message), reply: presentMessage(outcome.reply) };
       }
       const events = new EventStream(res);
-      const outcome = await chat.send(caller.userId, body, {
+      const outcome = await turns.send(caller.userId, body, {
         signal: client.signal,
         onStart: (message) => events.send('message', { message: presentMessage(message) }),
         onCitations: (citations, retrieval) => events.send('citations', { citations: presentCitations(citations), retrieval }),
@@ -85,12 +92,12 @@ export function conversationHandlers(
       return STREAMED;
     },
     getApprovals: async ({ caller, query }) => {
-      if (query.approvalId !== undefined) return { approval: presentApproval(await chat.approval(caller.userId, query.approvalId)) };
-      const page = await chat.pendingApprovals(caller.userId, readPage(query));
+      if (query.approvalId !== undefined) return { approval: presentApproval(await approvals.approval(caller.userId, query.approvalId)) };
+      const page = await approvals.pendingApprovals(caller.userId, readPage(query));
       return { approvals: page.items.map(presentApproval), nextCursor: page.nextCursor };
     },
     decideApproval: async ({ actor, body }) => {
-      const { approval, reply } = await chat.decide(actor, {
+      const { approval, reply } = await approvals.decide(actor, {
         approvalId: body.approvalId,
         decision: body.decision,
         arguments: body.arguments,
@@ -98,7 +105,7 @@ export function conversationHandlers(
       return { approval: presentApproval(approval), reply: presentMessage(reply) };
     },
     postAgentGreeting: async ({ caller, body }) => ({
-      message: presentMessage(await chat.greet(caller.userId, body.conversationId, body.agentId)),
+      message: presentMessage(await conversations.greet(caller.userId, body.conversationId, body.agentId)),
     }),
   };
 }

@@ -1,5 +1,6 @@
 import { PeriodicTask } from '../../platform/workers';
-import type { ChatService } from './service';
+import type { ApprovalService } from './approvals';
+import type { ReplyLeases } from './leases';
 
 export interface ReplyRecoverySettings {
   /** How long a reply's lease lasts (renewed at a third of it while the reply is generated). */
@@ -9,6 +10,12 @@ export interface ReplyRecoverySettings {
 }
 
 type Log = (level: 'info' | 'warn' | 'error', message: string, meta: Record<string, unknown>) => void;
+
+/** What the recovery works through: the leases of the replies, and the approvals they wait on. */
+export interface RecoveredChat {
+  leases: Pick<ReplyLeases, 'renewLeases' | 'recoverInterrupted'>;
+  approvals: Pick<ApprovalService, 'expireApprovals'>;
+}
 
 /**
  * The chat replies' background work in one instance: renews the leases of the replies it is
@@ -20,22 +27,22 @@ export class ReplyRecovery {
   private readonly sweep: PeriodicTask;
 
   constructor(
-    private readonly chat: ChatService,
+    private readonly chat: RecoveredChat,
     settings: ReplyRecoverySettings,
     log: Log,
   ) {
     const report = (message: string) => (error: unknown) => log('error', message, { error: (error as Error).message });
     this.renewal = new PeriodicTask(
       Math.max(1, Math.floor(settings.leaseMs / 3)),
-      () => chat.renewLeases(),
+      () => chat.leases.renewLeases(),
       report('chat reply lease renewal failed'),
     );
     this.sweep = new PeriodicTask(
       settings.sweepIntervalMs,
       async () => {
-        const ended = await chat.recoverInterrupted();
+        const ended = await chat.leases.recoverInterrupted();
         if (ended > 0) log('warn', 'failed chat replies whose instance stopped', { replies: ended });
-        const expired = await chat.expireApprovals();
+        const expired = await chat.approvals.expireApprovals();
         if (expired > 0) log('info', 'ended chat replies whose tool approval expired', { replies: expired });
       },
       report('chat reply recovery failed'),
@@ -53,6 +60,6 @@ export class ReplyRecovery {
 
   /** Fails the replies whose lease ran out now, and those whose approval expired; resolves with how many. */
   async runOnce(): Promise<number> {
-    return (await this.chat.recoverInterrupted()) + (await this.chat.expireApprovals());
+    return (await this.chat.leases.recoverInterrupted()) + (await this.chat.approvals.expireApprovals());
   }
 }

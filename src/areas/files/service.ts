@@ -8,7 +8,7 @@ import { uuidv7 } from '../../platform/ids';
 import type { SignedGrant, SignedUrls } from '../../platform/signed-urls';
 import { ObjectIncompleteError, type ObjectStore, ObjectTooLargeError } from '../../platform/storage';
 import type { EntitlementGuard } from '../billing/service';
-import type { ChatService } from '../conversations/service';
+import type { ConversationService } from '../conversations/service';
 import type { ProjectService } from '../projects/service';
 import { baseType, canExtract, chunkText, extractText } from './extract';
 import type { FileRow } from './presenter';
@@ -34,7 +34,7 @@ export interface FileServiceDeps {
   limits: FileLimits;
   warn: (message: string, meta: Record<string, unknown>) => void;
   entitlements: Pick<EntitlementGuard, 'requireStorage'>;
-  conversations: Pick<ChatService, 'requireOwned'>;
+  conversations: Pick<ConversationService, 'requireOwned'>;
 }
 
 /**
@@ -49,7 +49,7 @@ export class FileService {
   private readonly limits: FileLimits;
   private readonly warn: (message: string, meta: Record<string, unknown>) => void;
   private readonly entitlements: Pick<EntitlementGuard, 'requireStorage'>;
-  private readonly conversations: Pick<ChatService, 'requireOwned'>;
+  private readonly conversations: Pick<ConversationService, 'requireOwned'>;
 
   constructor({ db, store, signedUrls, projects, limits, warn, entitlements, conversations }: FileServiceDeps) {
     this.db = db;

@@ -7,7 +7,7 @@ import type { Database, DB } from '../../platform/db';
 import { errors } from '../../platform/errors';
 import { uuidv7 } from '../../platform/ids';
 import type { BudgetGate } from '../billing/service';
-import type { ChatService } from '../conversations/service';
+import type { ConversationService } from '../conversations/service';
 import type { FileService } from '../files/service';
 import type { ModelService, ResolvedMediaModel } from '../models/service';
 import type { NoteService } from '../notes/service';
@@ -67,7 +67,7 @@ export interface MediaServiceDeps {
   files: Pick<FileService, 'ownContent' | 'createIngested'>;
   notes: Pick<NoteService, 'create'>;
   projects: Pick<ProjectService, 'requireOwnedIfNamed'>;
-  conversations: Pick<ChatService, 'requireOwned'>;
+  conversations: Pick<ConversationService, 'requireOwned'>;
   billing: BudgetGate;
   webhooks: Pick<WebhookService, 'emitEvent'>;
   settings: MediaSettings;

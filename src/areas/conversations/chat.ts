@@ -1,0 +1,82 @@
+import type { Database } from '../../platform/db';
+import type { AuditService } from '../audit/service';
+import type { BudgetGate } from '../billing/service';
+import type { KnowledgeService } from '../knowledge/service';
+import type { MemoryService } from '../memory/service';
+import type { ModelService } from '../models/service';
+import type { ProjectService } from '../projects/service';
+import type { SettingsService } from '../settings/service';
+import type { ToolService } from '../tools/service';
+import type { WebhookService } from '../webhooks/service';
+import { ApprovalService } from './approvals';
+import { Grounder, type GroundingOutcome } from './grounding';
+import { ReplyLeases, type ReplyLeaseSettings } from './leases';
+import { TurnContexts } from './prompt';
+import { ReplyWrites } from './reply-writes';
+import type { ConversationService } from './service';
+import type { ChatObserver, ChatToolSettings } from './turn';
+import { TurnEngine } from './turn-engine';
+
+/** What chat is built from: the conversations it runs turns in, and the tools they may call. */
+export interface ChatDeps {
+  db: Database;
+  conversations: Pick<ConversationService, 'get'>;
+  models: Pick<ModelService, 'resolve' | 'resolver'>;
+  projects: Pick<ProjectService, 'get'>;
+  memory: Pick<MemoryService, 'relevant'>;
+  /** Grounded turns retrieve the caller's knowledge through it. */
+  knowledge: Pick<KnowledgeService, 'passages'>;
+  /** The caller's `knowledgeInChat` and `memoryInChat`. */
+  settings: Pick<SettingsService, 'get'>;
+  /** The tool registry: the caller's tools for each turn. */
+  tools: Pick<ToolService, 'forTurn'>;
+  billing: BudgetGate;
+  webhooks: Pick<WebhookService, 'emitEvent'>;
+  audit: Pick<AuditService, 'record'>;
+  /** How long a model call may take. */
+  timeoutMs: number;
+  lease: ReplyLeaseSettings;
+  toolSettings: ChatToolSettings;
+  /** Logs at warn level (a failed knowledge retrieval). */
+  warn: (message: string, meta: Record<string, unknown>) => void;
+  /** Called once per grounded turn (metrics). */
+  onGrounded: (outcome: GroundingOutcome, sources: number) => void;
+  observer: ChatObserver;
+}
+
+/**
+ * Chat: the turns of conversations, the approvals their tool calls wait for, and the leases of the
+ * replies this instance is generating. Each reply's final state is written with its usage in the
+ * usage ledger and its `chat.completed` / `chat.failed` in the webhook outbox, in one transaction.
+ */
+export interface Chat {
+  turns: TurnEngine;
+  approvals: ApprovalService;
+  leases: ReplyLeases;
+}
+
+export function createChat(deps: ChatDeps): Chat {
+  const { db, billing, webhooks, observer } = deps;
+  const leases = new ReplyLeases({ db, webhooks, lease: deps.lease });
+  const turns = new TurnEngine({
+    db,
+    models: deps.models,
+    conversations: deps.conversations,
+    billing,
+    timeoutMs: deps.timeoutMs,
+    maxSteps: deps.toolSettings.maxSteps,
+    contexts: new TurnContexts({
+      db,
+      projects: deps.projects,
+      memory: deps.memory,
+      tools: deps.tools,
+      toolsEnabled: deps.toolSettings.enabled,
+    }),
+    grounder: new Grounder({ knowledge: deps.knowledge, settings: deps.settings, warn: deps.warn, onGrounded: deps.onGrounded }),
+    writes: new ReplyWrites({ db, billing, webhooks, leaseMs: deps.lease.leaseMs, approvalTtlMs: deps.toolSettings.approvalTtlMs }),
+    leases,
+    observer,
+  });
+  const approvals = new ApprovalService({ db, audit: deps.audit, webhooks, leases, turns, observer });
+  return { turns, approvals, leases };
+}
