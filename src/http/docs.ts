@@ -34,7 +34,7 @@ const INIT = `window.ui = SwaggerUIBundle({
  * Serves the document (`/openapi.json`, `/openapi.yaml`, the same bundle in two encodings) and its
  * reference page (`/docs`), rendered by Swagger UI from the installed npm package: no CDN, so it
  * works with no network. The routes go on `router` itself: a nested router would be entered, and
- * searched, by every API request (about 2% of a small request). The page and its assets carry the
+ * searched, by every API request. The page and its assets carry the
  * security headers of a document in place of the API's.
  */
 export function serveDocs(router: Router): void {

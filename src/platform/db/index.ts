@@ -82,9 +82,9 @@ function claimDirectory(dir: string): () => void {
 }
 
 /**
- * The embedded database's buffer cache. Postgres's default 128 MB is resident from start-up (in
- * WebAssembly memory, which is never given back): a third of an idle instance on PGlite (357.8 MiB;
- * 247-272 with 16 MB). Its data files are read through the operating system's page cache either way.
+ * The embedded database's buffer cache. Postgres's default 128 MB would be resident from start-up
+ * (in WebAssembly memory, which is never given back), a large part of an idle instance; its data
+ * files are read through the operating system's page cache either way (docs/performance.md).
  */
 const EMBEDDED_SHARED_BUFFERS = '16MB';
 
