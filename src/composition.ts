@@ -9,7 +9,8 @@ import { BudgetService } from './areas/budgets/service';
 import { DiscoveryService } from './areas/discovery/service';
 import { OnboardingService } from './areas/onboarding/service';
 import { BUILT_IN_DEFAULTS, SettingsService } from './areas/settings/service';
-import { KnowledgeIndexer, KnowledgeService } from './areas/knowledge/service';
+import { KnowledgeIndexer } from './areas/knowledge/indexer';
+import { KnowledgeService } from './areas/knowledge/service';
 import { FileService } from './areas/files/service';
 import { OutputService } from './areas/outputs/service';
 import { MediaService } from './areas/media/service';
@@ -40,15 +41,9 @@ import { loadApiDocument } from './http/openapi';
 import { type DatabaseHandle, openPglite, openPostgres } from './platform/db';
 import { migrateToLatest } from './platform/db/migrate';
 import { EmbeddingsFailure, HashingEmbedder, HttpEmbedder } from './platform/ai/embeddings';
-import {
-  DevelopmentProvider,
-  findModel,
-  listProviderModels,
-  type ModelPrice,
-  type ModelProvider,
-  ModelProviderFailure,
-  OpenAICompatibleProvider,
-} from './platform/ai/models';
+import { DevelopmentProvider } from './platform/ai/development-model';
+import { findModel, type ModelPrice, type ModelProvider, ModelProviderFailure } from './platform/ai/models';
+import { listProviderModels, OpenAICompatibleProvider } from './platform/ai/sdk-chat';
 import { hasVectorExtension } from './platform/db/vector';
 import type { Logger } from './platform/logger';
 import { Metrics } from './platform/metrics';

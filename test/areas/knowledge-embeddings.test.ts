@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { type IndexerTimers, KnowledgeIndexer } from '../../src/areas/knowledge/service';
+import { type IndexerTimers, KnowledgeIndexer } from '../../src/areas/knowledge/indexer';
 import { anotherInstance, useHarnessWith } from '../helpers/harness';
 import { type FakeModelServer, startFakeModel } from '../helpers/openai-server';
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
-import { developmentSpeech } from '../../src/platform/ai/development-media';
+import { developmentSpeech } from '../../src/platform/ai/development-speech';
 import { storeFile } from '../helpers/files';
 import { binaryBody, type Harness, type TestUser, useHarnessWith } from '../helpers/harness';
 import { type FakeModelServer, startFakeModel } from '../helpers/openai-server';

@@ -1,12 +1,9 @@
 import { createHash } from 'node:crypto';
 import { inflateSync } from 'node:zlib';
 import { sql } from 'kysely';
-import {
-  decodeDevelopmentSpeech,
-  developmentImageModel,
-  encodeWav,
-  FOREIGN_AUDIO_TRANSCRIPT,
-} from '../../src/platform/ai/development-media';
+import { encodeWav } from '../../src/platform/ai/development-files';
+import { developmentImageModel } from '../../src/platform/ai/development-image';
+import { decodeDevelopmentSpeech, FOREIGN_AUDIO_TRANSCRIPT } from '../../src/platform/ai/development-speech';
 import { storeFile } from '../helpers/files';
 import { binaryBody, type Harness, type TestUser, useHarness, useHarnessWith } from '../helpers/harness';
 

@@ -227,7 +227,7 @@ describe('delivery', () => {
     let eventId: string | null = null;
     await expect(
       db.transaction().execute(async (trx) => {
-        eventId = await ctx.h.runtime.services.webhooks.emitEvent(trx, 'chat.failed', me.userId, {});
+        eventId = await ctx.h.runtime.services.webhooks.emitEvent(trx, 'chat.failed', me.userId, SAMPLE_DATA['chat.failed']);
         throw new Error('the change failed');
       }),
     ).rejects.toThrow('the change failed');

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { anotherInstance, startHarness } from '../helpers/harness';
 import { freePort, listening, start } from '../helpers/process';
-import { emit, eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
+import { emit, eventually, type Receiver, SAMPLE_DATA, startReceiver, subscribe, verify } from '../helpers/receiver';
 
 const SECRETS_KEY = 'a-test-key-for-sealing-webhook-secrets-001';
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
@@ -34,7 +34,10 @@ describe('webhook delivery across instances', () => {
         await a.runtime.database.db.transaction().execute(async (trx) => {
           for (let i = 0; i < 10; i += 1) {
             emitted.push(
-              (await a.runtime.services.webhooks.emitEvent(trx, 'chat.completed', user.userId, { n: batch * 10 + i })) as string,
+              (await a.runtime.services.webhooks.emitEvent(trx, 'chat.completed', user.userId, {
+                ...SAMPLE_DATA['chat.completed'],
+                messageId: `m${batch * 10 + i}`,
+              })) as string,
             );
           }
         });

@@ -1,5 +1,6 @@
 import type http from 'node:http';
-import { developmentPicture, encodePng, encodeWav } from '../../src/platform/ai/development-media';
+import { encodePng, encodeWav } from '../../src/platform/ai/development-files';
+import { developmentPicture } from '../../src/platform/ai/development-image';
 
 /**
  * The OpenAI media APIs as a local test server speaks them (part of the fake model server):

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
+import type { WebhookEventData } from '../../src/areas/webhooks/events';
 import type { Harness, TestUser } from './harness';
 
 export interface Received {
@@ -88,7 +89,7 @@ export async function subscribe(
 export type EventType = 'chat.completed' | 'chat.failed' | 'automation.finished' | 'automation.failed';
 
 /** A `data` of each type's documented shape (the delivery log is validated against it). */
-export const SAMPLE_DATA: Record<EventType, Record<string, unknown>> = {
+export const SAMPLE_DATA: { [T in EventType]: WebhookEventData<T> } = {
   'chat.completed': {
     conversationId: 'c0',
     messageId: 'm0',
@@ -122,10 +123,11 @@ export const SAMPLE_DATA: Record<EventType, Record<string, unknown>> = {
 };
 
 /** Emits one event through the outbox, in its own transaction (`data` over the type's sample); returns the event id. */
-export async function emit(h: Harness, userId: string, type: EventType, data: Record<string, unknown> = {}) {
+export async function emit<T extends EventType>(h: Harness, userId: string, type: T, data: Partial<WebhookEventData<T>> = {}) {
+  const sample: WebhookEventData<T> = SAMPLE_DATA[type];
   return h.runtime.database.db
     .transaction()
-    .execute((trx) => h.runtime.services.webhooks.emitEvent(trx, type, userId, { ...SAMPLE_DATA[type], ...data }));
+    .execute((trx) => h.runtime.services.webhooks.emitEvent(trx, type, userId, { ...sample, ...data }));
 }
 
 /**

@@ -1,5 +1,6 @@
 import { groundingBlock, groundingIn } from '../../src/platform/ai/grounding';
-import { type ChatMessage, DevelopmentProvider } from '../../src/platform/ai/models';
+import { DevelopmentProvider } from '../../src/platform/ai/development-model';
+import type { ChatMessage } from '../../src/platform/ai/models';
 
 const system = (content: string): ChatMessage[] => [
   { role: 'system', content },

@@ -1,4 +1,5 @@
-import { decodeDevelopmentSpeech, developmentSpeech, encodeWav } from '../../src/platform/ai/development-media';
+import { encodeWav } from '../../src/platform/ai/development-files';
+import { decodeDevelopmentSpeech, developmentSpeech } from '../../src/platform/ai/development-speech';
 import { audioType, imageType } from '../../src/platform/ai/media';
 import { silentMp3 } from '../helpers/media-server';
 

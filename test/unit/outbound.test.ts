@@ -2,16 +2,13 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import {
   AddressNotAllowed,
-  addressRange,
-  checkUrl,
   Outbound,
   OutboundTimeout,
   RedirectRefused,
-  type Resolver,
-  resolveTarget,
   ResponseTooLarge,
   UrlNotAllowed,
 } from '../../src/platform/net/outbound';
+import { addressRange, checkUrl, type Resolver, resolveTarget } from '../../src/platform/net/targets';
 import { startFakeModel } from '../helpers/openai-server';
 import { startReceiver } from '../helpers/receiver';
 

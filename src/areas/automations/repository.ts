@@ -8,6 +8,8 @@ import { ownedList, ownedRecords } from '../../platform/db/owned';
 export type AutomationRow = Selectable<Automations>;
 export type RunRow = Selectable<AutomationRuns>;
 export type RunStatus = Schemas['AutomationRunStatus'];
+/** A run's `trigger`: the column is text, held to these values by the table's check. */
+export type RunTrigger = Schemas['AutomationRun']['trigger'];
 
 export const { find: findAutomation, update: updateAutomation, remove: deleteAutomation } = ownedRecords('automations');
 

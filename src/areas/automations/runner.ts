@@ -311,7 +311,7 @@ export class AutomationRunner {
           await this.webhooks.emitEvent(trx, 'automation.finished', automation.owner_user_id, {
             automationId: automation.id,
             runId: run.id,
-            trigger: run.trigger,
+            trigger: run.trigger as repo.RunTrigger,
             scheduledFor: run.scheduled_for?.getTime() ?? null,
             outputIds: [output.id],
             usage: presentUsage(generated.usage, cost),
@@ -347,7 +347,7 @@ export class AutomationRunner {
         await this.webhooks.emitEvent(trx, 'automation.failed', run.owner_user_id, {
           automationId: run.automation_id,
           runId: run.id,
-          trigger: run.trigger,
+          trigger: run.trigger as repo.RunTrigger,
           scheduledFor: run.scheduled_for?.getTime() ?? null,
           errorCode: error.code,
           error: error.message,

@@ -10,7 +10,7 @@ import { ObjectIncompleteError, type ObjectStore, ObjectTooLargeError } from '..
 import type { EntitlementGuard } from '../billing/service';
 import type { ConversationService } from '../conversations/service';
 import type { ProjectService } from '../projects/service';
-import { baseType, canExtract, chunkText, extractText } from './extract';
+import { type Ingested, ingestedTextOf, ingestFile, readAll } from './ingestion';
 import type { FileRow } from './presenter';
 import * as repo from './repository';
 
@@ -21,9 +21,6 @@ export interface FileLimits {
   maxUploadBytes: number;
   ingestMaxBytes: number;
 }
-
-const INSERT_BATCH = 200;
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** What a FileService is built from. */
 export interface FileServiceDeps {
@@ -334,35 +331,8 @@ export class FileService {
   }
 
   /** Extracts, chunks and indexes the text of the caller's ready file. */
-  async ingest(userId: string, fileId: string): Promise<{ status: 'ready'; chunkCount: number; characters: number }> {
-    const file = await this.owned(userId, fileId);
-    if (file.kind !== 'file' || file.status !== 'ready' || !file.storage_key)
-      throw errors.conflict('Only an uploaded (ready) file can be ingested.');
-    if (!canExtract(file.mime_type)) {
-      throw errors.unsupportedMediaType(
-        `Files of type ${file.mime_type} cannot be ingested (plain text, Markdown, HTML, JSON, CSV and PDF can).`,
-      );
-    }
-    if ((file.size_bytes as number) > this.limits.ingestMaxBytes) {
-      throw errors.payloadTooLarge(`Documents over ${this.limits.ingestMaxBytes} bytes cannot be ingested.`);
-    }
-    const generation = await repo.beginIngestion(this.db, fileId);
-    try {
-      const bytes = await readAll(await this.store.get(file.storage_key));
-      const text = await extractText(baseType(file.mime_type as string), bytes);
-      const chunks = chunkText(text);
-      for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
-        const batch = chunks.slice(i, i + INSERT_BATCH).map((c, j) => ({ fileId, generation, seq: i + j, ...c }));
-        await repo.insertChunks(this.db, batch);
-        await repo.setIngestProgress(this.db, fileId, Math.min(1, (i + batch.length) / chunks.length));
-        await yieldToEventLoop();
-      }
-      await repo.finishIngestion(this.db, fileId, generation, chunks.length);
-      return { status: 'ready', chunkCount: chunks.length, characters: text.length };
-    } catch (error) {
-      await repo.failIngestion(this.db, fileId, generation, error instanceof Error ? error.message : String(error));
-      throw error;
-    }
+  async ingest(userId: string, fileId: string): Promise<Ingested> {
+    return ingestFile(this.db, this.store, await this.owned(userId, fileId), this.limits.ingestMaxBytes);
   }
 
   /**
@@ -371,17 +341,7 @@ export class FileService {
    */
   async ingestedText(userId: string, fileId: string, maxChars: number): Promise<{ file: FileRow; text: string; truncated: boolean }> {
     const file = await this.readable(userId, fileId);
-    if (file.ingest_status !== 'ready' || file.chunk_count === null || file.chunk_count === 0) {
-      throw errors.conflict('The file has not been ingested: ingest it (POST /api/v1/files/ingest) to read its text.');
-    }
-    let text = '';
-    for (const chunk of await repo.currentChunks(this.db, fileId, file.chunk_generation)) {
-      // Chunks may overlap: each adds what lies past the text so far.
-      if (chunk.start_offset + chunk.content.length > text.length)
-        text += chunk.content.slice(Math.max(0, text.length - chunk.start_offset));
-      if (text.length > maxChars) break;
-    }
-    return { file, text: text.slice(0, maxChars), truncated: text.length > maxChars };
+    return { file, ...(await ingestedTextOf(this.db, file, maxChars)) };
   }
 
   async search(userId: string, query: string, filter: { fileId?: string; projectId?: string }, limit: number) {
@@ -397,10 +357,4 @@ export class FileService {
       this.warn('could not delete a stored object; it is left behind', { key, error: (error as Error).message });
     }
   }
-}
-
-async function readAll(stream: Readable): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  for await (const part of stream) parts.push(part as Buffer);
-  return Buffer.concat(parts);
 }

@@ -1,16 +1,12 @@
 import type { RequestInput } from '../../platform/api-types';
-import type { Transaction } from 'kysely';
-import type { Database, DB } from '../../platform/db';
-import type { ConnectionEmbedder } from '../../platform/ai/connections';
+import type { Database } from '../../platform/db';
 import { type Embedder, EmbeddingsFailure, toVectorLiteral } from '../../platform/ai/embeddings';
-import type { ModelInfo } from '../../platform/ai/models';
-import { uuidv7 } from '../../platform/ids';
-import type { BudgetGate, UsageKind } from '../billing/service';
 import type { CapabilityService } from '../capabilities/service';
-import type { ModelService } from '../models/service';
 import type { ProjectService } from '../projects/service';
-import type { SettingsService } from '../settings/service';
+import { type EmbeddingsHealth, type HealthLog, KnowledgeEmbedders, type UserEmbeddingsDeps } from './embedders';
 import * as repo from './repository';
+
+export type { EmbeddingsHealth, UserEmbeddingsDeps } from './embedders';
 
 type Request = RequestInput<'KnowledgeSearchRequest'>;
 const SOURCE_KINDS: Record<NonNullable<Request['sources']>[number], repo.SourceKind> = {
@@ -22,13 +18,9 @@ const SOURCE_KINDS: Record<NonNullable<Request['sources']>[number], repo.SourceK
 
 /** Reciprocal rank fusion's constant: how much the first ranks dominate. */
 const RRF_K = 60;
-/**
- * How many candidates each retrieval gives the fusion: twice the page (at least 20), as hybrid
- * search engines do, rather than a fixed 50 that made short pages pay for long ones.
- */
+/** How many candidates each retrieval gives the fusion: twice the page, at least 20. */
 const candidatesFor = (limit: number) => Math.max(2 * limit, 20);
 const INDEX_BATCH = 64;
-const BATCHES_PER_PASS = 16;
 
 const keyOf = (hit: repo.Hit) => `${hit.kind}|${hit.id}|${hit.seq ?? ''}`;
 const byScoreThenKey = (a: { score: number; hit: repo.Hit }, b: { score: number; hit: repo.Hit }) =>
@@ -50,36 +42,6 @@ export interface KnowledgePassage {
   chunkIndex: number | null;
   startOffset: number | null;
   endOffset: number | null;
-}
-
-/** The state of the embeddings provider as the last call found it. */
-export interface EmbeddingsHealth {
-  /** `unused` without pgvector; `unknown` until the first call; `failing` while the last one failed. */
-  state: 'unused' | 'unknown' | 'ok' | 'failing';
-  /** What the last failure said (no address), null once a call succeeds. */
-  lastError: string | null;
-  consecutiveFailures: number;
-}
-
-type HealthLog = (level: 'info' | 'warn', message: string, meta: Record<string, unknown>) => void;
-
-/** The embedder that serves one user: the deployment's, their connection's model, or none for now (why). */
-type UserEmbedder =
-  | { kind: 'deployment' }
-  | { kind: 'connection'; embedder: ConnectionEmbedder; connectionId: string; info: ModelInfo }
-  | { kind: 'unavailable'; reason: string };
-
-/** How users' own embeddings models are called (the models area's service, the settings' choice). */
-export interface UserEmbeddingsDeps {
-  models: Pick<ModelService, 'connectionEmbedder' | 'reportConnectionOutcome'>;
-  settings: Pick<SettingsService, 'embeddingsModel'>;
-  /** Usage through a user's own key is recorded with the connection, never charged. */
-  billing: Pick<BudgetGate, 'charge'>;
-  /** How long a background batch and a search's query may take. */
-  timeoutMs: number;
-  queryTimeoutMs: number;
-  /** A failing connection's records wait from `baseMs`, doubling up to `maxMs`, before they are tried again. */
-  backoff: { baseMs: number; maxMs: number };
 }
 
 /** What a KnowledgeService is built from. */
@@ -105,13 +67,9 @@ export class KnowledgeService {
   private readonly db: Database;
   private readonly capabilities: CapabilityService;
   private readonly projects: ProjectService;
-  private readonly embedder: Embedder;
-  private readonly userEmbeddings: UserEmbeddingsDeps | null;
+  private readonly embedders: KnowledgeEmbedders;
   readonly vectorAvailable: boolean;
   private readonly log: HealthLog;
-  private readonly now: () => number;
-  /** Users' embedders whose indexing failed, by `attempt` (see repo.PendingSource): when to try again. */
-  private readonly failingConnections = new Map<string, { failures: number; retryAt: number }>();
 
   constructor({
     db,
@@ -126,44 +84,15 @@ export class KnowledgeService {
     this.db = db;
     this.capabilities = capabilities;
     this.projects = projects;
-    this.embedder = embedder;
-    this.userEmbeddings = userEmbeddings ?? null;
+    this.embedders = new KnowledgeEmbedders({ db, embedder, userEmbeddings: userEmbeddings ?? null, log, now });
     this.vectorAvailable = vectorAvailable;
     this.log = log;
-    this.now = now;
   }
-
-  private readonly healthState: EmbeddingsHealth = { state: 'unknown', lastError: null, consecutiveFailures: 0 };
 
   /** The embeddings provider's health, for /readyz (it never makes the instance unready: search answers lexically). */
   get embeddingsHealth(): Readonly<EmbeddingsHealth> {
-    return this.vectorAvailable ? this.healthState : { ...this.healthState, state: 'unused' };
-  }
-
-  /** Embeds through the provider, recording its health; a failure is logged when it starts or changes, at warn, once. */
-  private async embed(texts: string[], purpose: 'query' | 'index'): Promise<number[][]> {
-    try {
-      const vectors = await this.embedder.embed(texts, purpose);
-      if (this.healthState.state === 'failing') this.log('info', 'embeddings recovered', { model: this.embedder.name });
-      Object.assign(this.healthState, { state: 'ok', lastError: null, consecutiveFailures: 0 });
-      return vectors;
-    } catch (error) {
-      const message = error instanceof EmbeddingsFailure ? error.message : `The embeddings failed: ${(error as Error).message}`;
-      if (message !== this.healthState.lastError) {
-        const detail = error instanceof EmbeddingsFailure && error.detail !== error.message ? error.detail : undefined;
-        this.log('warn', 'embeddings failed; knowledge search answers from full-text retrieval', {
-          model: this.embedder.name,
-          error: message,
-          detail,
-        });
-      }
-      Object.assign(this.healthState, {
-        state: 'failing',
-        lastError: message,
-        consecutiveFailures: this.healthState.consecutiveFailures + 1,
-      });
-      throw error;
-    }
+    const health = this.embedders.health;
+    return this.vectorAvailable ? health : { ...health, state: 'unused' };
   }
 
   async vectorEnabled(): Promise<boolean> {
@@ -202,14 +131,14 @@ export class KnowledgeService {
       return { retrieval: 'lexical' as const, hits: hits.map((hit) => ({ hit, score: Number(hit.score) })), note };
     };
     if (!(await this.vectorEnabled())) return lexicalOnly();
-    const chosen = await this.embedderOf(userId, await this.chosenModel(userId));
+    const chosen = await this.embedders.embedderOf(userId, await this.embedders.chosenModel(userId));
     if (chosen.kind === 'unavailable') return lexicalOnly(`Vector retrieval was skipped: ${chosen.reason}`);
     let vector: number[];
     try {
       [vector] = (
         chosen.kind === 'connection'
-          ? await this.embedThrough(userId, chosen, [request.query], 'query')
-          : await this.embed([request.query], 'query')
+          ? await this.embedders.embedThrough(userId, chosen, [request.query], 'query')
+          : await this.embedders.embed([request.query], 'query')
       ) as [number[]];
     } catch (error) {
       // Embeddings never fail a search: it answers from full-text retrieval and says why.
@@ -217,7 +146,7 @@ export class KnowledgeService {
       return lexicalOnly(`Vector retrieval was skipped: ${reason}`);
     }
     // Only vectors of the same embedder (and size) are compared: the user's connection model's, or the deployment's.
-    const model = chosen.kind === 'connection' ? chosen.embedder.name : this.embedder.name;
+    const model = chosen.kind === 'connection' ? chosen.embedder.name : this.embedders.deployment.name;
     const embedding = { model, vector: toVectorLiteral(vector), dimensions: vector.length };
     const [lexical, semantic] = await Promise.all([
       repo.lexicalHits(this.db, scope, request.query, candidatesFor(limit), 'later'),
@@ -286,80 +215,6 @@ export class KnowledgeService {
     };
   }
 
-  /** The user's chosen embeddings model (a connection's), or null for the deployment's embedder. */
-  private async chosenModel(userId: string): Promise<string | null> {
-    return this.userEmbeddings ? this.userEmbeddings.settings.embeddingsModel(userId) : null;
-  }
-
-  /** The embedder due for `userId` when they chose `modelId` (null: the deployment's). */
-  private async embedderOf(userId: string, modelId: string | null): Promise<UserEmbedder> {
-    const users = this.userEmbeddings;
-    if (modelId === null || users === null) return { kind: 'deployment' };
-    const found = await users.models.connectionEmbedder(userId, modelId, {
-      timeoutMs: users.timeoutMs,
-      queryTimeoutMs: users.queryTimeoutMs,
-    });
-    if (found.state === 'fallback') return { kind: 'deployment' };
-    if (found.state === 'problem') return { kind: 'unavailable', reason: found.message };
-    return { kind: 'connection', embedder: found.embedder, connectionId: found.connectionId, info: found.info };
-  }
-
-  /**
-   * Embeds through the user's connection, recording the outcome on the connection (its `status`
-   * and `lastError` tell the user why their search is lexical) and the tokens in the usage ledger
-   * with the connection (cost 0): in `record`'s transaction when given (the indexer's write).
-   */
-  private async embedThrough(
-    userId: string,
-    chosen: Extract<UserEmbedder, { kind: 'connection' }>,
-    texts: string[],
-    purpose: 'query' | 'index',
-    record?: (trx: Transaction<DB>, vectors: number[][]) => Promise<void>,
-  ): Promise<number[][]> {
-    const users = this.userEmbeddings as UserEmbeddingsDeps;
-    let result: { vectors: number[][]; tokens: number };
-    try {
-      result = await chosen.embedder.embedCounted(texts, purpose);
-    } catch (error) {
-      const message = error instanceof EmbeddingsFailure ? error.message : `The embeddings failed: ${(error as Error).message}`;
-      await users.models.reportConnectionOutcome(userId, chosen.connectionId, message);
-      throw error instanceof EmbeddingsFailure ? error : new EmbeddingsFailure(message);
-    }
-    await users.models.reportConnectionOutcome(userId, chosen.connectionId, null);
-    const kind: UsageKind = purpose === 'query' ? 'knowledge.search' : 'knowledge.index';
-    const at = new Date(this.now());
-    await this.db.transaction().execute(async (trx) => {
-      await record?.(trx, result.vectors);
-      await users.billing.charge(trx, {
-        userId,
-        kind,
-        resourceId: uuidv7(at.getTime()),
-        model: chosen.info,
-        connectionId: chosen.connectionId,
-        usage: { inputTokens: result.tokens, outputTokens: 0 },
-        at,
-      });
-    });
-    return result.vectors;
-  }
-
-  /** The `attempt`s of users' embedders still waiting after a failure (forgetting long-past ones). */
-  private waitingConnections(): string[] {
-    const now = this.now();
-    const maxMs = this.userEmbeddings?.backoff.maxMs ?? 0;
-    for (const [attempt, { retryAt }] of this.failingConnections) {
-      if (retryAt < now - 2 * maxMs) this.failingConnections.delete(attempt);
-    }
-    return [...this.failingConnections].filter(([, { retryAt }]) => retryAt > now).map(([attempt]) => attempt);
-  }
-
-  private connectionFailed(attempt: string): void {
-    const { baseMs, maxMs } = (this.userEmbeddings as UserEmbeddingsDeps).backoff;
-    const failures = (this.failingConnections.get(attempt)?.failures ?? 0) + 1;
-    const waitMs = Math.min(baseMs * 2 ** Math.min(failures - 1, 30), Math.max(maxMs, baseMs));
-    this.failingConnections.set(attempt, { failures, retryAt: this.now() + waitMs });
-  }
-
   /**
    * Embeds records written since their last embedding, or embedded by another embedder than their
    * owner's (a change of EMBEDDINGS_MODEL or EMBEDDINGS_DIMENSIONS re-embeds everything; a change
@@ -372,20 +227,20 @@ export class KnowledgeService {
    */
   async indexPending(maxBatches = Number.POSITIVE_INFINITY): Promise<number> {
     if (!(await this.vectorEnabled())) return 0;
-    const skip = new Set(this.waitingConnections());
+    const skip = new Set(this.embedders.waitingConnections());
     let deploymentFailure: unknown = null;
     let total = 0;
     for (let batch = 0; batch < maxBatches; batch += 1) {
-      const pending = await repo.pendingSources(this.db, this.embedder.name, [...skip], INDEX_BATCH);
+      const pending = await repo.pendingSources(this.db, this.embedders.deployment.name, [...skip], INDEX_BATCH);
       if (pending.length === 0) break;
       const groups = new Map<string, repo.PendingSource[]>();
       for (const source of pending) groups.set(source.attempt, [...(groups.get(source.attempt) ?? []), source]);
       for (const [attempt, sources] of groups) {
         const { model, owner } = sources[0] as repo.PendingSource;
         const rows = (vectors: number[][]) => sources.map((p, i) => ({ ...p, vector: toVectorLiteral(vectors[i] as number[]) }));
-        if (model === this.embedder.name) {
+        if (model === this.embedders.deployment.name) {
           try {
-            const vectors = await this.embed(
+            const vectors = await this.embedders.embed(
               sources.map((p) => p.text),
               'index',
             );
@@ -397,12 +252,12 @@ export class KnowledgeService {
           }
           continue;
         }
-        const chosen = await this.embedderOf(owner, model.slice('connection:'.length));
+        const chosen = await this.embedders.embedderOf(owner, model.slice('connection:'.length));
         if (chosen.kind !== 'connection' || chosen.embedder.name !== model) {
           // Changed since the batch was read (the connection deleted: the next pass sees the deployment's due), or unusable now.
           skip.add(attempt);
           if (chosen.kind === 'unavailable') {
-            this.connectionFailed(attempt);
+            this.embedders.connectionFailed(attempt);
             this.log('info', "a user's embeddings model cannot be used; their records wait", {
               userId: owner,
               model,
@@ -412,18 +267,18 @@ export class KnowledgeService {
           continue;
         }
         try {
-          await this.embedThrough(
+          await this.embedders.embedThrough(
             owner,
             chosen,
             sources.map((p) => p.text),
             'index',
             (trx, vectors) => repo.upsertEmbeddings(trx, model, rows(vectors)),
           );
-          this.failingConnections.delete(attempt);
+          this.embedders.connectionRecovered(attempt);
           total += sources.length;
         } catch (error) {
           skip.add(attempt);
-          this.connectionFailed(attempt);
+          this.embedders.connectionFailed(attempt);
           this.log('info', "embeddings through a user's connection failed; their records wait", {
             userId: owner,
             model,
@@ -438,104 +293,5 @@ export class KnowledgeService {
 
   deleteOrphans(): Promise<number> {
     return repo.deleteOrphanEmbeddings(this.db);
-  }
-}
-
-/** Timers, injectable so that tests drive the indexer's schedule. */
-export interface IndexerTimers {
-  setTimeout(run: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-const realTimers: IndexerTimers = {
-  setTimeout: (run, ms) => setTimeout(run, ms).unref(),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
-
-/** What a KnowledgeIndexer is built from. */
-export interface KnowledgeIndexerDeps {
-  knowledge: KnowledgeService;
-  intervalMs: number;
-  onError: (error: unknown, retryInMs: number, failures: number) => void;
-  maxBackoffMs?: number;
-  timers?: IndexerTimers;
-}
-
-/**
- * Runs `indexPending` every `intervalMs` (and orphan clean-up now and then) until stopped. Work not
- * done before a restart is found again by the next run: nothing is queued in memory. While passes
- * fail, the wait doubles from `intervalMs` up to `maxBackoffMs`; a pass that succeeds resets it.
- */
-export class KnowledgeIndexer {
-  private timer: unknown = null;
-  private started = false;
-  private running: Promise<void> | null = null;
-  private lastCleanup = 0;
-  private failures = 0;
-
-  private readonly knowledge: KnowledgeService;
-  private readonly intervalMs: number;
-  private readonly onError: (error: unknown, retryInMs: number, failures: number) => void;
-  private readonly maxBackoffMs: number;
-  private readonly timers: IndexerTimers;
-
-  constructor({ knowledge, intervalMs, onError, maxBackoffMs = Math.max(intervalMs, 300_000), timers = realTimers }: KnowledgeIndexerDeps) {
-    this.knowledge = knowledge;
-    this.intervalMs = intervalMs;
-    this.onError = onError;
-    this.maxBackoffMs = maxBackoffMs;
-    this.timers = timers;
-  }
-
-  /** Consecutive failed passes, and the wait before the next pass. */
-  get status(): { consecutiveFailures: number; nextDelayMs: number } {
-    return { consecutiveFailures: this.failures, nextDelayMs: this.nextDelay() };
-  }
-
-  private nextDelay(): number {
-    if (this.failures === 0) return this.intervalMs;
-    return Math.min(this.intervalMs * 2 ** Math.min(this.failures, 30), Math.max(this.maxBackoffMs, this.intervalMs));
-  }
-
-  start(): void {
-    if (!this.knowledge.vectorAvailable || this.started) return;
-    this.started = true;
-    this.schedule();
-  }
-
-  private schedule(): void {
-    if (!this.started) return;
-    this.timer = this.timers.setTimeout(() => {
-      this.timer = null;
-      void this.runOnce().then(() => this.schedule());
-    }, this.nextDelay());
-  }
-
-  /** One pass (also what tests call to wait for the index). */
-  runOnce(): Promise<void> {
-    this.running ??= (async () => {
-      try {
-        // Bounded passes, so that shutdown never waits for a long backlog (the next pass continues it).
-        await this.knowledge.indexPending(BATCHES_PER_PASS);
-        this.failures = 0;
-        if (Date.now() - this.lastCleanup > 60_000) {
-          this.lastCleanup = Date.now();
-          await this.knowledge.deleteOrphans();
-        }
-      } catch (error) {
-        this.failures += 1;
-        this.onError(error, this.nextDelay(), this.failures);
-      } finally {
-        this.running = null;
-      }
-    })();
-    return this.running;
-  }
-
-  async stop(): Promise<void> {
-    this.started = false;
-    if (this.timer !== null) this.timers.clearTimeout(this.timer);
-    this.timer = null;
-    await this.running;
   }
 }

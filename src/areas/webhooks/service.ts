@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
-import type { components } from '../../../generated/api';
 import type { RequestInput } from '../../platform/api-types';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
@@ -10,10 +9,12 @@ import type { WebhookDispatcher } from './dispatcher';
 import * as repo from './repository';
 import type { Secrets } from '../../platform/secrets';
 import { newSigningSecret, signingSecretContext } from './signing';
+import { eventBody, type WebhookEventData, type WebhookEventType } from './events';
+
+export type { WebhookEventData, WebhookEventType } from './events';
 
 type CreateInput = RequestInput<'WebhookCreateRequest'>;
 type UpdateInput = RequestInput<'WebhookUpdateRequest'>;
-export type WebhookEventType = components['schemas']['WebhookEventType'];
 
 /** Subscriptions per user. */
 export const MAX_SUBSCRIPTIONS = 25;
@@ -116,9 +117,15 @@ export class WebhookService {
   /**
    * Writes an event and one pending delivery per enabled subscription of `userId` that selected
    * `type`, in the caller's transaction: the event exists exactly when the change it reports was
-   * committed. Returns the event id, or null when nobody subscribed.
+   * committed. `data` has the type of `type`'s payload schema in the document, so a payload that
+   * does not match it fails to compile. Returns the event id, or null when nobody subscribed.
    */
-  async emitEvent(trx: Transaction<DB>, type: WebhookEventType, userId: string, data: Record<string, unknown>): Promise<string | null> {
+  async emitEvent<T extends WebhookEventType>(
+    trx: Transaction<DB>,
+    type: T,
+    userId: string,
+    data: WebhookEventData<T>,
+  ): Promise<string | null> {
     const subscribers = await repo.subscribersOf(trx, userId, type);
     if (subscribers.length === 0) return null;
     const now = new Date();
@@ -256,11 +263,6 @@ export class WebhookService {
     const refused = await this.dispatcher.outbound.whyRefused(url, Math.min(this.dispatcher.settings.timeoutMs, 5000));
     if (refused) throw errors.invalidRequest('The webhook URL is not allowed.', [{ path: '/body/url', message: refused }]);
   }
-}
-
-/** The exact body every attempt of an event sends: `{ id, type, createdAt, data }`. */
-function eventBody(id: string, type: string, createdAt: Date, data: Record<string, unknown>): string {
-  return JSON.stringify({ id, type, createdAt: createdAt.getTime(), data });
 }
 
 /** Runs a write whose only expected failure is the per-user unique URL. */

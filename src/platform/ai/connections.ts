@@ -10,9 +10,9 @@ import {
   type FailureLog,
   type ModelProvider,
   ModelProviderFailure,
-  SdkChat,
   withoutAddresses,
 } from './models';
+import { SdkChat } from './sdk-chat';
 
 /**
  * Model provider connections that users bring with their own API key: the provider's wire format,

@@ -1,0 +1,103 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { DevelopmentMediaModels } from './development-media';
+import { groundingIn } from './grounding';
+import type { MediaModels } from './media';
+import type { ChatMessage, ChatPart, ChatRequest, ChatResult, ModelInfo, ModelProvider, ProviderInfo } from './models';
+
+export const DEVELOPMENT_MODEL = 'development';
+
+const words = (text: string) => text.split(/\s+/).filter((w) => w !== '').length;
+
+/** A line `/tool <name> <json arguments>` of a user message: what the development model calls. */
+const TOOL_LINE = /^\/tool\s+([a-zA-Z0-9_-]{1,64})(?:\s+(.*))?$/;
+
+/** The arguments of a `/tool` line: its JSON (`{}` when absent), or the text when it is not JSON. */
+function lineArguments(text: string | undefined): unknown {
+  if (text === undefined || text.trim() === '') return {};
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * The built-in development provider, used when no provider is configured: deterministic, free
+ * and not an AI. Its reply quotes the last user message, so that chat can be developed and tested
+ * without a model; token counts are word counts.
+ *
+ * Tools, deterministically: offered tools, when the last message is the user's and has lines
+ * `/tool <name> <json arguments>`, it calls those tools (ids `call_<n>`, counted over the prompt),
+ * with no text; when the last messages are tool results, it answers quoting each result.
+ */
+export class DevelopmentProvider implements ModelProvider {
+  readonly info: ProviderInfo = {
+    providerId: 'builtin-development',
+    kind: 'builtin-development',
+    name: 'Built-in development model (deterministic, not an AI)',
+    baseUrl: null,
+  };
+
+  readonly models: readonly ModelInfo[] = [
+    {
+      id: DEVELOPMENT_MODEL,
+      providerId: 'builtin-development',
+      name: 'Development model (deterministic, not an AI)',
+      inputCentsPerMillionTokens: 0,
+      outputCentsPerMillionTokens: 0,
+      default: true,
+    },
+  ];
+
+  /** Real PNG and WAV files, made offline (see development-media.ts). */
+  readonly media: MediaModels = new DevelopmentMediaModels();
+
+  private reply(request: Pick<ChatRequest, 'messages' | 'tools'>): ChatResult {
+    const { messages } = request;
+    const usage = (text: string) => ({ inputTokens: messages.reduce((n, m) => n + words(m.content), 0), outputTokens: words(text) });
+    const results: Array<Extract<ChatMessage, { role: 'tool' }>> = [];
+    for (let i = messages.length - 1; i >= 0 && messages[i]?.role === 'tool'; i -= 1)
+      results.unshift(messages[i] as Extract<ChatMessage, { role: 'tool' }>);
+    if (results.length > 0) {
+      const text = `Development model (no AI provider is configured). ${results.map((r) => `The tool ${r.toolName} ${r.isError ? 'failed' : 'returned'}: ${r.content}`).join('\n')}`;
+      return { text, usage: usage(text), toolCalls: [] };
+    }
+    const last = [...messages].reverse().find((m) => m.role === 'user')?.content ?? '';
+    if (request.tools?.length && messages.at(-1)?.role === 'user') {
+      const earlier = messages.reduce((n, m) => n + (m.role === 'assistant' ? (m.toolCalls?.length ?? 0) : 0), 0);
+      const toolCalls = last
+        .split('\n')
+        .map((line) => TOOL_LINE.exec(line.trim()))
+        .filter((match): match is RegExpExecArray => match !== null)
+        .map((match, i) => ({ toolCallId: `call_${earlier + i + 1}`, toolName: match[1] as string, arguments: lineArguments(match[2]) }));
+      if (toolCalls.length > 0) return { text: '', usage: usage(''), toolCalls };
+    }
+    let text = `Development model (no AI provider is configured). You wrote: ${last}`;
+    // A grounded turn: the sources the prompt gave it, or that none matched or the search failed.
+    const grounding = groundingIn(messages);
+    if (grounding?.state === 'found') text += `\n\nSources: ${grounding.sources.map((s) => `[${s.number}] ${s.title}`).join('; ')}`;
+    else if (grounding?.state === 'none') text += '\n\nSources: none of your knowledge matched.';
+    else if (grounding?.state === 'failed') text += '\n\nSources: unavailable (your knowledge could not be searched).';
+    return { text, usage: usage(text), toolCalls: [] };
+  }
+
+  async generate(request: ChatRequest): Promise<ChatResult> {
+    request.signal.throwIfAborted();
+    return this.reply(request);
+  }
+
+  async *stream(request: ChatRequest): AsyncIterable<ChatPart> {
+    const { text, usage, toolCalls } = this.reply(request);
+    for (const piece of text.match(/\S+\s*/g) ?? []) {
+      await nextTurn();
+      request.signal.throwIfAborted();
+      yield { type: 'delta', text: piece };
+    }
+    for (const call of toolCalls) {
+      await nextTurn();
+      request.signal.throwIfAborted();
+      yield { type: 'tool-call', call };
+    }
+    yield { type: 'finish', usage };
+  }
+}
