@@ -1711,9 +1711,10 @@ export interface paths {
          *     lexical, and if the search itself fails the reply is written without sources and the model is
          *     told to say so.
          *
-         *     Without `stream` the answer is JSON `{ message, reply }` once the reply is complete;
-         *     with `stream: true` it is server-sent events (see `ChatEventStream`), and closing the connection
-         *     cancels the reply.
+         *     The answer is JSON `{ message, reply }` once the reply is complete; closing the connection
+         *     cancels the reply. To stream the reply as it is written, use `POST
+         *     /api/v1/conversations/messages/stream`. (1.0.0 clients that send the deprecated
+         *     `stream: true` here still get that operation's `text/event-stream` answer.)
          *
          *     A finished reply records its tokens and cost in the usage ledger and emits the `chat.completed`
          *     webhook event; a failed one (the provider's error, `502 model_provider_error`; no answer within
@@ -1741,6 +1742,36 @@ export interface paths {
          *     with the header is `400`.
          */
         post: operations["sendMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversations/messages/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post a message and stream the assistant's reply
+         * @description The streaming form of `POST /api/v1/conversations/messages`: the same turn (the caller's
+         *     message stored in their conversation `conversationId`, `404` if it is not one of theirs, `409`
+         *     if it is archived; the prompt, grounding with `knowledge`, tools and approvals, charging and
+         *     the `chat.completed` / `chat.failed` webhook events are that operation's), answered with
+         *     server-sent events as the reply is written (see `ChatEventStream`). The answer is always
+         *     `text/event-stream`; anything refused before the stream opens (`400`, `402`, `404`, `409`…) is
+         *     a JSON `ErrorResponse`. Once it is open, a failed reply ends the stream with `event: error`
+         *     (the provider's `model_provider_error` or `model_provider_timeout`) and a paused one with
+         *     `event: approval-required`. Closing the connection cancels the reply.
+         *
+         *     A stream cannot be replayed, so this operation takes no `Idempotency-Key`.
+         */
+        post: operations["streamMessage"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4285,7 +4316,8 @@ export interface components {
              */
             content: string;
             /**
-             * @description `true` answers with server-sent events (`text/event-stream`) as the reply is written.
+             * @deprecated
+             * @description Kept for 1.0.0 clients: `true` answers with server-sent events (`text/event-stream`, see `ChatEventStream`) as the reply is written, exactly as `POST /api/v1/conversations/messages/stream` does. New clients stream with that operation; this operation's documented answer is the JSON one.
              * @default false
              * @example false
              */
@@ -4293,6 +4325,30 @@ export interface components {
             model?: components["schemas"]["ModelId"];
             /**
              * @description `true` grounds the reply in the caller's knowledge: the best few results of a knowledge search for the message (files and files shared with the caller, notes, memory, projects; the same ranking as `POST /api/v1/knowledge/search`) are given to the model as numbered sources to cite, and the reply carries them as `citations`. `false` does not. Absent: the caller's `knowledgeInChat` setting decides.
+             * @example true
+             */
+            knowledge?: boolean;
+        };
+        /**
+         * @description A message to post whose reply is streamed (the fields of `MessageCreateRequest` but `stream`).
+         * @example {
+         *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+         *       "content": "Draft the plan for the quarter.",
+         *       "knowledge": true
+         *     }
+         */
+        MessageStreamRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            conversationId: components["schemas"]["Id"];
+            /**
+             * @description The user's message (Markdown), 1 to 100,000 characters, not only white space.
+             * @example Draft the plan for the quarter.
+             */
+            content: string;
+            model?: components["schemas"]["ModelId"];
+            /**
+             * @description `true` grounds the reply in the caller's knowledge (as `MessageCreateRequest.knowledge`); `false` does not; absent, the caller's `knowledgeInChat` setting decides.
              * @example true
              */
             knowledge?: boolean;
@@ -8890,11 +8946,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description The bytes, with the declared `Content-Type`. */
+        /** @description The bytes. Send them as `application/octet-stream` or with the file's declared `mimeType`: the service stores the bytes as they are and accepts any `Content-Type` here (`x-any-content-type`), the file's type being the one declared when it was created. */
         requestBody: {
             content: {
                 /** @example %PDF-1.4 … */
-                "*/*": string;
+                "application/octet-stream": string;
             };
         };
         responses: {
@@ -8979,7 +9035,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The whole content, streamed. */
+            /** @description The whole content, streamed with the file's `mimeType` as `Content-Type` (bytes of any type, so documented as `application/octet-stream`). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -8994,10 +9050,10 @@ export interface operations {
                 };
                 content: {
                     /** @example %PDF-1.4 … */
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
-            /** @description The requested range, streamed. */
+            /** @description The requested range, streamed with the file's `mimeType` as `Content-Type`. */
             206: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -9011,7 +9067,7 @@ export interface operations {
                 };
                 content: {
                     /** @example %PDF-1.4 … */
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
@@ -9399,7 +9455,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The whole content, streamed. */
+            /** @description The whole content, streamed with the output's `mimeType` as `Content-Type` (bytes of any type, so documented as `application/octet-stream`). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -9414,10 +9470,10 @@ export interface operations {
                 };
                 content: {
                     /** @example %PDF-1.4 … */
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
-            /** @description The requested range, streamed. */
+            /** @description The requested range, streamed with the output's `mimeType` as `Content-Type`. */
             206: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -9431,7 +9487,7 @@ export interface operations {
                 };
                 content: {
                     /** @example %PDF-1.4 … */
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
@@ -12428,7 +12484,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The stored message and the complete reply, or the stream of the reply. */
+            /** @description The stored message and the complete reply. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -12508,6 +12564,46 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["MessageCreateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetExhausted"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["ModelProviderError"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["ModelProviderTimeout"];
+        };
+    };
+    streamMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessageStreamRequest"];
+            };
+        };
+        responses: {
+            /** @description The stream of the reply. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
                     /**
                      * @example event: message
                      *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
@@ -12531,12 +12627,9 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
-            502: components["responses"]["ModelProviderError"];
             503: components["responses"]["Unavailable"];
-            504: components["responses"]["ModelProviderTimeout"];
         };
     };
     postAgentGreeting: {

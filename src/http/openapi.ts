@@ -137,7 +137,7 @@ function inlineOperationRefs(spec: OpenAPIV3.DocumentV3): void {
       if (operation.requestBody) {
         const body = resolveRef(components, operation.requestBody);
         inlineContent(body.content);
-        operation.requestBody = body;
+        operation.requestBody = anyContentType(body);
       }
       const responses = operation.responses ?? {};
       for (const [status, response] of Object.entries(responses)) {
@@ -147,6 +147,17 @@ function inlineOperationRefs(spec: OpenAPIV3.DocumentV3): void {
       }
     }
   }
+}
+
+/**
+ * A raw request body marked `x-any-content-type` (an upload's bytes) is documented with one
+ * concrete media type for generators and accepted with any `Content-Type`: the validator's copy
+ * takes every type with the documented schema.
+ */
+function anyContentType(body: OpenAPIV3.RequestBodyObject): OpenAPIV3.RequestBodyObject {
+  if (!(body as { 'x-any-content-type'?: boolean })['x-any-content-type']) return body;
+  const [documented] = Object.values(body.content ?? {});
+  return { ...body, content: { ...body.content, '*/*': documented ?? {} } };
 }
 
 /**
@@ -235,6 +246,26 @@ function headAsGet(step: RequestHandler): RequestHandler {
   };
 }
 
+/**
+ * Shows the validator the query with `+` and `*` percent-encoded. `+` is a space and `*` itself in
+ * form encoding (what URLSearchParams and HTML forms write, and how Express reads the query), but
+ * the library refuses both as unencoded reserved characters; the other reserved characters still
+ * must be encoded.
+ */
+function formEncodedQuery(step: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    const original = req.originalUrl;
+    const start = original.indexOf('?');
+    if (start < 0 || !FORM_CHARACTERS.test(original.slice(start))) return step(req, res, next);
+    req.originalUrl = original.slice(0, start) + original.slice(start).replace(/\+/g, '%20').replace(/\*/g, '%2A');
+    return step(req, res, (error?: unknown) => {
+      req.originalUrl = original;
+      next(error);
+    });
+  };
+}
+const FORM_CHARACTERS = /[+*]/;
+
 export const toExpressPath = (openApiPath: string) => openApiPath.replace(/\{([^}]+)\}/g, ':$1');
 
 /** What the service reads of an operation of the document (its security falls back to the document's). */
@@ -301,7 +332,7 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
         ...beforeBody,
         ...(body?.content?.['application/json'] ? [json] : []),
         refuseUnstorableText,
-        ...(method === 'get' ? validator.map(headAsGet) : validator),
+        ...validator.map((step) => formEncodedQuery(method === 'get' ? headAsGet(step) : step)),
         toExpressHandler(handler, {
           operationId,
           anonymous,
