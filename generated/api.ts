@@ -2893,7 +2893,7 @@ export interface components {
          */
         MimeType: string;
         /**
-         * @description A `file` needs `mimeType` and `sizeBytes`; a `folder` takes neither.
+         * @description A `file` (the default `kind`) needs `mimeType` and `sizeBytes`; a `folder` takes neither (`x-field-rules`; `400` naming the fields otherwise).
          * @example {
          *       "name": "report.pdf",
          *       "mimeType": "application/pdf",
@@ -3554,6 +3554,7 @@ export interface components {
          */
         WebhookEventTypes: components["schemas"]["WebhookEventType"][];
         /**
+         * Format: uri
          * @description Where deliveries are POSTed: an absolute `http` or `https` URL without credentials or fragment, on the scheme's default port (or a port the deployment allows). The host must resolve to a public address: loopback, private, link-local, unique-local, multicast, unspecified, shared, reserved and cloud-metadata addresses (also in IPv4-mapped IPv6 form) are refused with `400`, when the subscription is saved and again at every delivery.
          * @example https://hooks.example.com/ai-workspace
          */
@@ -4916,7 +4917,7 @@ export interface components {
              * @enum {boolean}
              */
             all?: true;
-        };
+        } & (unknown | unknown);
         /** @description Without `step`, every step. */
         OnboardingResetRequest: {
             step?: components["schemas"]["OnboardingStepId"];
@@ -5660,6 +5661,7 @@ export interface components {
             updatedAt: components["schemas"]["Timestamp"];
         };
         /**
+         * Format: uri
          * @description The provider's API base URL (with its version path, as `https://api.openai.com/v1`). Required for `openai_compatible`; for the other kinds it overrides the provider's own URL (a proxy or gateway). Checked by the outbound guard when saved and on every call: http or https, no credentials, the scheme's default port, and no private, loopback, link-local or metadata address (`400`); loopback only where the deployment allows it (development).
          * @example https://api.anthropic.com/v1
          */
@@ -5670,6 +5672,7 @@ export interface components {
          */
         ConnectionApiKey: string;
         /**
+         * @description `baseUrl` is required for `kind: openai_compatible` (`x-field-rules`; `400` naming it otherwise).
          * @example {
          *       "kind": "anthropic",
          *       "name": "My Anthropic key",
@@ -5733,7 +5736,7 @@ export interface components {
             enabledModels?: components["schemas"]["EnabledModels"];
         };
         /**
-         * @description Either `connectionId` (a saved connection of the caller's) or a draft: `kind` with `baseUrl` and `apiKey` as a create would take them. Giving both, or neither, is `400`.
+         * @description Either `connectionId` (a saved connection of the caller's) or a draft: `kind` with `baseUrl` and `apiKey` as a create would take them. Giving both, or neither, is `400` (the `oneOf`; `baseUrl` or `apiKey` with `connectionId` is refused too, and a draft of kind `openai_compatible` needs `baseUrl`, as `x-field-rules` says).
          * @example {
          *       "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0"
          *     }
@@ -5745,7 +5748,7 @@ export interface components {
             kind?: components["schemas"]["ConnectionKind"];
             baseUrl?: components["schemas"]["ConnectionBaseUrl"];
             apiKey?: components["schemas"]["ConnectionApiKey"];
-        };
+        } & (unknown | unknown);
         ModelConnectionTestResult: {
             /**
              * @description Whether the provider's model list was read.
@@ -5913,6 +5916,7 @@ export interface components {
             server?: components["schemas"]["McpServer"];
         };
         /**
+         * Format: uri
          * @description The server's MCP endpoint (for `sse`, its event-stream URL). Checked by the outbound guard when saved and on every request: http or https, no credentials in the URL, the scheme's default port, and no private, loopback, link-local or metadata address (`400`); loopback only where the deployment allows it (development). Redirects are never followed.
          * @example https://mcp.example.com/mcp
          */
@@ -5933,6 +5937,7 @@ export interface components {
          */
         McpIntegrationId: string;
         /**
+         * @description Which fields go with `authentication` (default `none`), as `x-field-rules` says: `bearer` needs `credentials`; `header` needs `headerName` and `credentials`; `oauth` may name an `integrationId`; `none` and `oauth` take no `credentials`, and only `header` takes a `headerName`. Anything else is `400` naming the field.
          * @example {
          *       "name": "GitHub",
          *       "url": "https://mcp.example.com/mcp",
@@ -8114,7 +8119,10 @@ export interface operations {
     deleteNote: {
         parameters: {
             query?: {
-                /** @description The note to delete (or give it in the body). */
+                /**
+                 * @description The note to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e21
+                 */
                 noteId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -8315,7 +8323,10 @@ export interface operations {
     deleteMemory: {
         parameters: {
             query?: {
-                /** @description The item to delete (or give it in the body). */
+                /**
+                 * @description The item to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e22
+                 */
                 memoryId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -8518,7 +8529,10 @@ export interface operations {
     deleteSkill: {
         parameters: {
             query?: {
-                /** @description The skill to delete (or give it in the body). */
+                /**
+                 * @description The skill to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23
+                 */
                 skillId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -8777,7 +8791,10 @@ export interface operations {
     deleteFile: {
         parameters: {
             query?: {
-                /** @description The file to delete (or give it in the body). */
+                /**
+                 * @description The file to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60
+                 */
                 fileId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -9385,7 +9402,10 @@ export interface operations {
     deleteOutput: {
         parameters: {
             query?: {
-                /** @description The output to delete (or give it in the body). */
+                /**
+                 * @description The output to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80
+                 */
                 outputId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -10426,7 +10446,10 @@ export interface operations {
     deleteAgentEnvironment: {
         parameters: {
             query?: {
-                /** @description The environment to delete (or give it in the body). */
+                /**
+                 * @description The environment to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00
+                 */
                 environmentId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -11063,7 +11086,10 @@ export interface operations {
     deleteWebhook: {
         parameters: {
             query?: {
-                /** @description The subscription to delete (or give it in the body). */
+                /**
+                 * @description The subscription to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50
+                 */
                 subscriptionId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -11585,7 +11611,10 @@ export interface operations {
     deleteModelConnection: {
         parameters: {
             query?: {
-                /** @description The connection to delete (or give it in the body). */
+                /**
+                 * @description The connection to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0
+                 */
                 connectionId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -11810,7 +11839,10 @@ export interface operations {
     deleteMcpServer: {
         parameters: {
             query?: {
-                /** @description The server to delete (or give it in the body). */
+                /**
+                 * @description The server to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0
+                 */
                 serverId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -12260,7 +12292,10 @@ export interface operations {
     deleteConversation: {
         parameters: {
             query?: {
-                /** @description The conversation to delete (or give it in the body). */
+                /**
+                 * @description The conversation to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90
+                 */
                 conversationId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -13061,7 +13096,10 @@ export interface operations {
     deleteAutomation: {
         parameters: {
             query?: {
-                /** @description The automation to delete (or give it in the body). */
+                /**
+                 * @description The automation to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0
+                 */
                 automationId?: components["schemas"]["Id"];
             };
             header?: never;
