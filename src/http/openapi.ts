@@ -278,7 +278,20 @@ function apiOperation(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationO
     'x-required-roles': extensions['x-required-roles'],
     'x-audit': extensions['x-audit'],
     statuses: new Set(Object.keys(operation.responses ?? {})),
+    exactlyOneOf: exactlyOneOf(doc, operation),
   };
+}
+
+/** The fields of a JSON body schema whose `oneOf` variants each require one field and say nothing else (but a title). */
+function exactlyOneOf(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject): string[] | undefined {
+  const components = (doc.components ?? {}) as Components;
+  const media = requestBodyOf(doc, operation)?.content?.['application/json'];
+  type Alternatives = { oneOf?: Array<Alternatives | OpenAPIV3.ReferenceObject>; required?: string[] };
+  const schema = media?.schema ? resolveRef<Alternatives>(components, media.schema) : undefined;
+  const variants = schema?.oneOf?.map((variant) => resolveRef<Alternatives>(components, variant));
+  if (!variants?.every((v) => v.required?.length === 1 && Object.keys(v).every((key) => key === 'required' || key === 'title')))
+    return undefined;
+  return variants.map((v) => v.required![0]!);
 }
 
 /** The 405 of a method the path does not have, with the methods it has. */

@@ -261,7 +261,7 @@ describe('onboarding', () => {
     const both = await h.http().post('/api/v1/onboarding/complete').set(user.auth).send({ step: 'model', all: true });
     expect(both.body).toMatchObject({
       code: 'invalid_request',
-      details: [{ path: '/body', message: 'must match exactly one schema in oneOf' }],
+      details: [{ path: '/body', message: 'must have exactly one of step and all' }],
     });
   });
 
