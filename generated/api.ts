@@ -1711,9 +1711,10 @@ export interface paths {
          *     lexical, and if the search itself fails the reply is written without sources and the model is
          *     told to say so.
          *
-         *     Without `stream` the answer is JSON `{ message, reply }` once the reply is complete;
-         *     with `stream: true` it is server-sent events (see `ChatEventStream`), and closing the connection
-         *     cancels the reply.
+         *     The answer is JSON `{ message, reply }` once the reply is complete; closing the connection
+         *     cancels the reply. To stream the reply as it is written, use `POST
+         *     /api/v1/conversations/messages/stream`. (1.0.0 clients that send the deprecated
+         *     `stream: true` here still get that operation's `text/event-stream` answer.)
          *
          *     A finished reply records its tokens and cost in the usage ledger and emits the `chat.completed`
          *     webhook event; a failed one (the provider's error, `502 model_provider_error`; no answer within
@@ -1741,6 +1742,36 @@ export interface paths {
          *     with the header is `400`.
          */
         post: operations["sendMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversations/messages/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post a message and stream the assistant's reply
+         * @description The streaming form of `POST /api/v1/conversations/messages`: the same turn (the caller's
+         *     message stored in their conversation `conversationId`, `404` if it is not one of theirs, `409`
+         *     if it is archived; the prompt, grounding with `knowledge`, tools and approvals, charging and
+         *     the `chat.completed` / `chat.failed` webhook events are that operation's), answered with
+         *     server-sent events as the reply is written (see `ChatEventStream`). The answer is always
+         *     `text/event-stream`; anything refused before the stream opens (`400`, `402`, `404`, `409`…) is
+         *     a JSON `ErrorResponse`. Once it is open, a failed reply ends the stream with `event: error`
+         *     (the provider's `model_provider_error` or `model_provider_timeout`) and a paused one with
+         *     `event: approval-required`. Closing the connection cancels the reply.
+         *
+         *     A stream cannot be replayed, so this operation takes no `Idempotency-Key`.
+         */
+        post: operations["streamMessage"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2862,7 +2893,7 @@ export interface components {
          */
         MimeType: string;
         /**
-         * @description A `file` needs `mimeType` and `sizeBytes`; a `folder` takes neither.
+         * @description A `file` (the default `kind`) needs `mimeType` and `sizeBytes`; a `folder` takes neither (`x-field-rules`; `400` naming the fields otherwise).
          * @example {
          *       "name": "report.pdf",
          *       "mimeType": "application/pdf",
@@ -3523,6 +3554,7 @@ export interface components {
          */
         WebhookEventTypes: components["schemas"]["WebhookEventType"][];
         /**
+         * Format: uri
          * @description Where deliveries are POSTed: an absolute `http` or `https` URL without credentials or fragment, on the scheme's default port (or a port the deployment allows). The host must resolve to a public address: loopback, private, link-local, unique-local, multicast, unspecified, shared, reserved and cloud-metadata addresses (also in IPv4-mapped IPv6 form) are refused with `400`, when the subscription is saved and again at every delivery.
          * @example https://hooks.example.com/ai-workspace
          */
@@ -4285,7 +4317,8 @@ export interface components {
              */
             content: string;
             /**
-             * @description `true` answers with server-sent events (`text/event-stream`) as the reply is written.
+             * @deprecated
+             * @description Kept for 1.0.0 clients: `true` answers with server-sent events (`text/event-stream`, see `ChatEventStream`) as the reply is written, exactly as `POST /api/v1/conversations/messages/stream` does. New clients stream with that operation; this operation's documented answer is the JSON one.
              * @default false
              * @example false
              */
@@ -4293,6 +4326,30 @@ export interface components {
             model?: components["schemas"]["ModelId"];
             /**
              * @description `true` grounds the reply in the caller's knowledge: the best few results of a knowledge search for the message (files and files shared with the caller, notes, memory, projects; the same ranking as `POST /api/v1/knowledge/search`) are given to the model as numbered sources to cite, and the reply carries them as `citations`. `false` does not. Absent: the caller's `knowledgeInChat` setting decides.
+             * @example true
+             */
+            knowledge?: boolean;
+        };
+        /**
+         * @description A message to post whose reply is streamed (the fields of `MessageCreateRequest` but `stream`).
+         * @example {
+         *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+         *       "content": "Draft the plan for the quarter.",
+         *       "knowledge": true
+         *     }
+         */
+        MessageStreamRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            conversationId: components["schemas"]["Id"];
+            /**
+             * @description The user's message (Markdown), 1 to 100,000 characters, not only white space.
+             * @example Draft the plan for the quarter.
+             */
+            content: string;
+            model?: components["schemas"]["ModelId"];
+            /**
+             * @description `true` grounds the reply in the caller's knowledge (as `MessageCreateRequest.knowledge`); `false` does not; absent, the caller's `knowledgeInChat` setting decides.
              * @example true
              */
             knowledge?: boolean;
@@ -4860,7 +4917,7 @@ export interface components {
              * @enum {boolean}
              */
             all?: true;
-        };
+        } & (unknown | unknown);
         /** @description Without `step`, every step. */
         OnboardingResetRequest: {
             step?: components["schemas"]["OnboardingStepId"];
@@ -5604,6 +5661,7 @@ export interface components {
             updatedAt: components["schemas"]["Timestamp"];
         };
         /**
+         * Format: uri
          * @description The provider's API base URL (with its version path, as `https://api.openai.com/v1`). Required for `openai_compatible`; for the other kinds it overrides the provider's own URL (a proxy or gateway). Checked by the outbound guard when saved and on every call: http or https, no credentials, the scheme's default port, and no private, loopback, link-local or metadata address (`400`); loopback only where the deployment allows it (development).
          * @example https://api.anthropic.com/v1
          */
@@ -5614,6 +5672,7 @@ export interface components {
          */
         ConnectionApiKey: string;
         /**
+         * @description `baseUrl` is required for `kind: openai_compatible` (`x-field-rules`; `400` naming it otherwise).
          * @example {
          *       "kind": "anthropic",
          *       "name": "My Anthropic key",
@@ -5677,7 +5736,7 @@ export interface components {
             enabledModels?: components["schemas"]["EnabledModels"];
         };
         /**
-         * @description Either `connectionId` (a saved connection of the caller's) or a draft: `kind` with `baseUrl` and `apiKey` as a create would take them. Giving both, or neither, is `400`.
+         * @description Either `connectionId` (a saved connection of the caller's) or a draft: `kind` with `baseUrl` and `apiKey` as a create would take them. Giving both, or neither, is `400` (the `oneOf`; `baseUrl` or `apiKey` with `connectionId` is refused too, and a draft of kind `openai_compatible` needs `baseUrl`, as `x-field-rules` says).
          * @example {
          *       "connectionId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0"
          *     }
@@ -5689,7 +5748,7 @@ export interface components {
             kind?: components["schemas"]["ConnectionKind"];
             baseUrl?: components["schemas"]["ConnectionBaseUrl"];
             apiKey?: components["schemas"]["ConnectionApiKey"];
-        };
+        } & (unknown | unknown);
         ModelConnectionTestResult: {
             /**
              * @description Whether the provider's model list was read.
@@ -5857,6 +5916,7 @@ export interface components {
             server?: components["schemas"]["McpServer"];
         };
         /**
+         * Format: uri
          * @description The server's MCP endpoint (for `sse`, its event-stream URL). Checked by the outbound guard when saved and on every request: http or https, no credentials in the URL, the scheme's default port, and no private, loopback, link-local or metadata address (`400`); loopback only where the deployment allows it (development). Redirects are never followed.
          * @example https://mcp.example.com/mcp
          */
@@ -5877,6 +5937,7 @@ export interface components {
          */
         McpIntegrationId: string;
         /**
+         * @description Which fields go with `authentication` (default `none`), as `x-field-rules` says: `bearer` needs `credentials`; `header` needs `headerName` and `credentials`; `oauth` may name an `integrationId`; `none` and `oauth` take no `credentials`, and only `header` takes a `headerName`. Anything else is `400` naming the field.
          * @example {
          *       "name": "GitHub",
          *       "url": "https://mcp.example.com/mcp",
@@ -8058,7 +8119,10 @@ export interface operations {
     deleteNote: {
         parameters: {
             query?: {
-                /** @description The note to delete (or give it in the body). */
+                /**
+                 * @description The note to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e21
+                 */
                 noteId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -8259,7 +8323,10 @@ export interface operations {
     deleteMemory: {
         parameters: {
             query?: {
-                /** @description The item to delete (or give it in the body). */
+                /**
+                 * @description The item to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e22
+                 */
                 memoryId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -8462,7 +8529,10 @@ export interface operations {
     deleteSkill: {
         parameters: {
             query?: {
-                /** @description The skill to delete (or give it in the body). */
+                /**
+                 * @description The skill to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23
+                 */
                 skillId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -8721,7 +8791,10 @@ export interface operations {
     deleteFile: {
         parameters: {
             query?: {
-                /** @description The file to delete (or give it in the body). */
+                /**
+                 * @description The file to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60
+                 */
                 fileId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -8890,11 +8963,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description The bytes, with the declared `Content-Type`. */
+        /** @description The bytes. Send them as `application/octet-stream` or with the file's declared `mimeType`: the service stores the bytes as they are and accepts any `Content-Type` here (`x-any-content-type`), the file's type being the one declared when it was created. */
         requestBody: {
             content: {
                 /** @example %PDF-1.4 … */
-                "*/*": string;
+                "application/octet-stream": string;
             };
         };
         responses: {
@@ -8979,7 +9052,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The whole content, streamed. */
+            /** @description The whole content, streamed with the file's `mimeType` as `Content-Type` (bytes of any type, so documented as `application/octet-stream`). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -8994,10 +9067,10 @@ export interface operations {
                 };
                 content: {
                     /** @example %PDF-1.4 … */
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
-            /** @description The requested range, streamed. */
+            /** @description The requested range, streamed with the file's `mimeType` as `Content-Type`. */
             206: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -9011,7 +9084,7 @@ export interface operations {
                 };
                 content: {
                     /** @example %PDF-1.4 … */
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
@@ -9329,7 +9402,10 @@ export interface operations {
     deleteOutput: {
         parameters: {
             query?: {
-                /** @description The output to delete (or give it in the body). */
+                /**
+                 * @description The output to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e80
+                 */
                 outputId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -9399,7 +9475,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The whole content, streamed. */
+            /** @description The whole content, streamed with the output's `mimeType` as `Content-Type` (bytes of any type, so documented as `application/octet-stream`). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -9414,10 +9490,10 @@ export interface operations {
                 };
                 content: {
                     /** @example %PDF-1.4 … */
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
-            /** @description The requested range, streamed. */
+            /** @description The requested range, streamed with the output's `mimeType` as `Content-Type`. */
             206: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -9431,7 +9507,7 @@ export interface operations {
                 };
                 content: {
                     /** @example %PDF-1.4 … */
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
@@ -10370,7 +10446,10 @@ export interface operations {
     deleteAgentEnvironment: {
         parameters: {
             query?: {
-                /** @description The environment to delete (or give it in the body). */
+                /**
+                 * @description The environment to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1f00
+                 */
                 environmentId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -11007,7 +11086,10 @@ export interface operations {
     deleteWebhook: {
         parameters: {
             query?: {
-                /** @description The subscription to delete (or give it in the body). */
+                /**
+                 * @description The subscription to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e50
+                 */
                 subscriptionId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -11529,7 +11611,10 @@ export interface operations {
     deleteModelConnection: {
         parameters: {
             query?: {
-                /** @description The connection to delete (or give it in the body). */
+                /**
+                 * @description The connection to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0
+                 */
                 connectionId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -11754,7 +11839,10 @@ export interface operations {
     deleteMcpServer: {
         parameters: {
             query?: {
-                /** @description The server to delete (or give it in the body). */
+                /**
+                 * @description The server to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0
+                 */
                 serverId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -12204,7 +12292,10 @@ export interface operations {
     deleteConversation: {
         parameters: {
             query?: {
-                /** @description The conversation to delete (or give it in the body). */
+                /**
+                 * @description The conversation to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90
+                 */
                 conversationId?: components["schemas"]["Id"];
             };
             header?: never;
@@ -12428,7 +12519,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The stored message and the complete reply, or the stream of the reply. */
+            /** @description The stored message and the complete reply. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -12508,6 +12599,46 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["MessageCreateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetExhausted"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["ModelProviderError"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["ModelProviderTimeout"];
+        };
+    };
+    streamMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessageStreamRequest"];
+            };
+        };
+        responses: {
+            /** @description The stream of the reply. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
                     /**
                      * @example event: message
                      *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
@@ -12531,12 +12662,9 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
-            502: components["responses"]["ModelProviderError"];
             503: components["responses"]["Unavailable"];
-            504: components["responses"]["ModelProviderTimeout"];
         };
     };
     postAgentGreeting: {
@@ -12968,7 +13096,10 @@ export interface operations {
     deleteAutomation: {
         parameters: {
             query?: {
-                /** @description The automation to delete (or give it in the body). */
+                /**
+                 * @description The automation to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0
+                 */
                 automationId?: components["schemas"]["Id"];
             };
             header?: never;

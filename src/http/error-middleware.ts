@@ -20,8 +20,20 @@ function detailPath(path: string | undefined): string {
   return path.startsWith('/') ? path : `/${path.replace(/^\./, '').replace(/\./g, '/')}`;
 }
 
+/** Ajv's "must match exactly one schema in oneOf" on a body whose oneOf is one of some fields, said with their names. */
+function oneOfMessage(item: { path?: string; message?: string }, fields: string[] | undefined): string | undefined {
+  if (!fields || detailPath(item.path) !== '/body' || item.message !== 'must match exactly one schema in oneOf') return undefined;
+  return `must have exactly one of ${fields.join(' and ')}`;
+}
+
 /** Turns any thrown value into the catalogue's ApiError (null: an unexpected error, a 500). */
-export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?: string, invalidToken?: boolean): ApiError | null {
+export function toApiError(
+  error: unknown,
+  bodyLimitBytes: number,
+  authFailure?: string,
+  invalidToken?: boolean,
+  exactlyOneOf?: string[],
+): ApiError | null {
   if (error instanceof ApiError) return error;
   if (error instanceof StorageUnavailableError) return errors.storageUnavailable();
   if (isConnectionFailure(error)) return errors.databaseUnavailable();
@@ -36,7 +48,7 @@ export function toApiError(error: unknown, bodyLimitBytes: number, authFailure?:
     case 400: {
       const details: ErrorDetail[] = (e.errors ?? []).map((item) => ({
         path: detailPath(item.path),
-        message: item.message ?? 'is not valid',
+        message: oneOfMessage(item, exactlyOneOf) ?? item.message ?? 'is not valid',
       }));
       return errors.invalidRequest('The request is not valid.', details);
     }
@@ -78,7 +90,8 @@ export function errorMiddleware(logger: Logger, { bodyLimitBytes, requireDeclare
       logger.error('error after the response started', { requestId: req.requestId, error: (error as Error)?.message });
       return next(error);
     }
-    let apiError = toApiError(error, bodyLimitBytes, req.authFailure, req.invalidToken) ?? errors.internal(req.requestId);
+    let apiError =
+      toApiError(error, bodyLimitBytes, req.authFailure, req.invalidToken, req.operation?.exactlyOneOf) ?? errors.internal(req.requestId);
     const statuses = req.operation?.statuses;
     if (requireDeclaredStatus && statuses && !statuses.has(String(apiError.status)) && !statuses.has('default')) {
       logger.error('error status not declared by the operation', {

@@ -31,8 +31,11 @@ export type PathParams<K extends OperationId> = Parameters<K, 'path'>;
 /** What a handler returns when it has written a streamed (non-JSON) 200 body itself. */
 export const STREAMED: unique symbol = Symbol('streamed');
 
-/** STREAMED when the 200 response may also be a stream of server-sent events. */
-type EventStreamContent<T> = T extends { content: { 'text/event-stream': unknown } } ? typeof STREAMED : never;
+/**
+ * Operations whose 1.0.0 200 was JSON or an event stream: the document now gives the stream its
+ * own operation (no response holds both), and these still stream for 1.0.0 clients that ask.
+ */
+type LegacyStreaming = 'sendMessage';
 
 /**
  * A JSON body sent with a strong `ETag` (the SHA-256 of its JSON), or answered `304` without a
@@ -48,7 +51,7 @@ export const tagged = <T>(body: T) => new Tagged<T>(body);
 export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R }
   ? [JsonContent<R>] extends [never]
     ? typeof STREAMED
-    : JsonContent<R> | Tagged<JsonContent<R>> | EventStreamContent<R>
+    : JsonContent<R> | Tagged<JsonContent<R>> | (K extends LegacyStreaming ? typeof STREAMED : never)
   : never;
 
 /** The caller as audit events record it: user and request id (structurally the audit service's Actor). */

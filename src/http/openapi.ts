@@ -137,7 +137,7 @@ function inlineOperationRefs(spec: OpenAPIV3.DocumentV3): void {
       if (operation.requestBody) {
         const body = resolveRef(components, operation.requestBody);
         inlineContent(body.content);
-        operation.requestBody = body;
+        operation.requestBody = anyContentType(body);
       }
       const responses = operation.responses ?? {};
       for (const [status, response] of Object.entries(responses)) {
@@ -150,9 +150,20 @@ function inlineOperationRefs(spec: OpenAPIV3.DocumentV3): void {
 }
 
 /**
+ * A raw request body marked `x-any-content-type` (an upload's bytes) is documented with one
+ * concrete media type for generators and accepted with any `Content-Type`: the validator's copy
+ * takes every type with the documented schema.
+ */
+function anyContentType(body: OpenAPIV3.RequestBodyObject): OpenAPIV3.RequestBodyObject {
+  if (!(body as { 'x-any-content-type'?: boolean })['x-any-content-type']) return body;
+  const [documented] = Object.values(body.content ?? {});
+  return { ...body, content: { ...body.content, '*/*': documented ?? {} } };
+}
+
+/**
  * The library's middleware for a document, through its public options only: parameters coerced
  * to their types (the library always does) and given their defaults, unknown and empty query
- * parameters and unencoded reserved characters refused, bodies checked as they came. Security is
+ * parameters and unencoded reserved characters refused (`+` and `*` aside: formEncodedQuery), bodies checked as they came. Security is
  * the service's (`authenticate`, which runs before the body is read); uploads are streamed to
  * their handlers (no multipart parsing); handlers are the service's routes.
  */
@@ -235,6 +246,26 @@ function headAsGet(step: RequestHandler): RequestHandler {
   };
 }
 
+/**
+ * Shows the validator the query with `+` and `*` percent-encoded. `+` is a space and `*` itself in
+ * form encoding (what URLSearchParams and HTML forms write, and how Express reads the query), but
+ * the library refuses both as unencoded reserved characters; the other reserved characters still
+ * must be encoded.
+ */
+function formEncodedQuery(step: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    const original = req.originalUrl;
+    const start = original.indexOf('?');
+    if (start < 0 || !FORM_CHARACTERS.test(original.slice(start))) return step(req, res, next);
+    req.originalUrl = original.slice(0, start) + original.slice(start).replace(/\+/g, '%20').replace(/\*/g, '%2A');
+    return step(req, res, (error?: unknown) => {
+      req.originalUrl = original;
+      next(error);
+    });
+  };
+}
+const FORM_CHARACTERS = /[+*]/;
+
 export const toExpressPath = (openApiPath: string) => openApiPath.replace(/\{([^}]+)\}/g, ':$1');
 
 /** What the service reads of an operation of the document (its security falls back to the document's). */
@@ -247,7 +278,20 @@ function apiOperation(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationO
     'x-required-roles': extensions['x-required-roles'],
     'x-audit': extensions['x-audit'],
     statuses: new Set(Object.keys(operation.responses ?? {})),
+    exactlyOneOf: exactlyOneOf(doc, operation),
   };
+}
+
+/** The fields of a JSON body schema whose `oneOf` variants each require one field and say nothing else (but a title). */
+function exactlyOneOf(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject): string[] | undefined {
+  const components = (doc.components ?? {}) as Components;
+  const media = requestBodyOf(doc, operation)?.content?.['application/json'];
+  type Alternatives = { oneOf?: Array<Alternatives | OpenAPIV3.ReferenceObject>; required?: string[] };
+  const schema = media?.schema ? resolveRef<Alternatives>(components, media.schema) : undefined;
+  const variants = schema?.oneOf?.map((variant) => resolveRef<Alternatives>(components, variant));
+  if (!variants?.every((v) => v.required?.length === 1 && Object.keys(v).every((key) => key === 'required' || key === 'title')))
+    return undefined;
+  return variants.map((v) => v.required![0]!);
 }
 
 /** The 405 of a method the path does not have, with the methods it has. */
@@ -301,7 +345,7 @@ export async function apiRouter(doc: OpenAPIV3.DocumentV3, handlers: HandlerMap,
         ...beforeBody,
         ...(body?.content?.['application/json'] ? [json] : []),
         refuseUnstorableText,
-        ...(method === 'get' ? validator.map(headAsGet) : validator),
+        ...validator.map((step) => formEncodedQuery(method === 'get' ? headAsGet(step) : step)),
         toExpressHandler(handler, {
           operationId,
           anonymous,

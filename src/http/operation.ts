@@ -14,4 +14,6 @@ export interface ApiOperation {
   'x-audit'?: { action: string; resourceType: string };
   /** The statuses the operation declares (`'200'`, `'401'`, … and `'default'` if present). */
   statuses: ReadonlySet<string>;
+  /** The fields of a JSON body whose `oneOf` asks for exactly one of them (named in its 400). */
+  exactlyOneOf?: string[];
 }

@@ -20,6 +20,18 @@ const objectsOf = (owner: string, fileId: string) => {
 describe('upload and content', () => {
   const content = Buffer.from('Hello, world. '.repeat(1000));
 
+  test('the upload takes the documented application/octet-stream or any other Content-Type; content keeps the file’s type', async () => {
+    const { alice } = ctx;
+    for (const type of ['application/octet-stream', 'image/png', 'text/plain; charset=utf-8']) {
+      const file = await createFile(ctx.h, alice, { name: 'note.txt', mimeType: 'text/plain', sizeBytes: content.length });
+      const upload = await uploadUrl(ctx.h, alice, file.fileId);
+      const stored = await ctx.h.http().put(pathOf(upload.url)).set('Content-Type', type).send(content);
+      expect({ type, status: stored.status }).toEqual({ type, status: 200 });
+      const res = await ctx.h.http().get(`/api/v1/files/${file.fileId}/content`).set(alice.auth).buffer(true).parse(binaryBody);
+      expect(res.headers['content-type']).toMatch(/^text\/plain/);
+    }
+  });
+
   test('create → upload URL → upload → ready → content, byte-identical', async () => {
     const { alice } = ctx;
     const file = await createFile(ctx.h, alice, { name: 'hello.txt', mimeType: 'text/plain', sizeBytes: content.length });

@@ -250,6 +250,19 @@ describe('onboarding', () => {
       expect({ action, body, status: res.status, code: res.body.code }).toEqual({ action, body, status: 400, code: 'invalid_request' });
     }
     expect(await onboardingOf(user.auth)).toEqual(before);
+    // The document's oneOf says it, and the answer names the fields.
+    const neither = await h.http().post('/api/v1/onboarding/complete').set(user.auth).send({});
+    expect(neither.body.details).toEqual(
+      expect.arrayContaining([
+        { path: '/body/step', message: "must have required property 'step'" },
+        { path: '/body/all', message: "must have required property 'all'" },
+      ]),
+    );
+    const both = await h.http().post('/api/v1/onboarding/complete').set(user.auth).send({ step: 'model', all: true });
+    expect(both.body).toMatchObject({
+      code: 'invalid_request',
+      details: [{ path: '/body', message: 'must have exactly one of step and all' }],
+    });
   });
 
   test('another user’s onboarding is neither read nor changed', async () => {

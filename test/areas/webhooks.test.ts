@@ -136,6 +136,8 @@ describe('webhook subscriptions', () => {
       'http://127.0.0.1:9/x#frag',
       'not a url',
       'https://8.8.8.8:8443/x',
+      // Not a URI (`format: uri`): white space must be percent-encoded.
+      'http://127.0.0.1:9/a b',
     ]) {
       const res = await ctx.h
         .http()

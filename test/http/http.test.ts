@@ -149,6 +149,25 @@ describe('HTTP basics', () => {
     expect(encoded.body.details).toEqual([{ path: '/query/cursor', message: 'must be a nextCursor returned by this operation' }]);
     expect((await h.http().get('/api/v1/notes?limit=5&pinned=true').set(alice.auth)).status).toBe(200);
   });
+
+  test('a query written by URLSearchParams is read: `+` is a space and `*` itself', async () => {
+    const note = await h.http().post('/api/v1/notes').set(alice.auth).send({ title: 'Plus' });
+    const noteId = note.body.note.noteId as string;
+    const query = new URLSearchParams({ noteId: `${noteId} *` }).toString();
+    expect(query).toBe(`noteId=${noteId}+*`);
+    // Read as the id with a space and an asterisk: no such note, as when encoded with %20 and %2A.
+    for (const written of [query, `noteId=${noteId}%20%2A`]) {
+      const res = await h.http().get(`/api/v1/notes?${written}`).set(alice.auth);
+      expect(res.status).toBe(404);
+      expect(res.body.code).toBe('not_found');
+    }
+    // A literal plus is %2B; the other reserved characters still must be encoded.
+    expect((await h.http().get(`/api/v1/notes?noteId=${noteId}`).set(alice.auth)).body.note.noteId).toBe(noteId);
+    const cursor = await h.http().get('/api/v1/notes?cursor=a+b').set(alice.auth);
+    expect(cursor.body.details).toEqual([{ path: '/query/cursor', message: 'must be a nextCursor returned by this operation' }]);
+    const reserved = await h.http().get('/api/v1/notes?cursor=a+b:c').set(alice.auth);
+    expect(reserved.body.details).toEqual([{ path: '/query/cursor', message: expect.stringMatching(/must be url encoded/) }]);
+  });
 });
 
 describe('the published document', () => {

@@ -1,3 +1,4 @@
+import type { Response } from 'express';
 import { errors } from '../../platform/errors';
 import { type HandlerMap, idFromQueryOrBody, STREAMED } from '../../http/handler';
 import { readPage } from '../../http/pagination';
@@ -6,12 +7,48 @@ import { presentApproval, presentCitations, presentConversation, presentMessage 
 import type { Chat } from './chat';
 import type { ConversationService } from './service';
 import type { SendOutcome } from './turn';
+import type { TurnEngine } from './turn-engine';
 
 /** The error answer of a failed reply (a cancelled one is answered like a provider error). */
 function failureError(outcome: SendOutcome, timeoutMs: number) {
   return outcome.failure?.code === 'model_provider_timeout'
     ? errors.modelProviderTimeout(`The model provider did not answer within ${timeoutMs} ms.`, { messageId: outcome.reply.id })
     : errors.modelProviderError(outcome.failure?.error ?? 'unknown failure', { messageId: outcome.reply.id });
+}
+
+type SendBody = Parameters<TurnEngine['send']>[1];
+
+/** Cancels the reply when the client goes away before the answer is complete. */
+function cancelOnClose(res: Response): AbortSignal {
+  const client = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) client.abort(new Error('the client closed the connection'));
+  });
+  return client.signal;
+}
+
+/** Runs a turn answered as server-sent events (`ChatEventStream`), the one streaming path of both operations. */
+async function streamReply(turns: TurnEngine, userId: string, body: SendBody, res: Response, timeoutMs: number): Promise<typeof STREAMED> {
+  const events = new EventStream(res);
+  const outcome = await turns.send(userId, body, {
+    signal: cancelOnClose(res),
+    onStart: (message) => events.send('message', { message: presentMessage(message) }),
+    onCitations: (citations, retrieval) => events.send('citations', { citations: presentCitations(citations), retrieval }),
+    onDelta: (text) => events.send('delta', { text }),
+    onToolCall: (part) => events.send('tool-call', { part }),
+    onToolResult: (part) => events.send('tool-result', { part }),
+    onToolSourceUnavailable: (part) => events.send('tool-source-unavailable', { part }),
+  });
+  if (outcome.approval) {
+    events.send('approval-required', { approval: presentApproval(outcome.approval), message: presentMessage(outcome.reply) });
+  } else if (outcome.failure) {
+    const { message } = failureError(outcome, timeoutMs);
+    events.send('error', { error: message, code: outcome.failure.code, message: presentMessage(outcome.reply) });
+  } else {
+    events.send('done', { message: presentMessage(outcome.reply) });
+  }
+  events.end();
+  return STREAMED;
 }
 
 export function conversationHandlers(
@@ -26,6 +63,7 @@ export function conversationHandlers(
   | 'deleteConversation'
   | 'getMessages'
   | 'sendMessage'
+  | 'streamMessage'
   | 'postAgentGreeting'
   | 'getApprovals'
   | 'decideApproval'
@@ -60,37 +98,13 @@ export function conversationHandlers(
           { path: '/headers/idempotency-key', message: 'must not be sent with stream: true' },
         ]);
       }
-      // A client that goes away before the answer is complete cancels the reply.
-      const client = new AbortController();
-      res.on('close', () => {
-        if (!res.writableFinished) client.abort(new Error('the client closed the connection'));
-      });
-      if (!body.stream) {
-        const outcome = await turns.send(caller.userId, body, { signal: client.signal });
-        if (outcome.failure) throw failureError(outcome, timeoutMs);
-        return { message: presentMessage(outcome.message), reply: presentMessage(outcome.reply) };
-      }
-      const events = new EventStream(res);
-      const outcome = await turns.send(caller.userId, body, {
-        signal: client.signal,
-        onStart: (message) => events.send('message', { message: presentMessage(message) }),
-        onCitations: (citations, retrieval) => events.send('citations', { citations: presentCitations(citations), retrieval }),
-        onDelta: (text) => events.send('delta', { text }),
-        onToolCall: (part) => events.send('tool-call', { part }),
-        onToolResult: (part) => events.send('tool-result', { part }),
-        onToolSourceUnavailable: (part) => events.send('tool-source-unavailable', { part }),
-      });
-      if (outcome.approval) {
-        events.send('approval-required', { approval: presentApproval(outcome.approval), message: presentMessage(outcome.reply) });
-      } else if (outcome.failure) {
-        const { message } = failureError(outcome, timeoutMs);
-        events.send('error', { error: message, code: outcome.failure.code, message: presentMessage(outcome.reply) });
-      } else {
-        events.send('done', { message: presentMessage(outcome.reply) });
-      }
-      events.end();
-      return STREAMED;
+      // 1.0.0 clients' `stream: true` gets the streaming operation's answer.
+      if (body.stream) return streamReply(turns, caller.userId, body, res, timeoutMs);
+      const outcome = await turns.send(caller.userId, body, { signal: cancelOnClose(res) });
+      if (outcome.failure) throw failureError(outcome, timeoutMs);
+      return { message: presentMessage(outcome.message), reply: presentMessage(outcome.reply) };
     },
+    streamMessage: async ({ caller, body, res }) => streamReply(turns, caller.userId, body, res, timeoutMs),
     getApprovals: async ({ caller, query }) => {
       if (query.approvalId !== undefined) return { approval: presentApproval(await approvals.approval(caller.userId, query.approvalId)) };
       const page = await approvals.pendingApprovals(caller.userId, readPage(query));
