@@ -80,7 +80,7 @@ gen-check: gen
 lint-spec: $(NODE_MODULES)
 	npx redocly lint openapi/openapi.yaml generated/openapi.yaml --format=stylish
 
-## Fail when openapi/ breaks a published version kept in openapi/published/ (removed operation, field or status, new required input, narrowed type or enum).
+## Fail when openapi/ breaks a released document: the snapshots in openapi/published/ and the last release in git (tag api-v*, else main's previous commit; docs/api.md "Compatibility").
 compat: $(NODE_MODULES)
 	npx tsx scripts/check-compat.ts
 
