@@ -7,7 +7,7 @@ import type { ModelInfo } from '../../platform/ai/models';
 import { uuidv7 } from '../../platform/ids';
 import type { BudgetGate, UsageKind } from '../billing/service';
 import type { CapabilityService } from '../capabilities/service';
-import type { ModelService } from '../models/service';
+import type { ModelConnectionService, ModelService } from '../models/service';
 import type { ProjectService } from '../projects/service';
 import type { SettingsService } from '../settings/service';
 import * as repo from './repository';
@@ -69,9 +69,11 @@ type UserEmbedder =
   | { kind: 'connection'; embedder: ConnectionEmbedder; connectionId: string; info: ModelInfo }
   | { kind: 'unavailable'; reason: string };
 
-/** How users' own embeddings models are called (the models area's service, the settings' choice). */
+/** How users' own embeddings models are called (the models area's services, the settings' choice). */
 export interface UserEmbeddingsDeps {
-  models: Pick<ModelService, 'connectionEmbedder' | 'reportConnectionOutcome'>;
+  models: Pick<ModelService, 'connectionEmbedder'>;
+  /** Where each call's outcome is recorded on its connection. */
+  connections: Pick<ModelConnectionService, 'reportConnectionOutcome'>;
   settings: Pick<SettingsService, 'embeddingsModel'>;
   /** Usage through a user's own key is recorded with the connection, never charged. */
   billing: Pick<BudgetGate, 'charge'>;
@@ -322,10 +324,10 @@ export class KnowledgeService {
       result = await chosen.embedder.embedCounted(texts, purpose);
     } catch (error) {
       const message = error instanceof EmbeddingsFailure ? error.message : `The embeddings failed: ${(error as Error).message}`;
-      await users.models.reportConnectionOutcome(userId, chosen.connectionId, message);
+      await users.connections.reportConnectionOutcome(userId, chosen.connectionId, message);
       throw error instanceof EmbeddingsFailure ? error : new EmbeddingsFailure(message);
     }
-    await users.models.reportConnectionOutcome(userId, chosen.connectionId, null);
+    await users.connections.reportConnectionOutcome(userId, chosen.connectionId, null);
     const kind: UsageKind = purpose === 'query' ? 'knowledge.search' : 'knowledge.index';
     const at = new Date(this.now());
     await this.db.transaction().execute(async (trx) => {
