@@ -89,9 +89,18 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...mediaHandlers(services.media),
     ...knowledgeHandlers(services.knowledge),
     ...webhookHandlers(services.webhooks),
-    ...modelHandlers(services.models, services.capabilities),
+    ...modelHandlers({
+      models: services.models,
+      connections: services.modelConnections,
+      policy: services.modelPolicy,
+      capabilities: services.capabilities,
+    }),
     ...mcpServerHandlers(services.mcpServers),
-    ...integrationHandlers(services.integrations),
+    ...integrationHandlers({
+      integrations: services.integrations,
+      authorization: services.integrationAuthorization,
+      connections: services.integrationConnections,
+    }),
     ...conversationHandlers(services.conversations, services.chat, config.models.timeoutMs),
     ...toolHandlers(services.tools),
     ...automationHandlers(services.automations, runner),
@@ -156,7 +165,7 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
   serveDocs(app);
   if (services.stripeEvents) app.use(stripeWebhookRouter(services.stripeEvents));
   // The OAuth redirect URI of integrations (a web-app route outside /api/v1, authenticated by its state).
-  app.use(integrationCallbackRouter(services.integrations, services.sessions, { returnUrl: config.integrations.returnUrl }));
+  app.use(integrationCallbackRouter(services.integrationAuthorization, services.sessions, { returnUrl: config.integrations.returnUrl }));
   app.use(apiNotFound);
   app.use(errorMiddleware(logger, { bodyLimitBytes: config.bodyLimitBytes, requireDeclaredStatus: config.validateResponses }));
   return app;

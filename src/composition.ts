@@ -15,8 +15,13 @@ import { FileService } from './areas/files/service';
 import { OutputService } from './areas/outputs/service';
 import { MediaService } from './areas/media/service';
 import { CapabilityService } from './areas/capabilities/service';
+import { IntegrationAuthorizationService } from './areas/integrations/authorization';
+import { IntegrationConnectionService } from './areas/integrations/connections';
+import { OAuthFlows } from './areas/integrations/flows';
 import { IntegrationService, sealedColumns as integrationSealedColumns } from './areas/integrations/service';
-import { McpServerService, sealedColumns as mcpSealedColumns } from './areas/mcp-servers/service';
+import { McpExchanges, type McpObserver, sealedColumns as mcpSealedColumns } from './areas/mcp-servers/exchanges';
+import { McpServerService } from './areas/mcp-servers/service';
+import { McpToolSource } from './areas/mcp-servers/tool-source';
 import { MemoryService } from './areas/memory/service';
 import { NoteService } from './areas/notes/service';
 import { PrincipalService } from './areas/principals/service';
@@ -31,7 +36,10 @@ import { type Chat, createChat } from './areas/conversations/chat';
 import { ConversationService } from './areas/conversations/service';
 import { BuiltinTools } from './areas/tools/builtins';
 import { ToolService } from './areas/tools/service';
-import { ModelService, NO_DEFAULTS, sealedColumns as modelSealedColumns } from './areas/models/service';
+import { ModelCatalogue } from './areas/models/catalogue';
+import { ModelConnectionService, sealedColumns as modelSealedColumns } from './areas/models/connections';
+import { ModelPolicyService } from './areas/models/policy';
+import { ModelService } from './areas/models/service';
 import { WebhookDispatcher } from './areas/webhooks/dispatcher';
 import { countPendingDeliveries } from './areas/webhooks/repository';
 import { WebhookService } from './areas/webhooks/service';
@@ -77,13 +85,22 @@ export interface Services {
   chat: Chat;
   automations: AutomationService;
   agents: AgentEnvironmentService;
-  /** The model provider chat and automations call. */
-  /** The models of the deployment and of users' own connections, the model policy, and the connections. */
+  /** Which model serves a request: the deployment's and users' own connections' models, with each user's defaults. */
   models: ModelService;
-  /** Users' MCP servers, and their tools as a tool source of chat. */
+  /** Users' connections to their own model providers, and their tests. */
+  modelConnections: ModelConnectionService;
+  /** The model policy administrators set. */
+  modelPolicy: ModelPolicyService;
+  /** Users' MCP servers. */
   mcpServers: McpServerService;
-  /** Users' OAuth connections to the configured providers and to MCP servers. */
+  /** The tools of users' MCP servers, a tool source of chat. */
+  mcpTools: McpToolSource;
+  /** The integrations a user can connect: the configured providers and their MCP servers that sign in with OAuth. */
   integrations: IntegrationService;
+  /** Connecting to an integration: the authorization flow and its callback. */
+  integrationAuthorization: IntegrationAuthorizationService;
+  /** Users' OAuth connections in use (access tokens, refreshed when due) and disconnecting. */
+  integrationConnections: IntegrationConnectionService;
   settings: SettingsService;
   /** Generated media: images, transcripts and speech, stored as outputs. */
   media: MediaService;
@@ -270,33 +287,40 @@ export function createServices({
         warn,
       )
     : new DevelopmentProvider();
-  const models = new ModelService({
+  const modelPolicy = new ModelPolicyService({ db, audit, cacheMs: config.capabilities.cacheMs });
+  const modelConnections = new ModelConnectionService({
     db,
-    deployment,
-    capabilities,
     secrets,
     outbound,
     audit,
-    settings: {
-      callTimeoutMs: config.models.timeoutMs,
-      testTimeoutMs: Math.min(config.models.timeoutMs, 15_000),
-      connectionsPerUser: config.models.connectionsPerUser,
-      policyCacheMs: config.capabilities.cacheMs,
-      mediaTimeoutMs: config.media.timeoutMs,
-    },
-    // The callers' chosen defaults come from their settings, which are built on these models (below).
-    defaults: NO_DEFAULTS,
+    settings: { testTimeoutMs: Math.min(config.models.timeoutMs, 15_000), connectionsPerUser: config.models.connectionsPerUser },
     log: warn,
   });
-  const integrations = new IntegrationService({
+  const modelCatalogue = new ModelCatalogue({ db, deployment, capabilities, policy: modelPolicy });
+  // Integrations and MCP servers: the connections first (MCP servers sign in with them), then the
+  // servers, then the catalog and the authorization flow, which list the servers and tell them of a connection.
+  const integrationFlows = new OAuthFlows(config.integrations, outbound);
+  const integrationConnections = new IntegrationConnectionService({
     db,
+    secrets,
+    audit,
+    flows: integrationFlows,
+    timeoutMs: config.integrations.timeoutMs,
+    log: warn,
+    onRefresh: (outcome) => metrics.integrationRefreshes.inc({ outcome }),
+  });
+  const observeMcp: McpObserver = (operation, outcome, seconds) => {
+    metrics.mcpCalls.observe({ operation, outcome }, seconds);
+    if (outcome !== 'ok') metrics.mcpErrors.inc({ operation, outcome });
+  };
+  const mcpExchanges = new McpExchanges({
     capabilities,
     secrets,
     outbound,
-    audit,
-    settings: config.integrations,
+    integrations: integrationConnections,
+    maxResponseBytes: config.mcp.maxResponseBytes,
     log: warn,
-    onRefresh: (outcome) => metrics.integrationRefreshes.inc({ outcome }),
+    observe: observeMcp,
   });
   const mcpServers = new McpServerService({
     db,
@@ -304,16 +328,24 @@ export function createServices({
     secrets,
     outbound,
     audit,
-    integrations,
+    integrations: integrationConnections,
+    exchanges: mcpExchanges,
     settings: config.mcp,
     log: warn,
-    observe: (operation, outcome, seconds) => {
-      metrics.mcpCalls.observe({ operation, outcome }, seconds);
-      if (outcome !== 'ok') metrics.mcpErrors.inc({ operation, outcome });
-    },
   });
-  // Servers that sign in with a connection: the integrations area lists them and tells them when one is stored.
-  integrations.useServers(mcpServers);
+  const mcpTools = new McpToolSource({ db, capabilities, exchanges: mcpExchanges, log: warn, observe: observeMcp });
+  const integrations = new IntegrationService({ db, providers: config.integrations.providers, servers: mcpServers });
+  const integrationAuthorization = new IntegrationAuthorizationService({
+    db,
+    capabilities,
+    secrets,
+    audit,
+    flows: integrationFlows,
+    catalog: integrations,
+    servers: mcpServers,
+    settings: config.integrations,
+    log: warn,
+  });
   const memory = new MemoryService(db, projects);
   // The deployment's default chat model, and its first model of each media kind.
   const firstMedia = (kind: 'image' | 'transcription' | 'speech') => deployment.media?.models.find((m) => m.kind === kind)?.id;
@@ -323,8 +355,17 @@ export function createServices({
     transcription: firstMedia('transcription'),
     speech: firstMedia('speech'),
   };
-  const settings = new SettingsService({ db, catalog: models, defaults: { ...BUILT_IN_DEFAULTS, models: defaultModels } });
-  models.useDefaults(settings);
+  // Settings check a chosen model against the catalogue; the models' defaults come from the settings.
+  const settings = new SettingsService({ db, catalog: modelCatalogue, defaults: { ...BUILT_IN_DEFAULTS, models: defaultModels } });
+  const models = new ModelService({
+    deployment,
+    catalogue: modelCatalogue,
+    connections: modelConnections,
+    defaults: settings,
+    outbound,
+    settings: { callTimeoutMs: config.models.timeoutMs, mediaTimeoutMs: config.media.timeoutMs },
+    log: warn,
+  });
   const knowledge = new KnowledgeService({
     db,
     capabilities,
@@ -333,6 +374,7 @@ export function createServices({
     // Users who chose an embeddings model of their own connection: their knowledge is embedded through it.
     userEmbeddings: {
       models,
+      connections: modelConnections,
       settings,
       billing,
       timeoutMs: config.models.timeoutMs,
@@ -361,7 +403,7 @@ export function createServices({
   const tools = new ToolService({
     builtins: new BuiltinTools({ knowledge, memory, notes, files, projects, automations, policies: config.tools.builtinPolicies }),
     // The caller's MCP servers' tools, beside the built-in ones.
-    sources: [mcpServers],
+    sources: [mcpTools],
     settings,
     limits: { timeoutMs: config.tools.callTimeoutMs, maxResultBytes: config.tools.maxResultBytes },
     log: warn,
@@ -429,8 +471,13 @@ export function createServices({
     automations,
     agents: new AgentEnvironmentService(db, config.agents),
     models,
+    modelConnections,
+    modelPolicy,
     mcpServers,
+    mcpTools,
     integrations,
+    integrationAuthorization,
+    integrationConnections,
     settings,
     tools,
     onboarding,
@@ -438,7 +485,7 @@ export function createServices({
       principals,
       capabilities,
       settings,
-      catalog: models,
+      catalog: modelCatalogue,
       billing,
       onboarding,
       limits: {
@@ -624,7 +671,7 @@ export async function compose(config: Config, logger: Logger, database?: Databas
           runner.stop(),
           replies.stop(),
           incomingSweep.stop(),
-          services.integrations.settle(),
+          services.integrationAuthorization.settle(),
         ]);
         store.close();
         await db.close();

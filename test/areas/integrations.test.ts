@@ -384,7 +384,7 @@ describe('integrations with configured providers', () => {
     expect((await catalogEntry(bob, 'mock')).connection).toMatchObject({ status: 'connected', refreshedAt: expect.any(Number) });
 
     // A tool call uses (and, as it still expires within the minute, refreshes again) the token.
-    const call = await h.runtime.services.mcpServers.callTool(
+    const call = await h.runtime.services.mcpTools.callTool(
       bob.userId,
       'docs__echo',
       { text: 'hi' },
@@ -396,7 +396,7 @@ describe('integrations with configured providers', () => {
 
     // The provider refuses the next refresh: the call says to connect again, the connection is expired.
     provider.refuseRefresh = true;
-    const refused = await h.runtime.services.mcpServers.callTool(
+    const refused = await h.runtime.services.mcpTools.callTool(
       bob.userId,
       'docs__echo',
       { text: 'again' },
@@ -453,7 +453,9 @@ describe('integrations with configured providers', () => {
     try {
       const refreshGrants = () => tokenRequests.filter((r) => r.grant_type === 'refresh_token').length;
       const before = refreshGrants();
-      const tokens = await Promise.all([1, 2].map(() => h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC')));
+      const tokens = await Promise.all(
+        [1, 2].map(() => h.runtime.services.integrationConnections.accessToken(carol.userId, 'mock', 'Mock OIDC')),
+      );
       // One refresh reached the provider; without serializing, the second would spend the rotated token and be refused.
       expect(refreshGrants()).toBe(before + 1);
       expect(grants.at(-1)!.grant).toBe('refresh_token');
@@ -466,7 +468,7 @@ describe('integrations with configured providers', () => {
         .executeTakeFirstOrThrow();
       expect(row).toEqual({ refreshing_until: null, version: 2 });
       // The new token is fresh: used as it is.
-      expect(await h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC')).toBe(tokens[0]);
+      expect(await h.runtime.services.integrationConnections.accessToken(carol.userId, 'mock', 'Mock OIDC')).toBe(tokens[0]);
       expect(refreshGrants()).toBe(before + 1);
 
       // A claim whose holder never finishes (it stopped, say) lapses: the request waiting for it then refreshes itself.
@@ -475,7 +477,7 @@ describe('integrations with configured providers', () => {
         .set({ expires_at: new Date(Date.now() + 30_000), refreshing_until: new Date(Date.now() + 300) })
         .where('owner_user_id', '=', carol.userId)
         .execute();
-      const afterLapse = await h.runtime.services.integrations.accessToken(carol.userId, 'mock', 'Mock OIDC');
+      const afterLapse = await h.runtime.services.integrationConnections.accessToken(carol.userId, 'mock', 'Mock OIDC');
       expect(refreshGrants()).toBe(before + 2);
       expect(afterLapse).toBe(grants.at(-1)!.access);
       expect((await catalogEntry(carol, 'mock')).connection.status).toBe('connected');

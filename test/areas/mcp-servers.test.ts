@@ -2,7 +2,9 @@ import { Writable } from 'node:stream';
 import { sql } from 'kysely';
 import type supertest from 'supertest';
 import winston from 'winston';
+import { McpExchanges } from '../../src/areas/mcp-servers/exchanges';
 import { McpServerService } from '../../src/areas/mcp-servers/service';
+import { McpToolSource } from '../../src/areas/mcp-servers/tool-source';
 import { redactSecrets } from '../../src/platform/logger';
 import { Outbound } from '../../src/platform/net/outbound';
 import { describeCrudContract } from '../helpers/crud-contract';
@@ -304,7 +306,7 @@ describe('the tool source', () => {
     const off = await create(alice, { name: 'Off', url: open.streamableUrl, transport: 'streamable_http', enabled: false });
     expect(off.body.server).toMatchObject({ status: 'untested', tools: [] });
     try {
-      const { tools, unavailable } = await h.runtime.services.mcpServers.listTools(alice.userId);
+      const { tools, unavailable } = await h.runtime.services.mcpTools.listTools(alice.userId);
       expect(tools.find((t) => t.name === 'github__echo')).toEqual({
         name: 'github__echo',
         description: 'Repeats the text it is given.',
@@ -317,7 +319,7 @@ describe('the tool source', () => {
       expect(unavailable).toEqual([
         { serverId: broken.body.server.serverId, serverName: 'Broken', reason: 'The MCP server could not be reached.' },
       ]);
-      expect(await h.runtime.services.mcpServers.listTools(bob.userId)).toEqual({ tools: [], unavailable: [] });
+      expect(await h.runtime.services.mcpTools.listTools(bob.userId)).toEqual({ tools: [], unavailable: [] });
     } finally {
       await remove(alice, broken.body.server.serverId);
       await remove(alice, off.body.server.serverId);
@@ -325,7 +327,7 @@ describe('the tool source', () => {
   });
 
   test('callTool over both transports: text joined, other content summarized, isError passed on', async () => {
-    const mcp = h.runtime.services.mcpServers;
+    const mcp = h.runtime.services.mcpTools;
     const options = { signal: controller(), maxResultBytes: 4096 };
     expect(await mcp.callTool(alice.userId, 'github__echo', { text: 'hello' }, options)).toEqual({ output: 'echo: hello', isError: false });
     expect(bearer.calls.at(-1)).toEqual({ name: 'echo', args: { text: 'hello' } });
@@ -346,20 +348,18 @@ describe('the tool source', () => {
   });
 
   test('a tool returning 10 MB is cut to the cap; the transport cap and a denied tool are error results', async () => {
-    const mcp = h.runtime.services.mcpServers;
+    const mcp = h.runtime.services.mcpTools;
     const result = await mcp.callTool(alice.userId, 'github__big', { bytes: 10_000_000 }, { signal: controller(), maxResultBytes: 16_384 });
     expect(result).toMatchObject({ isError: false, truncated: true });
     expect(Buffer.byteLength(result.output)).toBeLessThanOrEqual(16_384);
     expect(result.output).toMatch(/^x+\n\[output truncated: 10000000 bytes, only the first part is shown\]$/);
 
     // With a smaller cap on the answer itself, the exchange stops and the call is an error.
-    const small = new McpServerService({
+    const { capabilities } = h.runtime.services;
+    const small = new McpToolSource({
       db: h.runtime.database.db,
-      capabilities: h.runtime.services.capabilities,
-      secrets: h.runtime.secrets,
-      outbound: h.runtime.outbound,
-      audit: h.runtime.services.audit,
-      settings: { serversPerUser: LIMIT, maxResponseBytes: 256 * 1024 },
+      capabilities,
+      exchanges: new McpExchanges({ capabilities, secrets: h.runtime.secrets, outbound: h.runtime.outbound, maxResponseBytes: 256 * 1024 }),
     });
     for (const name of ['github__big', 'github-2__big']) {
       const capped = await small.callTool(alice.userId, name, { bytes: 10_000_000 }, { signal: controller(), maxResultBytes: 16_384 });
@@ -379,7 +379,7 @@ describe('the tool source', () => {
   });
 
   test('a tool that hangs ends at the server’s timeout (the server unavailable for the turn), or when the caller aborts', async () => {
-    const mcp = h.runtime.services.mcpServers;
+    const mcp = h.runtime.services.mcpTools;
     await patch(alice, { serverId: githubId, timeoutMs: 1000 });
     try {
       const reason = 'The MCP server did not answer within 1000 ms.';
@@ -400,7 +400,7 @@ describe('the tool source', () => {
   });
 
   test("unknown names, another user's tools and disabled servers are error results that call nothing", async () => {
-    const mcp = h.runtime.services.mcpServers;
+    const mcp = h.runtime.services.mcpTools;
     const options = { signal: controller(), maxResultBytes: 100 };
     const calls = bearer.calls.length;
     expect(await mcp.callTool(bob.userId, 'github__echo', { text: 'x' }, options)).toEqual({
@@ -443,7 +443,7 @@ describe('the tool source', () => {
       toolPolicies: { echo: 'allow' },
     });
     expect(res.body.server.status).toBe('active');
-    const result = await h.runtime.services.mcpServers.callTool(
+    const result = await h.runtime.services.mcpTools.callTool(
       alice.userId,
       'stateful__echo',
       { text: 'session' },
@@ -638,12 +638,12 @@ describe('refusals', () => {
           error: 'MCP servers are disabled for this deployment.',
         });
       }
-      const { tools, unavailable } = await h.runtime.services.mcpServers.listTools(alice.userId);
+      const { tools, unavailable } = await h.runtime.services.mcpTools.listTools(alice.userId);
       expect(tools).toEqual([]);
       expect(unavailable.map((u) => u.serverId).sort()).toEqual([githubId, sseId].sort());
       const calls = bearer.calls.length;
       expect(
-        await h.runtime.services.mcpServers.callTool(
+        await h.runtime.services.mcpTools.callTool(
           alice.userId,
           'github__echo',
           { text: 'x' },
@@ -661,10 +661,10 @@ describe('refusals', () => {
 
   test('deleting a server removes its tools', async () => {
     const temp = await create(alice, { name: 'Temp', url: open.streamableUrl, transport: 'streamable_http' });
-    expect((await h.runtime.services.mcpServers.listTools(alice.userId)).tools.some((t) => t.name === 'temp__echo')).toBe(true);
+    expect((await h.runtime.services.mcpTools.listTools(alice.userId)).tools.some((t) => t.name === 'temp__echo')).toBe(true);
     const deleted = await call(h.http().delete('/api/v1/mcp-servers').set(alice.auth).send({ serverId: temp.body.server.serverId }));
     expect(deleted.body).toEqual({ serverId: temp.body.server.serverId, deleted: true });
-    expect((await h.runtime.services.mcpServers.listTools(alice.userId)).tools.some((t) => t.name === 'temp__echo')).toBe(false);
+    expect((await h.runtime.services.mcpTools.listTools(alice.userId)).tools.some((t) => t.name === 'temp__echo')).toBe(false);
     expect((await get(alice, temp.body.server.serverId)).status).toBe(404);
   });
 });
@@ -741,18 +741,17 @@ describe('MCP servers: the collection contract', () => {
       .post('/api/v1/mcp-servers')
       .set(alice.auth)
       .send({ name: 'Loop', url: open.streamableUrl, transport: 'streamable_http' });
-    const strictOnH = new McpServerService({
-      db: h.runtime.database.db,
-      capabilities: h.runtime.services.capabilities,
-      secrets: h.runtime.secrets,
-      outbound: new Outbound({ allowLoopback: false, allowedPorts: [] }),
-      audit: h.runtime.services.audit,
-      settings: { serversPerUser: LIMIT, maxResponseBytes: 1024 * 1024 },
-    });
+    const { capabilities, audit } = h.runtime.services;
+    const db = h.runtime.database.db;
+    const secrets = h.runtime.secrets;
+    const outbound = new Outbound({ allowLoopback: false, allowedPorts: [] });
+    const exchanges = new McpExchanges({ capabilities, secrets, outbound, maxResponseBytes: 1024 * 1024 });
+    const strictOnH = new McpServerService({ db, capabilities, secrets, outbound, audit, exchanges, settings: { serversPerUser: LIMIT } });
+    const strictTools = new McpToolSource({ db, capabilities, exchanges });
     const refreshed = await strictOnH.refresh(alice.userId, saved.body.server.serverId);
     expect(refreshed).toMatchObject({ status: 'error', last_error: "The MCP server's address is not allowed (a loopback address)." });
     const reason = "The MCP server's address is not allowed (a loopback address).";
-    expect(await strictOnH.callTool(alice.userId, 'loop__echo', { text: 'x' }, { signal: controller(), maxResultBytes: 100 })).toEqual({
+    expect(await strictTools.callTool(alice.userId, 'loop__echo', { text: 'x' }, { signal: controller(), maxResultBytes: 100 })).toEqual({
       output: reason,
       isError: true,
       unavailable: { serverId: saved.body.server.serverId, serverName: 'Loop', reason },

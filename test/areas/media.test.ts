@@ -306,9 +306,9 @@ describe('media on the development provider', () => {
   });
 
   test("the deployment's model policy applies: a blocked media model is refused, and is no one's default", async () => {
-    const models = ctx.h.runtime.services.models;
+    const policy = ctx.h.runtime.services.modelPolicy;
     const admin = { userId: 'policy-admin', requestId: null };
-    await models.updatePolicy(admin, { block: ['development-speech'] });
+    await policy.updatePolicy(admin, { block: ['development-speech'] });
     try {
       const res = await ctx.h.http().post('/api/v1/media/speech').set(ctx.bob.auth).send({ text: 'Blocked', model: 'development-speech' });
       expect(res.status).toBe(400);
@@ -317,7 +317,7 @@ describe('media on the development provider', () => {
       expect(byDefault.status).toBe(400);
       expect(byDefault.body.error).toBe('No speech model is available.');
     } finally {
-      await models.updatePolicy(admin, { block: [] });
+      await policy.updatePolicy(admin, { block: [] });
     }
     expect((await ctx.h.http().post('/api/v1/media/speech').set(ctx.bob.auth).send({ text: 'Allowed again' })).status).toBe(200);
   });

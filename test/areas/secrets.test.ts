@@ -1,6 +1,6 @@
 import { SEALED_COLUMNS } from '../../src/composition';
 import { accessContext } from '../../src/areas/integrations/service';
-import { apiKeyContext } from '../../src/areas/models/service';
+import { apiKeyContext } from '../../src/areas/models/connections';
 import { signingSecretContext } from '../../src/areas/webhooks/signing';
 import { uuidv7 } from '../../src/platform/ids';
 import { resealAll, Secrets } from '../../src/platform/secrets';

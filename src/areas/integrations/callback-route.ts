@@ -1,7 +1,8 @@
 import express, { type Router } from 'express';
 import { SESSION_COOKIE } from '../../http/auth';
 import type { SessionService } from '../sessions/service';
-import { CALLBACK_PATH, type CallbackOutcome, type IntegrationService } from './service';
+import type { IntegrationAuthorizationService } from './authorization';
+import { CALLBACK_PATH, type CallbackOutcome } from './service';
 
 export interface CallbackRouteOptions {
   /** The web-app page the browser is sent back to with the outcome; null: a small page says it. */
@@ -31,7 +32,7 @@ function page(outcome: CallbackOutcome): string {
  * a token or the code.
  */
 export function integrationCallbackRouter(
-  integrations: IntegrationService,
+  authorization: Pick<IntegrationAuthorizationService, 'complete'>,
   sessions: Pick<SessionService, 'resolve'>,
   options: CallbackRouteOptions,
 ): Router {
@@ -40,7 +41,7 @@ export function integrationCallbackRouter(
     const search = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?') + 1) : '';
     const cookie: unknown = req.signedCookies?.[SESSION_COOKIE];
     const sessionUserId = typeof cookie === 'string' && cookie !== '' ? await sessions.resolve(cookie) : null;
-    const outcome = await integrations.complete({ query: new URLSearchParams(search), sessionUserId, requestId: req.requestId ?? null });
+    const outcome = await authorization.complete({ query: new URLSearchParams(search), sessionUserId, requestId: req.requestId ?? null });
     res.set('Cache-Control', 'no-store');
     res.set('Referrer-Policy', 'no-referrer');
     if (options.returnUrl !== null) {

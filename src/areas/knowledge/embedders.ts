@@ -5,7 +5,7 @@ import { type Embedder, EmbeddingsFailure } from '../../platform/ai/embeddings';
 import type { ModelInfo } from '../../platform/ai/models';
 import { uuidv7 } from '../../platform/ids';
 import type { BudgetGate, UsageKind } from '../billing/service';
-import type { ModelService } from '../models/service';
+import type { ModelConnectionService, ModelService } from '../models/service';
 import type { SettingsService } from '../settings/service';
 
 /** The state of the embeddings provider as the last call found it. */
@@ -27,7 +27,9 @@ export type UserEmbedder =
 
 /** How users' own embeddings models are called (the models area's service, the settings' choice). */
 export interface UserEmbeddingsDeps {
-  models: Pick<ModelService, 'connectionEmbedder' | 'reportConnectionOutcome'>;
+  models: Pick<ModelService, 'connectionEmbedder'>;
+  /** Where each call's outcome is recorded on its connection. */
+  connections: Pick<ModelConnectionService, 'reportConnectionOutcome'>;
   settings: Pick<SettingsService, 'embeddingsModel'>;
   /** Usage through a user's own key is recorded with the connection, never charged. */
   billing: Pick<BudgetGate, 'charge'>;
@@ -138,10 +140,10 @@ export class KnowledgeEmbedders {
       result = await chosen.embedder.embedCounted(texts, purpose);
     } catch (error) {
       const message = error instanceof EmbeddingsFailure ? error.message : `The embeddings failed: ${(error as Error).message}`;
-      await users.models.reportConnectionOutcome(userId, chosen.connectionId, message);
+      await users.connections.reportConnectionOutcome(userId, chosen.connectionId, message);
       throw error instanceof EmbeddingsFailure ? error : new EmbeddingsFailure(message);
     }
-    await users.models.reportConnectionOutcome(userId, chosen.connectionId, null);
+    await users.connections.reportConnectionOutcome(userId, chosen.connectionId, null);
     const kind: UsageKind = purpose === 'query' ? 'knowledge.search' : 'knowledge.index';
     const at = new Date(this.now());
     await this.db.transaction().execute(async (trx) => {

@@ -1,7 +1,8 @@
 import type { Schemas } from '../../platform/api-types';
 import { millis, millisOrNull } from '../../platform/db/timestamps';
 import type { ServerView } from './repository';
-import { integrationIdOf, type PolicedTool, policed, policiesOf, type ToolPolicy, toolsOf } from './service';
+import { type PolicedTool, policed, policiesOf, type ToolPolicy, toolsOf } from './catalog';
+import { integrationIdOf } from './exchanges';
 
 export function presentTool(tool: PolicedTool): Schemas['McpTool'] {
   return {

@@ -3,12 +3,23 @@ import { readPage } from '../../http/pagination';
 import { errors } from '../../platform/errors';
 import type { CapabilityService } from '../capabilities/service';
 import { presentConnection, presentModel, presentPolicy, presentProvider } from './presenter';
+import type { ModelConnectionService } from './connections';
+import type { ModelPolicyService } from './policy';
 import type { ModelService } from './service';
 
-export function modelHandlers(
-  models: ModelService,
-  capabilities: Pick<CapabilityService, 'isEnabled'>,
-): Pick<
+export interface ModelAreaServices {
+  models: ModelService;
+  connections: ModelConnectionService;
+  policy: ModelPolicyService;
+  capabilities: Pick<CapabilityService, 'isEnabled'>;
+}
+
+export function modelHandlers({
+  models,
+  connections,
+  policy,
+  capabilities,
+}: ModelAreaServices): Pick<
   HandlerMap,
   | 'getModels'
   | 'getModelProviders'
@@ -28,28 +39,28 @@ export function modelHandlers(
       const byok = await capabilities.isEnabled('byok');
       if (query.connectionId !== undefined) {
         if (!byok) throw errors.capabilityDisabled('byok');
-        return { providers, connection: presentConnection(await models.connection(caller.userId, query.connectionId)) };
+        return { providers, connection: presentConnection(await connections.connection(caller.userId, query.connectionId)) };
       }
       const page = readPage(query);
       if (!byok) return { providers, connections: [], nextCursor: null };
-      const { items, nextCursor } = await models.connections(caller.userId, page);
+      const { items, nextCursor } = await connections.connections(caller.userId, page);
       return { providers, connections: items.map(presentConnection), nextCursor };
     },
-    createModelConnection: async ({ actor, body }) => ({ connection: presentConnection(await models.createConnection(actor, body)) }),
-    updateModelConnection: async ({ actor, body }) => ({ connection: presentConnection(await models.updateConnection(actor, body)) }),
+    createModelConnection: async ({ actor, body }) => ({ connection: presentConnection(await connections.createConnection(actor, body)) }),
+    updateModelConnection: async ({ actor, body }) => ({ connection: presentConnection(await connections.updateConnection(actor, body)) }),
     deleteModelConnection: async ({ actor, query, body }) => {
       const connectionId = idFromQueryOrBody('connectionId', query, body);
-      await models.deleteConnection(actor, connectionId);
+      await connections.deleteConnection(actor, connectionId);
       return { connectionId, deleted: true };
     },
     testModelConnection: async ({ caller, body }) => {
-      const { result, connection } = await models.testConnection(caller.userId, body);
+      const { result, connection } = await connections.testConnection(caller.userId, body);
       return {
         result: { ok: result.ok, models: result.models, error: result.error, testedAt: result.testedAt.getTime() },
         ...(connection ? { connection: presentConnection(connection) } : {}),
       };
     },
-    getModelPolicy: async () => ({ policy: presentPolicy(await models.policy()) }),
-    updateModelPolicy: async ({ actor, body }) => ({ policy: presentPolicy(await models.updatePolicy(actor, body)) }),
+    getModelPolicy: async () => ({ policy: presentPolicy(await policy.policy()) }),
+    updateModelPolicy: async ({ actor, body }) => ({ policy: presentPolicy(await policy.updatePolicy(actor, body)) }),
   };
 }

@@ -2,7 +2,9 @@ import type { Schemas } from '../../platform/api-types';
 import type { ModelProvider } from '../../platform/ai/models';
 import { millis, millisOrNull } from '../../platform/db/timestamps';
 import type { ConnectionView } from './repository';
-import { type AvailableModel, discoveredOf, enabledOf, type ModelPolicy } from './service';
+import { discoveredOf, enabledOf } from './connections';
+import type { ModelPolicy } from './policy';
+import type { AvailableModel } from './service';
 
 export function presentModel(model: AvailableModel): Schemas['Model'] {
   return {

@@ -17,7 +17,7 @@ export type DefaultModels = Partial<Record<DefaultModelKind, string>>;
 
 /**
  * The models a user can use, each with its kinds (`chat`, `image`…): the deployment's and the
- * user's own connections'. The models area's service fits it.
+ * user's own connections'. The models area's catalogue fits it.
  */
 export interface ModelCatalog {
   available(userId: string): Promise<Array<{ modelId: string; kinds: string[]; connectionId: string | null }>>;

@@ -1,0 +1,158 @@
+import { type ConnectionKind, type ModelKind, modelKinds } from '../../platform/ai/connections';
+import { type MediaUnit, UNIT_OF } from '../../platform/ai/media';
+import type { ModelProvider } from '../../platform/ai/models';
+import type { Database } from '../../platform/db';
+import type { CapabilityService } from '../capabilities/service';
+import { discoveredOf, enabledOf } from './connections';
+import { isBlocked, type ModelPolicy, type ModelPolicyService } from './policy';
+import * as repo from './repository';
+
+/** A model of the deployment or of one of a user's connections. */
+export interface CatalogueModel {
+  /** What `model` fields name: the deployment's model id, or `<connectionId>/<provider's model id>`. */
+  modelId: string;
+  /** The id the provider knows the model by. */
+  providerModelId: string;
+  providerId: string;
+  name: string;
+  connectionId: string | null;
+  kinds: ModelKind[];
+  contextWindow: number | null;
+  inputCentsPerMillionTokens: number;
+  outputCentsPerMillionTokens: number;
+  /** A deployment's media model's price per unit (millionths of a cent). */
+  unitPrice?: { unit: MediaUnit; microCentsPerUnit: number };
+}
+
+/** What deciding whether a user may use a model reads, read at once (`ModelCatalogue.read`). */
+export interface Catalogue {
+  /** Every model of the deployment and of the user's connections, before the policy. */
+  entries: Array<{ model: CatalogueModel; byokEnabled: boolean }>;
+  /** The user's connections read for it, by id. */
+  connections: Map<string, repo.ConnectionRow>;
+  policy: ModelPolicy;
+}
+
+/** Why a model cannot be used for a kind; `gone`: it is unknown, rather than refused. */
+export interface ModelProblem {
+  message: string;
+  gone: boolean;
+}
+
+/** The models of `catalogue` the user may call: the deployment's, and their connections' while `byok` is on, less the policy's. */
+export function usableIn(catalogue: Catalogue): CatalogueModel[] {
+  return catalogue.entries
+    .filter(({ model, byokEnabled }) => model.connectionId === null || byokEnabled)
+    .map(({ model }) => model)
+    .filter((m) => !isBlocked(catalogue.policy, m.modelId, m.providerModelId));
+}
+
+/** Why `modelId` cannot be used for `kind`, or null. */
+export function problemIn(catalogue: Catalogue, modelId: string, kind: ModelKind): ModelProblem | null {
+  const entry = catalogue.entries.find(({ model }) => model.modelId === modelId);
+  if (!entry) {
+    const names = usableIn(catalogue)
+      .filter((m) => m.kinds.includes(kind))
+      .map((m) => m.modelId);
+    return { message: `must be one of the available models: ${names.join(', ')}`, gone: true };
+  }
+  if (entry.model.connectionId !== null && !entry.byokEnabled)
+    return { message: 'model provider connections (bring your own key) are disabled for this deployment', gone: false };
+  if (isBlocked(catalogue.policy, entry.model.modelId, entry.model.providerModelId))
+    return { message: "the deployment's model policy blocks this model", gone: false };
+  if (!entry.model.kinds.includes(kind)) return { message: `is not a ${kind} model`, gone: false };
+  return null;
+}
+
+export interface ModelCatalogueDeps {
+  db: Database;
+  /** The deployment's provider (configured by the operator). */
+  deployment: ModelProvider;
+  capabilities: Pick<CapabilityService, 'isEnabled'>;
+  policy: Pick<ModelPolicyService, 'policy'>;
+}
+
+/**
+ * The models there are for a user: the deployment's (chat models priced per token, media models
+ * per unit) and their own connections' (the enabled models, else all those discovered), with the
+ * model policy that applies to them.
+ */
+export class ModelCatalogue {
+  private readonly db: Database;
+  private readonly deployment: ModelProvider;
+  private readonly capabilities: Pick<CapabilityService, 'isEnabled'>;
+  private readonly policy: Pick<ModelPolicyService, 'policy'>;
+
+  constructor({ db, deployment, capabilities, policy }: ModelCatalogueDeps) {
+    this.db = db;
+    this.deployment = deployment;
+    this.capabilities = capabilities;
+    this.policy = policy;
+  }
+
+  /** The models the user may call, the deployment's first. */
+  async available(userId: string): Promise<CatalogueModel[]> {
+    return usableIn(await this.read(userId, false));
+  }
+
+  /**
+   * Reads the catalogue and the policy in parallel. Connection models are left out while `byok`
+   * is off, unless `withDisabled` (to say why one is refused).
+   */
+  async read(userId: string, withDisabled: boolean): Promise<Catalogue> {
+    const [{ entries, connections }, policy] = await Promise.all([this.entries(userId, withDisabled), this.policy.policy()]);
+    return { entries, connections, policy };
+  }
+
+  private async entries(userId: string, withDisabled: boolean): Promise<Pick<Catalogue, 'entries' | 'connections'>> {
+    const byokEnabled = await this.capabilities.isEnabled('byok');
+    const ofDeployment = (m: { id: string; providerId: string; name: string }, kind: ModelKind, price: Partial<CatalogueModel>) => ({
+      byokEnabled,
+      model: {
+        modelId: m.id,
+        providerModelId: m.id,
+        providerId: m.providerId,
+        name: m.name,
+        connectionId: null,
+        kinds: [kind],
+        contextWindow: null,
+        inputCentsPerMillionTokens: 0,
+        outputCentsPerMillionTokens: 0,
+        ...price,
+      },
+    });
+    const deployment = [
+      ...this.deployment.models.map((m) =>
+        ofDeployment(m, 'chat', {
+          inputCentsPerMillionTokens: m.inputCentsPerMillionTokens,
+          outputCentsPerMillionTokens: m.outputCentsPerMillionTokens,
+        }),
+      ),
+      ...(this.deployment.media?.models ?? []).map((m) =>
+        ofDeployment(m, m.kind, { unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit } }),
+      ),
+    ];
+    if (!byokEnabled && !withDisabled) return { entries: deployment, connections: new Map() };
+    const connections = await repo.allConnections(this.db, userId);
+    const own = connections.flatMap((row) => {
+      const discovered = discoveredOf(row);
+      const enabled = enabledOf(row);
+      const ids = enabled.length > 0 ? enabled : discovered.map((m) => m.id);
+      return ids.map((id) => ({
+        byokEnabled,
+        model: {
+          modelId: `${row.id}/${id}`,
+          providerModelId: id,
+          providerId: row.kind,
+          name: id,
+          connectionId: row.id,
+          kinds: modelKinds(row.kind as ConnectionKind, id),
+          contextWindow: discovered.find((m) => m.id === id)?.contextWindow ?? null,
+          inputCentsPerMillionTokens: 0,
+          outputCentsPerMillionTokens: 0,
+        },
+      }));
+    });
+    return { entries: [...deployment, ...own], connections: new Map(connections.map((row) => [row.id, row])) };
+  }
+}
