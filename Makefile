@@ -16,7 +16,7 @@ BUILD := dist/.built
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NODE ?= node
 
-.PHONY: deps run test fuzz build gen gen-check compat lint lint-spec typecheck layers format format-check token admin rotate-secrets migrate pglite-dump quickstart bench clean
+.PHONY: deps run test fuzz build gen gen-check config-docs config-docs-check compat lint lint-spec typecheck layers format format-check token admin rotate-secrets migrate pglite-dump quickstart bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -76,6 +76,14 @@ gen-check: gen
 	@git diff --exit-code --stat -- generated || (echo "generated/ is stale: run 'make gen' and commit it" >&2; exit 1)
 	@test -z "$$(git status --porcelain -- generated)" || (echo "generated/ has untracked files: run 'make gen' and commit them" >&2; exit 1)
 
+## Rewrite docs/configuration.md's tables from the declarations in src/config/.
+config-docs: $(NODE_MODULES)
+	npx tsx scripts/config-docs.ts
+
+## Fail when docs/configuration.md differs from the declarations in src/config/ (a variable undocumented, or documented with another default).
+config-docs-check: $(NODE_MODULES)
+	npx tsx scripts/config-docs.ts --check
+
 ## The source document and the bundle (where an unused component shows) must both lint clean.
 lint-spec: $(NODE_MODULES)
 	npx redocly lint openapi/openapi.yaml generated/openapi.yaml --format=stylish
@@ -91,7 +99,7 @@ typecheck: $(NODE_MODULES)
 layers: $(NODE_MODULES)
 	npx depcruise src --config .dependency-cruiser.cjs --output-type err
 
-lint: lint-spec compat typecheck layers format-check
+lint: lint-spec compat typecheck layers format-check config-docs-check
 	npx eslint .
 
 ## Format the TypeScript of src/, test/, bench/ and scripts/ with Prettier (.prettierrc.json); `make lint` checks it.

@@ -12,7 +12,7 @@ module.exports = tseslint.config(
   },
   {
     // SQL only in repositories (docs/architecture.md): services, handlers, workers, http/ and the entry ask a repository.
-    files: ['src/app.ts', 'src/composition.ts', 'src/server.ts', 'src/http/**', 'src/areas/**'],
+    files: ['src/app.ts', 'src/composition/**', 'src/server.ts', 'src/http/**', 'src/areas/**'],
     ignores: ['src/areas/*/repository.ts'],
     rules: {
       'no-restricted-syntax': [

@@ -1,4 +1,7 @@
-import { ConfigError, loadConfig } from '../../src/config';
+import fs from 'node:fs';
+import { BEGIN, DOC, render } from '../../scripts/config-docs';
+import { type Config, ConfigError, loadConfig, topics } from '../../src/config';
+import { variablesOf } from '../../src/config/declare';
 
 const KEY = Buffer.alloc(32, 7).toString('base64');
 
@@ -303,5 +306,93 @@ describe('configuration of recovery after a crash', () => {
     expect(problems({ INCOMING_UPLOAD_SWEEP_INTERVAL: '30d' })).toEqual([expect.stringContaining('INCOMING_UPLOAD_SWEEP_INTERVAL')]);
     expect(problems({ CHAT_REPLY_LEASE_MS: '100' })).toEqual([expect.stringContaining('CHAT_REPLY_LEASE_MS')]);
     expect(problems({ CHAT_REPLY_RECOVERY_INTERVAL_MS: 'often' })).toEqual([expect.stringContaining('CHAT_REPLY_RECOVERY_INTERVAL_MS')]);
+  });
+});
+
+describe('the declarations', () => {
+  const variables = topics.flatMap((topic) => variablesOf(topic.tree));
+
+  test('each variable, and each deprecated alias, is declared once; each rule relates declared variables', () => {
+    const names = variables.flatMap((v) => [v.name, ...(v.spec.alias === undefined ? [] : [v.spec.alias])]);
+    expect(names.filter((name, i) => names.indexOf(name) !== i)).toEqual([]);
+    const keys = topics.flatMap((topic) => Object.keys(topic.tree));
+    expect(keys.filter((key, i) => keys.indexOf(key) !== i)).toEqual([]);
+    const rules = topics.flatMap((topic) => Object.entries(topic.rules));
+    expect(rules.length).toBeGreaterThan(10);
+    for (const [name, rule] of rules) {
+      expect(name).toMatch(/^[a-z0-9]+(-[a-z0-9]+)*$/);
+      expect(rule.variables.filter((v) => !names.includes(v))).toEqual([]);
+    }
+  });
+
+  test("every default is one of its variable's values, and each variable is documented with its type and meaning", () => {
+    // Unset, every variable takes its default (S3's only with a bucket): a default it does not accept throws.
+    const config: Config = loadConfig({ S3_BUCKET: 'b', S3_ACCESS_KEY_ID: 'a', S3_SECRET_ACCESS_KEY: 's' });
+    expect(config.storage.s3).toEqual({
+      endpoint: null,
+      bucket: 'b',
+      region: 'us-east-1',
+      accessKeyId: 'a',
+      secretAccessKey: 's',
+      forcePathStyle: false,
+    });
+    expect(loadConfig({ S3_BUCKET: 'b', S3_ENDPOINT: 'http://minio:9000' }).storage.s3?.forcePathStyle).toBe(true);
+    for (const v of variables) {
+      expect([v.name, v.spec.doc.length > 0, v.accepts.length > 0]).toEqual([v.name, true, true]);
+    }
+  });
+
+  test('docs/configuration.md is what the declarations generate (make config-docs)', () => {
+    const documented = fs.readFileSync(DOC, 'utf8');
+    expect(render(documented)).toBe(documented);
+    for (const v of variables) expect(documented).toContain(`| \`${v.name}\``);
+    // A row lost, or a default changed by hand, is written back.
+    const [before, tables] = documented.split(BEGIN) as [string, string];
+    const edited = before + BEGIN + tables.replace(/^\| `PORT` \| `8080` .*\n/m, '').replace('| `HOST` | `0.0.0.0`', '| `HOST` | `::`');
+    expect(edited).not.toBe(documented);
+    expect(render(edited)).toBe(documented);
+  });
+
+  test('a broken rule is reported by name; a rule relating a variable at fault waits for it', () => {
+    expect(problems({ HTTP_REQUEST_TIMEOUT_MS: '5000' })).toEqual([
+      'HTTP_REQUEST_TIMEOUT_MS must be 0 or at least HTTP_HEADERS_TIMEOUT_MS [rule request-timeout-covers-headers]',
+    ]);
+    expect(problems({ HTTP_REQUEST_TIMEOUT_MS: '5000', HTTP_HEADERS_TIMEOUT_MS: 'soon' })).toEqual([
+      'HTTP_HEADERS_TIMEOUT_MS must be a whole number from 1000 to 600000 (got "soon")',
+    ]);
+    const production = {
+      NODE_ENV: 'production',
+      AUTH_JWKS_URL: 'https://idp.example.com/jwks',
+      AUTH_ISSUER: 'i',
+      AUTH_AUDIENCE: 'a',
+      SECRETS_KEY: `k1:${KEY}`,
+      MODEL_PROVIDER: 'development',
+    };
+    // A cookie secret that is too short is not also reported missing.
+    expect(problems({ ...production, COOKIE_SECRET: 'short' })).toEqual(['COOKIE_SECRET must be at least 32 characters']);
+    expect(problems(production)).toEqual([
+      'production needs COOKIE_SECRET (at least 32 characters) [rule production-needs-a-cookie-secret]',
+    ]);
+  });
+
+  test('production takes https URLs only (a rule); blank is unset', () => {
+    const production = {
+      NODE_ENV: 'production',
+      AUTH_JWKS_URL: 'https://idp.example.com/jwks',
+      AUTH_ISSUER: 'i',
+      AUTH_AUDIENCE: 'a',
+      COOKIE_SECRET: 'x'.repeat(32),
+      SECRETS_KEY: `k1:${KEY}`,
+      MODEL_PROVIDER: 'development',
+    };
+    expect(
+      problems({ ...production, PUBLIC_URL: 'http://api.example.com', INTEGRATIONS_RETURN_URL: 'http://app.example.com/done' }),
+    ).toEqual([
+      'PUBLIC_URL must be an https URL in production [rule production-urls-are-https]',
+      'INTEGRATIONS_RETURN_URL must be an https URL in production [rule production-urls-are-https]',
+    ]);
+    expect(loadConfig({ PUBLIC_URL: 'http://api.example.com' }).integrations.publicUrl).toBe('http://api.example.com');
+    expect(loadConfig({ PORT: '  ', NODE_ENV: '' })).toMatchObject({ port: 8080, env: 'development' });
+    expect(problems({ PUBLIC_URL: 'https://api.example.com/?x=1' })).toEqual([expect.stringContaining('PUBLIC_URL must be a base URL')]);
   });
 });
