@@ -1788,12 +1788,13 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Post an agent's greeting in a conversation
-         * @description Posts the greeting of the agent `agentId` (one of the caller's skills: its `greeting`, or, when
+         * Post a skill's greeting in a conversation
+         * @description Posts the greeting of the skill `skillId` (one of the caller's skills: its `greeting`, or, when
          *     that is empty, an introduction made of its name and description) in the caller's conversation
-         *     `conversationId`, as an assistant message from that agent. Idempotent per conversation and
-         *     agent: a second call answers the same message and posts nothing. Another user's conversation or
-         *     skill is `404`.
+         *     `conversationId`, as an assistant message from that skill. 1.0.0 named the skill `agentId`
+         *     (and the operation an agent's greeting); both names are accepted. Idempotent per conversation
+         *     and skill: a second call answers the same message and posts nothing. Another user's
+         *     conversation or skill is `404`.
          */
         post: operations["postAgentGreeting"];
         delete?: never;
@@ -4202,7 +4203,13 @@ export interface components {
              */
             status: "generating" | "awaiting_approval" | "complete" | "failed";
             /**
-             * @description The agent (skill) that posted the message, for an agent greeting; otherwise `null`.
+             * @description The skill that posted the message, for a skill's greeting; otherwise `null`.
+             * @example null
+             */
+            skillId: string | null;
+            /**
+             * @deprecated
+             * @description 1.0.0's name of `skillId`, always the same value. "Agent" names agent environments elsewhere in the API; read `skillId`.
              * @example null
              */
             agentId: string | null;
@@ -4405,18 +4412,24 @@ export interface components {
          */
         ChatEventStream: string;
         /**
+         * @description Exactly one of `skillId` and `agentId` (1.0.0's name of the same id); neither or both is `400`.
          * @example {
          *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
-         *       "agentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23"
+         *       "skillId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23"
          *     }
          */
         AgentGreetingRequest: {
             accessToken?: components["schemas"]["AccessTokenField"];
             userId?: components["schemas"]["UserIdField"];
             conversationId: components["schemas"]["Id"];
-            /** @description The agent, defined by one of the caller's skills (its `skillId`). */
-            agentId: components["schemas"]["Id"];
-        };
+            /** @description The skill whose greeting is posted, one of the caller's skills. */
+            skillId?: components["schemas"]["Id"];
+            /**
+             * @deprecated
+             * @description 1.0.0's name of `skillId`.
+             */
+            agentId?: components["schemas"]["Id"];
+        } & (unknown | unknown);
         /** @description When the automation runs by itself. */
         AutomationSchedule: {
             /**
@@ -12451,6 +12464,7 @@ export interface operations {
                      *             }
                      *           ],
                      *           "status": "complete",
+                     *           "skillId": null,
                      *           "agentId": null,
                      *           "model": "gpt-4o-mini",
                      *           "errorCode": null,
@@ -12476,6 +12490,7 @@ export interface operations {
                      *           "content": "Draft the plan for the quarter.",
                      *           "citations": [],
                      *           "status": "complete",
+                     *           "skillId": null,
                      *           "agentId": null,
                      *           "model": null,
                      *           "errorCode": null,
@@ -12539,6 +12554,7 @@ export interface operations {
                      *         "content": "Draft the plan for the quarter.",
                      *         "citations": [],
                      *         "status": "complete",
+                     *         "skillId": null,
                      *         "agentId": null,
                      *         "model": null,
                      *         "errorCode": null,
@@ -12578,6 +12594,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "status": "complete",
+                     *         "skillId": null,
                      *         "agentId": null,
                      *         "model": "gpt-4o-mini",
                      *         "errorCode": null,
@@ -12699,6 +12716,7 @@ export interface operations {
                      *         "content": "Hi, I'm your research assistant. Send me a paper and I'll summarize it.",
                      *         "citations": [],
                      *         "status": "complete",
+                     *         "skillId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
                      *         "agentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
                      *         "model": null,
                      *         "errorCode": null,
@@ -12926,6 +12944,7 @@ export interface operations {
                      *         "content": "I created the note \"Launch checklist\".",
                      *         "citations": [],
                      *         "status": "complete",
+                     *         "skillId": null,
                      *         "agentId": null,
                      *         "model": "gpt-4o-mini",
                      *         "errorCode": null,

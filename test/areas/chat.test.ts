@@ -374,6 +374,26 @@ describe('POST /api/v1/conversations/agent-greeting', () => {
     expect(await messages(ctx.alice, conversationId)).toHaveLength(2);
   });
 
+  test('skillId names the skill as 1.0.0’s agentId did, and the message carries both names', async () => {
+    const skill = await ctx.h.http().post('/api/v1/skills').set(ctx.alice.auth).send({ name: 'Reviewer', greeting: 'Paste a draft.' });
+    const skillId = skill.body.skill.skillId as string;
+    const conversationId = await conversation(ctx.alice);
+    const post = (body: Record<string, unknown>) =>
+      ctx.h.http().post('/api/v1/conversations/agent-greeting').set(ctx.alice.auth).send(body);
+    const bySkill = await post({ conversationId, skillId });
+    expect(bySkill.status).toBe(200);
+    expect(bySkill.body.message).toMatchObject({ content: 'Paste a draft.', skillId, agentId: skillId });
+    // The same greeting, whichever name asked for it.
+    expect((await post({ conversationId, agentId: skillId })).body.message).toEqual(bySkill.body.message);
+    const both = await post({ conversationId, skillId, agentId: skillId });
+    expect(both.status).toBe(400);
+    expect(JSON.stringify(both.body)).toContain('skillId');
+    const missing = await post({ conversationId, skillId: '01936d2e-7b1a-7c3e-9f00-000000000000' });
+    expect(missing.status).toBe(404);
+    expect(JSON.stringify(missing.body)).toContain('skillId');
+    expect(await messages(ctx.alice, conversationId)).toHaveLength(1);
+  });
+
   test('another user’s conversation or skill is not found; bad input is a 400; nothing is posted', async () => {
     const skill = await ctx.h
       .http()

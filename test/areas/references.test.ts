@@ -208,6 +208,15 @@ const references: Reference[] = [
     state: (mine) => ({ path: '/api/v1/conversations/messages', query: { conversationId: mine.conversation, limit: 200 } }),
   },
   {
+    name: 'POST /api/v1/conversations/agent-greeting skillId',
+    method: 'post',
+    path: '/api/v1/conversations/agent-greeting',
+    field: 'skillId',
+    kind: 'skill',
+    body: (id, mine) => ({ conversationId: mine.conversation, skillId: id }),
+    state: (mine) => ({ path: '/api/v1/conversations/messages', query: { conversationId: mine.conversation, limit: 200 } }),
+  },
+  {
     name: 'POST /api/v1/automations projectId',
     method: 'post',
     path: '/api/v1/automations',

@@ -118,8 +118,10 @@ export function conversationHandlers(
       });
       return { approval: presentApproval(approval), reply: presentMessage(reply) };
     },
-    postAgentGreeting: async ({ caller, body }) => ({
-      message: presentMessage(await conversations.greet(caller.userId, body.conversationId, body.agentId)),
-    }),
+    postAgentGreeting: async ({ caller, body }) => {
+      // The document's oneOf lets exactly one of the two names through.
+      const [field, skillId] = body.skillId !== undefined ? (['skillId', body.skillId] as const) : (['agentId', body.agentId!] as const);
+      return { message: presentMessage(await conversations.greet(caller.userId, body.conversationId, skillId, field)) };
+    },
   };
 }

@@ -26,6 +26,7 @@ export function presentMessage(row: MessageView): Schemas['Message'] {
     content: row.content,
     citations: presentCitations(row.citations),
     status: row.status as Schemas['Message']['status'],
+    skillId: row.agent_id,
     agentId: row.agent_id,
     model: row.model,
     errorCode: row.error_code as Schemas['Message']['errorCode'],

@@ -88,12 +88,12 @@ export class ConversationService {
     return repo.messageList.page(this.db, { conversationId }, page);
   }
 
-  /** The agent's (skill's) greeting in the conversation, posted once. */
-  async greet(userId: string, conversationId: string, agentId: string): Promise<repo.MessageRow> {
+  /** The skill's greeting in the conversation, posted once; `field` is the request's name of the skill id, for a 404. */
+  async greet(userId: string, conversationId: string, skillId: string, field: 'skillId' | 'agentId'): Promise<repo.MessageRow> {
     const conversation = await this.get(userId, conversationId);
-    const skill = await this.skills.get(userId, agentId).catch((error: unknown) => {
+    const skill = await this.skills.get(userId, skillId).catch((error: unknown) => {
       if (error instanceof ApiError && error.status === 404)
-        throw errors.referenceNotFound('agentId', 'Agent not found: agentId must be one of your skills.');
+        throw errors.referenceNotFound(field, `Skill not found: ${field} must be one of your skills.`);
       throw error;
     });
     const existing = await repo.findGreeting(this.db, conversation.id, skill.id);
