@@ -16,7 +16,7 @@ BUILD := dist/.built
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NODE ?= node
 
-.PHONY: deps run test fuzz build gen gen-check config-docs config-docs-check compat lint lint-spec typecheck layers format format-check token admin rotate-secrets migrate pglite-dump quickstart bench clean
+.PHONY: deps run test fuzz build gen gen-check config-docs config-docs-check compat lint lint-spec typecheck layers format format-check token admin rotate-secrets migrate pglite-dump quickstart docs-check bench clean
 
 $(NODE_MODULES): package.json package-lock.json
 	scripts/install-deps.sh
@@ -62,6 +62,10 @@ migrate: $(BUILD)
 ## Run the README's quick start on a free port and check what it prints (CI runs it).
 quickstart: $(NODE_MODULES)
 	scripts/check-quickstart.sh
+
+## Run the guides' runnable blocks (docs/*.md, docs/areas/*.md), each guide on free ports and a fresh DATA_DIR: make docs-check [DOCS="docs/operations.md"] (CI runs it).
+docs-check: $(BUILD)
+	npx tsx scripts/check-docs.ts
 
 ## Dump the embedded database as SQL for Postgres (docs/operations.md): make pglite-dump [VECTORS=false] > aiws.sql
 pglite-dump: $(BUILD)

@@ -206,6 +206,16 @@ async function startUp(label: string, env: Record<string, string>): Promise<Arra
   }
 }
 
+/** The load averages over 1, 5 and 15 minutes, as the kernel gives them. */
+const loadAverage = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
+/** A part's rows and the load average at its start and end (docs/performance.md gives both). */
+async function part(name: string, measure: () => Promise<Array<[string, string]>>): Promise<Array<[string, string]>> {
+  const start = loadAverage();
+  const measured = await measure();
+  return [...measured, [`${name} load average (1, 5, 15 min) at start / end`, `${start} / ${loadAverage()}`]];
+}
+
 async function main(): Promise<void> {
   // The bench's own clients (B5's queries, the export's reader; B4's transfer processes, which
   // also pin themselves) run on the client's core, like wrk, not on whichever core the scheduler
@@ -226,20 +236,24 @@ async function main(): Promise<void> {
   try {
     // DATABASE_URL empty: the service's children inherit the bench's environment, which may name Postgres.
     if (selected('startup'))
-      rows.push(...(await startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup'), DATABASE_URL: '' })));
+      rows.push(
+        ...(await part('startup (PGlite)', () =>
+          startUp('PGlite', { ...env, DATA_DIR: path.join(dataDir, 'pglite-startup'), DATABASE_URL: '' }),
+        )),
+      );
     if (postgres) {
       const pgEnv = { ...env, DATABASE_URL: postgres.url };
-      if (selected('startup')) rows.push(...(await startUp('Postgres', pgEnv)));
+      if (selected('startup')) rows.push(...(await part('startup (Postgres)', () => startUp('Postgres', pgEnv))));
       else await migrated(postgres.url);
       const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
       if (selected('lists')) rows.push(...(await pagesBench(dataDir, pgEnv, token)));
-      if (selected('throughput')) rows.push(...(await throughput(dataDir, pgEnv, token)));
-      if (selected('files')) rows.push(...(await filesBench({ ...pgEnv, PORT: port(3) })));
-      if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));
-      if (selected('workers')) rows.push(...(await workersBench({ ...pgEnv, PORT: port(5) })));
-      if (selected('bootstrap')) rows.push(...(await bootstrapBench({ ...pgEnv, PORT: port(0) }, token)));
-      if (selected('chat')) rows.push(...(await chatBench({ ...pgEnv, PORT: port(0) }, token)));
-      if (selected('export')) rows.push(...(await auditExport(dataDir, pgEnv, token)));
+      if (selected('throughput')) rows.push(...(await part('B2, B3', () => throughput(dataDir, pgEnv, token))));
+      if (selected('files')) rows.push(...(await part('B4', () => filesBench({ ...pgEnv, PORT: port(3) }))));
+      if (selected('knowledge')) rows.push(...(await part('B5', () => knowledgeBench((line) => console.error(`knowledge: ${line}`)))));
+      if (selected('workers')) rows.push(...(await part('B6', () => workersBench({ ...pgEnv, PORT: port(5) }))));
+      if (selected('bootstrap')) rows.push(...(await part('B7', () => bootstrapBench({ ...pgEnv, PORT: port(0) }, token))));
+      if (selected('chat')) rows.push(...(await part('chat', () => chatBench({ ...pgEnv, PORT: port(0) }, token))));
+      if (selected('export')) rows.push(...(await part('export', () => auditExport(dataDir, pgEnv, token))));
     } else {
       rows.push(['B1-B4, B6 (Postgres)', 'no Postgres server answered: set DATABASE_URL']);
       if (selected('knowledge')) rows.push(...(await knowledgeBench((line) => console.error(`knowledge: ${line}`))));

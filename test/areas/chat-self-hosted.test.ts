@@ -128,7 +128,7 @@ describe('provider failures seen by API callers', () => {
     expect(res.status).toBe(502);
     expect(res.body).toEqual({
       code: 'model_provider_error',
-      error: 'The model provider could not be reached.',
+      error: 'The model provider could not be reached: the connection was refused (nothing listens at that address and port).',
       messageId: expect.any(String),
     });
     const stored = await h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(user.auth);
@@ -136,12 +136,12 @@ describe('provider failures seen by API callers', () => {
     expect(reply).toMatchObject({
       status: 'failed',
       errorCode: 'model_provider_error',
-      errorMessage: 'The model provider could not be reached.',
+      errorMessage: 'The model provider could not be reached: the connection was refused (nothing listens at that address and port).',
     });
     const hook = await eventually(() => servers.receiver.received.find((r) => r.path === '/hook/unreachable'));
     expect(verify(secret, hook).data).toMatchObject({
       errorCode: 'model_provider_error',
-      error: 'The model provider could not be reached.',
+      error: 'The model provider could not be reached: the connection was refused (nothing listens at that address and port).',
     });
     for (const text of [JSON.stringify(res.body), JSON.stringify(reply), hook.body.toString()])
       expect(text).not.toMatch(/127\.0\.0\.1|ECONNREFUSED|localhost/);

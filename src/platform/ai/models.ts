@@ -1,3 +1,4 @@
+import { connectionFailure } from '../net/failures';
 import type { MediaModels } from './media';
 
 /** A model as the service offers it, with the prices the deployment configured. */
@@ -132,6 +133,8 @@ export function describeProviderError(error: unknown, what = 'model provider'): 
     const said = providerMessage(e.responseBody);
     return withoutAddresses(`The ${what} answered ${e.statusCode}${said ? `: ${said.slice(0, 300)}` : '.'}`);
   }
+  const failure = connectionFailure(error);
+  if (failure) return `The ${what} could not be reached: ${failure.reason}.`;
   // Duck-typed: fetch's TypeError may come from another realm (a test's VM context) than ours.
   const message = (error as { message?: unknown } | null)?.message;
   const cause = e?.cause as { code?: unknown } | undefined;

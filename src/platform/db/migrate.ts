@@ -1,4 +1,5 @@
 import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
+import { connectionFailure } from '../net/failures';
 import * as m0001 from './migrations/0001_initial';
 import * as m0002 from './migrations/0002_idempotency_keys';
 import * as m0003 from './migrations/0003_administration';
@@ -84,7 +85,21 @@ export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
   const failed = results?.find((r) => r.status === 'Error');
   if (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    throw new Error(`migration ${failed?.migrationName ?? '(unknown)'} failed: ${reason}`, { cause: error });
+    if (failed) throw new Error(`migration ${failed.migrationName} failed: ${reason}`, { cause: error });
+    throw new Error(beforeAnyMigration(error, reason), { cause: error });
   }
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}
+
+/**
+ * What stopped the migrator before it ran a migration: most often the database itself (not
+ * running, not listening there, refusing the credentials, no such database).
+ */
+function beforeAnyMigration(error: unknown, reason: string): string {
+  const failure = connectionFailure(error);
+  if (failure) return `the database could not be reached: ${failure.reason} (${reason}); check DATABASE_URL and that the server runs`;
+  // SQLSTATE classes 08 (connection exception), 28 (invalid authorization) and 3D (no such database).
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && /^(08|28|3D)/.test(code)) return `the database refused the connection: ${reason}; check DATABASE_URL`;
+  return `the migrations could not start: ${reason}`;
 }
