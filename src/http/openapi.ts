@@ -163,9 +163,10 @@ function anyContentType(body: OpenAPIV3.RequestBodyObject): OpenAPIV3.RequestBod
 /**
  * The library's middleware for a document, through its public options only: parameters coerced
  * to their types (the library always does) and given their defaults, unknown and empty query
- * parameters and unencoded reserved characters refused (`+` and `*` aside: formEncodedQuery), bodies checked as they came. Security is
- * the service's (`authenticate`, which runs before the body is read); uploads are streamed to
- * their handlers (no multipart parsing); handlers are the service's routes.
+ * parameters and unencoded reserved characters refused (`+` and `*` aside: formEncodedQuery),
+ * bodies checked as they came. Security is the service's (`authenticate`, which runs before the
+ * body is read); uploads are streamed to their handlers (no multipart parsing); handlers are the
+ * service's routes.
  */
 function validatorMiddleware(apiSpec: OpenAPIV3.DocumentV3, settings: ValidatorSettings): RequestHandler[] {
   return OpenApiValidator.middleware({
