@@ -4266,7 +4266,7 @@ export interface components {
              */
             height: number | null;
         };
-        /** @description Files to send with the message (the caller's own, or shared with them; each once): images (PNG, JPEG, GIF, WebP) go to the model as images, which needs a model with the `vision` kind (`400` otherwise); other files go as their extracted text (ingest them first, `POST /api/v1/files/ingest`; `409` until then), numbered sources the reply cites like grounded ones, at most 5 documents (knowledge sources of a grounded turn make room for them). A file the caller cannot read is `404`; an image over `CHAT_ATTACHMENT_IMAGE_MAX_BYTES` or documents' text over `CHAT_ATTACHMENT_TEXT_MAX_CHARS` in all is `413`. Nothing is stored when one is refused. */
+        /** @description Files to send with the message (the caller's own, or shared with them; each once): images (PNG, JPEG, GIF, WebP) go to the model as images, which needs a model with the `vision` kind (`400` otherwise); other files go as their extracted text (ingest them first, `POST /api/v1/files/ingest-document`; `409` until then), numbered sources the reply cites like grounded ones, at most 5 documents (knowledge sources of a grounded turn make room for them). A file the caller cannot read is `404`; an image over `CHAT_ATTACHMENT_IMAGE_MAX_BYTES` or documents' text over `CHAT_ATTACHMENT_TEXT_MAX_CHARS` in all is `413`. Nothing is stored when one is refused. */
         AttachmentRequest: {
             fileId: components["schemas"]["Id"];
         }[];

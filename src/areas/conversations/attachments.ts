@@ -190,7 +190,9 @@ export class Attachments {
       read = await this.files.ingestedText(userId, fileId, budget);
     } catch (error) {
       if (error instanceof ApiError && error.status === 409)
-        throw errors.conflict(`The file "${name}" (${fileId}) has no extracted text yet: ingest it (POST /api/v1/files/ingest) first.`);
+        throw errors.conflict(
+          `The file "${name}" (${fileId}) has no extracted text yet: ingest it (POST /api/v1/files/ingest-document) first.`,
+        );
       throw error;
     }
     if (read.truncated)
