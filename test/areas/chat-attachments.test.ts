@@ -5,7 +5,7 @@ import { type FakeAnthropicServer, startFakeAnthropic } from '../helpers/anthrop
 import { storeFile, createFile } from '../helpers/files';
 import { type FakeGoogleServer, startFakeGoogle } from '../helpers/google-server';
 import { type TestUser, textBody, useHarnessWith } from '../helpers/harness';
-import { type FakeModelServer, parseEvents, startFakeModel } from '../helpers/openai-server';
+import { type FakeModelServer, parseEvents, scriptAnswers, startFakeModel } from '../helpers/openai-server';
 
 // Attachments on chat messages: images to `vision` models as image parts (each provider kind's
 // own wire format, on local servers speaking it), documents as numbered sources the reply cites,
@@ -262,5 +262,40 @@ describe('attachments through each provider kind', () => {
     expect(res.status).toBe(200);
     const sent = google.requests.slice(first).find((r) => r.model === 'gemini-2.5-flash')!;
     expect(JSON.stringify(sent.body)).toContain(JSON.stringify({ inlineData: { mimeType: 'image/png', data: base64 } }));
+  });
+
+  test('a turn continued after an approval sends the stored message its images again (a deleted one is left out)', async () => {
+    const connectionId = await connection(ctx.alice, 'openai', openai.baseUrl, 'sk-openai');
+    const model = `${connectionId}/gpt-4o`;
+    const imageUrl = JSON.stringify({ type: 'image_url', image_url: { url: `data:image/png;base64,${base64}` } });
+    /** A turn paused on notes_create (approval required by default), then approved: the request that continues it. */
+    async function continued(remove: boolean) {
+      const imageId = await image(ctx.alice, 'kept.png');
+      const conversationId = await conversation(ctx.alice, model);
+      scriptAnswers(openai, {
+        kind: 'tool-calls',
+        calls: [{ id: 'call_a', name: 'notes_create', arguments: '{"title":"Chart","content":"Seen."}' }],
+      });
+      const paused = await send(ctx.alice, {
+        conversationId,
+        content: 'Note the chart',
+        knowledge: false,
+        attachments: [{ fileId: imageId }],
+      });
+      expect(paused.body.reply).toMatchObject({ status: 'awaiting_approval' });
+      const approvalId = paused.body.reply.parts.find((p: { type: string }) => p.type === 'tool-call').approvalId as string;
+      if (remove) await ctx.h.http().delete('/api/v1/files').query({ fileId: imageId }).set(ctx.alice.auth).expect(200);
+      const first = openai.requests.length;
+      const decided = await ctx.h.http().post('/api/v1/approvals/decide').set(ctx.alice.auth).send({ approvalId, decision: 'approve' });
+      expect(decided.status).toBe(200);
+      expect(decided.body.reply).toMatchObject({ status: 'complete' });
+      return JSON.stringify(openai.requests[first]!.body.messages);
+    }
+    const kept = await continued(false);
+    expect(kept).toContain(imageUrl);
+    expect(kept).toContain('Note the chart');
+    const without = await continued(true);
+    expect(without).not.toContain('image_url');
+    expect(without).toContain('Note the chart');
   });
 });
