@@ -4197,6 +4197,11 @@ export interface components {
              */
             citations: components["schemas"]["Citation"][];
             /**
+             * @description For a user message sent with `attachments`, the files it came with as they were when it was sent; `[]` for every other message.
+             * @example []
+             */
+            attachments: components["schemas"]["MessageAttachment"][];
+            /**
              * @description `generating` while the model writes the reply, `awaiting_approval` while the turn waits for the caller's decision on a tool call (see Approvals), `complete`, or `failed` (see `errorCode`). Clients must tolerate new values.
              * @example complete
              * @enum {string}
@@ -4235,6 +4240,36 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
+        /** @description A file a user message came with: an image given to the model as an image, or a document given as its extracted text (a numbered source the reply may cite). */
+        MessageAttachment: {
+            fileId: components["schemas"]["Id"];
+            /** @example chart.png */
+            name: string;
+            /** @example image/png */
+            contentType: string;
+            /** @example 48213 */
+            sizeBytes: number;
+            /**
+             * @description How the model was given the file. Clients must tolerate new values.
+             * @example image
+             * @enum {string}
+             */
+            kind: "image" | "document";
+            /**
+             * @description An image's width in pixels; `null` for a document.
+             * @example 800
+             */
+            width: number | null;
+            /**
+             * @description An image's height in pixels; `null` for a document.
+             * @example 600
+             */
+            height: number | null;
+        };
+        /** @description Files to send with the message (the caller's own, or shared with them; each once): images (PNG, JPEG, GIF, WebP) go to the model as images, which needs a model with the `vision` kind (`400` otherwise); other files go as their extracted text (ingest them first, `POST /api/v1/files/ingest-document`; `409` until then), numbered sources the reply cites like grounded ones, at most 5 documents (knowledge sources of a grounded turn make room for them). A file the caller cannot read is `404`; an image over `CHAT_ATTACHMENT_IMAGE_MAX_BYTES` or documents' text over `CHAT_ATTACHMENT_TEXT_MAX_CHARS` in all is `413`. Nothing is stored when one is refused. */
+        AttachmentRequest: {
+            fileId: components["schemas"]["Id"];
+        }[];
         /** @description A source a grounded reply was given: a record from the caller's knowledge search (the same kinds, ids, snippets and file positions as `POST /api/v1/knowledge/search` returns). */
         Citation: {
             /**
@@ -4336,6 +4371,7 @@ export interface components {
              * @example true
              */
             knowledge?: boolean;
+            attachments?: components["schemas"]["AttachmentRequest"];
         };
         /**
          * @description A message to post whose reply is streamed (the fields of `MessageCreateRequest` but `stream`).
@@ -4360,6 +4396,7 @@ export interface components {
              * @example true
              */
             knowledge?: boolean;
+            attachments?: components["schemas"]["AttachmentRequest"];
         };
         MessageCreateResponse: {
             message: components["schemas"]["Message"];
@@ -12463,6 +12500,7 @@ export interface operations {
                      *               "endOffset": null
                      *             }
                      *           ],
+                     *           "attachments": [],
                      *           "status": "complete",
                      *           "skillId": null,
                      *           "agentId": null,
@@ -12489,6 +12527,7 @@ export interface operations {
                      *           "role": "user",
                      *           "content": "Draft the plan for the quarter.",
                      *           "citations": [],
+                     *           "attachments": [],
                      *           "status": "complete",
                      *           "skillId": null,
                      *           "agentId": null,
@@ -12553,6 +12592,7 @@ export interface operations {
                      *         "role": "user",
                      *         "content": "Draft the plan for the quarter.",
                      *         "citations": [],
+                     *         "attachments": [],
                      *         "status": "complete",
                      *         "skillId": null,
                      *         "agentId": null,
@@ -12593,6 +12633,7 @@ export interface operations {
                      *             "endOffset": null
                      *           }
                      *         ],
+                     *         "attachments": [],
                      *         "status": "complete",
                      *         "skillId": null,
                      *         "agentId": null,
@@ -12715,6 +12756,7 @@ export interface operations {
                      *         "role": "assistant",
                      *         "content": "Hi, I'm your research assistant. Send me a paper and I'll summarize it.",
                      *         "citations": [],
+                     *         "attachments": [],
                      *         "status": "complete",
                      *         "skillId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
                      *         "agentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
@@ -12943,6 +12985,7 @@ export interface operations {
                      *         "role": "assistant",
                      *         "content": "I created the note \"Launch checklist\".",
                      *         "citations": [],
+                     *         "attachments": [],
                      *         "status": "complete",
                      *         "skillId": null,
                      *         "agentId": null,

@@ -319,6 +319,7 @@ export interface MemoryItems {
 
 export interface Messages {
   agent_id: string | null;
+  attachments: Generated<Json>;
   citations: Generated<Json>;
   content: Generated<string>;
   conversation_id: string;

@@ -286,6 +286,11 @@ export function createServices({
   const chat = createChat({
     db,
     conversations,
+    files,
+    attachmentLimits: {
+      imageMaxBytes: config.models.attachmentImageMaxBytes,
+      textMaxChars: config.models.attachmentTextMaxChars,
+    },
     models,
     projects,
     webhooks,

@@ -76,6 +76,14 @@ export const models = topic(
         default: '10000',
         doc: 'how often each instance looks for replies whose instance stopped (also at start)',
       }),
+      attachmentImageMaxBytes: variable('CHAT_ATTACHMENT_IMAGE_MAX_BYTES', size(), {
+        default: '5mb',
+        doc: 'the largest image a chat message may attach (`attachments`; `413` above): it is sent to the model with the message',
+      }),
+      attachmentTextMaxChars: variable('CHAT_ATTACHMENT_TEXT_MAX_CHARS', int(100, 1_000_000), {
+        default: '20000',
+        doc: "the most characters of extracted text a chat message's attached documents give the model in all (`413` above)",
+      }),
       connectionsPerUser: variable('MODEL_CONNECTIONS_PER_USER', int(0, 1000), {
         default: '20',
         doc: 'the most model provider connections (bring your own key) one user may have (0: none)',

@@ -32,7 +32,7 @@ describe('bootstrap', () => {
     expect(b.onboarding.steps.map((s: { step: string }) => s.step)).toEqual(['profile', 'first_project', 'tour']);
     expect(b.models).toEqual({
       available: [
-        { modelId: 'development', kinds: ['chat'] },
+        { modelId: 'development', kinds: ['chat', 'vision'] },
         { modelId: 'development-image', kinds: ['image'] },
         { modelId: 'development-transcription', kinds: ['transcription'] },
         { modelId: 'development-speech', kinds: ['speech'] },

@@ -259,7 +259,13 @@ describe('connections', () => {
 describe('models through connections', () => {
   test('GET /models merges the deployment model and the connections’ models, named <connectionId>/<id>', async () => {
     const list = await models(alice);
-    expect(list[0]).toMatchObject({ modelId: 'development', connectionId: null, kinds: ['chat'], default: true, defaultFor: ['chat'] });
+    expect(list[0]).toMatchObject({
+      modelId: 'development',
+      connectionId: null,
+      kinds: ['chat', 'vision'],
+      default: true,
+      defaultFor: ['chat'],
+    });
     const own = list.filter((m) => m.connectionId !== null);
     expect(own.map((m) => m.modelId)).toEqual([
       `${anthropicId}/claude-sonnet-4-5`,

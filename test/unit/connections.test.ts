@@ -116,6 +116,9 @@ describe('modelKinds', () => {
     expect(modelKinds('openai', 'gpt-image-1')).toEqual(['image']);
     expect(modelKinds('openai_compatible', 'llama3.1:8b')).toEqual(['chat']);
     expect(modelKinds('openai_compatible', 'nomic-embed-text')).toEqual(['embeddings']);
+    // Open vision models an OpenAI-compatible server may serve read images (no tools are assumed).
+    expect(modelKinds('openai_compatible', 'llava:13b')).toEqual(['chat', 'vision']);
+    expect(modelKinds('openai_compatible', 'qwen2.5-vl-7b-instruct')).toEqual(['chat', 'vision']);
   });
 });
 

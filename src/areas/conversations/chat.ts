@@ -9,6 +9,7 @@ import type { SettingsService } from '../settings/service';
 import type { ToolService } from '../tools/service';
 import type { WebhookService } from '../webhooks/service';
 import { ApprovalService } from './approvals';
+import { type AttachmentLimits, Attachments, type AttachmentsDeps } from './attachments';
 import { Grounder, type GroundingOutcome } from './grounding';
 import { ReplyLeases, type ReplyLeaseSettings } from './leases';
 import { TurnContexts } from './prompt';
@@ -28,6 +29,9 @@ export interface ChatDeps {
   knowledge: Pick<KnowledgeService, 'passages'>;
   /** The caller's `knowledgeInChat` and `memoryInChat`. */
   settings: Pick<SettingsService, 'get'>;
+  /** The files messages attach are read through it, as the caller. */
+  files: AttachmentsDeps['files'];
+  attachmentLimits: AttachmentLimits;
   /** The tool registry: the caller's tools for each turn. */
   tools: Pick<ToolService, 'forTurn'>;
   billing: BudgetGate;
@@ -73,6 +77,7 @@ export function createChat(deps: ChatDeps): Chat {
       toolsEnabled: deps.toolSettings.enabled,
     }),
     grounder: new Grounder({ knowledge: deps.knowledge, settings: deps.settings, warn: deps.warn, onGrounded: deps.onGrounded }),
+    attachments: new Attachments({ files: deps.files, limits: deps.attachmentLimits }),
     writes: new ReplyWrites({ db, billing, webhooks, leaseMs: deps.lease.leaseMs, approvalTtlMs: deps.toolSettings.approvalTtlMs }),
     leases,
     observer,

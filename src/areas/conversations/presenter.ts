@@ -25,6 +25,7 @@ export function presentMessage(row: MessageView): Schemas['Message'] {
     role: row.role as Schemas['Message']['role'],
     content: row.content,
     citations: presentCitations(row.citations),
+    attachments: presentAttachments(row.attachments),
     status: row.status as Schemas['Message']['status'],
     skillId: row.agent_id,
     agentId: row.agent_id,
@@ -37,6 +38,19 @@ export function presentMessage(row: MessageView): Schemas['Message'] {
     createdAt: millis(row.created_at),
     updatedAt: millis(row.updated_at),
   };
+}
+
+/** A message's stored attachments (`messages.attachments`), in the document's property order. */
+export function presentAttachments(stored: unknown): Schemas['MessageAttachment'][] {
+  return ((stored ?? []) as Schemas['MessageAttachment'][]).map((a) => ({
+    fileId: a.fileId,
+    name: a.name,
+    contentType: a.contentType,
+    sizeBytes: a.sizeBytes,
+    kind: a.kind,
+    width: a.width,
+    height: a.height,
+  }));
 }
 
 /** A citation as a reply stores it (`messages.citations`): the API's Citation without `highlights`. */

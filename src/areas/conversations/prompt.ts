@@ -1,6 +1,6 @@
 /** What a chat turn asks the model: its context, read as the caller, and the prompt made of it. */
 import { type Grounding, groundingBlock } from '../../platform/ai/grounding';
-import type { ChatMessage } from '../../platform/ai/models';
+import type { ChatMessage, UserContentPart } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
 import type { MemoryService } from '../memory/service';
 import type { ProjectService } from '../projects/service';
@@ -77,9 +77,9 @@ export class TurnContexts {
 
 /**
  * System prompt (project instructions, relevant memory, the tool sources the turn goes without, a
- * grounded turn's sources), recent history and the new message.
+ * grounded turn's sources), recent history and the new message (its text, or its text and images).
  */
-export function buildPrompt(context: TurnContext, text: string, grounding: Grounding | undefined): ChatMessage[] {
+export function buildPrompt(context: TurnContext, message: string | UserContentPart[], grounding: Grounding | undefined): ChatMessage[] {
   const { project, memory, history, tools } = context;
   let system = SYSTEM_PROMPT;
   if (project)
@@ -94,7 +94,7 @@ export function buildPrompt(context: TurnContext, text: string, grounding: Groun
   return [
     { role: 'system', content: system },
     ...history.map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content })),
-    { role: 'user', content: text },
+    { role: 'user', content: message },
   ];
 }
 

@@ -30,6 +30,7 @@ const MESSAGE_FIELDS = [
   'role',
   'content',
   'citations',
+  'attachments',
   'status',
   'agent_id',
   'model',

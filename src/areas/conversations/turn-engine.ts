@@ -6,6 +6,7 @@ import { uuidv7 } from '../../platform/ids';
 import type { BudgetGate } from '../billing/service';
 import type { ModelService, ResolvedModel } from '../models/service';
 import type { ToolDefinition } from '../tools/service';
+import { type Attachments, userContent, withDocuments } from './attachments';
 import { type Grounder, groundingOfCitations } from './grounding';
 import type { ReplyLeases } from './leases';
 import { buildPrompt, promptOfParts, type TurnContexts } from './prompt';
@@ -50,6 +51,7 @@ export interface TurnEngineDeps {
   maxSteps: number;
   contexts: TurnContexts;
   grounder: Grounder;
+  attachments: Attachments;
   writes: ReplyWrites;
   leases: ReplyLeases;
   observer: ChatObserver;
@@ -69,11 +71,13 @@ export class TurnEngine {
   private readonly maxSteps: number;
   private readonly contexts: TurnContexts;
   private readonly grounder: Grounder;
+  private readonly attachments: Attachments;
   private readonly writes: ReplyWrites;
   private readonly leases: ReplyLeases;
   private readonly observer: ChatObserver;
 
-  constructor({ db, models, conversations, billing, timeoutMs, maxSteps, contexts, grounder, writes, leases, observer }: TurnEngineDeps) {
+  constructor(deps: TurnEngineDeps) {
+    const { db, models, conversations, billing, timeoutMs, maxSteps, contexts, grounder, writes, leases, observer } = deps;
     this.db = db;
     this.models = models;
     this.conversations = conversations;
@@ -82,6 +86,7 @@ export class TurnEngine {
     this.maxSteps = maxSteps;
     this.contexts = contexts;
     this.grounder = grounder;
+    this.attachments = deps.attachments;
     this.writes = writes;
     this.leases = leases;
     this.observer = observer;
@@ -126,6 +131,8 @@ export class TurnEngine {
       const refused = await budget;
       if (refused) throw refused;
     }
+    // Checked (and read) before anything is stored: a refused attachment leaves no message.
+    const attached = await this.attachments.prepare(userId, input.attachments, model);
     const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
     // The turn is stored while its sources are searched and the model is asked: the model's
     // first token never waits for the write, and nothing is streamed before it is committed. The
@@ -139,7 +146,15 @@ export class TurnEngine {
           id: conversation.id,
           changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) },
         },
-        { ...base, id: messageId, role: 'user', kind: 'message', content: input.content, status: 'complete' },
+        {
+          ...base,
+          id: messageId,
+          role: 'user',
+          kind: 'message',
+          content: input.content,
+          status: 'complete',
+          attachments: JSON.stringify(attached?.stored ?? []),
+        },
         { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id },
         this.leases.leaseMs,
       );
@@ -149,10 +164,12 @@ export class TurnEngine {
         context,
         knowledge ? this.grounder.ground(userId, replyId, input.content, knowledge) : null,
       ]);
+      // Attached documents are numbered sources before the knowledge a grounded turn found.
+      const sources = withDocuments(grounding, attached?.documents ?? []);
       const turn: Omit<Turn, 'message' | 'reply'> = {
         userId,
         model,
-        prompt: buildPrompt(read, input.content, grounding?.grounding),
+        prompt: buildPrompt(read, userContent(input.content, attached?.images), sources.grounding),
         tools: read.tools,
         parts: [],
         usage: { inputTokens: 0, outputTokens: 0 },
@@ -167,12 +184,12 @@ export class TurnEngine {
       let reply: repo.MessageRow;
       try {
         [[message, reply]] = await Promise.all([stored, started]);
-        if (grounding?.citations.length) await repo.setReplyCitations(this.db, reply.id, JSON.stringify(grounding.citations));
+        if (sources.citations.length) await repo.setReplyCitations(this.db, reply.id, JSON.stringify(sources.citations));
       } catch (error) {
         first.abort();
         throw error;
       }
-      if (grounding) hooks.onCitations?.(grounding.citations, grounding.retrieval);
+      if (grounding) hooks.onCitations?.(sources.citations, grounding.retrieval);
       const stepping: Turn = { ...turn, message, reply, next: first };
       addUnavailable(stepping, read.tools?.unavailable ?? []);
       return await this.runTurn(stepping);
@@ -210,18 +227,16 @@ export class TurnEngine {
     }
     // A grounded reply keeps its sources (its stored citations).
     const grounding = groundingOfCitations(reply.citations);
-    const read = await this.contexts.read(
-      userId,
-      conversation,
-      message.content,
-      this.contexts.startReads(userId, conversation.id, message.id),
-    );
+    const [read, images] = await Promise.all([
+      this.contexts.read(userId, conversation, message.content, this.contexts.startReads(userId, conversation.id, message.id)),
+      this.attachments.imagesOf(userId, message.attachments, model),
+    ]);
     const turn: Turn = {
       userId,
       model,
       reply,
       message,
-      prompt: buildPrompt(read, message.content, grounding),
+      prompt: buildPrompt(read, userContent(message.content, images), grounding),
       tools: read.tools,
       parts: reply.parts as unknown as MessagePart[],
       usage: { inputTokens: reply.input_tokens ?? 0, outputTokens: reply.output_tokens ?? 0 },

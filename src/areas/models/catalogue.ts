@@ -126,6 +126,8 @@ export class ModelCatalogue {
         ofDeployment(m, 'chat', {
           inputCentsPerMillionTokens: m.inputCentsPerMillionTokens,
           outputCentsPerMillionTokens: m.outputCentsPerMillionTokens,
+          // A chat model that reads images is a `vision` model too.
+          ...(m.vision ? { kinds: ['chat', 'vision'] as ModelKind[] } : {}),
         }),
       ),
       ...(this.deployment.media?.models ?? []).map((m) =>

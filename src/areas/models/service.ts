@@ -57,6 +57,8 @@ export interface ResolvedModel {
   providerModelId: string;
   /** The user's connection the call goes through (usage is recorded with it, not charged), or null. */
   connectionId: string | null;
+  /** What it does (`vision`: it reads images). */
+  kinds: ModelKind[];
   caller: Pick<ModelProvider, 'generate' | 'stream'>;
 }
 
@@ -336,13 +338,15 @@ export class ModelService {
       outputCentsPerMillionTokens: model.outputCentsPerMillionTokens,
       default: model.defaultFor.includes('chat'),
     };
-    if (model.connectionId === null) return { info, providerModelId: model.providerModelId, connectionId: null, caller: this.deployment };
+    if (model.connectionId === null)
+      return { info, providerModelId: model.providerModelId, connectionId: null, kinds: model.kinds, caller: this.deployment };
     const row = choices.connections.get(model.connectionId) as repo.ConnectionRow;
     const fetcher = this.outbound.fetcher({ timeoutMs: this.settings.callTimeoutMs, maxBytes: MAX_REPLY_BYTES });
     return {
       info,
       providerModelId: model.providerModelId,
       connectionId: row.id,
+      kinds: model.kinds,
       caller: new ConnectionChat(this.connections.target(row), fetcher, this.log),
     };
   }

@@ -10,6 +10,7 @@ import {
   type FailureLog,
   type ModelProvider,
   ModelProviderFailure,
+  readsImages,
   withoutAddresses,
 } from './models';
 import { SdkChat } from './sdk-chat';
@@ -66,9 +67,8 @@ export function modelKinds(kind: ConnectionKind, id: string): ModelKind[] {
   if (/whisper|transcribe/.test(name)) return ['transcription'];
   if (/(^|[-_/])tts|speech/.test(name)) return ['speech'];
   if (/dall-e|gpt-image|imagen/.test(name)) return ['image'];
-  if (kind === 'openai_compatible') return ['chat'];
-  const vision = /gpt-4o|gpt-4\.1|gpt-5|^o\d|claude|gemini/.test(name);
-  return vision ? ['chat', 'tools', 'vision'] : ['chat', 'tools'];
+  if (kind === 'openai_compatible') return readsImages(name) ? ['chat', 'vision'] : ['chat'];
+  return readsImages(name) ? ['chat', 'tools', 'vision'] : ['chat', 'tools'];
 }
 
 /** A positive integer, or null. */

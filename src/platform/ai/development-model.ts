@@ -1,8 +1,19 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { DevelopmentMediaModels } from './development-media';
+import { imageSize } from 'image-size';
 import { groundingIn } from './grounding';
 import type { MediaModels } from './media';
-import type { ChatMessage, ChatPart, ChatRequest, ChatResult, ModelInfo, ModelProvider, ProviderInfo } from './models';
+import {
+  type ChatMessage,
+  type ChatPart,
+  type ChatRequest,
+  type ChatResult,
+  type ModelInfo,
+  type ModelProvider,
+  type ProviderInfo,
+  textOf,
+  type UserContentPart,
+} from './models';
 
 export const DEVELOPMENT_MODEL = 'development';
 
@@ -19,6 +30,24 @@ function lineArguments(text: string | undefined): unknown {
   } catch {
     return text;
   }
+}
+
+/** What the development model says of the images a message gave it: name, type, bytes, width × height. */
+function describeImages(content: string | UserContentPart[]): string {
+  if (typeof content === 'string') return '';
+  const images = content.filter((p) => p.type === 'image');
+  if (images.length === 0) return '';
+  const described = images.map((image) => {
+    let dimensions = 'unreadable dimensions';
+    try {
+      const { width, height } = imageSize(image.data);
+      dimensions = `${width} × ${height}`;
+    } catch {
+      // Described as unreadable: the model says what it got, even a broken image.
+    }
+    return `${image.name} (${image.mediaType}, ${image.data.byteLength} bytes, ${dimensions})`;
+  });
+  return `\n\nImages: ${described.join('; ')}`;
 }
 
 /**
@@ -46,6 +75,7 @@ export class DevelopmentProvider implements ModelProvider {
       inputCentsPerMillionTokens: 0,
       outputCentsPerMillionTokens: 0,
       default: true,
+      vision: true,
     },
   ];
 
@@ -54,7 +84,10 @@ export class DevelopmentProvider implements ModelProvider {
 
   private reply(request: Pick<ChatRequest, 'messages' | 'tools'>): ChatResult {
     const { messages } = request;
-    const usage = (text: string) => ({ inputTokens: messages.reduce((n, m) => n + words(m.content), 0), outputTokens: words(text) });
+    const usage = (text: string) => ({
+      inputTokens: messages.reduce((n, m) => n + words(m.role === 'user' ? textOf(m.content) : m.content), 0),
+      outputTokens: words(text),
+    });
     const results: Array<Extract<ChatMessage, { role: 'tool' }>> = [];
     for (let i = messages.length - 1; i >= 0 && messages[i]?.role === 'tool'; i -= 1)
       results.unshift(messages[i] as Extract<ChatMessage, { role: 'tool' }>);
@@ -62,7 +95,8 @@ export class DevelopmentProvider implements ModelProvider {
       const text = `Development model (no AI provider is configured). ${results.map((r) => `The tool ${r.toolName} ${r.isError ? 'failed' : 'returned'}: ${r.content}`).join('\n')}`;
       return { text, usage: usage(text), toolCalls: [] };
     }
-    const last = [...messages].reverse().find((m) => m.role === 'user')?.content ?? '';
+    const lastUser = [...messages].reverse().find((m) => m.role === 'user');
+    const last = lastUser ? textOf(lastUser.content) : '';
     if (request.tools?.length && messages.at(-1)?.role === 'user') {
       const earlier = messages.reduce((n, m) => n + (m.role === 'assistant' ? (m.toolCalls?.length ?? 0) : 0), 0);
       const toolCalls = last
@@ -73,6 +107,8 @@ export class DevelopmentProvider implements ModelProvider {
       if (toolCalls.length > 0) return { text: '', usage: usage(''), toolCalls };
     }
     let text = `Development model (no AI provider is configured). You wrote: ${last}`;
+    // Images it was given (a message with attachments): what it received, deterministically.
+    if (lastUser) text += describeImages(lastUser.content);
     // A grounded turn: the sources the prompt gave it, or that none matched or the search failed.
     const grounding = groundingIn(messages);
     if (grounding?.state === 'found') text += `\n\nSources: ${grounding.sources.map((s) => `[${s.number}] ${s.title}`).join('; ')}`;

@@ -57,11 +57,11 @@ export function groundingBlock(grounding: Grounding): string {
  * title; null when the prompt is not grounded.
  */
 export function groundingIn(
-  messages: ReadonlyArray<{ role: string; content: string }>,
+  messages: ReadonlyArray<{ role: string; content: string | readonly unknown[] }>,
 ): { state: Grounding['state']; sources: Array<{ number: number; title: string }> } | null {
   const system = messages
-    .filter((m) => m.role === 'system')
-    .map((m) => m.content)
+    .map((m) => (m.role === 'system' && typeof m.content === 'string' ? m.content : null))
+    .filter((content) => content !== null)
     .join('\n');
   const at = Math.max(system.lastIndexOf(FOUND), system.lastIndexOf(NONE), system.lastIndexOf(FAILED));
   if (at < 0) return null;

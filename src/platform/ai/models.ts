@@ -9,6 +9,8 @@ export interface ModelInfo {
   inputCentsPerMillionTokens: number;
   outputCentsPerMillionTokens: number;
   default: boolean;
+  /** Whether it reads images (image parts in a user message); false when absent. */
+  vision?: boolean;
 }
 
 /** A tool the model may call: its name, what it does, and the JSON Schema of its input. */
@@ -26,12 +28,27 @@ export interface ModelToolCall {
 }
 
 /**
+ * A part of a user message: text, or an image (its bytes, media type and file name) for a model
+ * that reads images.
+ */
+export type UserContentPart = { type: 'text'; text: string } | { type: 'image'; data: Uint8Array; mediaType: string; name: string };
+
+/** A user message's text: its content, or its text parts joined. */
+export const textOf = (content: string | UserContentPart[]): string =>
+  typeof content === 'string'
+    ? content
+    : content
+        .filter((p) => p.type === 'text')
+        .map((p) => p.text)
+        .join('\n');
+
+/**
  * One message of a prompt. An assistant message may carry the tool calls the model made; a `tool`
  * message is one call's result (`content`), as given back to the model.
  */
 export type ChatMessage =
   | { role: 'system'; content: string }
-  | { role: 'user'; content: string }
+  | { role: 'user'; content: string | UserContentPart[] }
   | { role: 'assistant'; content: string; toolCalls?: ModelToolCall[] }
   | { role: 'tool'; content: string; toolCallId: string; toolName: string; isError: boolean };
 
@@ -165,3 +182,10 @@ export interface ModelPrice {
 
 /** Where a provider reports its failures' detail (once, at warn level, without a stack). */
 export type FailureLog = (message: string, meta: Record<string, unknown>) => void;
+
+/**
+ * Whether a model reads images, from its id (model lists do not say): the hosted providers'
+ * current families, and the open vision models an OpenAI-compatible server may serve.
+ */
+export const readsImages = (id: string): boolean =>
+  /gpt-4o|gpt-4\.1|gpt-5|^o\d|claude|gemini|llava|vision|pixtral|[-_.]vl([-_:.]|$)/.test(id.toLowerCase());

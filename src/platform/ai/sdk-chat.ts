@@ -21,6 +21,7 @@ import {
   ModelProviderFailure,
   type ModelToolCall,
   type ProviderInfo,
+  readsImages,
 } from './models';
 
 /**
@@ -43,8 +44,18 @@ function toPrompt(messages: ChatMessage[]): ModelPrompt {
     .join('\n\n');
   const prompt: ModelPrompt = system === '' ? [] : [{ role: 'system', content: system }];
   for (const m of messages) {
-    if (m.role === 'user') prompt.push({ role: 'user', content: [{ type: 'text', text: m.content }] });
-    else if (m.role === 'assistant') {
+    if (m.role === 'user') {
+      // An image is the AI SDK's file part (an image media type): each provider sends it in its own format.
+      const parts = typeof m.content === 'string' ? [{ type: 'text' as const, text: m.content }] : m.content;
+      prompt.push({
+        role: 'user',
+        content: parts.map((p) =>
+          p.type === 'text'
+            ? { type: 'text' as const, text: p.text }
+            : { type: 'file' as const, data: p.data, mediaType: p.mediaType, filename: p.name },
+        ),
+      });
+    } else if (m.role === 'assistant') {
       prompt.push({
         role: 'assistant',
         content: [
@@ -235,7 +246,13 @@ export class OpenAICompatibleProvider implements ModelProvider {
       name: 'OpenAI-compatible provider',
       baseUrl: options.baseUrl,
     };
-    this.models = options.models.map((m, i) => ({ ...m, providerId: this.info.providerId, name: m.id, default: i === 0 }));
+    this.models = options.models.map((m, i) => ({
+      ...m,
+      providerId: this.info.providerId,
+      name: m.id,
+      default: i === 0,
+      vision: readsImages(m.id),
+    }));
     this.media = new OpenAIMediaModels(
       { baseUrl: options.baseUrl, apiKey: options.apiKey, providerId: this.info.providerId },
       options.media,

@@ -25,6 +25,7 @@ import * as m0022 from './migrations/0022_integrations';
 import * as m0023 from './migrations/0023_integration_refresh_lease';
 import * as m0024 from './migrations/0024_rate_limiter_flexible';
 import * as m0025 from './migrations/0025_usage_resource_index';
+import * as m0028 from './migrations/0028_message_attachments';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -53,6 +54,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0023_integration_refresh_lease': m0023,
   '0024_rate_limiter_flexible': m0024,
   '0025_usage_resource_index': m0025,
+  '0028_message_attachments': m0028,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
