@@ -968,6 +968,29 @@ export interface paths {
         patch: operations["updateModelPolicy"];
         trace?: never;
     };
+    "/api/v1/admin/feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List users' feedback on replies
+         * @description Every user's feedback on assistant replies, newest first (by when it was first given), paged
+         *     with `limit` and `cursor`, optionally only `up` or `down`: each with the reply's model and
+         *     usage (tokens and cost), and the user's reason and comment. Feedback on a deleted conversation
+         *     (a temporary one swept) is gone with it. Roles: `admin`.
+         */
+        get: operations["listAdminFeedback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agent-environments": {
         parameters: {
             query?: never;
@@ -1652,7 +1675,8 @@ export interface paths {
          * @description With `conversationId`, returns that conversation as `{ conversation }` (`404` if it is not one
          *     of the caller's). Without it, returns a page of the caller's conversations, newest first, as
          *     `{ conversations, nextCursor }`, optionally only those in `projectId` or with the given
-         *     `archived` state.
+         *     `archived` state. Temporary conversations (`temporary: true`) are never listed; their owner
+         *     reads them by id.
          */
         get: operations["getConversations"];
         put?: never;
@@ -1660,6 +1684,9 @@ export interface paths {
          * Start a conversation
          * @description Creates a conversation owned by the caller. `projectId`, when given, must be one of the
          *     caller's projects (`404` otherwise); `model` one of the available models (`400` otherwise).
+         *     With `temporary: true` the conversation is not listed (read it by id), never searched or
+         *     indexed for knowledge, and deleted with its messages `TEMPORARY_CONVERSATION_TTL` (24 hours
+         *     by default) after its last activity; the usage of its replies stays in the usage ledger.
          *     Accepts `Idempotency-Key` to make retries safe.
          */
         post: operations["createConversation"];
@@ -1676,6 +1703,7 @@ export interface paths {
          * @description Changes the fields present in the body of the caller's conversation `conversationId`: title,
          *     project (one of the caller's, `404` otherwise; `null` for none), `archived` (an archived
          *     conversation takes no new messages until it is unarchived) and model (`null` for the default).
+         *     `temporary` is chosen at creation and cannot change (`400`).
          */
         patch: operations["updateConversation"];
         trace?: never;
@@ -1773,6 +1801,44 @@ export interface paths {
          */
         post: operations["streamMessage"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversations/messages/feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's feedback in a conversation
+         * @description A page of the caller's feedback on the replies of their conversation `conversationId` (`404`
+         *     if it is not one of theirs), newest first (by when it was first given), as
+         *     `{ feedback, nextCursor }`: what a client shows beside the messages it reads.
+         */
+        get: operations["getMessageFeedback"];
+        put?: never;
+        /**
+         * Rate an assistant reply
+         * @description Gives or changes the caller's feedback on the assistant reply `messageId` in one of their
+         *     conversations: `rating` `up` or `down`, an optional short `reason` (a label the client
+         *     chooses) and `comment`. There is one feedback per user and reply: a second request replaces
+         *     the first (its `feedbackId` and `createdAt` stay). A reply of another user's conversation (or
+         *     none) is `404`; a user message or a skill's greeting is `400`; a reply still being written or
+         *     waiting for an approval is `409`. Each change emits the `message.feedback` webhook event; the
+         *     caller reads theirs with `GET` here, administrators everyone's with `GET /api/v1/admin/feedback`.
+         */
+        post: operations["setMessageFeedback"];
+        /**
+         * Remove the caller's feedback on a reply
+         * @description Removes the caller's feedback on the reply named by `messageId` (query, or JSON body; if both
+         *     are given they must agree). `404` when the reply is not in one of the caller's conversations or
+         *     has no feedback of theirs. No webhook event is emitted.
+         */
+        delete: operations["deleteMessageFeedback"];
         options?: never;
         head?: never;
         patch?: never;
@@ -3545,7 +3611,7 @@ export interface components {
          * @example automation.finished
          * @enum {string}
          */
-        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed" | "approval.requested" | "media.completed" | "media.failed";
+        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed" | "approval.requested" | "media.completed" | "media.failed" | "message.feedback";
         /**
          * @description The event kinds to deliver; at least one.
          * @example [
@@ -3724,7 +3790,7 @@ export interface components {
             deleted: true;
         };
         /** @description The body of every delivery (exactly these bytes are signed): `{ id, type, createdAt, data }`, where `type` says which of the shapes below `data` has. `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. Clients must tolerate new event types (a subscription receives only the kinds it selected) and new properties in `data`. */
-        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventApprovalRequested"] | components["schemas"]["WebhookEventMediaCompleted"] | components["schemas"]["WebhookEventMediaFailed"] | components["schemas"]["WebhookEventTest"];
+        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventApprovalRequested"] | components["schemas"]["WebhookEventMediaCompleted"] | components["schemas"]["WebhookEventMediaFailed"] | components["schemas"]["WebhookEventMessageFeedback"] | components["schemas"]["WebhookEventTest"];
         /**
          * @description The event id (`msg_` and a UUIDv7), also sent as the `webhook-id` header.
          * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
@@ -3914,6 +3980,29 @@ export interface components {
                  * @example The model provider did not finish within 120000 ms.
                  */
                 error: string;
+            };
+        };
+        /** @description `message.feedback`: a user gave or changed their feedback on an assistant reply (`POST /api/v1/conversations/messages/feedback`); removing it emits nothing. */
+        WebhookEventMessageFeedback: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "message.feedback";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                feedbackId: components["schemas"]["Id"];
+                conversationId: components["schemas"]["Id"];
+                messageId: components["schemas"]["Id"];
+                /**
+                 * @description The model that wrote the reply.
+                 * @example development
+                 */
+                model: string | null;
+                rating: components["schemas"]["FeedbackRating"];
+                reason: components["schemas"]["FeedbackReason"];
+                comment: components["schemas"]["FeedbackComment"];
             };
         };
         /** @description `webhook.test`: sent only by the test operation, to check a receiver. */
@@ -4108,6 +4197,7 @@ export interface components {
              * @example null
              */
             model: string | null;
+            temporary: components["schemas"]["ConversationTemporary"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -4124,9 +4214,11 @@ export interface components {
             /** @description A project of the caller's. */
             projectId?: components["schemas"]["Id"];
             model?: components["schemas"]["ModelId"];
+            /** @default false */
+            temporary?: components["schemas"]["ConversationTemporary"];
         };
         /**
-         * @description Only the fields present change.
+         * @description Only the fields present change; `temporary` is set at creation only (`400` here).
          * @example {
          *       "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
          *       "archived": true
@@ -4467,6 +4559,109 @@ export interface components {
              */
             agentId?: components["schemas"]["Id"];
         } & (unknown | unknown);
+        /**
+         * @description A temporary conversation is not listed (`GET /api/v1/conversations` leaves it out; its owner reads it by id), never searched or indexed for knowledge, and deleted with its messages `TEMPORARY_CONVERSATION_TTL` (24 hours by default) after its last activity (its last message or change). The usage of its replies stays in the usage ledger. Set at creation only.
+         * @example false
+         */
+        ConversationTemporary: boolean;
+        /**
+         * @description `up` (a good reply) or `down` (a bad one).
+         * @example down
+         * @enum {string}
+         */
+        FeedbackRating: "up" | "down";
+        /**
+         * @description A short label of why, chosen by the client (`inaccurate`, `too_long`, `helpful`…), at most 100 characters; `null` or absent for none.
+         * @example inaccurate
+         */
+        FeedbackReason: string | null;
+        /**
+         * @description The user's words, at most 4,000 characters; `null` or absent for none.
+         * @example The figures are from last year's report.
+         */
+        FeedbackComment: string | null;
+        /** @description A user's feedback on an assistant reply (one per user and reply). */
+        MessageFeedback: {
+            feedbackId: components["schemas"]["Id"];
+            messageId: components["schemas"]["Id"];
+            conversationId: components["schemas"]["Id"];
+            rating: components["schemas"]["FeedbackRating"];
+            reason: components["schemas"]["FeedbackReason"];
+            comment: components["schemas"]["FeedbackComment"];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description The whole feedback: a second request on the same reply replaces the first (`reason` and `comment` left out become `null`).
+         * @example {
+         *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+         *       "rating": "down",
+         *       "reason": "inaccurate",
+         *       "comment": "The figures are from last year's report."
+         *     }
+         */
+        MessageFeedbackRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            /** @description An assistant reply in one of the caller's conversations. */
+            messageId: components["schemas"]["Id"];
+            rating: components["schemas"]["FeedbackRating"];
+            reason?: components["schemas"]["FeedbackReason"];
+            comment?: components["schemas"]["FeedbackComment"];
+        };
+        MessageFeedbackResponse: {
+            feedback: components["schemas"]["MessageFeedback"];
+        };
+        MessageFeedbackListResponse: {
+            /** @description Newest first (by when the feedback was first given). */
+            feedback: components["schemas"]["MessageFeedback"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @example {
+         *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92"
+         *     }
+         */
+        MessageFeedbackDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            messageId?: components["schemas"]["Id"];
+        };
+        MessageFeedbackDeleteResponse: {
+            messageId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        /** @description A user's feedback on a reply, with the reply's model and usage. */
+        AdminFeedback: {
+            feedbackId: components["schemas"]["Id"];
+            /**
+             * @description Who gave it (the reply's owner).
+             * @example bob
+             */
+            userId: string;
+            conversationId: components["schemas"]["Id"];
+            messageId: components["schemas"]["Id"];
+            rating: components["schemas"]["FeedbackRating"];
+            reason: components["schemas"]["FeedbackReason"];
+            comment: components["schemas"]["FeedbackComment"];
+            /**
+             * @description The model that wrote the reply.
+             * @example gpt-4o-mini
+             */
+            model: string | null;
+            usage: components["schemas"]["Usage"];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        AdminFeedbackListResponse: {
+            /** @description Newest first (by when the feedback was first given). */
+            feedback: components["schemas"]["AdminFeedback"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
         /** @description When the automation runs by itself. */
         AutomationSchedule: {
             /**
@@ -4801,6 +4996,11 @@ export interface components {
             locale: components["schemas"]["Locale"];
             timeZone: components["schemas"]["TimeZone"];
             theme: components["schemas"]["Theme"];
+            /**
+             * @description Whether the caller's default chat model names a conversation after its first exchange (default `true`): the conversation's title starts as the first message cut to 60 characters and is replaced by the model's short title when it comes, unless the caller renamed it meanwhile (temporary conversations keep the cut title). The call is charged like a reply; when it fails (or the budget is spent) the cut title stays.
+             * @example true
+             */
+            autoTitles: boolean;
             ui: components["schemas"]["UiSettings"];
             /**
              * @description The typed fields that follow the deployment's default (never set, or reset with `null`).
@@ -4865,6 +5065,11 @@ export interface components {
              */
             theme?: "system" | "light" | "dark" | null;
             /**
+             * @description See `Settings.autoTitles`.
+             * @example false
+             */
+            autoTitles?: boolean | null;
+            /**
              * @description See `UiSettings`; replaces the stored object whole.
              * @example {
              *       "sidebar": "collapsed"
@@ -4879,7 +5084,7 @@ export interface components {
          * @example theme
          * @enum {string}
          */
-        SettingsField: "defaultChatModel" | "defaultImageModel" | "defaultTranscriptionModel" | "defaultSpeechModel" | "defaultEmbeddingsModel" | "memoryInChat" | "knowledgeInChat" | "toolApproval" | "locale" | "timeZone" | "theme";
+        SettingsField: "defaultChatModel" | "defaultImageModel" | "defaultTranscriptionModel" | "defaultSpeechModel" | "defaultEmbeddingsModel" | "memoryInChat" | "knowledgeInChat" | "toolApproval" | "locale" | "timeZone" | "theme" | "autoTitles";
         /**
          * @description When a chat turn's tool calls wait for the caller's approval. `ask_for_changes` (the default): as each tool's policy says, so tools that change data ask and read tools run. `always_ask`: every call asks, reads included. `auto_approve`: calls whose policy is `approval_required` run without asking in the caller's own chats (a `deny` policy still refuses, and unattended automation runs keep their own rule). Clients must tolerate new values.
          * @example ask_for_changes
@@ -7420,6 +7625,7 @@ export interface operations {
                      *           "locale": "en-GB",
                      *           "timeZone": "Europe/Berlin",
                      *           "theme": "dark",
+                     *           "autoTitles": true,
                      *           "ui": {
                      *             "sidebar": "collapsed"
                      *           },
@@ -7556,6 +7762,7 @@ export interface operations {
                      *         "locale": "en-GB",
                      *         "timeZone": "Europe/Berlin",
                      *         "theme": "dark",
+                     *         "autoTitles": true,
                      *         "ui": {
                      *           "sidebar": "collapsed"
                      *         },
@@ -7594,6 +7801,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "theme": "dark",
+                 *       "autoTitles": true,
                  *       "timeZone": "Europe/Berlin",
                  *       "defaultChatModel": "llama3.1:8b",
                  *       "toolApproval": null
@@ -7627,6 +7835,7 @@ export interface operations {
                      *         "locale": "en-GB",
                      *         "timeZone": "Europe/Berlin",
                      *         "theme": "dark",
+                     *         "autoTitles": true,
                      *         "ui": {
                      *           "sidebar": "collapsed"
                      *         },
@@ -10370,6 +10579,73 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listAdminFeedback: {
+        parameters: {
+            query?: {
+                /** @description Only feedback with this rating. */
+                rating?: components["schemas"]["FeedbackRating"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of feedback. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "feedback": [
+                     *         {
+                     *           "feedbackId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *           "userId": "bob",
+                     *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *           "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *           "rating": "down",
+                     *           "reason": "inaccurate",
+                     *           "comment": "The figures are from last year's report.",
+                     *           "model": "gpt-4o-mini",
+                     *           "usage": {
+                     *             "inputTokens": 412,
+                     *             "outputTokens": 96,
+                     *             "costCents": 0.01194
+                     *           },
+                     *           "createdAt": 1763784000000,
+                     *           "updatedAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminFeedbackListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getAgentEnvironments: {
         parameters: {
             query?: {
@@ -12319,6 +12595,7 @@ export interface operations {
                      *         "projectId": null,
                      *         "archived": false,
                      *         "model": null,
+                     *         "temporary": false,
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784000000
                      *       }
@@ -12418,6 +12695,7 @@ export interface operations {
                      *         "projectId": null,
                      *         "archived": true,
                      *         "model": null,
+                     *         "temporary": false,
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784060000
                      *       }
@@ -12719,6 +12997,165 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getMessageFeedback: {
+        parameters: {
+            query: {
+                /** @description The conversation. */
+                conversationId: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the caller's feedback. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "feedback": [
+                     *         {
+                     *           "feedbackId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *           "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *           "rating": "down",
+                     *           "reason": "inaccurate",
+                     *           "comment": "The figures are from last year's report.",
+                     *           "createdAt": 1763784000000,
+                     *           "updatedAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageFeedbackListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setMessageFeedback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessageFeedbackRequest"];
+            };
+        };
+        responses: {
+            /** @description The feedback as stored. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "feedback": {
+                     *         "feedbackId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0",
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "rating": "down",
+                     *         "reason": "inaccurate",
+                     *         "comment": "The figures are from last year's report.",
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageFeedbackResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteMessageFeedback: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The reply whose feedback is removed (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92
+                 */
+                messageId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["MessageFeedbackDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The feedback was removed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageFeedbackDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];

@@ -172,6 +172,7 @@ export interface Conversations {
   model: string | null;
   owner_user_id: string;
   project_id: string | null;
+  temporary: Generated<boolean>;
   title: Generated<string>;
   updated_at: Generated<Timestamp>;
 }
@@ -315,6 +316,18 @@ export interface MemoryItems {
   source_ref: string | null;
   tsv: Generated<string | null>;
   updated_at: Generated<Timestamp>;
+}
+
+export interface MessageFeedback {
+  comment: string | null;
+  conversation_id: string;
+  created_at: Timestamp;
+  id: string;
+  message_id: string;
+  rating: string;
+  reason: string | null;
+  updated_at: Timestamp;
+  user_id: string;
 }
 
 export interface Messages {
@@ -485,6 +498,7 @@ export interface UsageRecords {
 }
 
 export interface UserSettings {
+  auto_titles: boolean | null;
   default_chat_model: string | null;
   default_embeddings_model: string | null;
   default_image_model: string | null;
@@ -577,6 +591,7 @@ export interface DB {
   ledger_entries: LedgerEntries;
   mcp_servers: McpServers;
   memory_items: MemoryItems;
+  message_feedback: MessageFeedback;
   messages: Messages;
   model_connections: ModelConnections;
   model_policy: ModelPolicy;

@@ -24,6 +24,7 @@ import { skillHandlers } from './areas/skills/handlers';
 import { automationHandlers } from './areas/automations/handlers';
 import type { AutomationRunner } from './areas/automations/runner';
 import { conversationHandlers } from './areas/conversations/handlers';
+import { feedbackHandlers } from './areas/feedback/handlers';
 import { integrationCallbackRouter } from './areas/integrations/callback-route';
 import { integrationHandlers } from './areas/integrations/handlers';
 import { mcpServerHandlers } from './areas/mcp-servers/handlers';
@@ -102,6 +103,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
       connections: services.integrationConnections,
     }),
     ...conversationHandlers(services.conversations, services.chat, config.models.timeoutMs),
+    ...feedbackHandlers(services.feedback),
     ...toolHandlers(services.tools),
     ...automationHandlers(services.automations, runner),
   };

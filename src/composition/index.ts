@@ -113,13 +113,15 @@ export async function compose(config: Config, logger: Logger, database?: Databas
       metrics,
       close: async () => {
         await workers.scheduler.stop();
-        const { indexer, runner, replies, incomingSweep } = workers;
+        const { indexer, runner, replies, incomingSweep, temporarySweep } = workers;
         await Promise.all([
           indexer.stop(),
           dispatcher.stop(),
           runner.stop(),
           replies.stop(),
           incomingSweep.stop(),
+          temporarySweep.stop(),
+          services.chat.titles.settle(),
           services.integrationAuthorization.settle(),
         ]);
         store.close();

@@ -29,6 +29,7 @@ import { SkillService } from '../areas/skills/service';
 import { AutomationService } from '../areas/automations/service';
 import { type Chat, createChat } from '../areas/conversations/chat';
 import { ConversationService } from '../areas/conversations/service';
+import { FeedbackService } from '../areas/feedback/service';
 import { BuiltinTools } from '../areas/tools/builtins';
 import { ToolService } from '../areas/tools/service';
 import { ModelCatalogue } from '../areas/models/catalogue';
@@ -68,6 +69,8 @@ export interface Services {
   skills: SkillService;
   webhooks: WebhookService;
   conversations: ConversationService;
+  /** Users' feedback on replies, and the administrators' list of it. */
+  feedback: FeedbackService;
   /** Chat turns, their tool approvals, and the leases of the replies being generated here. */
   chat: Chat;
   automations: AutomationService;
@@ -347,6 +350,7 @@ export function createServices({
     skills,
     webhooks,
     conversations,
+    feedback: new FeedbackService({ db, conversations, webhooks }),
     chat,
     automations,
     agents: new AgentEnvironmentService(db, config.agents),

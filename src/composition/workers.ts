@@ -25,6 +25,8 @@ export interface Workers {
   replies: ReplyRecovery;
   /** Removes the partial objects of uploads that never ended. */
   incomingSweep: PeriodicTask;
+  /** Deletes the temporary conversations past their time to live. */
+  temporarySweep: PeriodicTask;
 }
 
 /** The logging function the background workers take. */
@@ -89,5 +91,13 @@ export function createWorkers({ config, logger, database, services, store, metri
     },
     (error) => logger.error('sweeping partial uploads failed', { error: (error as Error).message }),
   );
-  return { indexer, dispatcher, scheduler, runner, replies, incomingSweep };
+  const temporarySweep = new PeriodicTask(
+    config.models.temporarySweepIntervalMs,
+    async () => {
+      const deleted = await services.conversations.sweepTemporary(config.models.temporaryTtlMs);
+      if (deleted > 0) logger.info('deleted temporary conversations past their time to live', { conversations: deleted });
+    },
+    (error) => logger.error('sweeping temporary conversations failed', { error: (error as Error).message }),
+  );
+  return { indexer, dispatcher, scheduler, runner, replies, incomingSweep, temporarySweep };
 }

@@ -1,6 +1,6 @@
 import type { MediaModelPrice } from '../platform/ai/media';
 import { type Context, topic, variable } from './declare';
-import { entries, int, oneOf, parsed, size, text, url } from './kinds';
+import { duration, entries, int, oneOf, parsed, size, text, url } from './kinds';
 
 export interface ModelPrice {
   id: string;
@@ -83,6 +83,18 @@ export const models = topic(
       attachmentTextMaxChars: variable('CHAT_ATTACHMENT_TEXT_MAX_CHARS', int(100, 1_000_000), {
         default: '20000',
         doc: "the most characters of extracted text a chat message's attached documents give the model in all (`413` above)",
+      }),
+      temporaryTtlMs: variable(
+        'TEMPORARY_CONVERSATION_TTL',
+        duration({ min: 1000, max: 365 * 86_400_000, reason: 'must be a duration from 1s to 365d' }),
+        {
+          default: '24h',
+          doc: 'how long after its last activity (its last message or change) a temporary conversation (`temporary: true`) is deleted with its messages; its usage records stay',
+        },
+      ),
+      temporarySweepIntervalMs: variable('TEMPORARY_CONVERSATION_SWEEP_INTERVAL_MS', int(10, 3_600_000), {
+        default: '60000',
+        doc: 'how often each instance deletes the temporary conversations past `TEMPORARY_CONVERSATION_TTL`',
       }),
       connectionsPerUser: variable('MODEL_CONNECTIONS_PER_USER', int(0, 1000), {
         default: '20',

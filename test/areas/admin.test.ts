@@ -114,6 +114,11 @@ const calls: Call[] = [
     allowed: ['admin'],
     send: (u) => h.http().patch('/api/v1/admin/model-policy').set(u.auth).send({ block: [] }),
   },
+  {
+    operationId: 'listAdminFeedback',
+    allowed: ['admin'],
+    send: (u) => h.http().get('/api/v1/admin/feedback').query({ limit: 1 }).set(u.auth),
+  },
 ];
 
 describe('the role × route matrix', () => {

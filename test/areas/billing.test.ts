@@ -427,8 +427,10 @@ describe('Stripe events stamped in the same second, and malformed ones', () => {
 });
 
 describe('budgets enforced on charged actions', () => {
+  // Titled, so that only the replies are charged (an untitled conversation's model-written title is charged too).
   async function conversation(user: TestUser): Promise<string> {
-    return (await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({}).expect(200)).body.conversation.conversationId;
+    return (await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({ title: 'Budget' }).expect(200)).body.conversation
+      .conversationId;
   }
   const chat = (user: TestUser, conversationId: string) =>
     ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hello' });

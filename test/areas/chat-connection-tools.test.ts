@@ -60,7 +60,8 @@ async function mcpServer(user: TestUser): Promise<string> {
 
 /** A streamed turn in a new conversation on `model`: its events and the final reply. */
 async function streamedTurn(user: TestUser, model: string, content: string) {
-  const created = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({ model });
+  // Titled: the usage records below are the turn's alone (no model-written title).
+  const created = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({ model, title: 'Tools' });
   expect(created.status).toBe(200);
   const conversationId = created.body.conversation.conversationId as string;
   const res = await ctx.h

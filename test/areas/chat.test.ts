@@ -138,8 +138,10 @@ describe('POST /api/v1/conversations/messages', () => {
     expect(request.body.messages.at(-1)).toEqual({ role: 'user', content: 'Which units should the lab report use?' });
 
     expect(await messages(ctx.alice, conversationId)).toEqual([res.body.reply, res.body.message]);
+    // Named from the first message at once, then by the model (its answer to the title request).
+    await ctx.h.runtime.services.chat.titles.idle();
     const read = await ctx.h.http().get('/api/v1/conversations').query({ conversationId }).set(ctx.alice.auth);
-    expect(read.body.conversation.title).toBe('Which units should the lab report use?');
+    expect(read.body.conversation.title).toBe('Hello there.');
     const usage = await sql<{ n: number; cost: number }>`
       select count(*)::int as n, sum(cost_micro_cents)::int as cost from usage_records where resource_id = ${res.body.reply.messageId}`.execute(
       ctx.h.runtime.database.db,
@@ -324,11 +326,14 @@ describe('POST /api/v1/conversations/messages', () => {
     const conversationId = await conversation(ctx.alice);
     const requests = servers.model.requests.length;
     const first = await send(ctx.alice, { conversationId, content: 'Once' }).set('Idempotency-Key', 'chat-once');
+    // The reply's call and the conversation's title.
+    await ctx.h.runtime.services.chat.titles.idle();
+    expect(servers.model.requests).toHaveLength(requests + 2);
     const again = await send(ctx.alice, { conversationId, content: 'Once' }).set('Idempotency-Key', 'chat-once');
     expect(again.status).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toEqual(first.body);
-    expect(servers.model.requests).toHaveLength(requests + 1);
+    expect(servers.model.requests).toHaveLength(requests + 2);
     const streamed = await send(ctx.alice, { conversationId, content: 'Twice', stream: true }).set('Idempotency-Key', 'chat-stream');
     expect(streamed.status).toBe(400);
     expect(await messages(ctx.alice, conversationId)).toHaveLength(2);

@@ -29,6 +29,7 @@ describe('settings', () => {
       locale: 'en-US',
       timeZone: 'UTC',
       theme: 'system',
+      autoTitles: true,
       ui: {},
       inherited: [
         'defaultChatModel',
@@ -42,6 +43,7 @@ describe('settings', () => {
         'locale',
         'timeZone',
         'theme',
+        'autoTitles',
       ],
       updatedAt: null,
     });
@@ -79,6 +81,7 @@ describe('settings', () => {
       'defaultSpeechModel',
       'defaultEmbeddingsModel',
       'memoryInChat',
+      'autoTitles',
     ]);
     expect(first.body.settings.updatedAt).toEqual(expect.any(Number));
 

@@ -26,8 +26,9 @@ const call = (id: string, name: string, args: Record<string, unknown> | string):
   calls: [{ id, name, arguments: typeof args === 'string' ? args : JSON.stringify(args) }],
 });
 
+// Titled: the model-written title of an untitled one would be one more request to the model.
 async function conversation(user: TestUser): Promise<string> {
-  const res = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({});
+  const res = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({ title: 'Tools' });
   expect(res.status).toBe(200);
   return res.body.conversation.conversationId;
 }

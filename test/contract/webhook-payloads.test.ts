@@ -66,9 +66,16 @@ describe('webhook payloads', () => {
     const created = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({});
     const conversationId = created.body.conversation.conversationId as string;
     servers.model.behaviour = () => ({ kind: 'reply', chunks: ['Hello', ' there.'] });
-    expect((await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hi' })).status).toBe(
-      200,
-    );
+    const first = await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Hi' });
+    expect(first.status).toBe(200);
+    // message.feedback, from feedback on that reply.
+    const replyId = first.body.reply.messageId as string;
+    const rated = await ctx.h
+      .http()
+      .post('/api/v1/conversations/messages/feedback')
+      .set(user.auth)
+      .send({ messageId: replyId, rating: 'down', reason: 'inaccurate' });
+    expect(rated.status).toBe(200);
     servers.model.behaviour = () => ({ kind: 'error', status: 500, message: 'upstream overloaded' });
     expect(
       (await ctx.h.http().post('/api/v1/conversations/messages').set(user.auth).send({ conversationId, content: 'Again' })).status,
@@ -166,6 +173,17 @@ describe('webhook payloads', () => {
             connectionId: null,
             errorCode: 'model_provider_error',
             error: 'The model provider answered 500: upstream overloaded',
+          });
+          break;
+        case 'message.feedback':
+          expect(payload.data).toEqual({
+            feedbackId: rated.body.feedback.feedbackId,
+            conversationId,
+            messageId: replyId,
+            model: 'test-model',
+            rating: 'down',
+            reason: 'inaccurate',
+            comment: null,
           });
           break;
         case 'webhook.test':

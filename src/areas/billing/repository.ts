@@ -108,12 +108,13 @@ export async function automationCount(db: Database, userId: string): Promise<num
 }
 
 /**
- * The charged actions: a chat reply, an automation's run and its dry run, a media call (images,
+ * The charged actions: a chat reply, a conversation's model-written title, an automation's run and its dry run, a media call (images,
  * a transcription, speech); and the embeddings of a user's knowledge through their own connection
  * (indexing and search queries; recorded, cost 0).
  */
 export type UsageKind =
   | 'chat.reply'
+  | 'chat.title'
   | 'automation.run'
   | 'automation.test'
   | 'knowledge.index'

@@ -16,6 +16,7 @@ import { TurnContexts } from './prompt';
 import { ReplyWrites } from './reply-writes';
 import type { ConversationService } from './service';
 import type { ChatObserver, ChatToolSettings } from './turn';
+import { ConversationTitler } from './titles';
 import { TurnEngine } from './turn-engine';
 
 /** What chat is built from: the conversations it runs turns in, and the tools they may call. */
@@ -27,7 +28,7 @@ export interface ChatDeps {
   memory: Pick<MemoryService, 'relevant'>;
   /** Grounded turns retrieve the caller's knowledge through it. */
   knowledge: Pick<KnowledgeService, 'passages'>;
-  /** The caller's `knowledgeInChat` and `memoryInChat`. */
+  /** The caller's `knowledgeInChat`, `memoryInChat` and `autoTitles`. */
   settings: Pick<SettingsService, 'get'>;
   /** The files messages attach are read through it, as the caller. */
   files: AttachmentsDeps['files'];
@@ -57,11 +58,21 @@ export interface Chat {
   turns: TurnEngine;
   approvals: ApprovalService;
   leases: ReplyLeases;
+  /** The model-written titles of conversations, after their first exchange. */
+  titles: ConversationTitler;
 }
 
 export function createChat(deps: ChatDeps): Chat {
   const { db, billing, webhooks, observer } = deps;
   const leases = new ReplyLeases({ db, webhooks, lease: deps.lease });
+  const titles = new ConversationTitler({
+    db,
+    models: deps.models,
+    settings: deps.settings,
+    billing,
+    timeoutMs: deps.timeoutMs,
+    warn: deps.warn,
+  });
   const turns = new TurnEngine({
     db,
     models: deps.models,
@@ -81,7 +92,8 @@ export function createChat(deps: ChatDeps): Chat {
     writes: new ReplyWrites({ db, billing, webhooks, leaseMs: deps.lease.leaseMs, approvalTtlMs: deps.toolSettings.approvalTtlMs }),
     leases,
     observer,
+    titles,
   });
   const approvals = new ApprovalService({ db, audit: deps.audit, webhooks, leases, turns, observer });
-  return { turns, approvals, leases };
+  return { turns, approvals, leases, titles };
 }

@@ -13,6 +13,7 @@ export function presentConversation(row: ConversationView): Schemas['Conversatio
     projectId: row.project_id,
     archived: row.archived,
     model: row.model,
+    temporary: row.temporary,
     createdAt: millis(row.created_at),
     updatedAt: millis(row.updated_at),
   };

@@ -13,14 +13,30 @@ export const { find: findConversation, update: updateConversation, remove: delet
 
 /** The owner's conversations, filtered; read a page at a time. */
 export const conversationList = ownedList('conversations', {
-  fields: ['title', 'project_id', 'archived', 'model'],
+  fields: ['title', 'project_id', 'archived', 'model', 'temporary'],
   times: ['created_at', 'updated_at'],
-  filters: { projectId: 'project_id', archived: 'archived' },
+  filters: { projectId: 'project_id', archived: 'archived', temporary: 'temporary' },
 });
 export type ConversationView = ListedRecord<'conversations', typeof conversationList>;
 
 export function insertConversation(db: Database, row: Insertable<Conversations>) {
   return db.insertInto('conversations').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+/** Deletes (with their messages) up to `limit` temporary conversations last active before `before`; returns how many. */
+export async function deleteIdleTemporary(db: Database, before: Date, limit: number): Promise<number> {
+  const idle = db.selectFrom('conversations').select('id').where('temporary', '=', true).where('updated_at', '<', before).limit(limit);
+  const deleted = await db.deleteFrom('conversations').where('id', 'in', idle).where('temporary', '=', true).executeTakeFirst();
+  return Number(deleted.numDeletedRows);
+}
+
+/**
+ * Replaces the title a conversation was given from its first message (`from`) by `title`, unless
+ * it changed meanwhile (the user renamed it); whether it did.
+ */
+export async function replaceTitle(trx: Transaction<DB>, id: string, from: string, title: string): Promise<boolean> {
+  const result = await trx.updateTable('conversations').set({ title }).where('id', '=', id).where('title', '=', from).executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /** What a message is presented with: the list reads only these, and its times as epoch milliseconds. */

@@ -11,6 +11,9 @@ import * as repo from './repository';
 type CreateInput = RequestInput<'ConversationCreateRequest'>;
 type UpdateInput = RequestInput<'ConversationUpdateRequest'>;
 
+/** How many temporary conversations one statement of the sweep deletes. */
+const SWEEP_BATCH = 500;
+
 export interface ConversationServiceDeps {
   db: Database;
   projects: Pick<ProjectService, 'requireOwnedIfNamed'>;
@@ -46,8 +49,9 @@ export class ConversationService {
     if (!(await repo.findConversation(this.db, userId, conversationId))) throw errors.referenceNotFound(field, 'Conversation not found.');
   }
 
+  /** A page of the caller's conversations; temporary ones are never listed. */
   async list(userId: string, filter: { projectId?: string; archived?: boolean }, page: PageRequest) {
-    return repo.conversationList.page(this.db, { ownerUserId: userId, ...filter }, page);
+    return repo.conversationList.page(this.db, { ownerUserId: userId, ...filter, temporary: false }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<repo.ConversationRow> {
@@ -60,6 +64,7 @@ export class ConversationService {
       project_id: input.projectId ?? null,
       title: input.title ?? '',
       model: input.model ?? null,
+      temporary: input.temporary ?? false,
       created_at: now,
       updated_at: now,
     });
@@ -77,6 +82,26 @@ export class ConversationService {
     });
     if (!updated) throw errors.notFound('Conversation not found.');
     return updated;
+  }
+
+  /**
+   * Deletes, with their messages, the temporary conversations last active more than `ttlMs` ago
+   * (in batches); their usage records stay. Resolves with how many.
+   */
+  async sweepTemporary(ttlMs: number, now = new Date()): Promise<number> {
+    const before = new Date(now.getTime() - ttlMs);
+    let total = 0;
+    for (let deleted = SWEEP_BATCH; deleted === SWEEP_BATCH; total += deleted) {
+      deleted = await repo.deleteIdleTemporary(this.db, before, SWEEP_BATCH);
+    }
+    return total;
+  }
+
+  /** The caller's message `messageId` (in one of their conversations); 404 naming the body `field` otherwise. */
+  async message(userId: string, messageId: string, field = 'messageId'): Promise<repo.MessageRow> {
+    const message = await repo.findMessage(this.db, messageId);
+    if (!message || message.owner_user_id !== userId) throw errors.referenceNotFound(field, 'Message not found.');
+    return message;
   }
 
   async delete(userId: string, conversationId: string): Promise<void> {

@@ -13,6 +13,7 @@ import { buildPrompt, promptOfParts, type TurnContexts } from './prompt';
 import type { ReplyWrites } from './reply-writes';
 import * as repo from './repository';
 import type { ConversationService } from './service';
+import { type ConversationTitler, titleFrom } from './titles';
 import {
   addResult,
   addStep,
@@ -33,13 +34,6 @@ import {
 
 type SendInput = RequestInput<'MessageCreateRequest'>;
 
-/** The title a first message gives an untitled conversation. */
-const TITLE_LENGTH = 60;
-const titleFrom = (content: string) => {
-  const line = content.trim().replace(/\s+/g, ' ');
-  return line.length <= TITLE_LENGTH ? line : `${line.slice(0, TITLE_LENGTH - 1)}…`;
-};
-
 export interface TurnEngineDeps {
   db: Database;
   models: Pick<ModelService, 'resolve' | 'resolver'>;
@@ -55,6 +49,8 @@ export interface TurnEngineDeps {
   writes: ReplyWrites;
   leases: ReplyLeases;
   observer: ChatObserver;
+  /** Names a conversation with its model after the first exchange. */
+  titles: Pick<ConversationTitler, 'afterReply' | 'afterResumed'>;
 }
 
 /**
@@ -75,6 +71,7 @@ export class TurnEngine {
   private readonly writes: ReplyWrites;
   private readonly leases: ReplyLeases;
   private readonly observer: ChatObserver;
+  private readonly titles: Pick<ConversationTitler, 'afterReply' | 'afterResumed'>;
 
   constructor(deps: TurnEngineDeps) {
     const { db, models, conversations, billing, timeoutMs, maxSteps, contexts, grounder, writes, leases, observer } = deps;
@@ -90,6 +87,7 @@ export class TurnEngine {
     this.writes = writes;
     this.leases = leases;
     this.observer = observer;
+    this.titles = deps.titles;
   }
 
   /**
@@ -192,7 +190,10 @@ export class TurnEngine {
       if (grounding) hooks.onCitations?.(sources.citations, grounding.retrieval);
       const stepping: Turn = { ...turn, message, reply, next: first };
       addUnavailable(stepping, read.tools?.unavailable ?? []);
-      return await this.runTurn(stepping);
+      const outcome = await this.runTurn(stepping);
+      // The first exchange of an untitled conversation: its model-written title follows in the background.
+      if (conversation.title === '' && !conversation.temporary) this.titles.afterReply(outcome.reply, input.content);
+      return outcome;
     } finally {
       // A reply left generating here (an unexpected error) is failed by a sweep once its lease ends.
       this.leases.release(replyId);
@@ -247,7 +248,9 @@ export class TurnEngine {
       next: null,
     };
     addUnavailable(turn, read.tools?.unavailable ?? []);
-    return (await this.runTurn(turn)).reply;
+    const ended = (await this.runTurn(turn)).reply;
+    this.titles.afterResumed(conversation, message, ended);
+    return ended;
   }
 
   /** Whether the caller may still spend on the deployment's models (false: `requireBudget` would answer 402). */

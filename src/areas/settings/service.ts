@@ -27,7 +27,10 @@ export interface ModelCatalog {
 export type UserSettings = Omit<Schemas['Settings'], 'ui' | 'updatedAt'> & { ui: Record<string, unknown>; updatedAt: Date | null };
 
 /** What a setting the user never chose (or reset) is: the deployment's defaults. */
-export type SettingsDefaults = Pick<UserSettings, 'memoryInChat' | 'knowledgeInChat' | 'toolApproval' | 'locale' | 'timeZone' | 'theme'> & {
+export type SettingsDefaults = Pick<
+  UserSettings,
+  'memoryInChat' | 'knowledgeInChat' | 'toolApproval' | 'locale' | 'timeZone' | 'theme' | 'autoTitles'
+> & {
   /** The deployment's default model of each kind it has one for. */
   models: DefaultModels;
 };
@@ -39,6 +42,7 @@ export const BUILT_IN_DEFAULTS: Omit<SettingsDefaults, 'models'> = {
   locale: 'en-US',
   timeZone: 'UTC',
   theme: 'system',
+  autoTitles: true,
 };
 
 /** The largest `ui` object, as JSON. */
@@ -62,6 +66,7 @@ const VALUE_FIELDS = [
   { field: 'locale', column: 'locale' },
   { field: 'timeZone', column: 'time_zone' },
   { field: 'theme', column: 'theme' },
+  { field: 'autoTitles', column: 'auto_titles' },
 ] as const;
 
 /** The canonical form of a BCP 47 tag (`en-gb` → `en-GB`), or null when it is not well-formed. */
@@ -211,6 +216,7 @@ export class SettingsService {
       locale: pick('locale', row?.locale, d.locale),
       timeZone: pick('timeZone', row?.time_zone, d.timeZone),
       theme: pick('theme', row?.theme as Theme | null | undefined, d.theme),
+      autoTitles: pick('autoTitles', row?.auto_titles, d.autoTitles),
       ui: (row?.ui ?? {}) as Record<string, unknown>,
       inherited,
       updatedAt: row?.updated_at ?? null,

@@ -27,6 +27,7 @@ export const WEBHOOK_EVENT_SCHEMAS = {
   'approval.requested': 'WebhookEventApprovalRequested',
   'media.completed': 'WebhookEventMediaCompleted',
   'media.failed': 'WebhookEventMediaFailed',
+  'message.feedback': 'WebhookEventMessageFeedback',
   'webhook.test': 'WebhookEventTest',
 } as const satisfies { [T in AnyWebhookEventType]: SchemaNameOf<T> };
 

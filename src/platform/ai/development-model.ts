@@ -2,6 +2,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { DevelopmentMediaModels } from './development-media';
 import { imageSize } from 'image-size';
 import { groundingIn } from './grounding';
+import { developmentTitle, TITLE_INSTRUCTION } from './titles';
 import type { MediaModels } from './media';
 import {
   type ChatMessage,
@@ -97,6 +98,11 @@ export class DevelopmentProvider implements ModelProvider {
     }
     const lastUser = [...messages].reverse().find((m) => m.role === 'user');
     const last = lastUser ? textOf(lastUser.content) : '';
+    // A title request (conversations' titles): the first words of the user's message.
+    if (messages[0]?.role === 'system' && messages[0].content.startsWith(TITLE_INSTRUCTION)) {
+      const title = developmentTitle(last);
+      return { text: title, usage: usage(title), toolCalls: [] };
+    }
     if (request.tools?.length && messages.at(-1)?.role === 'user') {
       const earlier = messages.reduce((n, m) => n + (m.role === 'assistant' ? (m.toolCalls?.length ?? 0) : 0), 0);
       const toolCalls = last
