@@ -1719,6 +1719,12 @@ export interface paths {
          * The messages of a conversation
          * @description A page of the messages of the caller's conversation `conversationId` (`404` if it is not one of
          *     the caller's), newest first, as `{ messages, nextCursor }`.
+         *
+         *     A conversation's messages form a tree: each has the message it follows (`parentId`); an edited
+         *     message and a regenerated reply are siblings of the ones they replace. By default the answer is
+         *     the branch the conversation shows, from its `currentLeafId` up to the first message, each
+         *     message with its `siblingIds`. `leafId` answers another branch: the one through that message,
+         *     continued down its newest replies to a leaf. `view=tree` answers every message of the tree.
          */
         get: operations["getMessages"];
         put?: never;
@@ -1770,7 +1776,17 @@ export interface paths {
          *     with the header is `400`.
          */
         post: operations["sendMessage"];
-        delete?: never;
+        /**
+         * Delete a message and the messages below it
+         * @description Deletes the message `messageId` (query, or JSON body; if both are given they must agree) of one
+         *     of the caller's conversations (`404` otherwise) and every message below it in the
+         *     conversation's tree: its replies, their edits and regenerations, and so on. A reply below it
+         *     that is still being written is `409` (stop it first, or wait for it to end); a reply waiting for
+         *     an approval is deleted with its approval. When the branch the conversation showed is deleted,
+         *     its `currentLeafId` becomes the newest branch under the deleted message's parent (or among the
+         *     conversation's first messages), the parent itself when nothing is left below it, or `null`.
+         */
+        delete: operations["deleteMessage"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1839,6 +1855,63 @@ export interface paths {
          *     has no feedback of theirs. No webhook event is emitted.
          */
         delete: operations["deleteMessageFeedback"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversations/messages/regenerate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write a reply again
+         * @description Writes a new reply to a user message of one of the caller's conversations (`404` otherwise;
+         *     `409` if the conversation is archived): `messageId` names the reply to write again, or the user
+         *     message to answer. The new reply is a sibling of the earlier ones (the same `parentId`, the user
+         *     message), which stay; it becomes the conversation's `currentLeafId`. Its prompt is the branch
+         *     above the user message and the user message with its attachments, so nothing of another branch
+         *     reaches the model. `model` writes it with another model.
+         *
+         *     Everything else is `POST /api/v1/conversations/messages`'s: grounding with `knowledge`, tools and
+         *     approvals, charging (`402` with nothing left to spend), the `chat.completed` / `chat.failed`
+         *     events and the error answers, which carry the failed reply's `messageId`. The answer is JSON
+         *     `{ message, reply }` (`message` the user message answered) once the reply is complete; closing
+         *     the connection cancels the reply. To stream it, use `POST
+         *     /api/v1/conversations/messages/regenerate/stream`.
+         */
+        post: operations["regenerateMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversations/messages/regenerate/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write a reply again, streamed
+         * @description The streaming form of `POST /api/v1/conversations/messages/regenerate`: the same new reply,
+         *     answered with server-sent events as it is written (see `ChatEventStream`; its `message` event
+         *     carries the user message answered). Anything refused before the stream opens (`400`, `402`,
+         *     `404`, `409`…) is a JSON `ErrorResponse`; once it is open, a failed reply ends the stream with
+         *     `event: error` and a paused one with `event: approval-required`. Closing the connection cancels
+         *     the reply.
+         */
+        post: operations["streamRegeneration"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -4198,6 +4271,11 @@ export interface components {
              */
             model: string | null;
             temporary: components["schemas"]["ConversationTemporary"];
+            /**
+             * @description The last message of the branch the conversation shows (its messages form a tree: see `GET /api/v1/conversations/messages`); a new message follows it unless it names its `parentId`. `null` while the conversation has no message.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92
+             */
+            currentLeafId: string | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -4241,6 +4319,8 @@ export interface components {
              * @example null
              */
             model?: string | null;
+            /** @description Switches the branch the conversation shows: a message of the conversation (`404` otherwise). The branch runs from the first message through it and on down its newest replies to a leaf, which becomes `currentLeafId`; so naming a sibling of a message (one of its `siblingIds`) shows that sibling's branch. */
+            currentLeafId?: components["schemas"]["Id"];
         };
         /**
          * @example {
@@ -4272,6 +4352,18 @@ export interface components {
         Message: {
             messageId: components["schemas"]["Id"];
             conversationId: components["schemas"]["Id"];
+            /**
+             * @description The message this one follows in the conversation's tree, `null` for a first message. An edited message is a sibling of the one it edits (the same `parentId`), a regenerated reply a sibling of the reply it replaces.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91
+             */
+            parentId: string | null;
+            /**
+             * @description In `GET /api/v1/conversations/messages`: the messages with the same `parentId`, this one among them, oldest first (a client shows "2 / 3" from it and switches branch with one of them). Absent in the answers of a turn.
+             * @example [
+             *       "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92"
+             *     ]
+             */
+            siblingIds?: components["schemas"]["Id"][];
             /**
              * @description Clients must tolerate new values.
              * @example assistant
@@ -4464,6 +4556,11 @@ export interface components {
              */
             knowledge?: boolean;
             attachments?: components["schemas"]["AttachmentRequest"];
+            /**
+             * @description The message the new one follows, a message of the conversation (`404` otherwise); `null` makes it a first message. Absent: the conversation's `currentLeafId`. To edit a message, post the new text with the edited message's `parentId`: it becomes the edited message's sibling, with a reply of its own, and the branch the conversation shows.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92
+             */
+            parentId?: string | null;
         };
         /**
          * @description A message to post whose reply is streamed (the fields of `MessageCreateRequest` but `stream`).
@@ -4489,10 +4586,58 @@ export interface components {
              */
             knowledge?: boolean;
             attachments?: components["schemas"]["AttachmentRequest"];
+            /**
+             * @description The message the new one follows, a message of the conversation (`404` otherwise); `null` makes it a first message. Absent: the conversation's `currentLeafId`. To edit a message, post the new text with the edited message's `parentId`: it becomes the edited message's sibling, with a reply of its own, and the branch the conversation shows.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92
+             */
+            parentId?: string | null;
         };
         MessageCreateResponse: {
             message: components["schemas"]["Message"];
             reply: components["schemas"]["Message"];
+        };
+        /**
+         * @example {
+         *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+         *       "model": "gpt-4o-mini"
+         *     }
+         */
+        MessageRegenerateRequest: {
+            /** @description The reply to write again (its new sibling answers the same user message), or a user message, to write another reply to it. A greeting has no user message to answer: `400`. */
+            messageId: components["schemas"]["Id"];
+            /** @description The model of the new reply. Absent: the model of the reply written again, or else the conversation's (the default when it has none). */
+            model?: components["schemas"]["ModelId"];
+            /**
+             * @description As in `MessageCreateRequest`.
+             * @example false
+             */
+            knowledge?: boolean;
+        };
+        /**
+         * @example {
+         *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91"
+         *     }
+         */
+        MessageDeleteRequest: {
+            messageId?: components["schemas"]["Id"];
+        };
+        MessageDeleteResponse: {
+            messageId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+            /**
+             * @description The messages deleted, the message and every message below it.
+             * @example 2
+             */
+            deletedCount: number;
+            /**
+             * @description The conversation's `currentLeafId` afterwards.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90
+             */
+            currentLeafId: string | null;
         };
         MessageResponse: {
             message: components["schemas"]["Message"];
@@ -12596,6 +12741,7 @@ export interface operations {
                      *         "archived": false,
                      *         "model": null,
                      *         "temporary": false,
+                     *         "currentLeafId": null,
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784000000
                      *       }
@@ -12696,6 +12842,7 @@ export interface operations {
                      *         "archived": true,
                      *         "model": null,
                      *         "temporary": false,
+                     *         "currentLeafId": null,
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784060000
                      *       }
@@ -12719,6 +12866,10 @@ export interface operations {
             query: {
                 /** @description The conversation. */
                 conversationId: components["schemas"]["Id"];
+                /** @description A message of the conversation (`404` otherwise) whose branch to answer. Not with `view=tree`. */
+                leafId?: components["schemas"]["Id"];
+                /** @description `branch` (the default): one branch; `tree`: every message. */
+                view?: "branch" | "tree";
                 /**
                  * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
                  * @example 50
@@ -12752,6 +12903,7 @@ export interface operations {
                      *         {
                      *           "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
                      *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *           "parentId": null,
                      *           "role": "assistant",
                      *           "content": "Here is the plan for the quarter, from last quarter's review [1].",
                      *           "citations": [
@@ -12802,6 +12954,7 @@ export interface operations {
                      *         {
                      *           "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
                      *           "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *           "parentId": null,
                      *           "role": "user",
                      *           "content": "Draft the plan for the quarter.",
                      *           "citations": [],
@@ -12867,6 +13020,7 @@ export interface operations {
                      *       "message": {
                      *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
                      *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "parentId": null,
                      *         "role": "user",
                      *         "content": "Draft the plan for the quarter.",
                      *         "citations": [],
@@ -12885,6 +13039,7 @@ export interface operations {
                      *       "reply": {
                      *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
                      *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "parentId": null,
                      *         "role": "assistant",
                      *         "content": "Here is the plan for the quarter, from last quarter's review [1].",
                      *         "citations": [
@@ -12950,6 +13105,57 @@ export interface operations {
             502: components["responses"]["ModelProviderError"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["ModelProviderTimeout"];
+        };
+    };
+    deleteMessage: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The message to delete (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91
+                 */
+                messageId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["MessageDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The message and those below it were deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
+                     *       "deleted": true,
+                     *       "deletedCount": 2,
+                     *       "currentLeafId": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     streamMessage: {
@@ -13162,6 +13368,145 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    regenerateMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessageRegenerateRequest"];
+            };
+        };
+        responses: {
+            /** @description The user message answered and the new reply, complete. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": {
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "parentId": null,
+                     *         "role": "user",
+                     *         "content": "Draft the plan for the quarter.",
+                     *         "citations": [],
+                     *         "attachments": [],
+                     *         "status": "complete",
+                     *         "skillId": null,
+                     *         "agentId": null,
+                     *         "model": null,
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "usage": null,
+                     *         "parts": [],
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       },
+                     *       "reply": {
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e95",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "parentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
+                     *         "role": "assistant",
+                     *         "content": "A second plan for the quarter.",
+                     *         "citations": [],
+                     *         "attachments": [],
+                     *         "status": "complete",
+                     *         "skillId": null,
+                     *         "agentId": null,
+                     *         "model": "gpt-4o",
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "usage": {
+                     *           "inputTokens": 380,
+                     *           "outputTokens": 90,
+                     *           "costCents": 0.185
+                     *         },
+                     *         "parts": [
+                     *           {
+                     *             "type": "text",
+                     *             "text": "A second plan for the quarter."
+                     *           }
+                     *         ],
+                     *         "createdAt": 1763784100000,
+                     *         "updatedAt": 1763784102000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageCreateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetExhausted"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["ModelProviderError"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["ModelProviderTimeout"];
+        };
+    };
+    streamRegeneration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessageRegenerateRequest"];
+            };
+        };
+        responses: {
+            /** @description The stream of the new reply. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example event: message
+                     *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
+                     *
+                     *     event: delta
+                     *     data: {"text":"Hello again"}
+                     *
+                     *     event: done
+                     *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e95","role":"assistant","content":"Hello again"}}
+                     */
+                    "text/event-stream": components["schemas"]["ChatEventStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            402: components["responses"]["BudgetExhausted"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     postAgentGreeting: {
         parameters: {
             query?: never;
@@ -13190,6 +13535,7 @@ export interface operations {
                      *       "message": {
                      *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e93",
                      *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "parentId": null,
                      *         "role": "assistant",
                      *         "content": "Hi, I'm your research assistant. Send me a paper and I'll summarize it.",
                      *         "citations": [],
@@ -13419,6 +13765,7 @@ export interface operations {
                      *       "reply": {
                      *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
                      *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "parentId": null,
                      *         "role": "assistant",
                      *         "content": "I created the note \"Launch checklist\".",
                      *         "citations": [],

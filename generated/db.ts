@@ -168,6 +168,7 @@ export interface Capabilities {
 export interface Conversations {
   archived: Generated<boolean>;
   created_at: Generated<Timestamp>;
+  current_leaf_id: string | null;
   id: string;
   model: string | null;
   owner_user_id: string;
@@ -348,6 +349,7 @@ export interface Messages {
   model_calls: Generated<number>;
   output_tokens: number | null;
   owner_user_id: string;
+  parent_id: string | null;
   parts: Generated<Json>;
   role: string;
   status: string;

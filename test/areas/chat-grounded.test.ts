@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { sql } from 'kysely';
 import winston from 'winston';
 import { storeFile } from '../helpers/files';
-import { type Harness, startHarness, textBody, type TestUser, useHarnessWith } from '../helpers/harness';
+import { asListed, type Harness, startHarness, textBody, type TestUser, useHarnessWith } from '../helpers/harness';
 import { parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
 import { eventually, subscribe, verify } from '../helpers/receiver';
 
@@ -156,8 +156,8 @@ describe('grounded chat through the development model', () => {
     expect(reply.content).toContain(`Sources: ${reply.citations.map((c) => `[${c.number}] ${c.title}`).join('; ')}`);
     // Stored with the reply, as the messages route shows it.
     const [storedReply, storedMessage] = await messages(h, alice, conversationId);
-    expect(storedReply).toEqual(reply);
-    expect(storedMessage).toEqual(message);
+    expect(storedReply).toEqual(asListed(reply));
+    expect(storedMessage).toEqual(asListed(message));
     expect(await metric(h, 'chat_grounded_turns_total')).not.toEqual(before);
     expect(await metric(h, 'chat_grounded_turns_total')).toMatch(/chat_grounded_turns_total\{outcome="grounded"\} [1-9]/);
     expect(await metric(h, 'chat_grounding_sources_total')).toMatch(/chat_grounding_sources_total [1-9]/);
@@ -217,7 +217,7 @@ describe('grounded chat through the development model', () => {
         .map((e) => e.data.text)
         .join(''),
     ).toBe(done.content);
-    expect((await messages(h, alice, conversationId))[0]).toEqual(done);
+    expect((await messages(h, alice, conversationId))[0]).toEqual(asListed(done));
   });
 
   test('chat.completed carries the citations', async () => {

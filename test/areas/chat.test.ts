@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { sql } from 'kysely';
 import { describeCrudContract } from '../helpers/crud-contract';
-import { textBody, type TestUser, useHarnessWith } from '../helpers/harness';
+import { asListed, textBody, type TestUser, useHarnessWith } from '../helpers/harness';
 import { parseEvents, useFakeModelAndReceiver } from '../helpers/openai-server';
 import { eventually, subscribe, verify } from '../helpers/receiver';
 
@@ -137,7 +137,7 @@ describe('POST /api/v1/conversations/messages', () => {
     expect(system.content).not.toContain('cello');
     expect(request.body.messages.at(-1)).toEqual({ role: 'user', content: 'Which units should the lab report use?' });
 
-    expect(await messages(ctx.alice, conversationId)).toEqual([res.body.reply, res.body.message]);
+    expect(await messages(ctx.alice, conversationId)).toEqual([asListed(res.body.reply), asListed(res.body.message)]);
     // Named from the first message at once, then by the model (its answer to the title request).
     await ctx.h.runtime.services.chat.titles.idle();
     const read = await ctx.h.http().get('/api/v1/conversations').query({ conversationId }).set(ctx.alice.auth);
@@ -172,8 +172,8 @@ describe('POST /api/v1/conversations/messages', () => {
     expect(done).toMatchObject({ content: 'The plan is ready.', status: 'complete', usage: { inputTokens: 7, outputTokens: 4 } });
     expect(servers.model.requests.at(-1)!.body.stream).toBe(true);
     const stored = await messages(ctx.alice, conversationId);
-    expect(stored[0]).toEqual(done);
-    expect(stored[1]).toEqual(events[0]!.data.message);
+    expect(stored[0]).toEqual(asListed(done));
+    expect(stored[1]).toEqual(asListed(events[0]!.data.message));
   });
 
   test('a completed reply emits chat.completed, signed', async () => {

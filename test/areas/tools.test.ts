@@ -1,4 +1,4 @@
-import { startHarness, textBody, type TestUser, useHarnessWith } from '../helpers/harness';
+import { asListed, startHarness, textBody, type TestUser, useHarnessWith } from '../helpers/harness';
 import { type Behaviour, parseEvents, scriptAnswers, useFakeModelAndReceiver } from '../helpers/openai-server';
 import { eventually, subscribe, verify } from '../helpers/receiver';
 
@@ -172,7 +172,7 @@ describe('tool calling in chat', () => {
 
     // Stored as sent.
     const stored = await ctx.h.http().get('/api/v1/conversations/messages').query({ conversationId }).set(user.auth);
-    expect(stored.body.messages[0]).toEqual(reply);
+    expect(stored.body.messages[0]).toEqual(asListed(reply));
   });
 
   test('a streamed turn sends tool-call and tool-result events in order, then the answer', async () => {

@@ -51,6 +51,7 @@ describe('the media types of the bundled document', () => {
     // The stream has an operation of its own.
     expect(responses.filter(({ types }) => types.includes('text/event-stream')).map(({ where }) => where)).toEqual([
       'POST /api/v1/conversations/messages/stream 200',
+      'POST /api/v1/conversations/messages/regenerate/stream 200',
     ]);
   });
 

@@ -206,3 +206,8 @@ export async function stopBackgroundWork(h: Harness): Promise<void> {
   const rt = h.runtime;
   await Promise.all([rt.dispatcher.stop(), rt.runner.stop(), rt.scheduler.stop(), rt.indexer.stop()]);
 }
+
+/** A turn's message as the messages list shows it: with its siblings, itself the only one. */
+export function asListed<T extends { messageId: string }>(message: T): T & { siblingIds: string[] } {
+  return { ...message, siblingIds: [message.messageId] };
+}

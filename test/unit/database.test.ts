@@ -45,6 +45,9 @@ describe('the database', () => {
       '0023_integration_refresh_lease',
       '0024_rate_limiter_flexible',
       '0025_usage_resource_index',
+      '0026_message_tree',
+      '0028_message_attachments',
+      '0029_feedback_temporary',
     ]);
   });
 

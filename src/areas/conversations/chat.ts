@@ -17,6 +17,7 @@ import { ReplyWrites } from './reply-writes';
 import type { ConversationService } from './service';
 import type { ChatObserver, ChatToolSettings } from './turn';
 import { ConversationTitler } from './titles';
+import { TurnSteps } from './steps';
 import { TurnEngine } from './turn-engine';
 
 /** What chat is built from: the conversations it runs turns in, and the tools they may call. */
@@ -73,13 +74,12 @@ export function createChat(deps: ChatDeps): Chat {
     timeoutMs: deps.timeoutMs,
     warn: deps.warn,
   });
+  const writes = new ReplyWrites({ db, billing, webhooks, leaseMs: deps.lease.leaseMs, approvalTtlMs: deps.toolSettings.approvalTtlMs });
   const turns = new TurnEngine({
     db,
     models: deps.models,
     conversations: deps.conversations,
     billing,
-    timeoutMs: deps.timeoutMs,
-    maxSteps: deps.toolSettings.maxSteps,
     contexts: new TurnContexts({
       db,
       projects: deps.projects,
@@ -89,9 +89,9 @@ export function createChat(deps: ChatDeps): Chat {
     }),
     grounder: new Grounder({ knowledge: deps.knowledge, settings: deps.settings, warn: deps.warn, onGrounded: deps.onGrounded }),
     attachments: new Attachments({ files: deps.files, limits: deps.attachmentLimits }),
-    writes: new ReplyWrites({ db, billing, webhooks, leaseMs: deps.lease.leaseMs, approvalTtlMs: deps.toolSettings.approvalTtlMs }),
+    writes,
     leases,
-    observer,
+    steps: new TurnSteps({ timeoutMs: deps.timeoutMs, maxSteps: deps.toolSettings.maxSteps, writes, observer }),
     titles,
   });
   const approvals = new ApprovalService({ db, audit: deps.audit, webhooks, leases, turns, observer });

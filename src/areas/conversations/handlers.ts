@@ -16,7 +16,8 @@ function failureError(outcome: SendOutcome, timeoutMs: number) {
     : errors.modelProviderError(outcome.failure?.error ?? 'unknown failure', { messageId: outcome.reply.id });
 }
 
-type SendBody = Parameters<TurnEngine['send']>[1];
+/** A turn run with hooks: a message sent, or a reply written again. */
+type RunTurn = (hooks: Parameters<TurnEngine['send']>[2]) => Promise<SendOutcome>;
 
 /** Cancels the reply when the client goes away before the answer is complete. */
 function cancelOnClose(res: Response): AbortSignal {
@@ -28,9 +29,9 @@ function cancelOnClose(res: Response): AbortSignal {
 }
 
 /** Runs a turn answered as server-sent events (`ChatEventStream`), the one streaming path of both operations. */
-async function streamReply(turns: TurnEngine, userId: string, body: SendBody, res: Response, timeoutMs: number): Promise<typeof STREAMED> {
+async function streamReply(runTurn: RunTurn, res: Response, timeoutMs: number): Promise<typeof STREAMED> {
   const events = new EventStream(res);
-  const outcome = await turns.send(userId, body, {
+  const outcome = await runTurn({
     signal: cancelOnClose(res),
     onStart: (message) => events.send('message', { message: presentMessage(message) }),
     onCitations: (citations, retrieval) => events.send('citations', { citations: presentCitations(citations), retrieval }),
@@ -64,6 +65,9 @@ export function conversationHandlers(
   | 'getMessages'
   | 'sendMessage'
   | 'streamMessage'
+  | 'regenerateMessage'
+  | 'streamRegeneration'
+  | 'deleteMessage'
   | 'postAgentGreeting'
   | 'getApprovals'
   | 'decideApproval'
@@ -89,8 +93,9 @@ export function conversationHandlers(
       return { conversationId, deleted: true };
     },
     getMessages: async ({ caller, query }) => {
-      const page = await conversations.messages(caller.userId, query.conversationId, readPage(query));
-      return { messages: page.items.map(presentMessage), nextCursor: page.nextCursor };
+      const shown = { leafId: query.leafId, view: query.view };
+      const page = await conversations.messages(caller.userId, query.conversationId, shown, readPage(query));
+      return { messages: page.items.map(({ row, siblingIds }) => presentMessage(row, siblingIds)), nextCursor: page.nextCursor };
     },
     sendMessage: async ({ caller, body, req, res }) => {
       if (body.stream && req.get('idempotency-key') !== undefined) {
@@ -99,12 +104,24 @@ export function conversationHandlers(
         ]);
       }
       // 1.0.0 clients' `stream: true` gets the streaming operation's answer.
-      if (body.stream) return streamReply(turns, caller.userId, body, res, timeoutMs);
+      if (body.stream) return streamReply((hooks) => turns.send(caller.userId, body, hooks), res, timeoutMs);
       const outcome = await turns.send(caller.userId, body, { signal: cancelOnClose(res) });
       if (outcome.failure) throw failureError(outcome, timeoutMs);
       return { message: presentMessage(outcome.message), reply: presentMessage(outcome.reply) };
     },
-    streamMessage: async ({ caller, body, res }) => streamReply(turns, caller.userId, body, res, timeoutMs),
+    streamMessage: async ({ caller, body, res }) => streamReply((hooks) => turns.send(caller.userId, body, hooks), res, timeoutMs),
+    regenerateMessage: async ({ caller, body, res }) => {
+      const outcome = await turns.regenerate(caller.userId, body, { signal: cancelOnClose(res) });
+      if (outcome.failure) throw failureError(outcome, timeoutMs);
+      return { message: presentMessage(outcome.message), reply: presentMessage(outcome.reply) };
+    },
+    streamRegeneration: async ({ caller, body, res }) =>
+      streamReply((hooks) => turns.regenerate(caller.userId, body, hooks), res, timeoutMs),
+    deleteMessage: async ({ caller, query, body }) => {
+      const messageId = idFromQueryOrBody('messageId', query, body);
+      const { deletedCount, currentLeafId } = await conversations.deleteMessage(caller.userId, messageId);
+      return { messageId, deleted: true, deletedCount, currentLeafId };
+    },
     getApprovals: async ({ caller, query }) => {
       if (query.approvalId !== undefined) return { approval: presentApproval(await approvals.approval(caller.userId, query.approvalId)) };
       const page = await approvals.pendingApprovals(caller.userId, readPage(query));

@@ -14,15 +14,19 @@ export function presentConversation(row: ConversationView): Schemas['Conversatio
     archived: row.archived,
     model: row.model,
     temporary: row.temporary,
+    currentLeafId: row.current_leaf_id,
     createdAt: millis(row.created_at),
     updatedAt: millis(row.updated_at),
   };
 }
 
-export function presentMessage(row: MessageView): Schemas['Message'] {
+/** A message; `siblingIds` where it is listed with them (see `ConversationService.messages`). */
+export function presentMessage(row: MessageView, siblingIds?: string[]): Schemas['Message'] {
   return {
     messageId: row.id,
     conversationId: row.conversation_id,
+    parentId: row.parent_id,
+    ...(siblingIds ? { siblingIds } : {}),
     role: row.role as Schemas['Message']['role'],
     content: row.content,
     citations: presentCitations(row.citations),

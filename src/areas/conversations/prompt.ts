@@ -20,9 +20,15 @@ export interface TurnContext {
   tools: TurnTools | null;
 }
 
+/** A branch's recent messages, and the message they were read up from (null: none was found). */
+export interface BranchHistory {
+  startId: string | null;
+  messages: TurnContext['history'];
+}
+
 /** The reads of a turn's context that need only the conversation's id: started before it is read. */
 export interface EarlyReads {
-  history: Promise<TurnContext['history']>;
+  history: Promise<BranchHistory>;
   tools: Promise<TurnContext['tools']>;
 }
 
@@ -52,20 +58,41 @@ export class TurnContexts {
     this.toolsEnabled = toolsEnabled;
   }
 
-  /** Starts reading the history of `conversationId` before `beforeId`, and the caller's tools. */
-  startReads(userId: string, conversationId: string, beforeId: string): EarlyReads {
-    return { history: repo.history(this.db, conversationId, beforeId, HISTORY_MESSAGES), tools: this.turnTools(userId) };
+  /**
+   * Starts reading the caller's tools and the history of `conversationId`: the branch up from
+   * `from` (the message a turn's user message follows; undefined, the conversation's current leaf
+   * as it is now, before the conversation is read; null, none).
+   */
+  startReads(userId: string, conversationId: string, from: string | null | undefined): EarlyReads {
+    return { history: this.history(conversationId, from), tools: this.turnTools(userId) };
   }
 
-  /** A turn's context: the project and relevant memory, read now, with the history and tools of `early`. */
-  async read(userId: string, conversation: repo.ConversationRow, text: string, early: EarlyReads): Promise<TurnContext> {
-    const [project, memory, history, tools] = await Promise.all([
+  /**
+   * A turn's context: the project and relevant memory, read now, with the history (the branch up
+   * from `startId`) and tools of `early`.
+   */
+  async read(
+    userId: string,
+    conversation: repo.ConversationRow,
+    text: string,
+    early: EarlyReads,
+    startId: string | null,
+  ): Promise<TurnContext> {
+    // Read up from another message than the turn follows (the current leaf moved between the two
+    // reads): read again from the right one.
+    const history = early.history.then((read) => (read.startId === startId ? read : this.history(conversation.id, startId)));
+    const [project, memory, branch, tools] = await Promise.all([
       conversation.project_id ? this.projects.get(userId, conversation.project_id).catch(() => null) : null,
       this.memory.relevant(userId, conversation.project_id, text, MEMORY_ITEMS),
-      early.history,
+      history,
       early.tools,
     ]);
-    return { project, memory, history, tools };
+    return { project, memory, history: branch.messages, tools };
+  }
+
+  private async history(conversationId: string, from: string | null | undefined): Promise<BranchHistory> {
+    if (from === null) return { startId: null, messages: [] };
+    return repo.branchHistory(this.db, conversationId, from, HISTORY_MESSAGES);
   }
 
   /** The caller's tools for a turn, or null when turns use none. */

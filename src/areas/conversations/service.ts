@@ -73,7 +73,15 @@ export class ConversationService {
   async update(userId: string, input: UpdateInput): Promise<repo.ConversationRow> {
     await this.projects.requireOwnedIfNamed(userId, input.projectId);
     if (input.model !== undefined && input.model !== null) await this.models.check(userId, input.model, 'chat');
+    // Switching branch: to the leaf below the message named (its conversation must be this one).
+    const currentLeafId =
+      input.currentLeafId === undefined
+        ? undefined
+        : await this.get(userId, input.conversationId).then(() =>
+            this.leafThrough(input.conversationId, input.currentLeafId!, 'currentLeafId'),
+          );
     const updated = await repo.updateConversation(this.db, userId, input.conversationId, {
+      current_leaf_id: currentLeafId,
       title: input.title,
       project_id: input.projectId,
       archived: input.archived,
@@ -108,9 +116,68 @@ export class ConversationService {
     if (!(await repo.deleteConversation(this.db, userId, conversationId))) throw errors.notFound('Conversation not found.');
   }
 
-  async messages(userId: string, conversationId: string, page: PageRequest) {
-    await this.get(userId, conversationId);
-    return repo.messageList.page(this.db, { conversationId }, page);
+  /**
+   * A page of a conversation's messages: the branch it shows (or the one through `leafId`), each
+   * message with its siblings, or with `view: 'tree'` every message.
+   */
+  async messages(userId: string, conversationId: string, shown: { leafId?: string; view?: 'branch' | 'tree' }, page: PageRequest) {
+    const conversation = await this.get(userId, conversationId);
+    if (shown.view === 'tree') {
+      if (shown.leafId !== undefined)
+        throw errors.invalidRequest('leafId names a branch: it is not given with view=tree.', [
+          { path: '/query/leafId', message: 'must not be given with view=tree' },
+        ]);
+      return this.withSiblings(conversationId, await repo.messageList.page(this.db, { conversationId }, page));
+    }
+    const leafId =
+      shown.leafId === undefined ? conversation.current_leaf_id : await this.leafThrough(conversationId, shown.leafId, 'leafId');
+    return this.withSiblings(conversationId, await repo.branchPage(this.db, conversationId, leafId, page));
+  }
+
+  /**
+   * Deletes a message of the caller's and the messages below it (`409` while a reply among them is
+   * generated); a conversation whose branch was deleted shows the newest one left.
+   */
+  async deleteMessage(userId: string, messageId: string) {
+    const message = await repo.findOwnedMessage(this.db, userId, messageId);
+    if (!message) throw errors.notFound('Message not found.');
+    return this.db.transaction().execute(async (trx) => {
+      const conversation = await repo.lockConversation(trx, userId, message.conversation_id);
+      const below = await repo.subtreeOf(trx, message.id);
+      if (!conversation || below.count === 0) throw errors.notFound('Message not found.');
+      if (below.generating)
+        throw errors.conflict('A reply below this message is still being written: stop it or wait for it to end, then delete.');
+      await repo.deleteMessage(trx, message.id);
+      // The branch shown went with it (its leaf was set to null): the newest one under the parent, or the newest tree.
+      let currentLeafId = (await repo.findConversation(trx, userId, conversation.id))?.current_leaf_id ?? null;
+      if (currentLeafId === null) {
+        const from = message.parent_id ?? (await repo.newestRoot(trx, conversation.id));
+        currentLeafId = from ? ((await repo.leafBelow(trx, conversation.id, from)) ?? null) : null;
+      }
+      await repo.updateConversation(trx, userId, conversation.id, { current_leaf_id: currentLeafId, updated_at: new Date() });
+      return { deletedCount: below.count, currentLeafId };
+    });
+  }
+
+  /** The leaf of the branch through `messageId`, a message of the conversation (else 404 naming the `field` of the body or query). */
+  private async leafThrough(conversationId: string, messageId: string, field: 'currentLeafId' | 'leafId'): Promise<string> {
+    const leaf = await repo.leafBelow(this.db, conversationId, messageId);
+    const message = `Message not found: ${field} must be a message of the conversation.`;
+    if (!leaf) throw field === 'leafId' ? errors.notFound(message) : errors.referenceNotFound(field, message);
+    return leaf;
+  }
+
+  /** A page of messages, each with the ids of its siblings (its own among them). */
+  private async withSiblings<T extends { parent_id: string | null }>(
+    conversationId: string,
+    page: { items: T[]; nextCursor: string | null },
+  ) {
+    const children = await repo.childrenOf(
+      this.db,
+      conversationId,
+      page.items.map((m) => m.parent_id),
+    );
+    return { items: page.items.map((m) => ({ row: m, siblingIds: children.get(m.parent_id) ?? [] })), nextCursor: page.nextCursor };
   }
 
   /** The skill's greeting in the conversation, posted once; `field` is the request's name of the skill id, for a 404. */
@@ -137,10 +204,12 @@ export class ConversationService {
           content,
           status: 'complete',
           agent_id: skill.id,
+          // The greeting follows the branch the conversation shows, and ends it.
+          parent_id: conversation.current_leaf_id,
           created_at: now,
           updated_at: now,
         });
-        await repo.updateConversation(trx, userId, conversation.id, { updated_at: now });
+        await repo.updateConversation(trx, userId, conversation.id, { updated_at: now, current_leaf_id: message.id });
         return message;
       });
     } catch (error) {

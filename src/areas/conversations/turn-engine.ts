@@ -1,109 +1,135 @@
 import { ApiError, errors } from '../../platform/errors';
 import type { RequestInput } from '../../platform/api-types';
-import { type ChatResult, type ChatUsage, type ModelToolCall, ModelProviderFailure } from '../../platform/ai/models';
-import type { Database } from '../../platform/db';
+import { type Database, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import type { BudgetGate } from '../billing/service';
 import type { ModelService, ResolvedModel } from '../models/service';
-import type { ToolDefinition } from '../tools/service';
 import { type Attachments, userContent, withDocuments } from './attachments';
 import { type Grounder, groundingOfCitations } from './grounding';
 import type { ReplyLeases } from './leases';
-import { buildPrompt, promptOfParts, type TurnContexts } from './prompt';
+import { buildPrompt, type TurnContexts } from './prompt';
 import type { ReplyWrites } from './reply-writes';
 import * as repo from './repository';
 import type { ConversationService } from './service';
+import type { TurnSteps } from './steps';
 import { type ConversationTitler, titleFrom } from './titles';
-import {
-  addResult,
-  addStep,
-  addUnavailable,
-  type ChatObserver,
-  contentOf,
-  type MessagePart,
-  type SendHooks,
-  type SendOutcome,
-  serverOf,
-  type StartedStep,
-  type ToolCallPart,
-  type ToolResultPart,
-  toSpec,
-  type Turn,
-  unavailableIn,
-} from './turn';
+import { addUnavailable, type MessagePart, type SendHooks, type SendOutcome, type Turn } from './turn';
 
 type SendInput = RequestInput<'MessageCreateRequest'>;
+type RegenerateInput = RequestInput<'MessageRegenerateRequest'>;
+
+/** The user message a turn answers: a new one, or a stored one that a regenerated reply answers again. */
+type Asked =
+  | { stored: null; content: string; attachments: SendInput['attachments']; parentId: string | null | undefined }
+  | { stored: repo.MessageRow };
+
+/** A turn to run: its conversation, its user message, and how the reply is written. */
+interface TurnRequest {
+  conversationId: string;
+  asked: Asked;
+  /** The model asked for; else `earlierModel`, the conversation's, or the default. */
+  model: string | undefined;
+  /** A regenerated reply's model, used when no other is asked for. */
+  earlierModel: string | null;
+  knowledge: boolean | undefined;
+}
 
 export interface TurnEngineDeps {
   db: Database;
   models: Pick<ModelService, 'resolve' | 'resolver'>;
   conversations: Pick<ConversationService, 'get'>;
   billing: Pick<BudgetGate, 'requireBudget'>;
-  /** How long a model call may take. */
-  timeoutMs: number;
-  /** The most model calls in one turn; the last is made without tools, so the turn ends with an answer. */
-  maxSteps: number;
   contexts: TurnContexts;
   grounder: Grounder;
   attachments: Attachments;
   writes: ReplyWrites;
   leases: ReplyLeases;
-  observer: ChatObserver;
+  steps: TurnSteps;
   /** Names a conversation with its model after the first exchange. */
   titles: Pick<ConversationTitler, 'afterReply' | 'afterResumed'>;
 }
 
 /**
  * Chat turns: a user message and the model's reply (whole or streamed) through the provider
- * interface, with the tool calls the model makes, run step by step until it answers, a call waits
- * for approval, or the model fails; and the turns continued after a decision.
+ * interface, on the branch of the conversation's tree the message follows; replies written again
+ * for a stored message; and the turns continued after a decision. Their steps are `TurnSteps`'.
  */
 export class TurnEngine {
   private readonly db: Database;
   private readonly models: Pick<ModelService, 'resolve' | 'resolver'>;
   private readonly conversations: Pick<ConversationService, 'get'>;
   private readonly billing: Pick<BudgetGate, 'requireBudget'>;
-  private readonly timeoutMs: number;
-  private readonly maxSteps: number;
   private readonly contexts: TurnContexts;
   private readonly grounder: Grounder;
   private readonly attachments: Attachments;
   private readonly writes: ReplyWrites;
   private readonly leases: ReplyLeases;
-  private readonly observer: ChatObserver;
+  private readonly steps: TurnSteps;
   private readonly titles: Pick<ConversationTitler, 'afterReply' | 'afterResumed'>;
 
   constructor(deps: TurnEngineDeps) {
-    const { db, models, conversations, billing, timeoutMs, maxSteps, contexts, grounder, writes, leases, observer } = deps;
-    this.db = db;
-    this.models = models;
-    this.conversations = conversations;
-    this.billing = billing;
-    this.timeoutMs = timeoutMs;
-    this.maxSteps = maxSteps;
-    this.contexts = contexts;
-    this.grounder = grounder;
+    this.db = deps.db;
+    this.models = deps.models;
+    this.conversations = deps.conversations;
+    this.billing = deps.billing;
+    this.contexts = deps.contexts;
+    this.grounder = deps.grounder;
     this.attachments = deps.attachments;
-    this.writes = writes;
-    this.leases = leases;
-    this.observer = observer;
+    this.writes = deps.writes;
+    this.leases = deps.leases;
+    this.steps = deps.steps;
     this.titles = deps.titles;
   }
 
   /**
-   * Stores the user's message and a reply being generated, asks the model, and stores the reply's
-   * outcome. A provider failure, timeout or cancellation is an outcome (`failure`), not an error.
+   * Stores the user's message (after `parentId`, else the conversation's current leaf) and a reply
+   * being generated, asks the model, and stores the reply's outcome. A provider failure, timeout or
+   * cancellation is an outcome (`failure`), not an error.
    */
-  async send(userId: string, input: SendInput, hooks: SendHooks): Promise<SendOutcome> {
+  send(userId: string, input: SendInput, hooks: SendHooks): Promise<SendOutcome> {
+    const asked: Asked = { stored: null, content: input.content, attachments: input.attachments, parentId: input.parentId };
+    return this.run(
+      userId,
+      { conversationId: input.conversationId, asked, model: input.model, earlierModel: null, knowledge: input.knowledge },
+      hooks,
+    );
+  }
+
+  /**
+   * Writes another reply to a user message (named, or answered by the reply named): a sibling of
+   * the replies it has, which becomes the conversation's current leaf.
+   */
+  async regenerate(userId: string, input: RegenerateInput, hooks: SendHooks): Promise<SendOutcome> {
+    const target = await repo.findOwnedMessage(this.db, userId, input.messageId);
+    if (!target) throw errors.referenceNotFound('messageId', 'Message not found: messageId must be a message of your conversations.');
+    let message = target;
+    if (target.role !== 'user') {
+      const parent = target.kind === 'reply' && target.parent_id ? await repo.findMessage(this.db, target.parent_id) : undefined;
+      if (!parent || parent.role !== 'user')
+        throw errors.invalidRequest('Only a reply to a user message can be written again.', [
+          { path: '/body/messageId', message: `names a ${target.kind} that answers no user message` },
+        ]);
+      message = parent;
+    }
+    const request = { conversationId: message.conversation_id, asked: { stored: message }, model: input.model, knowledge: input.knowledge };
+    return this.run(userId, { ...request, earlierModel: target === message ? null : target.model }, hooks);
+  }
+
+  private async run(
+    userId: string,
+    { conversationId, asked, model: asking, earlierModel, knowledge: grounded }: TurnRequest,
+    hooks: SendHooks,
+  ) {
     const now = new Date();
-    const messageId = uuidv7(now.getTime());
+    const messageId = asked.stored?.id ?? uuidv7(now.getTime());
     const replyId = uuidv7(now.getTime());
+    const content = asked.stored ? asked.stored.content : asked.content;
     // The time to the first token is the sum of the turn's round trips before the model call, so
     // each read starts as soon as what it depends on is known: the history, the caller's tools,
     // settings, models and budget with the conversation (none is used unless the conversation is
     // the caller's); its project and the relevant memory once it is read. A read's failure
     // surfaces where it is awaited.
-    const early = this.contexts.startReads(userId, input.conversationId, messageId);
+    const early = this.contexts.startReads(userId, conversationId, asked.stored ? asked.stored.parent_id : asked.parentId);
     early.history.catch(() => undefined);
     early.tools.catch(() => undefined);
     // The budget applies only to the deployment's models (usage on the user's own key is not
@@ -112,17 +138,21 @@ export class TurnEngine {
       () => null,
       (error: unknown) => error,
     );
-    const knowledgeRead = this.grounder.sources(userId, input.knowledge);
+    const knowledgeRead = this.grounder.sources(userId, grounded);
     knowledgeRead.catch(() => undefined);
     const resolveModel = this.models.resolver(userId);
-    const conversation = await this.conversations.get(userId, input.conversationId);
+    const conversation = await this.conversations.get(userId, conversationId);
     if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
-    const context = this.contexts.read(userId, conversation, input.content, early);
+    // The message the new one follows: the one named, or the branch the conversation shows.
+    const parentId = asked.stored ? asked.stored.parent_id : asked.parentId === undefined ? conversation.current_leaf_id : asked.parentId;
+    if (!asked.stored && asked.parentId && (await early.history).startId !== asked.parentId)
+      throw errors.referenceNotFound('parentId', 'Message not found: parentId must be a message of the conversation.');
+    const context = this.contexts.read(userId, conversation, content, early, parentId);
     context.catch(() => undefined);
-    // The message's model; else the conversation's, or the default when it has none or it is gone
-    // (a blocked one is refused).
+    // The message's model; else the regenerated reply's, the conversation's, or the default when it
+    // has none or it is gone (a blocked one is refused).
     const [model, knowledge] = await Promise.all([
-      resolveModel(input.model ?? conversation.model, 'chat', { fallback: input.model === undefined }),
+      resolveModel(asking ?? earlierModel ?? conversation.model, 'chat', { fallback: asking === undefined }),
       knowledgeRead,
     ]);
     if (model.connectionId === null) {
@@ -130,44 +160,63 @@ export class TurnEngine {
       if (refused) throw refused;
     }
     // Checked (and read) before anything is stored: a refused attachment leaves no message.
-    const attached = await this.attachments.prepare(userId, input.attachments, model);
+    const requested = asked.stored ? (asked.stored.attachments as Array<{ fileId: string }>) : asked.attachments;
+    const attached = await this.attachments.prepare(userId, requested, model);
     const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
+    const named = !asked.stored && conversation.title === '';
+    const touched = {
+      ownerUserId: userId,
+      id: conversation.id,
+      changes: { updated_at: now, current_leaf_id: replyId, ...(named ? { title: titleFrom(content) } : {}) },
+    };
+    const pending = {
+      ...base,
+      id: replyId,
+      parent_id: messageId,
+      role: 'assistant',
+      kind: 'reply',
+      status: 'generating',
+      model: model.info.id,
+    };
     // The turn is stored while its sources are searched and the model is asked: the model's
     // first token never waits for the write, and nothing is streamed before it is committed. The
     // reply counts as this instance's from the start (see `ReplyLeases.interruptGenerating`).
     this.leases.hold(replyId);
     try {
-      const stored = repo.insertTurn(
-        this.db,
-        {
-          ownerUserId: userId,
-          id: conversation.id,
-          changes: { updated_at: now, ...(conversation.title === '' ? { title: titleFrom(input.content) } : {}) },
-        },
-        {
-          ...base,
-          id: messageId,
-          role: 'user',
-          kind: 'message',
-          content: input.content,
-          status: 'complete',
-          attachments: JSON.stringify(attached?.stored ?? []),
-        },
-        { ...base, id: replyId, role: 'assistant', kind: 'reply', status: 'generating', model: model.info.id },
-        this.leases.leaseMs,
-      );
+      const stored = (
+        asked.stored
+          ? repo.insertReply(this.db, touched, asked.stored, pending, this.leases.leaseMs)
+          : repo.insertTurn(
+              this.db,
+              touched,
+              {
+                ...base,
+                id: messageId,
+                parent_id: parentId,
+                role: 'user',
+                kind: 'message',
+                content,
+                status: 'complete',
+                attachments: JSON.stringify(attached?.stored ?? []),
+              },
+              pending,
+              this.leases.leaseMs,
+            )
+      ).catch((error: unknown) => {
+        // The message it follows was deleted meanwhile.
+        if (pgErrorCode(error) === PgError.foreignKeyViolation)
+          throw errors.referenceNotFound(asked.stored ? 'messageId' : 'parentId', 'Message not found: it was deleted.');
+        throw error;
+      });
       const started = stored.then(([message]) => hooks.onStart?.(message));
       this.leases.storingTurn(started);
-      const [read, grounding] = await Promise.all([
-        context,
-        knowledge ? this.grounder.ground(userId, replyId, input.content, knowledge) : null,
-      ]);
+      const [read, grounding] = await Promise.all([context, knowledge ? this.grounder.ground(userId, replyId, content, knowledge) : null]);
       // Attached documents are numbered sources before the knowledge a grounded turn found.
       const sources = withDocuments(grounding, attached?.documents ?? []);
       const turn: Omit<Turn, 'message' | 'reply'> = {
         userId,
         model,
-        prompt: buildPrompt(read, userContent(input.content, attached?.images), sources.grounding),
+        prompt: buildPrompt(read, userContent(content, attached?.images), sources.grounding),
         tools: read.tools,
         parts: [],
         usage: { inputTokens: 0, outputTokens: 0 },
@@ -177,7 +226,7 @@ export class TurnEngine {
         decisions: new Map(),
         next: null,
       };
-      const first = this.startStep(turn);
+      const first = this.steps.start(turn);
       let message: repo.MessageRow;
       let reply: repo.MessageRow;
       try {
@@ -190,9 +239,9 @@ export class TurnEngine {
       if (grounding) hooks.onCitations?.(sources.citations, grounding.retrieval);
       const stepping: Turn = { ...turn, message, reply, next: first };
       addUnavailable(stepping, read.tools?.unavailable ?? []);
-      const outcome = await this.runTurn(stepping);
+      const outcome = await this.steps.run(stepping);
       // The first exchange of an untitled conversation: its model-written title follows in the background.
-      if (conversation.title === '' && !conversation.temporary) this.titles.afterReply(outcome.reply, input.content);
+      if (named && !conversation.temporary) this.titles.afterReply(outcome.reply, content);
       return outcome;
     } finally {
       // A reply left generating here (an unexpected error) is failed by a sweep once its lease ends.
@@ -206,7 +255,7 @@ export class TurnEngine {
    */
   async resume(userId: string, reply: repo.MessageRow, approval: repo.ApprovalRow, approve: boolean): Promise<repo.MessageRow> {
     const conversation = await repo.findConversation(this.db, userId, reply.conversation_id);
-    const message = conversation ? await repo.userMessageBefore(this.db, conversation.id, reply.id) : undefined;
+    const message = conversation && reply.parent_id ? await repo.findMessage(this.db, reply.parent_id) : undefined;
     if (!conversation || !message) return (await repo.findMessage(this.db, reply.id)) ?? reply;
     let model: ResolvedModel;
     try {
@@ -229,7 +278,13 @@ export class TurnEngine {
     // A grounded reply keeps its sources (its stored citations).
     const grounding = groundingOfCitations(reply.citations);
     const [read, images] = await Promise.all([
-      this.contexts.read(userId, conversation, message.content, this.contexts.startReads(userId, conversation.id, message.id)),
+      this.contexts.read(
+        userId,
+        conversation,
+        message.content,
+        this.contexts.startReads(userId, conversation.id, message.parent_id),
+        message.parent_id,
+      ),
       this.attachments.imagesOf(userId, message.attachments, model),
     ]);
     const turn: Turn = {
@@ -248,7 +303,7 @@ export class TurnEngine {
       next: null,
     };
     addUnavailable(turn, read.tools?.unavailable ?? []);
-    const ended = (await this.runTurn(turn)).reply;
+    const ended = (await this.steps.run(turn)).reply;
     this.titles.afterResumed(conversation, message, ended);
     return ended;
   }
@@ -262,139 +317,5 @@ export class TurnEngine {
       if (error instanceof ApiError && error.code === 'budget_exhausted') return false;
       throw error;
     }
-  }
-
-  /**
-   * Starts a turn's next model call (its request is on its way when this returns): the turn's
-   * prompt and parts so far, and the tools it may still call. The last step is asked without
-   * tools, so that the turn ends with an answer; a server found unavailable in the turn is not
-   * offered again.
-   */
-  private startStep(turn: Omit<Turn, 'message' | 'reply'>): StartedStep {
-    const down = unavailableIn(turn.parts);
-    const offered =
-      turn.tools && turn.steps < this.maxSteps - 1
-        ? turn.tools.definitions.filter((d) => d.policy !== 'deny' && !down.has(serverOf(d) ?? '')).map(toSpec)
-        : [];
-    const timeout = AbortSignal.timeout(this.timeoutMs);
-    const own = new AbortController();
-    const request = {
-      model: turn.model.providerModelId,
-      messages: [...turn.prompt, ...promptOfParts(turn.parts)],
-      signal: AbortSignal.any([turn.hooks.signal, timeout, own.signal]),
-      tools: offered.length > 0 ? offered : undefined,
-    };
-    const startedAt = performance.now();
-    const abort = () => own.abort(new Error('the turn was not stored'));
-    if (turn.hooks.onDelta) {
-      const parts = turn.model.caller.stream(request)[Symbol.asyncIterator]();
-      const head = parts.next();
-      head.catch(() => undefined);
-      return { offered, timeout, startedAt, abort, stream: { head, parts }, result: null };
-    }
-    const result = turn.model.caller.generate(request);
-    result.catch(() => undefined);
-    return { offered, timeout, startedAt, abort, stream: null, result };
-  }
-
-  /**
-   * Runs a turn to its next stop: the calls still without a result, then model calls (each its
-   * own step, charged), until the model answers without calling a tool (complete), a call needs
-   * approval (paused), or the model fails (failed).
-   */
-  private async runTurn(turn: Turn): Promise<SendOutcome> {
-    const { hooks, model } = turn;
-    let stepText = '';
-    let timeout: AbortSignal | null = null;
-    try {
-      for (;;) {
-        const paused = await this.runPendingCalls(turn);
-        if (paused) return paused;
-        const call = turn.next ?? this.startStep(turn);
-        turn.next = null;
-        timeout = call.timeout;
-        stepText = '';
-        let usage: ChatUsage = { inputTokens: 0, outputTokens: 0 };
-        let calls: ModelToolCall[] = [];
-        if (call.stream) {
-          let first = true;
-          let next = await call.stream.head;
-          try {
-            for (; !next.done; next = await call.stream.parts.next()) {
-              const part = next.value;
-              if (first && part.type !== 'finish') {
-                first = false;
-                this.observer.firstToken((performance.now() - call.startedAt) / 1000);
-              }
-              if (part.type === 'delta') {
-                stepText += part.text;
-                hooks.onDelta?.(part.text);
-              } else if (part.type === 'tool-call') calls.push(part.call);
-              else usage = part.usage;
-            }
-          } finally {
-            // Left early (an error here): the provider's stream is closed, as `for await` would.
-            if (!next.done) void call.stream.parts.return?.().catch(() => undefined);
-          }
-        } else {
-          ({ text: stepText, usage, toolCalls: calls } = await (call.result as Promise<ChatResult>));
-        }
-        // A tool call from a model that was offered none is not run (nor answered).
-        if (call.offered.length === 0) calls = [];
-        const step = addStep(turn, stepText, usage, calls, this.observer);
-        stepText = '';
-        if (calls.length === 0)
-          return { message: turn.message, reply: await this.writes.complete(turn, step), failure: null, approval: null };
-        await this.writes.recordStep(turn, step);
-      }
-    } catch (error) {
-      const failure = timeout?.aborted
-        ? { code: 'model_provider_timeout' as const, error: `no answer within ${this.timeoutMs} ms` }
-        : hooks.signal.aborted
-          ? { code: 'cancelled' as const, error: 'the client closed the connection' }
-          : error instanceof ModelProviderFailure
-            ? { code: 'model_provider_error' as const, error: error.message }
-            : null;
-      if (!failure) throw error;
-      return {
-        message: turn.message,
-        reply: await this.writes.fail(turn.userId, turn.reply, model.info.id, contentOf(turn.parts) + stepText, failure),
-        failure,
-        approval: null,
-      };
-    }
-  }
-
-  /**
-   * Runs the turn's tool calls that have no result yet, in order: a `deny` tool or one the caller
-   * does not have is answered at once; an `approval_required` one pauses the turn (unless decided).
-   * Resolves with the paused outcome, or null when every call has its result.
-   */
-  private async runPendingCalls(turn: Turn): Promise<SendOutcome | null> {
-    const answered = new Set(turn.parts.filter((p): p is ToolResultPart => p.type === 'tool-result').map((p) => p.toolCallId));
-    const pending = turn.parts.filter((p): p is ToolCallPart => p.type === 'tool-call' && !answered.has(p.toolCallId));
-    const answer = (call: ToolCallPart, outcome: 'not_found' | 'error' | 'denied', output: string) =>
-      addResult(turn, call, { outcome, output, isError: true, truncated: false }, this.observer);
-    for (const call of pending) {
-      const definition: ToolDefinition | undefined = turn.tools?.find(call.toolName);
-      const decision = turn.decisions.get(call.toolCallId);
-      const down = definition ? unavailableIn(turn.parts).get(serverOf(definition) ?? '') : undefined;
-      if (!definition || !turn.tools) {
-        answer(call, 'not_found', `There is no tool named ${call.toolName}.`);
-      } else if (down) {
-        // Its server failed earlier in the turn: not called again (nor asked for approval).
-        answer(call, 'error', `The MCP server "${down.serverName}" is unavailable in this turn (${down.reason}). The call did not run.`);
-      } else if (definition.policy === 'deny') {
-        answer(call, 'denied', `The tool ${call.toolName} is not allowed: its policy is deny. It did not run.`);
-      } else if (decision && !decision.approve) {
-        answer(call, 'denied', `The user denied this call of ${call.toolName}. It did not run.`);
-      } else if (definition.policy === 'approval_required' && !decision) {
-        return this.writes.pause(turn, call);
-      } else {
-        const result = await turn.tools.run(call.toolName, decision ? decision.arguments : call.arguments, turn.hooks.signal);
-        addResult(turn, call, result, this.observer);
-      }
-    }
-    return null;
   }
 }

@@ -25,11 +25,12 @@ import * as m0022 from './migrations/0022_integrations';
 import * as m0023 from './migrations/0023_integration_refresh_lease';
 import * as m0024 from './migrations/0024_rate_limiter_flexible';
 import * as m0025 from './migrations/0025_usage_resource_index';
+import * as m0026 from './migrations/0026_message_tree';
 import * as m0028 from './migrations/0028_message_attachments';
 import * as m0029 from './migrations/0029_feedback_temporary';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
-const MIGRATIONS: Record<string, Migration> = {
+export const MIGRATIONS: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_idempotency_keys': m0002,
   '0003_administration': m0003,
@@ -55,6 +56,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0023_integration_refresh_lease': m0023,
   '0024_rate_limiter_flexible': m0024,
   '0025_usage_resource_index': m0025,
+  '0026_message_tree': m0026,
   '0028_message_attachments': m0028,
   '0029_feedback_temporary': m0029,
 };
