@@ -90,7 +90,8 @@ export async function chatBench(env: Record<string, string>, token: string): Pro
 
   /** One streamed turn in a new conversation: TTFT and total, and the model requests it made. */
   const turn = async (content: string) => {
-    const created = await api('/conversations', {});
+    // Titled: an untitled one would ask the model for its title after the first turn.
+    const created = await api('/conversations', { title: 'Bench' });
     if (created.status !== 200) throw new Error(`creating a conversation answered ${created.status}: ${await created.text()}`);
     const { conversation } = (await created.json()) as { conversation: { conversationId: string } };
     const before = fake.requests.length;
