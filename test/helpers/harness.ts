@@ -208,6 +208,7 @@ export async function stopBackgroundWork(h: Harness): Promise<void> {
 }
 
 /** A turn's message as the messages list shows it: with its siblings, itself the only one. */
-export function asListed<T extends { messageId: string }>(message: T): T & { siblingIds: string[] } {
-  return { ...message, siblingIds: [message.messageId] };
+export function asListed(message: unknown): Record<string, unknown> {
+  const listed = message as Record<string, unknown>;
+  return { ...listed, siblingIds: [listed.messageId] };
 }

@@ -23,7 +23,7 @@ import { TurnEngine } from './turn-engine';
 /** What chat is built from: the conversations it runs turns in, and the tools they may call. */
 export interface ChatDeps {
   db: Database;
-  conversations: Pick<ConversationService, 'get'>;
+  conversations: Pick<ConversationService, 'get' | 'message'>;
   models: Pick<ModelService, 'resolve' | 'resolver'>;
   projects: Pick<ProjectService, 'get'>;
   memory: Pick<MemoryService, 'relevant'>;

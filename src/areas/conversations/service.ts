@@ -107,8 +107,8 @@ export class ConversationService {
 
   /** The caller's message `messageId` (in one of their conversations); 404 naming the body `field` otherwise. */
   async message(userId: string, messageId: string, field = 'messageId'): Promise<repo.MessageRow> {
-    const message = await repo.findMessage(this.db, messageId);
-    if (!message || message.owner_user_id !== userId) throw errors.referenceNotFound(field, 'Message not found.');
+    const message = await repo.findOwnedMessage(this.db, userId, messageId);
+    if (!message) throw errors.referenceNotFound(field, 'Message not found.');
     return message;
   }
 

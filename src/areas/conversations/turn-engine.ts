@@ -37,7 +37,7 @@ interface TurnRequest {
 export interface TurnEngineDeps {
   db: Database;
   models: Pick<ModelService, 'resolve' | 'resolver'>;
-  conversations: Pick<ConversationService, 'get'>;
+  conversations: Pick<ConversationService, 'get' | 'message'>;
   billing: Pick<BudgetGate, 'requireBudget'>;
   contexts: TurnContexts;
   grounder: Grounder;
@@ -57,7 +57,7 @@ export interface TurnEngineDeps {
 export class TurnEngine {
   private readonly db: Database;
   private readonly models: Pick<ModelService, 'resolve' | 'resolver'>;
-  private readonly conversations: Pick<ConversationService, 'get'>;
+  private readonly conversations: Pick<ConversationService, 'get' | 'message'>;
   private readonly billing: Pick<BudgetGate, 'requireBudget'>;
   private readonly contexts: TurnContexts;
   private readonly grounder: Grounder;
@@ -100,8 +100,7 @@ export class TurnEngine {
    * the replies it has, which becomes the conversation's current leaf.
    */
   async regenerate(userId: string, input: RegenerateInput, hooks: SendHooks): Promise<SendOutcome> {
-    const target = await repo.findOwnedMessage(this.db, userId, input.messageId);
-    if (!target) throw errors.referenceNotFound('messageId', 'Message not found: messageId must be a message of your conversations.');
+    const target = await this.conversations.message(userId, input.messageId);
     let message = target;
     if (target.role !== 'user') {
       const parent = target.kind === 'reply' && target.parent_id ? await repo.findMessage(this.db, target.parent_id) : undefined;
