@@ -72,21 +72,16 @@ export const messageList = listQuery({
 export type MessageView = ListedRecord<MessageRow, typeof messageList>;
 
 /**
- * The path of a conversation's tree from `start` (a message of the conversation, or its current
- * leaf when undefined) up towards its first message, at most `depth + 1` messages: each with its
- * distance from `start`.
+ * The path of a conversation's tree from `start` (a message of the conversation) up towards its
+ * first message, at most `depth + 1` messages: each with its distance from `start`.
  */
-function branchPath(db: Database, conversationId: string, start: string | undefined, depth: number) {
+function branchPath(db: Database, conversationId: string, start: string, depth: number) {
   return db.withRecursive('path(id, parent_id, depth)', (qb) =>
     qb
       .selectFrom('messages')
       .select(['id', 'parent_id', sql<number>`0`.as('depth')])
       .where('conversation_id', '=', conversationId)
-      .where('id', '=', (eb) =>
-        start !== undefined
-          ? eb.val(start)
-          : eb.selectFrom('conversations').select('current_leaf_id').where('conversations.id', '=', conversationId),
-      )
+      .where('id', '=', start)
       .unionAll(
         qb
           .selectFrom('messages as m')
@@ -107,12 +102,16 @@ const HISTORY_DEPTH_FACTOR = 4;
  * `HISTORY_DEPTH_FACTOR × limit` messages up the branch.
  */
 export async function branchHistory(db: Database, conversationId: string, start: string | undefined, limit: number) {
-  const rows = await branchPath(db, conversationId, start, HISTORY_DEPTH_FACTOR * limit)
-    .selectFrom('path')
-    .innerJoin('messages', 'messages.id', 'path.id')
-    .select(['messages.id', 'messages.role', 'messages.content', 'messages.status', 'path.depth'])
-    .orderBy('path.depth')
-    .execute();
+  // The path carries what the history needs (no join after it): on the turn's way to the model's first token.
+  const anchor = start !== undefined ? sql`${start}` : sql`(select current_leaf_id from conversations where id = ${conversationId})`;
+  const { rows } = await sql<{ id: string; role: string; content: string; status: string; depth: number }>`
+    with recursive path (id, parent_id, role, content, status, depth) as (
+      select id, parent_id, role, content, status, 0 from messages where conversation_id = ${conversationId} and id = ${anchor}
+      union all
+      select m.id, m.parent_id, m.role, m.content, m.status, p.depth + 1 from messages m join path p on m.id = p.parent_id
+      where p.depth < ${HISTORY_DEPTH_FACTOR * limit}
+    )
+    select id, role, content, status, depth from path order by depth`.execute(db);
   const messages = rows.filter((m) => m.status === 'complete' || m.status === 'stopped').slice(0, limit);
   return {
     startId: rows[0]?.depth === 0 ? rows[0].id : null,
