@@ -149,6 +149,24 @@ describe('the message tree', () => {
     expect((await branch(alice, { conversationId }))[0]!.siblingIds).toHaveLength(2);
   });
 
+  test('a regeneration with Idempotency-Key is written once, however often it is retried', async () => {
+    const { alice } = ctx;
+    const conversationId = await conversation(alice);
+    const first = await send(alice, { conversationId, content: 'Once?' });
+    const retry = () =>
+      ctx.h
+        .http()
+        .post('/api/v1/conversations/messages/regenerate')
+        .set(alice.auth)
+        .set('Idempotency-Key', 'regen-1')
+        .send({ messageId: first.reply.messageId });
+    const [a, b] = [await retry(), await retry()];
+    expect(a.status).toBe(200);
+    expect(b.headers['idempotent-replayed']).toBe('true');
+    expect(b.body.reply.messageId).toBe(a.body.reply.messageId);
+    expect((await branch(alice, { conversationId }))[0]!.siblingIds).toHaveLength(2);
+  });
+
   test('deleting a message deletes its subtree; the conversation shows the newest branch left', async () => {
     const { alice } = ctx;
     const conversationId = await conversation(alice);

@@ -117,7 +117,8 @@ export class Attachments {
         chars -= text.length;
         const stored: StoredAttachment = { ...described, kind: 'document', width: null, height: null };
         prepared.stored.push(stored);
-        prepared.documents.push({ stored, projectId: file.project_id, text });
+        // A file shared with the caller is cited without its owner's project, as knowledge search does.
+        prepared.documents.push({ stored, projectId: file.owner_user_id === userId ? file.project_id : null, text });
       }
     }
     return prepared;

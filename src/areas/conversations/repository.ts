@@ -26,7 +26,23 @@ export function insertConversation(db: Database, row: Insertable<Conversations>)
 
 /** Deletes (with their messages) up to `limit` temporary conversations last active before `before`; returns how many. */
 export async function deleteIdleTemporary(db: Database, before: Date, limit: number): Promise<number> {
-  const idle = db.selectFrom('conversations').select('id').where('temporary', '=', true).where('updated_at', '<', before).limit(limit);
+  // A conversation with a reply still being written or waiting for an approval is not idle.
+  const idle = db
+    .selectFrom('conversations as c')
+    .select('c.id')
+    .where('c.temporary', '=', true)
+    .where('c.updated_at', '<', before)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('messages as m')
+            .select('m.id')
+            .whereRef('m.conversation_id', '=', 'c.id')
+            .where('m.status', 'in', ['generating', 'awaiting_approval']),
+        ),
+      ),
+    )
+    .limit(limit);
   const deleted = await db.deleteFrom('conversations').where('id', 'in', idle).where('temporary', '=', true).executeTakeFirst();
   return Number(deleted.numDeletedRows);
 }

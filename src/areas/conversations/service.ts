@@ -106,9 +106,9 @@ export class ConversationService {
   }
 
   /** The caller's message `messageId` (in one of their conversations); 404 naming the body `field` otherwise. */
-  async message(userId: string, messageId: string, field = 'messageId'): Promise<repo.MessageRow> {
+  async message(userId: string, messageId: string, field: string | null = 'messageId'): Promise<repo.MessageRow> {
     const message = await repo.findOwnedMessage(this.db, userId, messageId);
-    if (!message) throw errors.referenceNotFound(field, 'Message not found.');
+    if (!message) throw field === null ? errors.notFound('Message not found.') : errors.referenceNotFound(field, 'Message not found.');
     return message;
   }
 
@@ -213,6 +213,9 @@ export class ConversationService {
         return message;
       });
     } catch (error) {
+      // The branch it was to follow was deleted meanwhile.
+      if (pgErrorCode(error) === PgError.foreignKeyViolation)
+        throw errors.conflict('The conversation changed meanwhile; post the greeting again.');
       // The same greeting posted by a concurrent call: answer that one.
       if (pgErrorCode(error) !== PgError.uniqueViolation) throw error;
       return (await repo.findGreeting(this.db, conversation.id, skill.id)) as repo.MessageRow;

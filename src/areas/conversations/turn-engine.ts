@@ -203,8 +203,11 @@ export class TurnEngine {
             )
       ).catch((error: unknown) => {
         // The message it follows was deleted meanwhile.
-        if (pgErrorCode(error) === PgError.foreignKeyViolation)
-          throw errors.referenceNotFound(asked.stored ? 'messageId' : 'parentId', 'Message not found: it was deleted.');
+        if (pgErrorCode(error) === PgError.foreignKeyViolation) {
+          if (asked.stored) throw errors.referenceNotFound('messageId', 'Message not found: it was deleted.');
+          if (asked.parentId) throw errors.referenceNotFound('parentId', 'Message not found: it was deleted.');
+          throw errors.conflict('The branch the message was to follow was deleted meanwhile; send it again.');
+        }
         throw error;
       });
       const started = stored.then(([message]) => hooks.onStart?.(message));

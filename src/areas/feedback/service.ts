@@ -74,7 +74,7 @@ export class FeedbackService {
 
   /** Removes the caller's feedback on a reply of theirs; 404 when the message is not theirs or has none. */
   async remove(userId: string, messageId: string): Promise<void> {
-    await this.conversations.message(userId, messageId);
+    await this.conversations.message(userId, messageId, null);
     if (!(await repo.deleteFeedback(this.db, userId, messageId))) throw errors.notFound('You gave no feedback on this message.');
   }
 

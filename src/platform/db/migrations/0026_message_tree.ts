@@ -25,9 +25,13 @@ export async function up(db: Kysely<any>): Promise<void> {
     from (select conversation_id, max(id) as id from messages group by conversation_id) newest
     where c.id = newest.conversation_id
   `.execute(db);
+  // Deleting messages (a subtree, a conversation) finds what refers to them by these.
+  await sql`create index conversations_current_leaf_idx on conversations (current_leaf_id)`.execute(db);
+  await sql`create index tool_approvals_message_idx on tool_approvals (message_id)`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  await sql`drop index if exists tool_approvals_message_idx`.execute(db);
   await sql`alter table conversations drop column current_leaf_id`.execute(db);
   await sql`drop index if exists messages_roots_idx`.execute(db);
   await sql`drop index if exists messages_parent_idx`.execute(db);
