@@ -13,15 +13,15 @@ module.exports = tseslint.config(
   {
     // SQL only in repositories (docs/architecture.md): services, handlers, workers, http/ and the entry ask a repository.
     files: ['src/app.ts', 'src/composition/**', 'src/server.ts', 'src/http/**', 'src/areas/**'],
-    ignores: ['src/areas/*/repository.ts'],
+    ignores: ['src/areas/*/repository.ts', 'src/areas/*/repository/*.ts'],
     rules: {
       'no-restricted-syntax': [
         'error',
         {
           selector: 'CallExpression[callee.property.name=/^(selectFrom|insertInto|updateTable|deleteFrom|mergeInto|replaceInto)$/]',
-          message: 'SQL belongs in a repository (src/areas/<area>/repository.ts).',
+          message: 'SQL belongs in a repository (src/areas/<area>/repository.ts, or its files in repository/).',
         },
-        { selector: "TaggedTemplateExpression[tag.name='sql'], MemberExpression[object.name='sql']", message: 'SQL belongs in a repository (src/areas/<area>/repository.ts).' },
+        { selector: "TaggedTemplateExpression[tag.name='sql'], MemberExpression[object.name='sql']", message: 'SQL belongs in a repository (src/areas/<area>/repository.ts, or its files in repository/).' },
       ],
     },
   },

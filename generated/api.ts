@@ -1799,7 +1799,28 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Follow a reply's stream (resume it, or watch it from another client)
+         * @description The events of the caller's reply `messageId` (`404` if it is not one of theirs, or not a
+         *     reply), as `ChatEventStream` server-sent events, from any instance: those stored after
+         *     `Last-Event-ID` (all of them without the header), then the live ones from whichever instance
+         *     generates the reply, ending with its final event (`done`, `error`, `approval-required` or
+         *     `stopped`). Each event is sent once, in order, with its `id:`; consecutive deltas stored
+         *     together arrive as one `delta` with the last one's id (and, after a `Last-Event-ID` within
+         *     them, only the text after it). Closing this stream does not affect the reply.
+         *
+         *     A reply whose instance died ends with `event: error`, `code: interrupted`, once its lease
+         *     runs out (`CHAT_REPLY_LEASE_MS`). Replies streamed without `stream` store no deltas: their
+         *     watchers get only the final event.
+         *
+         *     The events are kept while the reply is generated and for `CHAT_REPLY_EVENTS_RETENTION_MS`
+         *     after it ended (at most about one stored delta per 50 ms of streaming, plus each other
+         *     event). A finished reply replays what is stored and ends; once its events are removed, the
+         *     stream is a single final event carrying the reply as stored. When `Last-Event-ID` is the
+         *     reply's final event already, the answer is `204` with no body (an `EventSource` then stops
+         *     reconnecting).
+         */
+        get: operations["watchReply"];
         put?: never;
         /**
          * Post a message and stream the assistant's reply
@@ -1811,7 +1832,9 @@ export interface paths {
          *     `text/event-stream`; anything refused before the stream opens (`400`, `402`, `404`, `409`…) is
          *     a JSON `ErrorResponse`. Once it is open, a failed reply ends the stream with `event: error`
          *     (the provider's `model_provider_error` or `model_provider_timeout`) and a paused one with
-         *     `event: approval-required`. Closing the connection cancels the reply.
+         *     `event: approval-required`. Closing the connection cancels the reply; another client may stop
+         *     it (`POST /api/v1/conversations/stop`, the stream then ends with `event: stopped`) or follow
+         *     it (`GET` here, with the events' ids).
          *
          *     A stream cannot be replayed, so this operation takes no `Idempotency-Key`.
          */
@@ -1914,6 +1937,43 @@ export interface paths {
          *     the reply.
          */
         post: operations["streamRegeneration"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/conversations/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a reply being generated
+         * @description Stops the caller's reply `messageId` while it is `generating`, from any client on any
+         *     instance: the instance writing it aborts the model call (told at once through the database,
+         *     or at its next lease renewal if it missed that), keeps the text written so far and ends the
+         *     reply `stopped`. The reply is charged for what was produced: the provider's usage for its
+         *     finished model calls, and for the call that was stopped an estimate (about four characters
+         *     per token of the request and of the text it produced), since a provider reports usage only
+         *     at the end of a stream. It emits `chat.completed` with `status: stopped`, and its streams
+         *     (the one that asked for it and any `watchReply`) end with `event: stopped`.
+         *
+         *     The answer waits until the reply has ended, at most five seconds, and carries it as stored
+         *     (`status: stopped`, or the state it ended in if it finished first). When the instance writing
+         *     it is gone, the stop is kept: the reply ends `stopped` once that instance's lease runs out
+         *     (`CHAT_REPLY_LEASE_MS`), so the answer may still show it `generating`; read it again with
+         *     `GET /api/v1/conversations/messages`.
+         *
+         *     A reply that is not generating (`complete`, `failed`, `stopped`, or `awaiting_approval`: a
+         *     paused turn is not stopped here; deny its approval instead) is `409 conflict`, and so is a
+         *     user message. Another user's or an unknown message is `404`.
+         */
+        post: operations["stopReply"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3881,7 +3941,7 @@ export interface components {
             /** @example 0.0508 */
             costCents: number;
         };
-        /** @description `chat.completed`: an assistant reply finished; `data` carries the reply. */
+        /** @description `chat.completed`: an assistant reply finished (or was stopped, see `status`); `data` carries the reply. */
         WebhookEventChatCompleted: {
             id: components["schemas"]["WebhookEventId"];
             /**
@@ -3909,6 +3969,12 @@ export interface components {
                  * @example []
                  */
                 citations?: components["schemas"]["Citation"][];
+                /**
+                 * @description How the reply ended: `complete`, or `stopped` (stopped with `POST /api/v1/conversations/stop`; `content` and `usage` are what was produced before it stopped). Absent from events emitted before replies could be stopped. Clients must tolerate new values.
+                 * @example complete
+                 * @enum {string}
+                 */
+                status?: "complete" | "stopped";
             };
         };
         /** @description `chat.failed`: an assistant reply ended without an answer; the message keeps what was generated. */
@@ -4389,11 +4455,11 @@ export interface components {
              */
             attachments: components["schemas"]["MessageAttachment"][];
             /**
-             * @description `generating` while the model writes the reply, `awaiting_approval` while the turn waits for the caller's decision on a tool call (see Approvals), `complete`, or `failed` (see `errorCode`). Clients must tolerate new values.
+             * @description `generating` while the model writes the reply, `awaiting_approval` while the turn waits for the caller's decision on a tool call (see Approvals), `complete`, `failed` (see `errorCode`), or `stopped` (stopped with `POST /api/v1/conversations/stop`: it keeps the text written so far and its usage). Clients must tolerate new values.
              * @example complete
              * @enum {string}
              */
-            status: "generating" | "awaiting_approval" | "complete" | "failed";
+            status: "generating" | "awaiting_approval" | "complete" | "failed" | "stopped";
             /**
              * @description The skill that posted the message, for a skill's greeting; otherwise `null`.
              * @example null
@@ -4670,20 +4736,33 @@ export interface components {
          *       (the turn paused for the caller's decision on a tool call; the reply is stored as
          *       `awaiting_approval` and the stream ends: decide with `POST /api/v1/approvals/decide`, whose
          *       answer carries the continued reply).
+         *       A reply stopped with `POST /api/v1/conversations/stop` ends with `event: stopped`,
+         *       `data: { "message": Message }` (the stored reply, `stopped`, with the text written so far).
+         *     Every event carries an SSE `id:`, a number that grows within the reply's stream (from 1); a
+         *     client that lost the stream, or another one, follows the reply with
+         *     `GET /api/v1/conversations/messages/stream?messageId=` and `Last-Event-ID` (see `watchReply`).
+         *     Ids there may skip numbers: consecutive deltas stored together are one event with the last
+         *     one's id.
          *     Closing the connection cancels the reply (it is stored as failed, `cancelled`), except once
-         *     it is paused for approval. Clients must tolerate new event types.
-         * @example event: message
+         *     it is paused for approval; closing a `watchReply` stream never does. Clients must tolerate
+         *     new event types.
+         * @example id: 1
+         *     event: message
          *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
          *
+         *     id: 2
          *     event: citations
          *     data: {"citations":[],"retrieval":"lexical"}
          *
+         *     id: 3
          *     event: delta
          *     data: {"text":"Hello"}
          *
+         *     id: 4
          *     event: delta
          *     data: {"text":" there."}
          *
+         *     id: 5
          *     event: done
          *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","role":"assistant","content":"Hello there."}}
          */
@@ -6670,6 +6749,17 @@ export interface components {
         };
         /** @description One part of an assistant reply, in order: its text, the tool calls the model made and their results. The reply's `content` is the concatenation of its `text` parts. Clients must tolerate new part types. */
         MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"] | components["schemas"]["ToolSourceUnavailablePart"];
+        /**
+         * @description The reply to stop.
+         * @example {
+         *       "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92"
+         *     }
+         */
+        StopReplyRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            messageId: components["schemas"]["Id"];
+        };
         /**
          * @description A tool's name as models call it: 1 to 64 letters, digits, `_` or `-` (what model APIs accept). Built-in tool names are fixed; an MCP server's tools are namespaced by the server.
          * @example notes_search
@@ -13161,6 +13251,63 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    watchReply: {
+        parameters: {
+            query: {
+                /** @description The reply to follow. */
+                messageId: components["schemas"]["Id"];
+            };
+            header?: {
+                /** @description The `id` of the last event the client received; the stream continues after it. */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream of the reply. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example id: 4
+                     *     event: delta
+                     *     data: {"text":" there."}
+                     *
+                     *     id: 5
+                     *     event: done
+                     *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","role":"assistant","content":"Hello there."}}
+                     */
+                    "text/event-stream": components["schemas"]["ChatEventStream"];
+                };
+            };
+            /** @description The client has the reply's final event already (its `Last-Event-ID`). */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     streamMessage: {
         parameters: {
             query?: never;
@@ -13185,15 +13332,19 @@ export interface operations {
                 };
                 content: {
                     /**
-                     * @example event: message
+                     * @example id: 1
+                     *     event: message
                      *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91","role":"user","content":"Hi"}}
                      *
+                     *     id: 2
                      *     event: citations
                      *     data: {"citations":[],"retrieval":"lexical"}
                      *
+                     *     id: 3
                      *     event: delta
                      *     data: {"text":"Hello"}
                      *
+                     *     id: 4
                      *     event: done
                      *     data: {"message":{"messageId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","role":"assistant","content":"Hello"}}
                      */
@@ -13509,6 +13660,75 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             402: components["responses"]["BudgetExhausted"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    stopReply: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StopReplyRequest"];
+            };
+        };
+        responses: {
+            /** @description The reply, as it ended (or as it is, when its instance is gone). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": {
+                     *         "messageId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *         "conversationId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "parentId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e91",
+                     *         "role": "assistant",
+                     *         "content": "Here is the plan for the",
+                     *         "citations": [],
+                     *         "attachments": [],
+                     *         "status": "stopped",
+                     *         "skillId": null,
+                     *         "agentId": null,
+                     *         "model": "gpt-4o-mini",
+                     *         "errorCode": null,
+                     *         "errorMessage": null,
+                     *         "usage": {
+                     *           "inputTokens": 120,
+                     *           "outputTokens": 6,
+                     *           "costCents": 0.0054
+                     *         },
+                     *         "parts": [
+                     *           {
+                     *             "type": "text",
+                     *             "text": "Here is the plan for the"
+                     *           }
+                     *         ],
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784002000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MessageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];

@@ -353,6 +353,7 @@ export interface Messages {
   parts: Generated<Json>;
   role: string;
   status: string;
+  stop_requested_at: Timestamp | null;
   updated_at: Generated<Timestamp>;
 }
 
@@ -437,6 +438,15 @@ export interface RateLimits {
   expire: number | null;
   key: string;
   points: Generated<number>;
+}
+
+export interface ReplyEvents {
+  created_at: Generated<Timestamp>;
+  data: Json;
+  event: string;
+  first_seq: number;
+  message_id: string;
+  seq: number;
 }
 
 export interface Sessions {
@@ -602,6 +612,7 @@ export interface DB {
   outputs: Outputs;
   projects: Projects;
   rate_limits: RateLimits;
+  reply_events: ReplyEvents;
   sessions: Sessions;
   skills: Skills;
   tool_approvals: ToolApprovals;

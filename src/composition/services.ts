@@ -288,6 +288,7 @@ export function createServices({
   });
   const chat = createChat({
     db,
+    notifications: database.notifications,
     conversations,
     files,
     attachmentLimits: {

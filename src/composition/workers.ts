@@ -80,7 +80,11 @@ export function createWorkers({ config, logger, database, services, store, metri
   });
   const replies = new ReplyRecovery(
     services.chat,
-    { leaseMs: config.models.replyLeaseMs, sweepIntervalMs: config.models.replyRecoveryIntervalMs },
+    {
+      leaseMs: config.models.replyLeaseMs,
+      sweepIntervalMs: config.models.replyRecoveryIntervalMs,
+      eventsRetentionMs: config.models.replyEventsRetentionMs,
+    },
     log,
   );
   const incomingSweep = new PeriodicTask(

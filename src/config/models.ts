@@ -96,6 +96,10 @@ export const models = topic(
         default: '60000',
         doc: 'how often each instance deletes the temporary conversations past `TEMPORARY_CONVERSATION_TTL`',
       }),
+      replyEventsRetentionMs: variable('CHAT_REPLY_EVENTS_RETENTION_MS', int(0, 86_400_000), {
+        default: '300000',
+        doc: "how long a reply's stored stream events are kept after it ended, for clients resuming its stream (removed by the recovery sweep)",
+      }),
       connectionsPerUser: variable('MODEL_CONNECTIONS_PER_USER', int(0, 1000), {
         default: '20',
         doc: 'the most model provider connections (bring your own key) one user may have (0: none)',

@@ -9,7 +9,13 @@ export class EventStream {
 
   constructor(private readonly res: Response) {}
 
-  send(event: string, data: unknown): void {
+  /** Sends the status and headers now (a stream whose first event may take a while). */
+  open(): void {
+    this.send(null, null);
+  }
+
+  /** Sends an event (with its SSE `id` when given); `null` only opens the stream. */
+  send(event: string | null, data: unknown, id?: number): void {
     if (!this.opened) {
       this.opened = true;
       this.res.status(200).set({
@@ -19,7 +25,12 @@ export class EventStream {
       });
     }
     // The first write sends the headers with the first event, in one packet.
-    if (!this.res.writableEnded) this.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    if (event === null) {
+      this.res.flushHeaders();
+      return;
+    }
+    const head = id === undefined ? '' : `id: ${id}\n`;
+    if (!this.res.writableEnded) this.res.write(`${head}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   }
 
   end(): void {

@@ -130,8 +130,12 @@ describe('the document', () => {
             ? (doc.components!.responses![(response.$ref as string).split('/').pop()!] as OpenAPIV3.ResponseObject)
             : response;
         const media = Object.entries(resolved.content ?? {});
-        // Only "not modified" has no body.
-        expect({ key, status, contentTypes: media.length > 0 }).toEqual({ key, status, contentTypes: status !== '304' });
+        // Only "not modified" and "no content" have no body.
+        expect({ key, status, contentTypes: media.length > 0 }).toEqual({
+          key,
+          status,
+          contentTypes: status !== '304' && status !== '204',
+        });
         for (const [type, content] of media) {
           expect({ key, status, type, schema: Boolean(content.schema) }).toEqual({ key, status, type, schema: true });
           expect({ key, status, type, example: Boolean(content.example ?? content.examples) }).toEqual({

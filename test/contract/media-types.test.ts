@@ -50,6 +50,7 @@ describe('the media types of the bundled document', () => {
     expect(mixed.map(({ where }) => where)).toEqual([]);
     // The stream has an operation of its own.
     expect(responses.filter(({ types }) => types.includes('text/event-stream')).map(({ where }) => where)).toEqual([
+      'GET /api/v1/conversations/messages/stream 200',
       'POST /api/v1/conversations/messages/stream 200',
       'POST /api/v1/conversations/messages/regenerate/stream 200',
     ]);

@@ -46,6 +46,7 @@ describe('the database', () => {
       '0024_rate_limiter_flexible',
       '0025_usage_resource_index',
       '0026_message_tree',
+      '0027_reply_stop_events',
       '0028_message_attachments',
       '0029_feedback_temporary',
     ]);

@@ -1,4 +1,5 @@
 import type { Database } from '../../platform/db';
+import type { Notifications } from '../../platform/db/notifications';
 import type { AuditService } from '../audit/service';
 import type { BudgetGate } from '../billing/service';
 import type { KnowledgeService } from '../knowledge/service';
@@ -13,6 +14,7 @@ import { type AttachmentLimits, Attachments, type AttachmentsDeps } from './atta
 import { Grounder, type GroundingOutcome } from './grounding';
 import { ReplyLeases, type ReplyLeaseSettings } from './leases';
 import { TurnContexts } from './prompt';
+import { ReplyWatch } from './reply-watch';
 import { ReplyWrites } from './reply-writes';
 import type { ConversationService } from './service';
 import type { ChatObserver, ChatToolSettings } from './turn';
@@ -23,6 +25,8 @@ import { TurnEngine } from './turn-engine';
 /** What chat is built from: the conversations it runs turns in, and the tools they may call. */
 export interface ChatDeps {
   db: Database;
+  /** Stop requests and new stream events between instances. */
+  notifications: Notifications;
   conversations: Pick<ConversationService, 'get' | 'message'>;
   models: Pick<ModelService, 'resolve' | 'resolver'>;
   projects: Pick<ProjectService, 'get'>;
@@ -61,6 +65,8 @@ export interface Chat {
   leases: ReplyLeases;
   /** The model-written titles of conversations, after their first exchange. */
   titles: ConversationTitler;
+  /** Replies' streams across instances: their stored events, their watchers, and stopping them. */
+  watch: ReplyWatch;
 }
 
 export function createChat(deps: ChatDeps): Chat {
@@ -95,5 +101,6 @@ export function createChat(deps: ChatDeps): Chat {
     titles,
   });
   const approvals = new ApprovalService({ db, audit: deps.audit, webhooks, leases, turns, observer });
-  return { turns, approvals, leases, titles };
+  const watch = new ReplyWatch({ db, notifications: deps.notifications, leases, log: deps.warn });
+  return { turns, approvals, leases, titles, watch };
 }

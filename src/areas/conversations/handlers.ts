@@ -8,6 +8,8 @@ import type { Chat } from './chat';
 import type { ConversationService } from './service';
 import type { SendOutcome } from './turn';
 import type { TurnEngine } from './turn-engine';
+import type { ReplyStreamWriter } from './reply-stream';
+import { watchReply } from './watch-route';
 
 /** The error answer of a failed reply (a cancelled one is answered like a provider error). */
 function failureError(outcome: SendOutcome, timeoutMs: number) {
@@ -29,11 +31,19 @@ function cancelOnClose(res: Response): AbortSignal {
 }
 
 /** Runs a turn answered as server-sent events (`ChatEventStream`), the one streaming path of both operations. */
-async function streamReply(runTurn: RunTurn, res: Response, timeoutMs: number): Promise<typeof STREAMED> {
-  const events = new EventStream(res);
+async function streamReply(watch: Chat['watch'], runTurn: RunTurn, res: Response, timeoutMs: number): Promise<typeof STREAMED> {
+  const stream = new EventStream(res);
+  // Each event gets its id and is stored for watchers in the background (see `ReplyStreamWriter`).
+  let writer: ReplyStreamWriter | null = null;
+  const events = {
+    send: (event: string, data: unknown, final = false) => stream.send(event, data, writer?.append(event, data, final)),
+  };
   const outcome = await runTurn({
     signal: cancelOnClose(res),
-    onStart: (message) => events.send('message', { message: presentMessage(message) }),
+    onStart: (message, reply) => {
+      writer = watch.writer(reply.id);
+      events.send('message', { message: presentMessage(message) });
+    },
     onCitations: (citations, retrieval) => events.send('citations', { citations: presentCitations(citations), retrieval }),
     onDelta: (text) => events.send('delta', { text }),
     onToolCall: (part) => events.send('tool-call', { part }),
@@ -41,20 +51,22 @@ async function streamReply(runTurn: RunTurn, res: Response, timeoutMs: number): 
     onToolSourceUnavailable: (part) => events.send('tool-source-unavailable', { part }),
   });
   if (outcome.approval) {
-    events.send('approval-required', { approval: presentApproval(outcome.approval), message: presentMessage(outcome.reply) });
+    events.send('approval-required', { approval: presentApproval(outcome.approval), message: presentMessage(outcome.reply) }, true);
   } else if (outcome.failure) {
     const { message } = failureError(outcome, timeoutMs);
-    events.send('error', { error: message, code: outcome.failure.code, message: presentMessage(outcome.reply) });
+    events.send('error', { error: message, code: outcome.failure.code, message: presentMessage(outcome.reply) }, true);
+  } else if (outcome.reply.status === 'stopped') {
+    events.send('stopped', { message: presentMessage(outcome.reply) }, true);
   } else {
-    events.send('done', { message: presentMessage(outcome.reply) });
+    events.send('done', { message: presentMessage(outcome.reply) }, true);
   }
-  events.end();
+  stream.end();
   return STREAMED;
 }
 
 export function conversationHandlers(
   conversations: ConversationService,
-  { turns, approvals }: Pick<Chat, 'turns' | 'approvals'>,
+  { turns, approvals, watch }: Pick<Chat, 'turns' | 'approvals' | 'watch'>,
   timeoutMs: number,
 ): Pick<
   HandlerMap,
@@ -68,6 +80,8 @@ export function conversationHandlers(
   | 'regenerateMessage'
   | 'streamRegeneration'
   | 'deleteMessage'
+  | 'stopReply'
+  | 'watchReply'
   | 'postAgentGreeting'
   | 'getApprovals'
   | 'decideApproval'
@@ -104,24 +118,26 @@ export function conversationHandlers(
         ]);
       }
       // 1.0.0 clients' `stream: true` gets the streaming operation's answer.
-      if (body.stream) return streamReply((hooks) => turns.send(caller.userId, body, hooks), res, timeoutMs);
+      if (body.stream) return streamReply(watch, (hooks) => turns.send(caller.userId, body, hooks), res, timeoutMs);
       const outcome = await turns.send(caller.userId, body, { signal: cancelOnClose(res) });
       if (outcome.failure) throw failureError(outcome, timeoutMs);
       return { message: presentMessage(outcome.message), reply: presentMessage(outcome.reply) };
     },
-    streamMessage: async ({ caller, body, res }) => streamReply((hooks) => turns.send(caller.userId, body, hooks), res, timeoutMs),
+    streamMessage: async ({ caller, body, res }) => streamReply(watch, (hooks) => turns.send(caller.userId, body, hooks), res, timeoutMs),
     regenerateMessage: async ({ caller, body, res }) => {
       const outcome = await turns.regenerate(caller.userId, body, { signal: cancelOnClose(res) });
       if (outcome.failure) throw failureError(outcome, timeoutMs);
       return { message: presentMessage(outcome.message), reply: presentMessage(outcome.reply) };
     },
     streamRegeneration: async ({ caller, body, res }) =>
-      streamReply((hooks) => turns.regenerate(caller.userId, body, hooks), res, timeoutMs),
+      streamReply(watch, (hooks) => turns.regenerate(caller.userId, body, hooks), res, timeoutMs),
     deleteMessage: async ({ caller, query, body }) => {
       const messageId = idFromQueryOrBody('messageId', query, body);
       const { deletedCount, currentLeafId } = await conversations.deleteMessage(caller.userId, messageId);
       return { messageId, deleted: true, deletedCount, currentLeafId };
     },
+    stopReply: async ({ caller, body }) => ({ message: presentMessage(await watch.stop(caller.userId, body.messageId)) }),
+    watchReply: async ({ caller, query, req, res }) => watchReply(watch, caller.userId, query.messageId, req.get('last-event-id'), res),
     getApprovals: async ({ caller, query }) => {
       if (query.approvalId !== undefined) return { approval: presentApproval(await approvals.approval(caller.userId, query.approvalId)) };
       const page = await approvals.pendingApprovals(caller.userId, readPage(query));

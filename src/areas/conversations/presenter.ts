@@ -37,8 +37,8 @@ export function presentMessage(row: MessageView, siblingIds?: string[]): Schemas
     model: row.model,
     errorCode: row.error_code as Schemas['Message']['errorCode'],
     errorMessage: row.error_message,
-    // A paused reply shows the usage of its model calls so far; one still generating or failed, none.
-    usage: row.status === 'complete' || row.status === 'awaiting_approval' ? presentRecordedUsage(row) : null,
+    // A paused or stopped reply shows the usage of its model calls so far; one still generating or failed, none.
+    usage: ['complete', 'awaiting_approval', 'stopped'].includes(row.status) ? presentRecordedUsage(row) : null,
     parts: (row.parts as unknown as Schemas['MessagePart'][]).map(presentPart),
     createdAt: millis(row.created_at),
     updatedAt: millis(row.updated_at),

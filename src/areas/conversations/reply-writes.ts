@@ -131,6 +131,40 @@ export class ReplyWrites {
         content: text,
         usage: presentUsage(turn.usage, turn.cost),
         citations: presentCitations(stored.citations),
+        status: 'complete',
+      });
+      return stored;
+    });
+  }
+
+  /**
+   * Ends the turn's reply as stopped (its parts so far, the stopped step's text among them), the
+   * stopped step charged (`step`, when a model call was on its way), `chat.completed` with `status: stopped`.
+   */
+  stop(turn: Turn, step: Step | null): Promise<repo.MessageRow> {
+    const { userId, reply, model } = turn;
+    return this.write(async (trx) => {
+      const now = new Date();
+      const stored = await repo.endReply(trx, reply.id, { ...progress(turn), status: 'stopped', updated_at: now });
+      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: contentOf(turn.parts), status: 'stopped' };
+      if (step)
+        await this.billing.charge(trx, {
+          userId,
+          kind: 'chat.reply',
+          resourceId: stepResource(turn, step.index),
+          model: model.info,
+          connectionId: model.connectionId,
+          usage: step.usage,
+          at: now,
+        });
+      await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
+        conversationId: reply.conversation_id,
+        messageId: reply.id,
+        model: model.info.id,
+        content: stored.content,
+        usage: presentUsage(turn.usage, turn.cost),
+        citations: presentCitations(stored.citations),
+        status: 'stopped',
       });
       return stored;
     });

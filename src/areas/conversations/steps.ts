@@ -2,6 +2,7 @@ import { type ChatResult, type ChatUsage, type ModelToolCall, ModelProviderFailu
 import type { ToolDefinition } from '../tools/service';
 import { promptOfParts } from './prompt';
 import type { ReplyWrites } from './reply-writes';
+import { stopTurn } from './turn-stop';
 import {
   addResult,
   addStep,
@@ -85,6 +86,7 @@ export class TurnSteps {
     const { hooks, model } = turn;
     let stepText = '';
     let timeout: AbortSignal | null = null;
+    let calling = false;
     try {
       for (;;) {
         const paused = await this.runPendingCalls(turn);
@@ -93,6 +95,7 @@ export class TurnSteps {
         turn.next = null;
         timeout = call.timeout;
         stepText = '';
+        calling = true;
         let usage: ChatUsage = { inputTokens: 0, outputTokens: 0 };
         let calls: ModelToolCall[] = [];
         if (call.stream) {
@@ -120,6 +123,7 @@ export class TurnSteps {
         }
         // A tool call from a model that was offered none is not run (nor answered).
         if (call.offered.length === 0) calls = [];
+        calling = false;
         const step = addStep(turn, stepText, usage, calls, this.observer);
         stepText = '';
         if (calls.length === 0)
@@ -127,6 +131,7 @@ export class TurnSteps {
         await this.writes.recordStep(turn, step);
       }
     } catch (error) {
+      if (turn.stop?.aborted) return stopTurn(turn, this.writes, this.observer, calling ? stepText : null);
       const failure = timeout?.aborted
         ? { code: 'model_provider_timeout' as const, error: `no answer within ${this.timeoutMs} ms` }
         : hooks.signal.aborted

@@ -180,7 +180,7 @@ export class TurnEngine {
     // The turn is stored while its sources are searched and the model is asked: the model's
     // first token never waits for the write, and nothing is streamed before it is committed. The
     // reply counts as this instance's from the start (see `ReplyLeases.interruptGenerating`).
-    this.leases.hold(replyId);
+    const stop = this.leases.hold(replyId);
     try {
       const stored = (
         asked.stored
@@ -210,7 +210,7 @@ export class TurnEngine {
         }
         throw error;
       });
-      const started = stored.then(([message]) => hooks.onStart?.(message));
+      const started = stored.then(([message, reply]) => hooks.onStart?.(message, reply));
       this.leases.storingTurn(started);
       const [read, grounding] = await Promise.all([context, knowledge ? this.grounder.ground(userId, replyId, content, knowledge) : null]);
       // Attached documents are numbered sources before the knowledge a grounded turn found.
@@ -224,7 +224,9 @@ export class TurnEngine {
         usage: { inputTokens: 0, outputTokens: 0 },
         cost: 0,
         steps: 0,
-        hooks,
+        // A stop (asked for on any instance) aborts the model call as a closed stream does.
+        hooks: { ...hooks, signal: AbortSignal.any([hooks.signal, stop]) },
+        stop,
         decisions: new Map(),
         next: null,
       };
@@ -300,7 +302,8 @@ export class TurnEngine {
       usage: { inputTokens: reply.input_tokens ?? 0, outputTokens: reply.output_tokens ?? 0 },
       cost: Number(reply.cost_micro_cents ?? 0),
       steps: reply.model_calls,
-      hooks: { signal: new AbortController().signal },
+      hooks: { signal: this.leases.stopSignal(reply.id) },
+      stop: this.leases.stopSignal(reply.id),
       decisions: new Map([[approval.tool_call_id, { approve, arguments: approval.arguments as Record<string, unknown> }]]),
       next: null,
     };

@@ -51,7 +51,7 @@ export interface SendHooks {
   /** The client went away: cancels the reply. */
   signal: AbortSignal;
   /** The user message is stored and the reply begins. */
-  onStart?: (message: repo.MessageRow) => void;
+  onStart?: (message: repo.MessageRow, reply: repo.MessageRow) => void;
   /** Set to receive the reply as it is written (streamed from the provider). */
   onDelta?: (text: string) => void;
   /** A grounded turn's sources, before the reply is written (`failed`: the knowledge could not be searched). */
@@ -77,6 +77,8 @@ export interface Turn {
   cost: number;
   steps: number;
   hooks: SendHooks;
+  /** Aborts when the reply is stopped (`POST /api/v1/conversations/stop`): the turn ends `stopped`. */
+  stop?: AbortSignal;
   /** Decisions on approvals, by tool call id (a continued turn's). */
   decisions: Map<string, { approve: boolean; arguments: Record<string, unknown> }>;
   /** The model call already started for the turn's next step, if any. */

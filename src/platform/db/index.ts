@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import type { DB } from '../../../generated/db';
+import { type Notifications, pgliteNotifications, postgresNotifications } from './notifications';
 
 export type Database = Kysely<DB>;
 export type { DB };
@@ -15,6 +16,8 @@ export interface DatabaseHandle {
   pool?: pg.Pool;
   /** The connection pool's state (Postgres), or null (PGlite has no pool). */
   poolStats(): { total: number; idle: number; waiting: number } | null;
+  /** Postgres `LISTEN` / `NOTIFY` between instances (a dedicated client on Postgres, PGlite's own on PGlite). */
+  notifications: Notifications;
   close(): Promise<void>;
 }
 
@@ -44,12 +47,17 @@ export async function openPostgres(url: string, options: PoolOptions): Promise<D
   pool.on('connect', (client) => client.on('error', onConnectionError));
   pool.on('error', () => undefined);
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  const notifications = postgresNotifications(url, onConnectionError);
   return {
     db,
     kind: 'postgres',
     pool,
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    close: () => db.destroy(),
+    notifications,
+    close: async () => {
+      await notifications.close();
+      await db.destroy();
+    },
   };
 }
 
@@ -138,11 +146,14 @@ export async function openPglite(dir: string | null): Promise<DatabaseHandle> {
   try {
     const pglite = await createPglite(dir);
     const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
+    const notifications = pgliteNotifications(pglite);
     return {
       db,
       kind: 'pglite',
       poolStats: () => null,
+      notifications,
       close: async () => {
+        await notifications.close();
         await db.destroy();
         if (!pglite.closed) await pglite.close();
         release();

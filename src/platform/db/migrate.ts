@@ -26,6 +26,7 @@ import * as m0023 from './migrations/0023_integration_refresh_lease';
 import * as m0024 from './migrations/0024_rate_limiter_flexible';
 import * as m0025 from './migrations/0025_usage_resource_index';
 import * as m0026 from './migrations/0026_message_tree';
+import * as m0027 from './migrations/0027_reply_stop_events';
 import * as m0028 from './migrations/0028_message_attachments';
 import * as m0029 from './migrations/0029_feedback_temporary';
 
@@ -57,6 +58,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0024_rate_limiter_flexible': m0024,
   '0025_usage_resource_index': m0025,
   '0026_message_tree': m0026,
+  '0027_reply_stop_events': m0027,
   '0028_message_attachments': m0028,
   '0029_feedback_temporary': m0029,
 };
