@@ -24,7 +24,10 @@ $(NODE_MODULES): package.json package-lock.json
 
 deps: $(NODE_MODULES)
 
+# Built afresh: a file moved or removed in src/ must not live on in dist/ (a stale
+# repository.js would shadow a repository/ folder).
 $(BUILD): $(NODE_MODULES) $(SOURCES)
+	rm -rf dist
 	npx tsc -p tsconfig.build.json
 	@touch $@
 

@@ -26,12 +26,15 @@ const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=$
 const profiled = (args: string[]) =>
   args[0] === 'dist/src/server.js' || args.includes('bench/baseline.ts') || args.includes('bench/peer.ts');
 
-/** Starts `args` on `cpu` with this process's Node (the service as `make run` starts it: `node dist/src/server.js`). */
+/**
+ * Starts `args` on `cpu` with this process's Node (the service as `make run` starts it: `node
+ * dist/src/server.js`); BENCH_DEBUG_SERVICE=1 shows the service's logs.
+ */
 export function spawnPinned(cpu: string, args: string[], env: Record<string, string>): ChildProcess {
   return spawn('taskset', ['-c', cpu, process.execPath, ...(profiled(args) ? profile : []), ...args], {
     cwd: root,
     env: { ...process.env, ...env },
-    stdio: 'ignore',
+    stdio: process.env.BENCH_DEBUG_SERVICE ? ['ignore', 'inherit', 'inherit'] : 'ignore',
   });
 }
 

@@ -4713,7 +4713,9 @@ export interface components {
         };
         /**
          * @description Server-sent events, in this order:
-         *     - `event: message`, `data: { "message": Message }`: the stored user message;
+         *     - `event: message`, `data: { "message": Message, "reply": Message }`: the stored user message,
+         *       and the reply about to be written (`generating`; its `messageId` is the one to stop it with,
+         *       `POST /api/v1/conversations/stop`, or to follow it with, `watchReply`);
          *     - for a grounded reply only (`knowledge`, or the caller's `knowledgeInChat` setting),
          *       `event: citations`, `data: { "citations": Citation[], "retrieval": string }`: the sources
          *       the model was given (the reply's `citations`), before the first delta; `retrieval` is

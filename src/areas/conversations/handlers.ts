@@ -42,7 +42,7 @@ async function streamReply(watch: Chat['watch'], runTurn: RunTurn, res: Response
     signal: cancelOnClose(res),
     onStart: (message, reply) => {
       writer = watch.writer(reply.id);
-      events.send('message', { message: presentMessage(message) });
+      events.send('message', { message: presentMessage(message), reply: presentMessage(reply) });
     },
     onCitations: (citations, retrieval) => events.send('citations', { citations: presentCitations(citations), retrieval }),
     onDelta: (text) => events.send('delta', { text }),
