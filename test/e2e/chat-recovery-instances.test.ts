@@ -7,7 +7,7 @@ import { sql } from 'kysely';
 import type { Runtime } from '../../src/app';
 import { createHttpServer } from '../../src/http/server';
 import { anotherInstance, type Harness, startHarness, type TestUser } from '../helpers/harness';
-import { type FakeModelServer, startFakeModel } from '../helpers/openai-server';
+import { type FakeModelServer, parseEvents, startFakeModel } from '../helpers/openai-server';
 import { freePort, listening, type Running, start } from '../helpers/process';
 import { eventually, type Receiver, startReceiver, subscribe, verify } from '../helpers/receiver';
 
@@ -292,6 +292,37 @@ describe('chat replies whose instance stopped', () => {
             }, 30_000);
             expect(failed).toMatchObject({ messageId, errorCode: 'interrupted' });
             await delivered(secret, messageId);
+          },
+        ),
+      120_000,
+    );
+
+    (onPostgres ? test : test.skip)(
+      'an instance killed mid-reply: a watcher of the reply on another instance ends with error interrupted',
+      () =>
+        withReplyInProcess(
+          { CHAT_REPLY_RECOVERY_INTERVAL_MS: '50' },
+          { CHAT_REPLY_LEASE_MS: '3000', CHAT_REPLY_RECOVERY_INTERVAL_MS: '600000' },
+          async ({ survivor, proc, user, messageId }) => {
+            const watched = new Promise<string>((resolve, reject) => {
+              const req = http.get(
+                `${survivor.baseUrl}/api/v1/conversations/messages/stream?messageId=${messageId}`,
+                { headers: user.auth },
+                (res) => {
+                  let text = '';
+                  res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+                  res.on('end', () => resolve(text));
+                },
+              );
+              req.on('error', reject);
+            });
+            proc.child.kill('SIGKILL');
+            await proc.exited;
+            const events = parseEvents(await watched);
+            expect(events.at(-1)).toMatchObject({
+              event: 'error',
+              data: { code: 'interrupted', message: { messageId, status: 'failed' } },
+            });
           },
         ),
       120_000,
