@@ -108,33 +108,7 @@ export class ReplyWrites {
 
   /** Ends the turn's reply as complete: its totals stored, its last step charged, `chat.completed`. */
   complete(turn: Turn, step: Step): Promise<repo.MessageRow> {
-    const { userId, reply, model } = turn;
-    const text = contentOf(turn.parts);
-    return this.write(async (trx) => {
-      const now = new Date();
-      const stored = await repo.endReply(trx, reply.id, { ...progress(turn), status: 'complete', updated_at: now });
-      // Already failed as interrupted (this instance outlived its lease), or the conversation was deleted meanwhile.
-      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: text, status: 'complete' };
-      await this.billing.charge(trx, {
-        userId,
-        kind: 'chat.reply',
-        resourceId: stepResource(turn, step.index),
-        model: model.info,
-        connectionId: model.connectionId,
-        usage: step.usage,
-        at: now,
-      });
-      await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
-        conversationId: reply.conversation_id,
-        messageId: reply.id,
-        model: model.info.id,
-        content: text,
-        usage: presentUsage(turn.usage, turn.cost),
-        citations: presentCitations(stored.citations),
-        status: 'complete',
-      });
-      return stored;
-    });
+    return this.end(turn, 'complete', step);
   }
 
   /**
@@ -142,11 +116,17 @@ export class ReplyWrites {
    * stopped step charged (`step`, when a model call was on its way), `chat.completed` with `status: stopped`.
    */
   stop(turn: Turn, step: Step | null): Promise<repo.MessageRow> {
+    return this.end(turn, 'stopped', step);
+  }
+
+  /** Ends the reply `status`, its last step (if any) charged, with its `chat.completed`. */
+  private end(turn: Turn, status: 'complete' | 'stopped', step: Step | null): Promise<repo.MessageRow> {
     const { userId, reply, model } = turn;
     return this.write(async (trx) => {
       const now = new Date();
-      const stored = await repo.endReply(trx, reply.id, { ...progress(turn), status: 'stopped', updated_at: now });
-      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: contentOf(turn.parts), status: 'stopped' };
+      const stored = await repo.endReply(trx, reply.id, { ...progress(turn), status, updated_at: now });
+      // Already failed as interrupted (this instance outlived its lease), or the conversation was deleted meanwhile.
+      if (!stored) return (await repo.findMessage(trx, reply.id)) ?? { ...reply, content: contentOf(turn.parts), status };
       if (step)
         await this.billing.charge(trx, {
           userId,
@@ -164,7 +144,7 @@ export class ReplyWrites {
         content: stored.content,
         usage: presentUsage(turn.usage, turn.cost),
         citations: presentCitations(stored.citations),
-        status: 'stopped',
+        status,
       });
       return stored;
     });

@@ -1,8 +1,8 @@
 /** Replies being generated: stored with their turn, held by leases, ended, paused, resumed and stopped. */
-import { type Insertable, sql, type Transaction, type Updateable } from 'kysely';
+import { type Insertable, type InsertObject, sql, type Transaction, type Updateable } from 'kysely';
 import type { Conversations, Messages } from '../../../../generated/db';
 import type { Database, DB } from '../../../platform/db';
-import { MessageRow } from './messages';
+import type { MessageRow } from './messages';
 import { STOP_CHANNEL } from './events';
 
 /**
@@ -12,18 +12,11 @@ import { STOP_CHANNEL } from './events';
  */
 const leaseEnd = (ms: number) => sql<Date>`now() + cast(${`${ms} milliseconds`} as interval)`;
 
-/**
- * Stores a turn's message and its pending reply (held for `leaseMs` from the insert) and touches
- * the conversation, in one statement (atomic as a transaction would be, in one round trip instead of five).
- */
-export async function insertTurn(
-  db: Database,
-  conversation: { ownerUserId: string; id: string; changes: Updateable<Conversations> },
-  message: Insertable<Messages>,
-  reply: Insertable<Messages>,
-  leaseMs: number,
-) {
-  const rows = await db
+type Touched = { ownerUserId: string; id: string; changes: Updateable<Conversations> };
+
+/** Inserts `rows` and applies `changes` to their conversation, in one statement. */
+function insertTouching(db: Database, conversation: Touched, rows: Array<InsertObject<DB, 'messages'>>) {
+  return db
     .with('touched', (qb) =>
       qb
         .updateTable('conversations')
@@ -33,9 +26,23 @@ export async function insertTurn(
         .returning('id'),
     )
     .insertInto('messages')
-    .values([message, { ...reply, locked_until: leaseEnd(leaseMs) }])
+    .values(rows)
     .returningAll()
     .execute();
+}
+
+/**
+ * Stores a turn's message and its pending reply (held for `leaseMs` from the insert) and touches
+ * the conversation, in one statement (atomic as a transaction would be, in one round trip instead of five).
+ */
+export async function insertTurn(
+  db: Database,
+  conversation: Touched,
+  message: Insertable<Messages>,
+  reply: Insertable<Messages>,
+  leaseMs: number,
+) {
+  const rows = await insertTouching(db, conversation, [message, { ...reply, locked_until: leaseEnd(leaseMs) }]);
   const stored = rows.find((row) => row.id === message.id);
   const pending = rows.find((row) => row.id === reply.id);
   if (!stored || !pending) throw new Error("the turn's messages were not stored");
@@ -46,26 +53,9 @@ export async function insertTurn(
  * Stores a pending reply to a stored user message (held for `leaseMs` from the insert) and touches
  * the conversation, in one statement; answers the user message with it, as `insertTurn` does.
  */
-export async function insertReply(
-  db: Database,
-  conversation: { ownerUserId: string; id: string; changes: Updateable<Conversations> },
-  message: MessageRow,
-  reply: Insertable<Messages>,
-  leaseMs: number,
-) {
-  const pending = await db
-    .with('touched', (qb) =>
-      qb
-        .updateTable('conversations')
-        .set(conversation.changes)
-        .where('owner_user_id', '=', conversation.ownerUserId)
-        .where('id', '=', conversation.id)
-        .returning('id'),
-    )
-    .insertInto('messages')
-    .values({ ...reply, locked_until: leaseEnd(leaseMs) })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+export async function insertReply(db: Database, conversation: Touched, message: MessageRow, reply: Insertable<Messages>, leaseMs: number) {
+  const [pending] = await insertTouching(db, conversation, [{ ...reply, locked_until: leaseEnd(leaseMs) }]);
+  if (!pending) throw new Error('the reply was not stored');
   return [message, pending] as const;
 }
 
