@@ -38,7 +38,7 @@ import { ModelPolicyService } from '../areas/models/policy';
 import { ModelService } from '../areas/models/service';
 import { WebhookDispatcher } from '../areas/webhooks/dispatcher';
 import { WebhookService } from '../areas/webhooks/service';
-import { type Config, hasIdentityProvider } from '../config';
+import type { Config } from '../config';
 import type { DatabaseHandle } from '../platform/db';
 import { HashingEmbedder, HttpEmbedder } from '../platform/ai/embeddings';
 import { DevelopmentProvider } from '../platform/ai/development-model';
@@ -50,6 +50,7 @@ import { SignedUrls } from '../platform/signed-urls';
 import type { ObjectStore } from '../platform/storage';
 import { Outbound } from '../platform/net/outbound';
 import { Secrets } from '../platform/secrets';
+import { messageMaxLength, oidcIssuer } from './derived';
 
 export interface Services {
   knowledge: KnowledgeService;
@@ -384,24 +385,4 @@ export function createServices({
       settings: { apiVersion: doc.info.version, minClientVersion: config.shell.minClientVersion, oidcIssuer: oidcIssuer(config) },
     }),
   };
-}
-
-/** The longest chat message, as the document's message schema allows it. */
-function messageMaxLength(doc: OpenAPIV3.DocumentV3): number {
-  const schema = doc.components?.schemas?.MessageCreateRequest as OpenAPIV3.SchemaObject | undefined;
-  const content = schema?.properties?.content as OpenAPIV3.SchemaObject | undefined;
-  if (content?.maxLength === undefined) throw new Error("the document gives no maxLength for a message's content");
-  return content.maxLength;
-}
-
-/** The identity provider's issuer when it is an OpenID Connect issuer URL (https; http outside production), else null. */
-function oidcIssuer(config: Config): string | null {
-  const issuer = config.auth.issuer;
-  if (!hasIdentityProvider(config) || issuer === null) return null;
-  try {
-    const { protocol } = new URL(issuer);
-    return protocol === 'https:' || (protocol === 'http:' && config.env !== 'production') ? issuer : null;
-  } catch {
-    return null;
-  }
 }
