@@ -130,6 +130,8 @@ export async function knowledgeBench(log: (line: string) => void = () => undefin
       byok: true,
       mcp: true,
       integrations: true,
+      openaiApi: true,
+      mcpServer: true,
       billingProvider: 'stripe' as const,
       cacheMs: 0,
     };

@@ -2328,6 +2328,16 @@ export interface components {
              */
             integrations: boolean;
             /**
+             * @description The OpenAI-compatible API under `/v1` (models, chat completions, embeddings) is served. When `false` its routes answer `403` in OpenAI's error shape (code `capability_disabled`).
+             * @example true
+             */
+            openaiApi: boolean;
+            /**
+             * @description The workspace is an MCP server at `/mcp` (its tools, prompts and resources over the caller's data). When `false` `/mcp` answers `403 capability_disabled`.
+             * @example true
+             */
+            mcpServer: boolean;
+            /**
              * @description The payment provider, `none` when billing is off. Clients must tolerate new values.
              * @example none
              * @enum {string}
@@ -2995,6 +3005,8 @@ export interface components {
             byok?: boolean;
             mcp?: boolean;
             integrations?: boolean;
+            openaiApi?: boolean;
+            mcpServer?: boolean;
         };
         /**
          * @description `file` holds content; `folder` only groups files (through `parentId`).
@@ -7742,6 +7754,8 @@ export interface operations {
                      *           "byok": true,
                      *           "mcp": true,
                      *           "integrations": true,
+                     *           "openaiApi": true,
+                     *           "mcpServer": true,
                      *           "billingProvider": "none"
                      *         },
                      *         "links": {
@@ -7788,6 +7802,8 @@ export interface operations {
                      *         "byok": true,
                      *         "mcp": true,
                      *         "integrations": true,
+                     *         "openaiApi": true,
+                     *         "mcpServer": true,
                      *         "billingProvider": "none"
                      *       }
                      *     }
@@ -7851,6 +7867,8 @@ export interface operations {
                      *           "byok": true,
                      *           "mcp": true,
                      *           "integrations": true,
+                     *           "openaiApi": true,
+                     *           "mcpServer": true,
                      *           "billingProvider": "none"
                      *         },
                      *         "settings": {
@@ -10714,6 +10732,8 @@ export interface operations {
                      *         "byok": true,
                      *         "mcp": true,
                      *         "integrations": true,
+                     *         "openaiApi": true,
+                     *         "mcpServer": true,
                      *         "billingProvider": "none"
                      *       }
                      *     }

@@ -69,6 +69,14 @@ export const billing = topic('Capabilities and billing', {
       default: 'true',
       doc: 'default of the `integrations` flag: users may connect integrations (OAuth) and MCP servers may sign in with them ([integrations](areas/integrations.md))',
     }),
+    openaiApi: variable('CAPABILITY_OPENAI_API', bool(), {
+      default: 'true',
+      doc: 'default of the `openaiApi` flag: the OpenAI-compatible API under `/v1` ([the OpenAI-compatible API](areas/openai-api.md))',
+    }),
+    mcpServer: variable('CAPABILITY_MCP_SERVER', bool(), {
+      default: 'true',
+      doc: 'default of the `mcpServer` flag: the workspace as an MCP server at `/mcp` ([the MCP server](areas/mcp-server.md))',
+    }),
     billingProvider: variable('BILLING_PROVIDER', oneOf(['stripe']), {
       default: 'stripe',
       doc: 'payment provider while billing is on (reported as `none` while it is off)',

@@ -14,6 +14,11 @@ export interface Caller {
   sessionToken?: string;
   /** What a signed URL (upload or content) allows, when the caller came in with one. */
   grant?: SignedGrant;
+  /**
+   * The scopes (`read`, `write`, `chat`, `admin`) of the access token the caller came in with;
+   * unset when the credentials carry all of them (an identity provider's token, the session).
+   */
+  scopes?: readonly string[];
 }
 
 const BEARER = /^Bearer\s+(\S+)$/i;

@@ -40,6 +40,8 @@ const CAPABILITY_MESSAGES: Record<CapabilityName, string> = {
   byok: 'Model provider connections (bring your own key) are disabled for this deployment.',
   mcp: 'MCP servers are disabled for this deployment.',
   integrations: 'Integrations are disabled for this deployment.',
+  openaiApi: 'The OpenAI-compatible API is disabled for this deployment.',
+  mcpServer: 'The workspace MCP server is disabled for this deployment.',
 };
 
 /** The realm of the service's RFC 6750 challenges. */

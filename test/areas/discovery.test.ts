@@ -79,6 +79,8 @@ describe('discovery', () => {
           byok: true,
           mcp: true,
           integrations: true,
+          openaiApi: true,
+          mcpServer: true,
           billingProvider: 'none',
         },
         links: { openapi: '/openapi.json', openapiYaml: '/openapi.yaml', docs: '/docs' },

@@ -18,6 +18,8 @@ export const missing: HandlerMap = {
       byok: true,
       mcp: true,
       integrations: true,
+      openaiApi: true,
+      mcpServer: true,
       billingProvider: 'none',
     },
   }),

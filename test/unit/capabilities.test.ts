@@ -75,6 +75,8 @@ describe('capability flags', () => {
         byok: true,
         mcp: true,
         integrations: true,
+        openaiApi: true,
+        mcpServer: true,
         billingProvider: 'none',
       },
     });
@@ -94,6 +96,8 @@ describe('capability flags', () => {
       byok: true,
       mcp: true,
       integrations: true,
+      openaiApi: true,
+      mcpServer: true,
       billingProvider: 'stripe' as const,
       cacheMs: 2000,
     };

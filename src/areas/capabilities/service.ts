@@ -16,7 +16,16 @@ export interface CapabilityDefaults extends Flags {
   cacheMs: number;
 }
 
-export const CAPABILITY_NAMES: readonly CapabilityName[] = ['automations', 'billing', 'vectorSearch', 'byok', 'mcp', 'integrations'];
+export const CAPABILITY_NAMES: readonly CapabilityName[] = [
+  'automations',
+  'billing',
+  'vectorSearch',
+  'byok',
+  'mcp',
+  'integrations',
+  'openaiApi',
+  'mcpServer',
+];
 
 /** What a CapabilityService is built from. */
 export interface CapabilityServiceDeps {
@@ -103,6 +112,8 @@ export class CapabilityService {
       byok: this.defaults.byok,
       mcp: this.defaults.mcp,
       integrations: this.defaults.integrations,
+      openaiApi: this.defaults.openaiApi,
+      mcpServer: this.defaults.mcpServer,
     };
     for (const row of await repo.listCapabilityRows(db)) {
       if ((CAPABILITY_NAMES as readonly string[]).includes(row.name)) flags[row.name as CapabilityName] = row.enabled;
