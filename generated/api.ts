@@ -220,6 +220,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/access-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's personal access tokens, or read one
+         * @description With `tokenId`, returns that token as `{ accessToken }` (`404` if it is not one of the
+         *     caller's). Without it, a page of the caller's tokens, newest first, revoked and expired ones
+         *     included (see `status`). A token's secret is never part of the answer.
+         */
+        get: operations["getAccessTokens"];
+        put?: never;
+        /**
+         * Create a personal access token
+         * @description Creates a token of the caller with a name, scopes and an expiry, and returns it with its
+         *     secret `token` (`aiws_pat_…`), shown only here: the service keeps only its hash. The token is
+         *     accepted wherever a bearer token is, for the operations whose `x-scope` it holds, until it
+         *     expires or is revoked. `admin` may be given only by a user who holds a role (`403`). A caller
+         *     that is itself authenticated by an access token may give only scopes it holds, and no later
+         *     expiry than its own (`403`). A user has at most ACCESS_TOKEN_MAX_PER_USER (50) live tokens
+         *     (`409`). Audited (`access_token.create`).
+         *
+         *     This create takes no `Idempotency-Key`: a remembered answer would keep the secret; a client
+         *     whose answer was lost revokes the token by its name in the list and creates another.
+         */
+        post: operations["createAccessToken"];
+        /**
+         * Revoke a personal access token
+         * @description Revokes the caller's token `tokenId` (query, or JSON body; if both are given they must agree):
+         *     the next request that presents it is `401` on every instance. The record stays, `revoked`,
+         *     so the list still shows when it was used. Revoking a revoked token answers it as it is.
+         *     Audited (`access_token.revoke`).
+         */
+        delete: operations["revokeAccessToken"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects": {
         parameters: {
             query?: never;
@@ -986,6 +1028,32 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/access-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List any user's personal access tokens (admin)
+         * @description A page of personal access tokens, newest first, of every user or of `userId`, each with its
+         *     `userId`; with `tokenId`, that token as `{ accessToken }`. Never a secret. Requires `admin`.
+         */
+        get: operations["getAdminAccessTokens"];
+        put?: never;
+        post?: never;
+        /**
+         * Revoke any user's personal access token (admin)
+         * @description Revokes the token `tokenId` of any user: its next request is `401` on every instance.
+         *     Audited with the administrator as actor. Requires `admin`.
+         */
+        delete: operations["revokeAdminAccessToken"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2235,9 +2303,14 @@ export interface components {
              * @example invalid_request
              * @enum {string}
              */
-            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "integration_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
+            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "insufficient_scope" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "integration_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
             /** @description With `invalid_request`, one entry per problem found in the request. With `not_found` for a body field that names another record (`projectId`, `parentId`, `conversationId`, `skillIds/0`, `agentId`…) that does not exist or is not the caller's, one entry whose `path` names that field (`/body/projectId`). */
             details?: components["schemas"]["ErrorDetail"][];
+            /**
+             * @description With `insufficient_scope`, the scope the operation needs (its `x-scope`).
+             * @example write
+             */
+            scope?: string;
             /**
              * @description The request id (also in the `X-Request-Id` response header), for support.
              * @example 0f8c2b7e-52d1-4f0e-9d6a-3b9d0c1e4a77
@@ -5629,6 +5702,94 @@ export interface components {
              */
             automations: number | null;
         };
+        /**
+         * @description What an access token may do; each operation names the scope it needs in `x-scope`. `read`: read the caller's records (lists, searches, content); `write`: create, change and delete them; `chat`: converse and call models (conversations' messages, media, the OpenAI-compatible API); `admin`: the administration routes, which also need the role they name, so it may only be given by a user who holds a role. Clients must tolerate new values.
+         * @example read
+         * @enum {string}
+         */
+        AccessTokenScope: "read" | "write" | "chat" | "admin";
+        /** @description A personal access token, never with its secret (shown once, when it is created). */
+        AccessToken: {
+            tokenId: components["schemas"]["Id"];
+            /**
+             * @description The token's user (present in the administrators' list).
+             * @example alice
+             */
+            userId?: string;
+            /**
+             * @description What the token is for, as its user named it.
+             * @example Editor plug-in
+             */
+            name: string;
+            /**
+             * @example [
+             *       "read",
+             *       "chat"
+             *     ]
+             */
+            scopes: components["schemas"]["AccessTokenScope"][];
+            /**
+             * @description The token's first characters (`aiws_pat_` and its lookup part), to recognise it.
+             * @example aiws_pat_Xk3f9QbZ2LmA
+             */
+            prefix: string;
+            /**
+             * @description `active` until it expires or is revoked. Clients must tolerate new values.
+             * @example active
+             * @enum {string}
+             */
+            status: "active" | "expired" | "revoked";
+            createdAt: components["schemas"]["Timestamp"];
+            expiresAt: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @description When the token last authenticated a request (recorded at most once a minute), or null. Milliseconds since the epoch.
+             * @example null
+             */
+            lastUsedAt: number | null;
+            /**
+             * Format: int64
+             * @description When the token was revoked, or null. Milliseconds since the epoch.
+             * @example null
+             */
+            revokedAt: number | null;
+        };
+        AccessTokenResponse: {
+            accessToken: components["schemas"]["AccessToken"];
+        };
+        AccessTokenListResponse: {
+            accessTokens: components["schemas"]["AccessToken"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ accessToken }` when `tokenId` is given, otherwise a page `{ accessTokens, nextCursor }`. */
+        AccessTokenGetResponse: components["schemas"]["AccessTokenResponse"] | components["schemas"]["AccessTokenListResponse"];
+        AccessTokenCreateRequest: {
+            /** @example Editor plug-in */
+            name: string;
+            /**
+             * @example [
+             *       "read",
+             *       "chat"
+             *     ]
+             */
+            scopes: components["schemas"]["AccessTokenScope"][];
+            /** @description When the token stops working: in the future and at most ACCESS_TOKEN_MAX_TTL_DAYS (365 by default) from now (`400` otherwise). Default: ACCESS_TOKEN_DEFAULT_TTL_DAYS (30) from now. */
+            expiresAt?: components["schemas"]["Timestamp"];
+        };
+        AccessTokenCreateResponse: {
+            accessToken: components["schemas"]["AccessToken"];
+            /**
+             * @description The secret, shown only in this answer: send it as `Authorization: Bearer <token>`.
+             * @example aiws_pat_Xk3f9QbZ2LmA_5t2Vb0Q9y4sQpW6jR1nE8cK3hF7uD0aL2xZ9mN4bT6o
+             */
+            token: string;
+        };
+        AccessTokenIdRequest: {
+            tokenId?: components["schemas"]["Id"];
+        };
+        AccessTokenRevokeResponse: {
+            accessToken: components["schemas"]["AccessToken"];
+        };
         /** @description The model to call: one `GET /api/v1/models` lists with this operation's kind (`image`, `transcription` or `speech`), else `400`. Absent: the caller's default for the kind (their setting, else the deployment's first model of the kind). */
         MediaModelField: string;
         /** @description Which models the deployment lets its users call. A model is blocked when its `modelId` or the provider's model id (the part after `<connectionId>/` for a connection's model) is in `block`, or when `allow` is a list that names neither. Blocked models disappear from `GET /api/v1/models` and every route that takes a `model` refuses them (`400`). */
@@ -6060,6 +6221,16 @@ export interface components {
              * @example 5000
              */
             monthlySpendingLimitCents: number | null;
+        };
+        /** @description An access token without the scope the operation names in `x-scope`. */
+        InsufficientScopeError: components["schemas"]["ErrorResponse"] & {
+            /** @enum {string} */
+            code?: "insufficient_scope";
+            /**
+             * @description The scope the operation needs. Clients must tolerate new values.
+             * @example write
+             */
+            scope: string;
         };
         /** @description `approval.requested`: a chat turn paused because the model called a tool that needs the user's approval; decide it with `POST /api/v1/approvals/decide` before `expiresAt`. */
         WebhookEventApprovalRequested: {
@@ -6980,7 +7151,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `forbidden`: the body names another user (`userId`), or a cookie-authenticated unsafe request came from an origin that is not allowed. */
+        /** @description `forbidden`: the body names another user (`userId`), or a cookie-authenticated unsafe request came from an origin that is not allowed. An access token without the operation's `x-scope` is `insufficient_scope` (`scope` names it). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -7095,7 +7266,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `forbidden`: the caller does not hold a role this operation requires. The refusal is recorded as an audit event with outcome `denied`. */
+        /** @description `forbidden`: the caller does not hold a role this operation requires. The refusal is recorded as an audit event with outcome `denied`. An access token without the operation's `x-scope` is `insufficient_scope` (`scope` names it). */
         RoleRequired: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -7224,7 +7395,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `capability_disabled`: the capability this operation belongs to is switched off for this deployment. */
+        /** @description `capability_disabled`: the capability this operation belongs to is switched off for this deployment. An access token without the operation's `x-scope` is `insufficient_scope` (`scope` names it). */
         CapabilityDisabled: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -7241,10 +7412,10 @@ export interface components {
                  *       "capability": "automations"
                  *     }
                  */
-                "application/json": components["schemas"]["CapabilityDisabledError"];
+                "application/json": components["schemas"]["CapabilityDisabledError"] | components["schemas"]["InsufficientScopeError"];
             };
         };
-        /** @description `capability_disabled` when the capability this operation belongs to is switched off (the same body on every route of the capability, whatever the request), or `forbidden`: the body names another user. */
+        /** @description `capability_disabled` when the capability this operation belongs to is switched off (the same body on every route of the capability, whatever the request), or `forbidden`: the body names another user. An access token without the operation's `x-scope` is `insufficient_scope` (`scope` names it). */
         ForbiddenOrCapabilityDisabled: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -7424,7 +7595,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `invalid_environment_credential`: the `Environment-Credential` header is not this environment's credential; or `forbidden`: the body names another user. */
+        /** @description `invalid_environment_credential`: the `Environment-Credential` header is not this environment's credential; or `forbidden`: the body names another user. An access token without the operation's `x-scope` is `insufficient_scope` (`scope` names it). */
         EnvironmentForbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -7443,7 +7614,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `path_outside_grant`: the command names a path outside the environment's filesystem grant (`details` names each); nothing was queued. */
+        /** @description `path_outside_grant`: the command names a path outside the environment's filesystem grant (`details` names each); nothing was queued. An access token without the operation's `x-scope` is `insufficient_scope` (`scope` names it). */
         PathOutsideGrant: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -7650,6 +7821,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -7813,6 +7985,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -7982,6 +8155,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -8042,6 +8216,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -8179,6 +8354,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -8325,6 +8501,165 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getAccessTokens: {
+        parameters: {
+            query?: {
+                /** @description Read this token. */
+                tokenId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The token, or a page of tokens. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccessTokenGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createAccessToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AccessTokenCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The token and its secret. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "accessToken": {
+                     *         "tokenId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *         "name": "Editor plug-in",
+                     *         "scopes": [
+                     *           "read",
+                     *           "chat"
+                     *         ],
+                     *         "prefix": "aiws_pat_Xk3f9QbZ2LmA",
+                     *         "status": "active",
+                     *         "createdAt": 1763784000000,
+                     *         "expiresAt": 1766376000000,
+                     *         "lastUsedAt": null,
+                     *         "revokedAt": null
+                     *       },
+                     *       "token": "aiws_pat_Xk3f9QbZ2LmA_5t2Vb0Q9y4sQpW6jR1nE8cK3hF7uD0aL2xZ9mN4bT6o"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AccessTokenCreateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeAccessToken: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The token to revoke (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60
+                 */
+                tokenId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["AccessTokenIdRequest"];
+            };
+        };
+        responses: {
+            /** @description The revoked token. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "accessToken": {
+                     *         "tokenId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *         "name": "Editor plug-in",
+                     *         "scopes": [
+                     *           "read",
+                     *           "chat"
+                     *         ],
+                     *         "prefix": "aiws_pat_Xk3f9QbZ2LmA",
+                     *         "status": "revoked",
+                     *         "createdAt": 1763784000000,
+                     *         "expiresAt": 1766376000000,
+                     *         "lastUsedAt": 1763787600000,
+                     *         "revokedAt": 1763791200000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AccessTokenRevokeResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getProjects: {
         parameters: {
             query?: {
@@ -8364,6 +8699,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -8569,6 +8905,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -8771,6 +9108,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -8977,6 +9315,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -9224,6 +9563,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -9532,6 +9872,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
@@ -9618,6 +9959,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             410: components["responses"]["Gone"];
             416: components["responses"]["RangeNotSatisfiable"];
@@ -9910,6 +10252,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -10041,6 +10384,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             416: components["responses"]["RangeNotSatisfiable"];
             429: components["responses"]["RateLimited"];
@@ -10906,6 +11250,129 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getAdminAccessTokens: {
+        parameters: {
+            query?: {
+                /** @description Only this user's tokens. */
+                userId?: components["schemas"]["Id"];
+                /** @description Read this token. */
+                tokenId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The token, or a page of tokens. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "accessToken": {
+                     *         "tokenId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *         "userId": "alice",
+                     *         "name": "Editor plug-in",
+                     *         "scopes": [
+                     *           "read",
+                     *           "chat"
+                     *         ],
+                     *         "prefix": "aiws_pat_Xk3f9QbZ2LmA",
+                     *         "status": "active",
+                     *         "createdAt": 1763784000000,
+                     *         "expiresAt": 1766376000000,
+                     *         "lastUsedAt": 1763787600000,
+                     *         "revokedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AccessTokenGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeAdminAccessToken: {
+        parameters: {
+            query?: {
+                /** @description The token to revoke (or give it in the body). */
+                tokenId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["AccessTokenIdRequest"];
+            };
+        };
+        responses: {
+            /** @description The revoked token. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "accessToken": {
+                     *         "tokenId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e60",
+                     *         "userId": "alice",
+                     *         "name": "Editor plug-in",
+                     *         "scopes": [
+                     *           "read",
+                     *           "chat"
+                     *         ],
+                     *         "prefix": "aiws_pat_Xk3f9QbZ2LmA",
+                     *         "status": "revoked",
+                     *         "createdAt": 1763784000000,
+                     *         "expiresAt": 1766376000000,
+                     *         "lastUsedAt": 1763787600000,
+                     *         "revokedAt": 1763791200000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AccessTokenRevokeResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getAgentEnvironments: {
         parameters: {
             query?: {
@@ -10969,6 +11436,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -11069,6 +11537,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
@@ -11218,6 +11687,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -11413,6 +11883,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
@@ -11479,6 +11950,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -11518,6 +11990,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -11605,6 +12078,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -11945,6 +12419,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -12084,6 +12559,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -12811,6 +13287,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -13094,6 +13571,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -13439,6 +13917,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
@@ -13903,6 +14382,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -13968,6 +14448,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];

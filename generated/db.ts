@@ -23,6 +23,20 @@ export type JsonValue = JsonArray | JsonObject | JsonPrimitive;
 
 export type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
+export interface AccessTokens {
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  id: string;
+  last_used_at: Timestamp | null;
+  lookup: string;
+  name: string;
+  owner_user_id: string;
+  revoked_at: Timestamp | null;
+  revoked_by: string | null;
+  scopes: string[];
+  secret_hash: string;
+}
+
 export interface AdministrativePrincipals {
   created_at: Generated<Timestamp>;
   granted_by: string;
@@ -580,6 +594,7 @@ export interface WebhookSubscriptions {
 }
 
 export interface DB {
+  access_tokens: AccessTokens;
   administrative_principals: AdministrativePrincipals;
   agent_commands: AgentCommands;
   agent_environments: AgentEnvironments;

@@ -1,6 +1,7 @@
 import cookieParser from 'cookie-parser';
 import express, { type Express } from 'express';
 import helmet from 'helmet';
+import { accessTokenHandlers } from './areas/access-tokens/handlers';
 import { agentHandlers } from './areas/agents/handlers';
 import { auditHandlers } from './areas/audit/handlers';
 import { billingHandlers } from './areas/billing/handlers';
@@ -33,14 +34,14 @@ import { modelHandlers } from './areas/models/handlers';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { compose, type Composition, type Services, type Workers } from './composition';
 import type { Config } from './config';
-import { limitAuthFailures, resolveCaller, securityHandlers } from './http/auth';
+import { limitAuthFailures, requireScope, resolveCaller, securityHandlers } from './http/auth';
 import { requireDeclaredCapability } from './http/capability-gate';
 import { CORS_PATHS, cors } from './http/cors';
 import { serveDocs } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
 import { apiRouter } from './http/openapi';
-import { perUserRateLimit } from './http/rate-limit';
+import { perTokenRateLimit, perUserRateLimit } from './http/rate-limit';
 import { requestLog } from './http/request-log';
 import { requireRoles } from './http/roles';
 import { API_HEADERS } from './http/security-headers';
@@ -71,6 +72,7 @@ function rateLimiter(database: DatabaseHandle, perMinute: number): RateLimiter {
 function handlerMap(services: Services, config: Config, runner: AutomationRunner): HandlerMap {
   return {
     ...sessionHandlers(services.sessions, { secure: config.env !== 'development' }),
+    ...accessTokenHandlers(services.accessTokens),
     ...discoveryHandlers(services.discovery),
     ...bootstrapHandlers(services.bootstrap),
     ...settingsHandlers(services.settings),
@@ -134,7 +136,7 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
       validateApiSpec: config.validateResponses,
       bodyLimitBytes: config.bodyLimitBytes,
       idempotency: new IdempotencyStore(database.db),
-      securityHandlers: securityHandlers(composition.verifyToken, services.sessions, composition.signedUrls),
+      securityHandlers: securityHandlers(composition.verifyToken, services.sessions, composition.signedUrls, services.accessTokens),
       onAuthFailure:
         config.authFailuresPerMinute > 0
           ? limitAuthFailures(rateLimiter(database, config.authFailuresPerMinute), config.authFailuresPerMinute)
@@ -144,6 +146,10 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
         ...(config.rateLimitPerMinute > 0
           ? [perUserRateLimit(rateLimiter(database, config.rateLimitPerMinute), config.rateLimitPerMinute)]
           : []),
+        ...(config.accessTokens.perMinute > 0
+          ? [perTokenRateLimit(rateLimiter(database, config.accessTokens.perMinute), config.accessTokens.perMinute)]
+          : []),
+        requireScope,
         requireDeclaredCapability(services.capabilities),
         requireRoles(services.principals),
       ],

@@ -25,6 +25,7 @@ import { NoteService } from '../areas/notes/service';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
+import { AccessTokenService } from '../areas/access-tokens/service';
 import { SkillService } from '../areas/skills/service';
 import { AutomationService } from '../areas/automations/service';
 import { type Chat, createChat } from '../areas/conversations/chat';
@@ -63,6 +64,7 @@ export interface Services {
   /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
   stripeEvents: StripeEvents | null;
   sessions: SessionService;
+  accessTokens: AccessTokenService;
   capabilities: CapabilityService;
   projects: ProjectService;
   notes: NoteService;
@@ -345,6 +347,7 @@ export function createServices({
     billing,
     stripeEvents,
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
+    accessTokens: new AccessTokenService({ db, audit, principals, settings: config.accessTokens }),
     capabilities,
     projects,
     notes,

@@ -70,6 +70,24 @@ export const auth = topic(
         },
       ),
     },
+    accessTokens: {
+      defaultTtlDays: variable('ACCESS_TOKEN_DEFAULT_TTL_DAYS', int(1, 3650), {
+        default: '30',
+        doc: 'a personal access token created without `expiresAt` expires this many days later',
+      }),
+      maxTtlDays: variable('ACCESS_TOKEN_MAX_TTL_DAYS', int(1, 3650), {
+        default: '365',
+        doc: 'the latest expiry a personal access token may be given, in days from its creation',
+      }),
+      maxPerUser: variable('ACCESS_TOKEN_MAX_PER_USER', int(1, 10_000), {
+        default: '50',
+        doc: 'live (not revoked, not expired) personal access tokens a user may hold',
+      }),
+      perMinute: variable('ACCESS_TOKEN_RATE_LIMIT_PER_MINUTE', int(0, 1_000_000), {
+        default: '300',
+        doc: "requests per personal access token and minute, across instances, within its user's `RATE_LIMIT_PER_MINUTE` (`429` above); `0` turns it off",
+      }),
+    },
     authFailuresPerMinute: variable('AUTH_FAILURES_PER_MINUTE', int(0, 1_000_000), {
       default: '30',
       doc: 'refused credentials per client address (`req.ip`, honouring `TRUST_PROXY`) and minute before `429 rate_limited`, across instances; requests that authenticate are never refused; 0 turns it off',
@@ -80,6 +98,11 @@ export const auth = topic(
       variables: ['AUTH_JWKS_URL', 'AUTH_PUBLIC_KEY'],
       requires: 'set either AUTH_JWKS_URL or AUTH_PUBLIC_KEY, not both',
       broken: ({ auth }) => !!auth.jwksUrl && !!auth.publicKeyPem,
+    },
+    'access-token-default-within-max': {
+      variables: ['ACCESS_TOKEN_DEFAULT_TTL_DAYS', 'ACCESS_TOKEN_MAX_TTL_DAYS'],
+      requires: 'ACCESS_TOKEN_DEFAULT_TTL_DAYS must be at most ACCESS_TOKEN_MAX_TTL_DAYS',
+      broken: ({ accessTokens }) => accessTokens.defaultTtlDays > accessTokens.maxTtlDays,
     },
     'identity-provider-needs-issuer-and-audience': {
       variables: ['AUTH_JWKS_URL', 'AUTH_PUBLIC_KEY', 'AUTH_ISSUER', 'AUTH_AUDIENCE'],

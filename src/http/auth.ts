@@ -19,6 +19,23 @@ export interface Caller {
    * unset when the credentials carry all of them (an identity provider's token, the session).
    */
   scopes?: readonly string[];
+  /** The personal access token the caller came in with: its id (the per-token rate limit) and expiry. */
+  accessToken?: { tokenId: string; expiresAt: number };
+}
+
+/** What a personal access token stands for (the entry wires the access-tokens service). */
+export interface AccessTokenIdentity {
+  userId: string;
+  tokenId: string;
+  scopes: readonly string[];
+  expiresAt: number;
+}
+
+/** What authentication needs of personal access tokens: which bearer tokens are theirs, and what one stands for. */
+export interface AccessTokenResolver {
+  recognises(token: string): boolean;
+  /** Throws InvalidTokenError (its message the reason) when the token is unknown, revoked or expired. */
+  verify(token: string): Promise<AccessTokenIdentity>;
 }
 
 const BEARER = /^Bearer\s+(\S+)$/i;
@@ -34,7 +51,12 @@ export interface SessionResolver {
  * records what it verified; `resolveCaller` then picks one (bearer first), so the outcome does not
  * depend on which handler finishes first.
  */
-export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionResolver, signedUrls: SignedUrls) {
+export function securityHandlers(
+  verifyToken: TokenVerifier,
+  sessions: SessionResolver,
+  signedUrls: SignedUrls,
+  accessTokens: AccessTokenResolver,
+) {
   return {
     signedUrl: async (req: Request): Promise<boolean> => {
       const token = req.query.token;
@@ -65,8 +87,8 @@ export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionRe
         return false;
       }
       try {
-        const userId = await verifyToken(token);
-        req.credentials = { ...req.credentials, bearer: userId };
+        const bearer = accessTokens.recognises(token) ? await accessTokens.verify(token) : { userId: await verifyToken(token) };
+        req.credentials = { ...req.credentials, bearer };
         return true;
       } catch (error) {
         if (!(error instanceof InvalidTokenError)) throw error;
@@ -94,6 +116,18 @@ export function securityHandlers(verifyToken: TokenVerifier, sessions: SessionRe
   };
 }
 
+/**
+ * Enforces the scope an operation names (`x-scope`) on callers whose token carries scopes:
+ * without it, 403 `insufficient_scope` naming the scope. Runs after the caller is chosen.
+ */
+export function requireScope(req: Request, _res: Response, next: NextFunction): void {
+  const scopes = req.caller?.scopes;
+  const needed = req.operation?.['x-scope'];
+  if (!scopes || !req.operation) return next();
+  if (!needed) throw new Error(`${req.operation.operationId} declares no x-scope`);
+  next(scopes.includes(needed) ? undefined : errors.insufficientScope(needed));
+}
+
 /** The origins a cookie-authenticated unsafe request may come from: the configured ones, or the service's own. */
 function originAllowed(req: Request, allowedOrigins: string[]): boolean {
   const source = req.headers.origin ?? req.headers.referer;
@@ -118,8 +152,11 @@ export function resolveCaller(allowedOrigins: string[]) {
     if (signedExpired && !bearer && !session) {
       return next(errors.linkExpired());
     }
-    if (bearer) {
-      req.caller = { userId: bearer, via: 'bearer' };
+    if (bearer && 'tokenId' in bearer) {
+      const accessToken = { tokenId: bearer.tokenId, expiresAt: bearer.expiresAt };
+      req.caller = { userId: bearer.userId, via: 'bearer', scopes: bearer.scopes, accessToken };
+    } else if (bearer) {
+      req.caller = { userId: bearer.userId, via: 'bearer' };
     } else if (signed && !session) {
       req.caller = { userId: signed.userId, via: 'signed-url', grant: signed };
     } else if (session) {

@@ -271,13 +271,14 @@ export const toExpressPath = (openApiPath: string) => openApiPath.replace(/\{([^
 
 /** What the service reads of an operation of the document (its security falls back to the document's). */
 function apiOperation(doc: OpenAPIV3.DocumentV3, operation: OpenAPIV3.OperationObject, operationId: OperationId): ApiOperation {
-  const extensions = operation as Pick<ApiOperation, 'x-capability' | 'x-required-roles' | 'x-audit'>;
+  const extensions = operation as Pick<ApiOperation, 'x-capability' | 'x-required-roles' | 'x-audit' | 'x-scope'>;
   return {
     operationId,
     security: operation.security ?? doc.security ?? [],
     'x-capability': extensions['x-capability'],
     'x-required-roles': extensions['x-required-roles'],
     'x-audit': extensions['x-audit'],
+    'x-scope': extensions['x-scope'],
     statuses: new Set(Object.keys(operation.responses ?? {})),
     exactlyOneOf: exactlyOneOf(doc, operation),
   };

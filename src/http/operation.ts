@@ -12,6 +12,8 @@ export interface ApiOperation {
   'x-capability'?: CapabilityName;
   'x-required-roles'?: Array<components['schemas']['Role']>;
   'x-audit'?: { action: string; resourceType: string };
+  /** The access-token scope the operation needs (every operation names one). */
+  'x-scope'?: components['schemas']['AccessTokenScope'];
   /** The statuses the operation declares (`'200'`, `'401'`, … and `'default'` if present). */
   statuses: ReadonlySet<string>;
   /** The fields of a JSON body whose `oneOf` asks for exactly one of them (named in its 400). */

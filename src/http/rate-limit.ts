@@ -19,6 +19,23 @@ export function perUserRateLimit(limiter: RateLimiter, perMinute: number): Reque
   };
 }
 
+/**
+ * The limit of each personal access token (`token:<id>`), within its user's: software running
+ * with one token cannot use up its user's whole allowance. Its headers replace the user's when
+ * it is the tighter of the two.
+ */
+export function perTokenRateLimit(limiter: RateLimiter, perMinute: number): RequestHandler {
+  return async function perTokenRateLimitMiddleware(req, res, next) {
+    const tokenId = req.caller?.accessToken?.tokenId;
+    if (tokenId === undefined) return next();
+    const decision = await limiter.consume(`token:${tokenId}`);
+    const userRemaining = Number(res.getHeader('RateLimit-Remaining') ?? Infinity);
+    if (decision.remaining <= userRemaining) setHeaders(res, perMinute, decision);
+    if (decision.allowed) next();
+    else next(errors.rateLimited(Math.max(1, Math.ceil(decision.resetMs / 1000)), perMinute));
+  };
+}
+
 /** The limit, what is left, seconds until the window resets. */
 function setHeaders(res: Response, limit: number, decision: RateDecision): void {
   res.setHeader('RateLimit-Limit', String(limit));

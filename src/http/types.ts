@@ -1,6 +1,6 @@
 import type { middleware } from 'express-openapi-validator';
 import type { SignedGrant } from '../platform/signed-urls';
-import type { Caller } from './auth';
+import type { AccessTokenIdentity, Caller } from './auth';
 import type { ApiOperation } from './operation';
 
 /** What express-openapi-validator sets as `req.openapi`, taken from the type of its public middleware. */
@@ -19,7 +19,12 @@ declare module 'express-serve-static-core' {
     /** The authenticated caller, set once the operation's security passed. */
     caller?: Caller;
     /** What each security scheme found, before one is chosen as the caller. */
-    credentials?: { bearer?: string; session?: { userId: string; token: string }; signed?: SignedGrant; signedExpired?: boolean };
+    credentials?: {
+      bearer?: { userId: string } | AccessTokenIdentity;
+      session?: { userId: string; token: string };
+      signed?: SignedGrant;
+      signedExpired?: boolean;
+    };
     /** Why authentication failed, for the 401 message. */
     authFailure?: string;
     /** Whether `authFailure` is about a bearer token that was presented (RFC 6750 `invalid_token`). */

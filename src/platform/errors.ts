@@ -64,6 +64,14 @@ export const errors = {
   unauthenticated: (message = AUTHENTICATION_REQUIRED, invalidToken = false) =>
     new ApiError(401, 'unauthenticated', message, {}, { 'WWW-Authenticate': bearerChallenge(invalidToken ? message : undefined) }),
   forbidden: (message = 'You are not allowed to do this.') => new ApiError(403, 'forbidden', message),
+  insufficientScope: (scope: string) =>
+    new ApiError(
+      403,
+      'insufficient_scope',
+      `This access token does not have the "${scope}" scope this operation needs.`,
+      { scope },
+      { 'WWW-Authenticate': `Bearer realm="${AUTH_REALM}", error="insufficient_scope", scope="${scope}"` },
+    ),
   capabilityDisabled: (capability: CapabilityName) =>
     new ApiError(403, 'capability_disabled', CAPABILITY_MESSAGES[capability], { capability }),
   budgetExhausted: (periodEnd: Date) =>

@@ -115,6 +115,24 @@ const calls: Call[] = [
     send: (u) => h.http().patch('/api/v1/admin/model-policy').set(u.auth).send({ block: [] }),
   },
   {
+    operationId: 'getAdminAccessTokens',
+    allowed: ['admin'],
+    send: (u) => h.http().get('/api/v1/admin/access-tokens').query({ limit: 1 }).set(u.auth),
+  },
+  {
+    operationId: 'revokeAdminAccessToken',
+    allowed: ['admin'],
+    send: async (u) => {
+      const created = await h
+        .http()
+        .post('/api/v1/access-tokens')
+        .set(u.auth)
+        .send({ name: 'matrix', scopes: ['read'] })
+        .expect(200);
+      return h.http().delete('/api/v1/admin/access-tokens').query({ tokenId: created.body.accessToken.tokenId }).set(u.auth);
+    },
+  },
+  {
     operationId: 'listAdminFeedback',
     allowed: ['admin'],
     send: (u) => h.http().get('/api/v1/admin/feedback').query({ limit: 1 }).set(u.auth),

@@ -51,6 +51,20 @@ const exampleOf = (schema: unknown): unknown => {
 };
 
 describe('the rules the document states', () => {
+  test('each operation names the access-token scope it needs, and role-guarded ones need admin', () => {
+    const scopes = (components.schemas?.AccessTokenScope as { enum: string[] }).enum;
+    const problems = [];
+    for (const { where, operation } of operations()) {
+      const scope = (operation as { 'x-scope'?: string })['x-scope'];
+      const guarded = (operation as { 'x-required-roles'?: string[] })['x-required-roles'] !== undefined;
+      if (!scope || !scopes.includes(scope)) problems.push(`${where}: x-scope ${scope ?? 'missing'}`);
+      else if (guarded !== (scope === 'admin')) problems.push(`${where}: x-scope ${scope} with${guarded ? '' : 'out'} x-required-roles`);
+      const anonymous = operation.security?.length === 0;
+      if (!anonymous && !operation.responses?.['403']) problems.push(`${where}: no 403 for a token without the scope`);
+    }
+    expect(problems).toEqual([]);
+  });
+
   test('each DELETE that takes its id in the query or the body says so, with examples that agree', () => {
     const deletes = operations().filter(({ where }) => where.startsWith('DELETE '));
     let checked = 0;

@@ -74,7 +74,7 @@ const REFERENCE_TAGS = [
   'Webhooks',
 ];
 /** Tags this service adds to the reference's (additive, DESIGN section 15). */
-const ADDED_TAGS = ['Approvals'];
+const ADDED_TAGS = ['Access tokens', 'Approvals'];
 const TAGS = [...REFERENCE_TAGS, ...ADDED_TAGS];
 
 describe('inventory', () => {

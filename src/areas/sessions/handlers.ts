@@ -11,6 +11,8 @@ export function sessionHandlers(
   const options: CookieOptions = { httpOnly: true, secure: cookie.secure, sameSite: 'lax', path: '/', signed: true };
   return {
     createSession: async ({ caller, res }) => {
+      // A session holds every scope: a token that holds fewer cannot start one.
+      if (caller.accessToken) throw errors.forbidden('A personal access token cannot start a browser session.');
       const session = await sessions.create(caller.userId);
       res.cookie(SESSION_COOKIE, session.token, { ...options, expires: session.expiresAt });
       return {

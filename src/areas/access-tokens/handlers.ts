@@ -1,0 +1,36 @@
+import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
+import { readPage } from '../../http/pagination';
+import { presentAccessToken } from './presenter';
+import type { AccessTokenService } from './service';
+
+export function accessTokenHandlers(
+  tokens: AccessTokenService,
+): Pick<HandlerMap, 'getAccessTokens' | 'createAccessToken' | 'revokeAccessToken' | 'getAdminAccessTokens' | 'revokeAdminAccessToken'> {
+  return {
+    getAccessTokens: async ({ caller, query }) => {
+      const now = Date.now();
+      if (query.tokenId !== undefined) return { accessToken: presentAccessToken(await tokens.get(query.tokenId, caller.userId), now) };
+      const page = await tokens.list(caller.userId, readPage(query));
+      return { accessTokens: page.items.map((row) => presentAccessToken(row, now)), nextCursor: page.nextCursor };
+    },
+    createAccessToken: async ({ caller, actor, body }) => {
+      const creator = { ...actor, scopes: caller.scopes, tokenExpiresAt: caller.accessToken?.expiresAt };
+      const { row, token } = await tokens.create(creator, body);
+      return { accessToken: presentAccessToken(row, Date.now()), token };
+    },
+    revokeAccessToken: async ({ caller, actor, query, body }) => {
+      const row = await tokens.revoke(actor, idFromQueryOrBody('tokenId', query, body), caller.userId);
+      return { accessToken: presentAccessToken(row, Date.now()) };
+    },
+    getAdminAccessTokens: async ({ query }) => {
+      const now = Date.now();
+      if (query.tokenId !== undefined) return { accessToken: presentAccessToken(await tokens.get(query.tokenId), now, true) };
+      const page = await tokens.listAll({ userId: query.userId }, readPage(query));
+      return { accessTokens: page.items.map((row) => presentAccessToken(row, now, true)), nextCursor: page.nextCursor };
+    },
+    revokeAdminAccessToken: async ({ actor, query, body }) => {
+      const row = await tokens.revoke(actor, idFromQueryOrBody('tokenId', query, body));
+      return { accessToken: presentAccessToken(row, Date.now(), true) };
+    },
+  };
+}
