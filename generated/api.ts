@@ -5734,6 +5734,11 @@ export interface components {
              */
             prefix: string;
             /**
+             * @description Present on a token the service issued to an OAuth client (an MCP client the user connected by signing in): the client's id. Such a token works only at the resource it was issued for (`/mcp`); revoking it disconnects the client until it signs in again.
+             * @example 0193a1f2-6c1d-7e2f-8a3b-4c5d6e7f8091
+             */
+            clientId?: string;
+            /**
              * @description `active` until it expires or is revoked. Clients must tolerate new values.
              * @example active
              * @enum {string}

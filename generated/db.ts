@@ -24,6 +24,7 @@ export type JsonValue = JsonArray | JsonObject | JsonPrimitive;
 export type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
 export interface AccessTokens {
+  client_id: string | null;
   created_at: Timestamp;
   expires_at: Timestamp;
   id: string;
@@ -31,6 +32,7 @@ export interface AccessTokens {
   lookup: string;
   name: string;
   owner_user_id: string;
+  resource: string | null;
   revoked_at: Timestamp | null;
   revoked_by: string | null;
   scopes: string[];
@@ -407,6 +409,35 @@ export interface Notes {
   updated_at: Generated<Timestamp>;
 }
 
+export interface OauthAuthorizations {
+  client_id: string;
+  code_hash: string | null;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  id: string;
+  params: Json;
+  status: string;
+  user_id: string | null;
+}
+
+export interface OauthClients {
+  created_at: Timestamp;
+  id: string;
+  metadata: Json;
+}
+
+export interface OauthRefreshTokens {
+  client_id: string;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  id: string;
+  resource: string | null;
+  revoked_at: Timestamp | null;
+  scopes: string[];
+  token_hash: string;
+  user_id: string;
+}
+
 export interface OnboardingSteps {
   completed_at: Timestamp;
   step: string;
@@ -623,6 +654,9 @@ export interface DB {
   model_connections: ModelConnections;
   model_policy: ModelPolicy;
   notes: Notes;
+  oauth_authorizations: OauthAuthorizations;
+  oauth_clients: OauthClients;
+  oauth_refresh_tokens: OauthRefreshTokens;
   onboarding_steps: OnboardingSteps;
   outputs: Outputs;
   projects: Projects;

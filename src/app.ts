@@ -28,6 +28,7 @@ import { conversationHandlers } from './areas/conversations/handlers';
 import { feedbackHandlers } from './areas/feedback/handlers';
 import { integrationCallbackRouter } from './areas/integrations/callback-route';
 import { integrationHandlers } from './areas/integrations/handlers';
+import { mcpChallenge, oauthRouter } from './areas/oauth/authorization-route';
 import { mcpServerHandlers } from './areas/mcp-servers/handlers';
 import { toolHandlers } from './areas/tools/handlers';
 import { modelHandlers } from './areas/models/handlers';
@@ -174,8 +175,17 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
   if (services.stripeEvents) app.use(stripeWebhookRouter(services.stripeEvents));
   // The OAuth redirect URI of integrations (a web-app route outside /api/v1, authenticated by its state).
   app.use(integrationCallbackRouter(services.integrationAuthorization, services.sessions, { returnUrl: config.integrations.returnUrl }));
+  // The authorization server of /mcp (OAuth 2.1 endpoints, metadata and the consent page).
+  const oauth = { publicUrl: config.integrations.publicUrl, allowedOrigins: config.auth.allowedOrigins };
+  app.use(oauthRouter(services.oauth, services.sessions, oauth));
   app.use(apiNotFound);
-  app.use(errorMiddleware(logger, { bodyLimitBytes: config.bodyLimitBytes, requireDeclaredStatus: config.validateResponses }));
+  app.use(
+    errorMiddleware(logger, {
+      bodyLimitBytes: config.bodyLimitBytes,
+      requireDeclaredStatus: config.validateResponses,
+      challengeOf: mcpChallenge(oauth),
+    }),
+  );
   return app;
 }
 

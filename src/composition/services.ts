@@ -26,6 +26,8 @@ import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
 import { AccessTokenService } from '../areas/access-tokens/service';
+import { CONSENT_PATH } from '../areas/oauth/authorization-route';
+import { OAuthService } from '../areas/oauth/service';
 import { SkillService } from '../areas/skills/service';
 import { AutomationService } from '../areas/automations/service';
 import { type Chat, createChat } from '../areas/conversations/chat';
@@ -65,6 +67,8 @@ export interface Services {
   stripeEvents: StripeEvents | null;
   sessions: SessionService;
   accessTokens: AccessTokenService;
+  /** The authorization server of the MCP resource (OAuth 2.1). */
+  oauth: OAuthService;
   capabilities: CapabilityService;
   projects: ProjectService;
   notes: NoteService;
@@ -279,6 +283,7 @@ export function createServices({
     conversations,
   });
   const principals = new PrincipalService(db, audit);
+  const accessTokens = new AccessTokenService({ db, audit, principals, settings: config.accessTokens });
   const notes = new NoteService(db, projects);
   const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
   const tools = new ToolService({
@@ -347,7 +352,8 @@ export function createServices({
     billing,
     stripeEvents,
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
-    accessTokens: new AccessTokenService({ db, audit, principals, settings: config.accessTokens }),
+    accessTokens,
+    oauth: new OAuthService({ db, accessTokens }, CONSENT_PATH),
     capabilities,
     projects,
     notes,

@@ -20,7 +20,7 @@ export interface Caller {
    */
   scopes?: readonly string[];
   /** The personal access token the caller came in with: its id (the per-token rate limit) and expiry. */
-  accessToken?: { tokenId: string; expiresAt: number };
+  accessToken?: { tokenId: string; expiresAt: number; resource?: string };
 }
 
 /** What a personal access token stands for (the entry wires the access-tokens service). */
@@ -29,6 +29,8 @@ export interface AccessTokenIdentity {
   tokenId: string;
   scopes: readonly string[];
   expiresAt: number;
+  /** The one resource (absolute URL) the token was issued for (an OAuth client's), else unset. */
+  resource?: string;
 }
 
 /** What authentication needs of personal access tokens: which bearer tokens are theirs, and what one stands for. */
@@ -118,18 +120,24 @@ export function securityHandlers(
 
 /**
  * Enforces the scope an operation names (`x-scope`) on callers whose token carries scopes:
- * without it, 403 `insufficient_scope` naming the scope. Runs after the caller is chosen.
+ * without it, 403 `insufficient_scope` naming the scope. A token issued for one resource (an
+ * OAuth client's, RFC 8707) is refused anywhere else as `401 invalid_token`. Runs after the
+ * caller is chosen.
  */
 export function requireScope(req: Request, _res: Response, next: NextFunction): void {
   const scopes = req.caller?.scopes;
   const needed = req.operation?.['x-scope'];
   if (!scopes || !req.operation) return next();
+  const resource = req.caller?.accessToken?.resource;
+  if (resource !== undefined && new URL(resource).pathname !== req.path) {
+    return next(errors.unauthenticated(`This access token was issued for ${resource} only.`, true));
+  }
   if (!needed) throw new Error(`${req.operation.operationId} declares no x-scope`);
   next(scopes.includes(needed) ? undefined : errors.insufficientScope(needed));
 }
 
 /** The origins a cookie-authenticated unsafe request may come from: the configured ones, or the service's own. */
-function originAllowed(req: Request, allowedOrigins: string[]): boolean {
+export function originAllowed(req: Request, allowedOrigins: string[]): boolean {
   const source = req.headers.origin ?? req.headers.referer;
   if (!source || source === 'null') return false;
   let origin: string;
@@ -153,7 +161,7 @@ export function resolveCaller(allowedOrigins: string[]) {
       return next(errors.linkExpired());
     }
     if (bearer && 'tokenId' in bearer) {
-      const accessToken = { tokenId: bearer.tokenId, expiresAt: bearer.expiresAt };
+      const accessToken = { tokenId: bearer.tokenId, expiresAt: bearer.expiresAt, resource: bearer.resource };
       req.caller = { userId: bearer.userId, via: 'bearer', scopes: bearer.scopes, accessToken };
     } else if (bearer) {
       req.caller = { userId: bearer.userId, via: 'bearer' };

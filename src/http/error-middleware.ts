@@ -1,4 +1,4 @@
-import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { isConnectionFailure, PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
 import { StorageUnavailableError } from '../platform/storage';
@@ -80,10 +80,19 @@ export interface ErrorRenderingOptions {
    * gate, body size) never reach its response validation, so they are checked here.
    */
   requireDeclaredStatus: boolean;
+  /**
+   * Auth-params added to a 401's `WWW-Authenticate` challenge for this request, or undefined: the
+   * protected-resource metadata of `/mcp` (RFC 9728 `resource_metadata`), so a client finds where
+   * to sign in.
+   */
+  challengeOf?: (req: Request) => string | undefined;
 }
 
 /** Renders every error as the ErrorResponse body. A 500 says only `internal_error` and the request id. */
-export function errorMiddleware(logger: Logger, { bodyLimitBytes, requireDeclaredStatus }: ErrorRenderingOptions): ErrorRequestHandler {
+export function errorMiddleware(
+  logger: Logger,
+  { bodyLimitBytes, requireDeclaredStatus, challengeOf }: ErrorRenderingOptions,
+): ErrorRequestHandler {
   return (error, req, res, next) => {
     if (res.headersSent) {
       // A streamed answer had started: it can only be cut short (Express closes the connection).
@@ -118,7 +127,12 @@ export function errorMiddleware(logger: Logger, { bodyLimitBytes, requireDeclare
     }
     // A body not (fully) received is not waited for or drained: the connection closes after the answer.
     if (bodyPending(req)) res.set('Connection', 'close');
-    res.status(apiError.status).set(apiError.headers).json(apiError.body());
+    const extra = apiError.status === 401 ? challengeOf?.(req) : undefined;
+    const headers =
+      extra && apiError.headers['WWW-Authenticate']
+        ? { ...apiError.headers, 'WWW-Authenticate': `${apiError.headers['WWW-Authenticate']}, ${extra}` }
+        : apiError.headers;
+    res.status(apiError.status).set(headers).json(apiError.body());
   };
 }
 

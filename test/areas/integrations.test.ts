@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { Writable } from 'node:stream';
 import { OAuth2Server } from 'oauth2-mock-server';
 import winston from 'winston';
-import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+import { type Harness, startHarness, type TestUser, sessionCookie } from '../helpers/harness';
 import { startMcpServer, type TestMcpServer } from '../helpers/mcp-server';
 
 // Integrations with operator-configured providers, against a real OAuth 2.0 / OpenID Connect
@@ -23,12 +23,6 @@ function capturingLogger() {
     lines,
     logger: winston.createLogger({ level: 'warn', format: winston.format.json(), transports: [new winston.transports.Stream({ stream })] }),
   };
-}
-
-function sessionCookie(setCookie: string[] | string | undefined): string {
-  const header = ([] as string[]).concat(setCookie ?? []).find((c) => c.startsWith('service_session='));
-  if (!header) throw new Error('no session cookie');
-  return header.split(';')[0] as string;
 }
 
 interface TokenRequest {

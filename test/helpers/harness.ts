@@ -121,6 +121,13 @@ export async function startHarness(
   };
 }
 
+/** The `service_session=…` pair of a response's Set-Cookie (the session cookie is Secure, so an agent over http keeps none). */
+export function sessionCookie(setCookie: string[] | string | undefined): string {
+  const header = ([] as string[]).concat(setCookie ?? []).find((c) => c.startsWith('service_session='));
+  if (!header) throw new Error('no session cookie');
+  return header.split(';')[0] as string;
+}
+
 /** A test user for a known user id (a bootstrap admin, say), signed with the development key. */
 export async function userNamed(h: Harness, userId: string): Promise<TestUser> {
   const token = await signDevToken(h.runtime.devAuth!, userId);

@@ -1,6 +1,6 @@
 import { generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { DEV_AUDIENCE, DEV_ISSUER } from '../../src/platform/tokens';
-import { type Harness, startHarness, type TestUser } from '../helpers/harness';
+import { type Harness, startHarness, type TestUser, sessionCookie } from '../helpers/harness';
 
 let h: Harness;
 let alice: TestUser;
@@ -53,12 +53,6 @@ describe('bearer tokens', () => {
     for (const headers of cases) await expect401(headers);
   });
 });
-
-function sessionCookie(setCookie: string[] | string | undefined): string {
-  const header = ([] as string[]).concat(setCookie ?? []).find((c) => c.startsWith('service_session='));
-  if (!header) throw new Error('no session cookie');
-  return header.split(';')[0] as string;
-}
 
 describe('browser sessions', () => {
   test('a bearer token starts a session whose cookie authenticates /api/v1', async () => {

@@ -1,6 +1,6 @@
 import type { components } from '../../../generated/api';
 import { millis, millisOrNull } from '../../platform/db/timestamps';
-import { TOKEN_PREFIX } from './service';
+import { OAUTH_TOKEN_PREFIX, TOKEN_PREFIX } from './service';
 import type { AccessTokenRow, AccessTokenView } from './repository';
 
 type AccessToken = components['schemas']['AccessToken'];
@@ -14,7 +14,8 @@ export function presentAccessToken(row: AccessTokenView | AccessTokenRow, now: n
     ...(withUser ? { userId: row.owner_user_id } : {}),
     name: row.name,
     scopes: row.scopes as AccessToken['scopes'],
-    prefix: `${TOKEN_PREFIX}${row.lookup}`,
+    prefix: `${row.client_id ? OAUTH_TOKEN_PREFIX : TOKEN_PREFIX}${row.lookup}`,
+    ...(row.client_id ? { clientId: row.client_id } : {}),
     status: revokedAt !== null ? 'revoked' : expiresAt <= now ? 'expired' : 'active',
     createdAt: millis(row.created_at),
     expiresAt,

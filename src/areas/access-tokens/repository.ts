@@ -7,11 +7,14 @@ import { epochMs, epochMsOrNull } from '../../platform/db/timestamps';
 
 export type AccessTokenRow = Selectable<AccessTokens>;
 
-const LISTED = ['id', 'owner_user_id', 'name', 'lookup', 'scopes'] as const;
+const LISTED = ['id', 'owner_user_id', 'name', 'lookup', 'scopes', 'client_id'] as const;
 const TIMES = ['created_at', 'expires_at', 'last_used_at', 'revoked_at'] as const;
 
 /** A user's tokens, newest first (never their hashes). */
-export const ownTokenList = ownedList('access_tokens', { fields: ['owner_user_id', 'name', 'lookup', 'scopes'], times: TIMES });
+export const ownTokenList = ownedList('access_tokens', {
+  fields: ['owner_user_id', 'name', 'lookup', 'scopes', 'client_id'],
+  times: TIMES,
+});
 
 /** Every user's tokens, or one user's, newest first: the administrators' list. */
 export const anyTokenList = listQuery({

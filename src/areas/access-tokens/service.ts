@@ -14,6 +14,8 @@ export const SCOPES: readonly Scope[] = ['read', 'write', 'chat', 'admin'];
 
 /** Every personal access token starts so; the lookup part follows, then `_` and the secret. */
 export const TOKEN_PREFIX = 'aiws_pat_';
+/** The access tokens the service issues to OAuth clients (same length as TOKEN_PREFIX). */
+export const OAUTH_TOKEN_PREFIX = 'aiws_oat_';
 const LOOKUP_LENGTH = 12;
 const DAY_MS = 86_400_000;
 /** How often a token's last use is written back (the list shows it to the minute). */
@@ -34,6 +36,8 @@ export interface AccessTokenIdentity {
   tokenId: string;
   scopes: Scope[];
   expiresAt: number;
+  /** The only resource (an absolute URL) an OAuth client's token may be used at, or undefined. */
+  resource?: string;
 }
 
 /** The credentials a token is created with: a caller that came in with a token gives only what it holds. */
@@ -74,7 +78,40 @@ export class AccessTokenService {
 
   /** Whether `token` has the form of this service's access tokens (else it is an identity provider's). */
   recognises(token: string): boolean {
-    return token.startsWith(TOKEN_PREFIX);
+    return token.startsWith(TOKEN_PREFIX) || token.startsWith(OAUTH_TOKEN_PREFIX);
+  }
+
+  /**
+   * An access token for an OAuth client acting for `userId` (the authorization server's grant),
+   * bound to `resource`. Listed among the user's tokens under the client's name, revocable there.
+   */
+  async issueForClient(
+    grant: { userId: string; clientId: string; clientName: string; scopes: Scope[]; resource: string | null; ttlMs: number },
+    db: Database = this.db,
+  ): Promise<{ token: string; expiresAt: number }> {
+    const now = this.now();
+    const lookup = randomBytes(9).toString('base64url');
+    const token = `${OAUTH_TOKEN_PREFIX}${lookup}_${randomBytes(32).toString('base64url')}`;
+    const expiresAt = now + grant.ttlMs;
+    await repo.insertToken(db, {
+      id: uuidv7(now),
+      owner_user_id: grant.userId,
+      name: grant.clientName,
+      lookup,
+      secret_hash: hashToken(token).toString('base64url'),
+      scopes: SCOPES.filter((scope) => grant.scopes.includes(scope)),
+      created_at: new Date(now),
+      expires_at: new Date(expiresAt),
+      client_id: grant.clientId,
+      resource: grant.resource,
+    });
+    return { token, expiresAt };
+  }
+
+  /** Revokes `token` if it is a live token issued to `clientId` (RFC 7009: an unknown token is no error). */
+  async revokeClientToken(clientId: string, token: string): Promise<void> {
+    const row = await this.find(token);
+    if (row && row.client_id === clientId) await repo.revokeToken(this.db, row.id, `oauth-client:${clientId}`, new Date(this.now()));
   }
 
   async create(
@@ -169,16 +206,23 @@ export class AccessTokenService {
 
   /** The user and scopes of a live token; InvalidTokenError (the reason in words) otherwise. Records its last use. */
   async verify(token: string): Promise<AccessTokenIdentity> {
-    const lookup = token.slice(TOKEN_PREFIX.length, TOKEN_PREFIX.length + LOOKUP_LENGTH);
-    const row = token[TOKEN_PREFIX.length + LOOKUP_LENGTH] === '_' ? await repo.findByLookup(this.db, lookup) : undefined;
-    const presented = hashToken(token);
-    if (!row || !timingSafeEqual(presented, Buffer.from(row.secret_hash, 'base64url'))) {
-      throw new InvalidTokenError('The access token is not valid.');
-    }
+    const row = await this.find(token);
+    if (!row) throw new InvalidTokenError('The access token is not valid.');
     if (row.revoked_at) throw new InvalidTokenError('The access token was revoked.');
     const now = this.now();
     if (row.expires_at.getTime() <= now) throw new InvalidTokenError('The access token expired.');
     if (!row.last_used_at || now - row.last_used_at.getTime() > TOUCH_INTERVAL_MS) await repo.touchToken(this.db, row.id, new Date(now));
-    return { userId: row.owner_user_id, tokenId: row.id, scopes: row.scopes as Scope[], expiresAt: row.expires_at.getTime() };
+    const identity = { userId: row.owner_user_id, tokenId: row.id, scopes: row.scopes as Scope[], expiresAt: row.expires_at.getTime() };
+    return row.resource ? { ...identity, resource: row.resource } : identity;
+  }
+
+  /** The row of `token` (whatever its state) when its lookup part and secret match one. */
+  private async find(token: string): Promise<repo.AccessTokenRow | undefined> {
+    if (!this.recognises(token) || token[TOKEN_PREFIX.length + LOOKUP_LENGTH] !== '_') return undefined;
+    const row = await repo.findByLookup(this.db, token.slice(TOKEN_PREFIX.length, TOKEN_PREFIX.length + LOOKUP_LENGTH));
+    const prefix = row?.client_id ? OAUTH_TOKEN_PREFIX : TOKEN_PREFIX;
+    return row && token.startsWith(prefix) && timingSafeEqual(hashToken(token), Buffer.from(row.secret_hash, 'base64url'))
+      ? row
+      : undefined;
   }
 }
