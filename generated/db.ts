@@ -427,6 +427,7 @@ export interface OauthClients {
 }
 
 export interface OauthRefreshTokens {
+  access_token_id: string;
   client_id: string;
   created_at: Timestamp;
   expires_at: Timestamp;

@@ -122,9 +122,22 @@ describe('OAuth 2.1 sign-in of an MCP client', () => {
     expect(reused.status).toBe(400);
     expect(reused.body.error).toBe('invalid_grant');
 
-    // Revoking it in the list disconnects the client.
+    // The refresh renewed the connection's token: one entry in the list, the old secret refused.
+    const after = await h.http().get('/api/v1/access-tokens').set(alice.auth).expect(200);
+    expect(after.body.accessTokens.filter((t: { clientId?: string }) => t.clientId === client.info?.client_id)).toHaveLength(1);
+    const old = await h.http().get('/api/v1/notes').set('Authorization', `Bearer ${tokens.access_token}`);
+    expect(old.body.error).toBe('The access token is not valid.');
+
+    // Revoking it in the list disconnects the client: the next refresh is refused.
     const revoked = await h.http().delete('/api/v1/access-tokens').query({ tokenId: issued.tokenId }).set(alice.auth);
     expect(revoked.status).toBe(200);
+    const afterRevoke = await h
+      .http()
+      .post('/token')
+      .type('form')
+      .send({ grant_type: 'refresh_token', refresh_token: refreshed.body.refresh_token, client_id: client.info?.client_id });
+    expect(afterRevoke.status).toBe(400);
+    expect(afterRevoke.body.error).toBe('invalid_grant');
   });
 
   test('the metadata documents say where to sign in; a 401 from /mcp points at them', async () => {

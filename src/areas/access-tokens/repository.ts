@@ -45,12 +45,13 @@ export async function findToken(db: Database, id: string, ownerUserId?: string):
   return query.executeTakeFirst();
 }
 
-/** A user's tokens that still work at `now`. */
+/** A user's personal tokens that still work at `now` (OAuth clients' are not counted). */
 export async function countLiveTokens(db: Database, ownerUserId: string, now: Date): Promise<number> {
   const row = await db
     .selectFrom('access_tokens')
     .select((eb) => eb.fn.countAll<string>().as('count'))
     .where('owner_user_id', '=', ownerUserId)
+    .where('client_id', 'is', null)
     .where('revoked_at', 'is', null)
     .where('expires_at', '>', now)
     .executeTakeFirstOrThrow();
@@ -72,4 +73,21 @@ export async function revokeToken(
 
 export async function touchToken(db: Database, id: string, now: Date): Promise<void> {
   await db.updateTable('access_tokens').set({ last_used_at: now }).where('id', '=', id).execute();
+}
+
+/** Gives a live client token a new secret and expiry (an OAuth refresh); false when it was revoked. */
+export async function renewClientToken(
+  db: Database,
+  id: string,
+  clientId: string,
+  renewal: { lookup: string; secret_hash: string; scopes: string[]; expires_at: Date },
+): Promise<boolean> {
+  const result = await db
+    .updateTable('access_tokens')
+    .set(renewal)
+    .where('id', '=', id)
+    .where('client_id', '=', clientId)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }

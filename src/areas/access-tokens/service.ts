@@ -82,30 +82,48 @@ export class AccessTokenService {
   }
 
   /**
-   * An access token for an OAuth client acting for `userId` (the authorization server's grant),
-   * bound to `resource`. Listed among the user's tokens under the client's name, revocable there.
+   * The access token of an OAuth client's connection for `userId` (the authorization server's
+   * grant), bound to `resource`: listed among the user's tokens under the client's name and
+   * revocable there. `renewing` (the connection's token id, on a refresh) gives that token a new
+   * secret and expiry instead of adding one; undefined when it was revoked (the connection ended).
    */
   async issueForClient(
-    grant: { userId: string; clientId: string; clientName: string; scopes: Scope[]; resource: string | null; ttlMs: number },
+    grant: {
+      userId: string;
+      clientId: string;
+      clientName: string;
+      scopes: Scope[];
+      resource: string | null;
+      ttlMs: number;
+      renewing?: string;
+    },
     db: Database = this.db,
-  ): Promise<{ token: string; expiresAt: number }> {
+  ): Promise<{ token: string; tokenId: string; expiresAt: number } | undefined> {
     const now = this.now();
     const lookup = randomBytes(9).toString('base64url');
     const token = `${OAUTH_TOKEN_PREFIX}${lookup}_${randomBytes(32).toString('base64url')}`;
-    const expiresAt = now + grant.ttlMs;
-    await repo.insertToken(db, {
-      id: uuidv7(now),
-      owner_user_id: grant.userId,
-      name: grant.clientName,
+    const secret = {
       lookup,
       secret_hash: hashToken(token).toString('base64url'),
       scopes: SCOPES.filter((scope) => grant.scopes.includes(scope)),
+    };
+    const expiresAt = now + grant.ttlMs;
+    if (grant.renewing !== undefined) {
+      const renewed = await repo.renewClientToken(db, grant.renewing, grant.clientId, { ...secret, expires_at: new Date(expiresAt) });
+      return renewed ? { token, tokenId: grant.renewing, expiresAt } : undefined;
+    }
+    const tokenId = uuidv7(now);
+    await repo.insertToken(db, {
+      id: tokenId,
+      owner_user_id: grant.userId,
+      name: grant.clientName,
+      ...secret,
       created_at: new Date(now),
       expires_at: new Date(expiresAt),
       client_id: grant.clientId,
       resource: grant.resource,
     });
-    return { token, expiresAt };
+    return { token, tokenId, expiresAt };
   }
 
   /** Revokes `token` if it is a live token issued to `clientId` (RFC 7009: an unknown token is no error). */

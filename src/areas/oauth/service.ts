@@ -180,7 +180,7 @@ export class OAuthService implements OAuthServerProvider {
     return this.db.transaction().execute(async (trx) => {
       if (!(await repo.exchangeCode(trx, row.id, new Date(this.now()))))
         throw new InvalidGrantError('The authorization code was already used or expired.');
-      return this.issue(trx, client, row.user_id as string, params.scopes, resource?.href ?? params.resource);
+      return this.issue(trx, client, { userId: row.user_id as string, scopes: params.scopes, resource: resource?.href ?? params.resource });
     });
   }
 
@@ -203,7 +203,8 @@ export class OAuthService implements OAuthServerProvider {
       throw new InvalidTargetError('resource does not match the grant.');
     return this.db.transaction().execute(async (trx) => {
       if (!(await repo.revokeRefreshToken(trx, row.id, new Date(now)))) throw new InvalidGrantError('The refresh token was already used.');
-      return this.issue(trx, client, row.user_id, narrowed as Scope[], row.resource);
+      const grant = { userId: row.user_id, scopes: narrowed as Scope[], resource: row.resource, renewing: row.access_token_id };
+      return this.issue(trx, client, grant);
     });
   }
 
@@ -237,18 +238,17 @@ export class OAuthService implements OAuthServerProvider {
     return { row, params: row.params as unknown as StoredParams };
   }
 
+  /** An access token (new, or the connection's renewed) and a new refresh token of the same grant. */
   private async issue(
     db: Database,
     client: OAuthClientInformationFull,
-    userId: string,
-    scopes: Scope[],
-    resource: string | null,
+    { userId, scopes, resource, renewing }: { userId: string; scopes: Scope[]; resource: string | null; renewing?: string },
   ): Promise<OAuthTokens> {
     const clientName = client.client_name ?? client.client_id;
-    const access = await this.accessTokens.issueForClient(
-      { userId, clientId: client.client_id, clientName, scopes, resource, ttlMs: ACCESS_TOKEN_TTL_MS },
-      db,
-    );
+    const grant = { userId, clientId: client.client_id, clientName, scopes, resource, ttlMs: ACCESS_TOKEN_TTL_MS, renewing };
+    const access = await this.accessTokens.issueForClient(grant, db);
+    // The user revoked the connection's token: refreshing ends with it.
+    if (!access) throw new InvalidGrantError('The connection was revoked; sign in again.');
     const refreshToken = randomBytes(32).toString('base64url');
     const now = this.now();
     await repo.insertRefreshToken(db, {
@@ -256,6 +256,7 @@ export class OAuthService implements OAuthServerProvider {
       token_hash: hash(refreshToken),
       client_id: client.client_id,
       user_id: userId,
+      access_token_id: access.tokenId,
       scopes,
       resource,
       created_at: new Date(now),

@@ -5,7 +5,8 @@ import { type Kysely, sql } from 'kysely';
 /**
  * The service as an OAuth 2.1 authorization server for MCP clients: registered clients (dynamic
  * registration), authorization requests awaiting the user's consent and their one-time codes,
- * refresh tokens (rotated on use), and access tokens issued to a client for one resource.
+ * refresh tokens (rotated on use), and access tokens issued to a client for one resource (one per
+ * connection, its secret replaced by each refresh).
  */
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
@@ -32,6 +33,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('token_hash', 'text', (c) => c.notNull().unique())
     .addColumn('client_id', 'text', (c) => c.notNull().references('oauth_clients.id').onDelete('cascade'))
     .addColumn('user_id', 'text', (c) => c.notNull())
+    // The connection's access token, renewed by each refresh; once revoked, refreshing stops.
+    .addColumn('access_token_id', 'text', (c) => c.notNull())
     .addColumn('scopes', sql`text[]`, (c) => c.notNull())
     .addColumn('resource', 'text')
     .addColumn('created_at', 'timestamptz', (c) => c.notNull())
