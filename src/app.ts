@@ -28,7 +28,7 @@ import { conversationHandlers } from './areas/conversations/handlers';
 import { feedbackHandlers } from './areas/feedback/handlers';
 import { integrationCallbackRouter } from './areas/integrations/callback-route';
 import { integrationHandlers } from './areas/integrations/handlers';
-import { mcpChallenge, oauthRouter } from './areas/oauth/authorization-route';
+import { mcpChallenge, oauthIssuer, oauthRouter } from './areas/oauth/authorization-route';
 import { mcpServerHandlers } from './areas/mcp-servers/handlers';
 import { toolHandlers } from './areas/tools/handlers';
 import { modelHandlers } from './areas/models/handlers';
@@ -176,7 +176,8 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
   // The OAuth redirect URI of integrations (a web-app route outside /api/v1, authenticated by its state).
   app.use(integrationCallbackRouter(services.integrationAuthorization, services.sessions, { returnUrl: config.integrations.returnUrl }));
   // The authorization server of /mcp (OAuth 2.1 endpoints, metadata and the consent page).
-  const oauth = { publicUrl: config.integrations.publicUrl, allowedOrigins: config.auth.allowedOrigins };
+  const oauth = { publicUrl: oauthIssuer(config.integrations.publicUrl), allowedOrigins: config.auth.allowedOrigins };
+  if (oauth.publicUrl === null) logger.info('no OAuth sign-in for MCP clients: it needs an https PUBLIC_URL (they use access tokens)');
   app.use(oauthRouter(services.oauth, services.sessions, oauth));
   app.use(apiNotFound);
   app.use(

@@ -1,6 +1,6 @@
 import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { sessionCookie, useHarnessWith } from '../helpers/harness';
+import { sessionCookie, startHarness, useHarnessWith } from '../helpers/harness';
 
 // The issuer is the service's public URL; the clients reach it through the harness, as through a proxy.
 const PUBLIC = 'https://workspace.example';
@@ -232,5 +232,16 @@ describe('OAuth 2.1 sign-in of an MCP client', () => {
       });
     expect(forged.status).toBe(400);
     expect(forged.body.error).toBe('invalid_grant');
+  });
+
+  test('an http PUBLIC_URL off loopback is no OAuth issuer: the service starts without the authorization server', async () => {
+    const plain = await startHarness({ PUBLIC_URL: 'http://workspace.internal:8080' });
+    try {
+      expect((await plain.http().get('/.well-known/oauth-authorization-server')).status).toBe(404);
+      const challenge = await plain.http().post('/mcp').send({});
+      expect(challenge.headers['www-authenticate'] ?? '').not.toContain('resource_metadata');
+    } finally {
+      await plain.close();
+    }
   });
 });

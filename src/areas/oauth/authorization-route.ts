@@ -10,9 +10,19 @@ export const CONSENT_PATH = '/oauth/consent';
 export const MCP_RESOURCE_PATH = '/mcp';
 
 export interface OAuthRouteOptions {
-  /** The service's public base URL (PUBLIC_URL): the issuer; null (production without it): no authorization server. */
+  /** The issuer: the service's public base URL (see `oauthIssuer`); null: no authorization server. */
   publicUrl: string | null;
   allowedOrigins: string[];
+}
+
+/**
+ * The issuer for PUBLIC_URL: an https URL, or http on a loopback host (development); any other
+ * URL (or none) cannot be an OAuth issuer (RFC 8414), and then no authorization server is served.
+ */
+export function oauthIssuer(publicUrl: string | null): string | null {
+  if (publicUrl === null) return null;
+  const url = new URL(publicUrl);
+  return url.protocol === 'https:' || ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname) ? publicUrl : null;
 }
 
 const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
