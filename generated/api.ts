@@ -5572,6 +5572,16 @@ export interface components {
                 openapiYaml: string;
                 /** @example /docs */
                 docs: string;
+                /**
+                 * @description The base URL path of the OpenAI-compatible API (an OpenAI client's `baseURL` is the deployment's base URL and this), present while the `openaiApi` capability is on.
+                 * @example /v1
+                 */
+                openaiApi?: string;
+                /**
+                 * @description The workspace's MCP server (Streamable HTTP), present while the `mcpServer` capability is on. A client without a token learns where to sign in from its `401`.
+                 * @example /mcp
+                 */
+                mcpServer?: string;
             };
         };
         DiscoveryResponse: {
@@ -7938,7 +7948,9 @@ export interface operations {
                      *         "links": {
                      *           "openapi": "/openapi.json",
                      *           "openapiYaml": "/openapi.yaml",
-                     *           "docs": "/docs"
+                     *           "docs": "/docs",
+                     *           "openaiApi": "/v1",
+                     *           "mcpServer": "/mcp"
                      *         }
                      *       }
                      *     }

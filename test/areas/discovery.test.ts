@@ -83,12 +83,23 @@ describe('discovery', () => {
           mcpServer: true,
           billingProvider: 'none',
         },
-        links: { openapi: '/openapi.json', openapiYaml: '/openapi.yaml', docs: '/docs' },
+        links: { openapi: '/openapi.json', openapiYaml: '/openapi.yaml', docs: '/docs', openaiApi: '/v1', mcpServer: '/mcp' },
       },
     });
     // The links lead somewhere.
     expect((await h.http().get('/openapi.json')).status).toBe(200);
     expect((await h.http().get('/docs/')).status).toBeLessThan(400);
+  });
+
+  test('links the OpenAI-compatible API and the MCP server only while their capabilities are on', async () => {
+    const admin = { userId: 'test-admin', requestId: null };
+    await h.runtime.services.capabilities.update(admin, { openaiApi: false, mcpServer: false });
+    try {
+      const res = await h.http().get('/api/v1/discovery').expect(200);
+      expect(res.body.discovery.links).toEqual({ openapi: '/openapi.json', openapiYaml: '/openapi.yaml', docs: '/docs' });
+    } finally {
+      await h.runtime.services.capabilities.update(admin, { openaiApi: true, mcpServer: true });
+    }
   });
 
   test('leaks nothing a stranger should not see', async () => {

@@ -13,7 +13,12 @@ export function presentDiscovery(discovery: Discovery): components['schemas']['D
     minClientVersion: discovery.minClientVersion,
     authentication: {
       schemes: [
-        { name: 'bearerAuth', type: 'bearer', description: 'An access token of the identity provider in `Authorization: Bearer <token>`.' },
+        {
+          name: 'bearerAuth',
+          type: 'bearer',
+          description:
+            'An access token of the identity provider, or a personal access token of the service (`aiws_pat_…`, with scopes), in `Authorization: Bearer <token>`.',
+        },
         {
           name: 'browserSession',
           type: 'cookie',
@@ -25,6 +30,12 @@ export function presentDiscovery(discovery: Discovery): components['schemas']['D
       oidc: discovery.oidc,
     },
     capabilities: discovery.capabilities,
-    links: { openapi: '/openapi.json', openapiYaml: '/openapi.yaml', docs: '/docs' },
+    links: {
+      openapi: '/openapi.json',
+      openapiYaml: '/openapi.yaml',
+      docs: '/docs',
+      ...(discovery.capabilities.openaiApi ? { openaiApi: '/v1' } : {}),
+      ...(discovery.capabilities.mcpServer ? { mcpServer: '/mcp' } : {}),
+    },
   };
 }
