@@ -27,6 +27,7 @@ import { conversationHandlers } from './areas/conversations/handlers';
 import { feedbackHandlers } from './areas/feedback/handlers';
 import { integrationCallbackRouter } from './areas/integrations/callback-route';
 import { integrationHandlers } from './areas/integrations/handlers';
+import { mcpWorkspaceHandlers } from './areas/mcp-server/handlers';
 import { mcpServerHandlers } from './areas/mcp-servers/handlers';
 import { toolHandlers } from './areas/tools/handlers';
 import { modelHandlers } from './areas/models/handlers';
@@ -97,6 +98,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
       capabilities: services.capabilities,
     }),
     ...mcpServerHandlers(services.mcpServers),
+    ...mcpWorkspaceHandlers(services.mcpWorkspace),
     ...integrationHandlers({
       integrations: services.integrations,
       authorization: services.integrationAuthorization,

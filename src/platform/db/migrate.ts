@@ -29,6 +29,7 @@ import * as m0026 from './migrations/0026_message_tree';
 import * as m0027 from './migrations/0027_reply_stop_events';
 import * as m0028 from './migrations/0028_message_attachments';
 import * as m0029 from './migrations/0029_feedback_temporary';
+import * as m0031 from './migrations/0031_mcp_approvals';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -61,6 +62,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0027_reply_stop_events': m0027,
   '0028_message_attachments': m0028,
   '0029_feedback_temporary': m0029,
+  '0031_mcp_approvals': m0031,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
