@@ -176,14 +176,17 @@ describe('the workspace as an MCP server', () => {
     const approvalId = (asked.structuredContent!.approval as { approvalId: string }).approvalId;
     const other = await anotherInstance(ctx.h);
     try {
-      const [here, there] = await Promise.allSettled([
-        decide(ctx.alice, { approvalId, decision: 'approve' }),
-        other.services.mcpWorkspace.approvals.decide({ userId: ctx.alice.userId, requestId: null }, { approvalId, decision: 'approve' }),
+      // One decision over HTTP on this instance, one through the other instance's service, at once.
+      const [here, there] = await Promise.all([
+        decide(ctx.alice, { approvalId, decision: 'approve' }).then((res) => res.status),
+        other.services.mcpWorkspace.approvals
+          .decide({ userId: ctx.alice.userId, requestId: null }, { approvalId, decision: 'approve' })
+          .then(
+            () => 200,
+            (error: { status?: number }) => error.status,
+          ),
       ]);
-      const outcomes = [here.status === 'fulfilled' ? here.value.status : 'rejected', there.status === 'fulfilled' ? 'decided' : 'refused'];
-      expect(outcomes.filter((o) => o === 200 || o === 'decided')).toHaveLength(1);
-      if (here.status === 'fulfilled' && here.value.status !== 200) expect(here.value.status).toBe(409);
-      if (there.status === 'rejected') expect((there.reason as { status?: number }).status).toBe(409);
+      expect([here, there].sort()).toEqual([200, 409]);
     } finally {
       await other.close();
     }
@@ -246,6 +249,33 @@ describe('the workspace as an MCP server', () => {
     // Given once: the next identical call asks again.
     const anew = await callTool(client, 'notes_create', args);
     expect((anew.structuredContent!.approval as { approvalId: string }).approvalId).not.toBe(approvalId);
+  });
+
+  test('an approval left undecided expires: it cannot be decided, and the call asks again', async () => {
+    const client = await clientOf(ctx.alice);
+    const args = { title: 'Expired via MCP', content: 'late' };
+    const asked = await callTool(client, 'notes_create', args);
+    const approvalId = (asked.structuredContent!.approval as { approvalId: string }).approvalId;
+    // Its time is up (set in the database rather than waited for).
+    await ctx.h.runtime.database.db
+      .updateTable('tool_approvals')
+      .set({ expires_at: new Date(Date.now() - 1000) })
+      .where('id', '=', approvalId)
+      .execute();
+    const refused = await decide(ctx.alice, { approvalId, decision: 'approve' });
+    expect(refused.status).toBe(410);
+    expect(refused.body.code).toBe('approval_expired');
+    const read = await ctx.h.http().get('/api/v1/approvals/mcp').query({ approvalId }).set(ctx.alice.auth);
+    expect(read.body.approval).toMatchObject({ status: 'expired', outcome: null });
+    expect((await ctx.h.http().get('/api/v1/approvals/mcp').set(ctx.alice.auth)).body.approvals).not.toContainEqual(
+      expect.objectContaining({ approvalId }),
+    );
+    const anew = await callTool(client, 'notes_create', args);
+    expect((anew.structuredContent!.approval as { approvalId: string }).approvalId).not.toBe(approvalId);
+    expect(await notesTitled(ctx.alice, args.title)).toHaveLength(0);
+    // Another user's client cannot read it either.
+    const bobs = await clientOf(ctx.bob);
+    expect(await callTool(bobs, 'approval_status', { approvalId })).toMatchObject({ isError: true });
   });
 
   test('a denied call answers denied and does not run', async () => {
