@@ -144,7 +144,20 @@ export class McpApprovalService {
       throw errors.conflict(`This approval was already decided (${again.status}); a decision is single use.`);
     }
     if (!approve) return decided;
-    const outcome = await this.run(actor.userId, decided);
+    let outcome: StoredOutcome;
+    try {
+      outcome = await this.run(actor.userId, decided);
+    } catch (error) {
+      // The service failed around the call (its registry could not be read): the approved call is
+      // settled as failed, so it never runs later and the client is not told it is still running.
+      await repo.storeOutcome(this.db, decided.id, {
+        outcome: 'error',
+        output: 'The tool could not be run.',
+        isError: true,
+        truncated: false,
+      });
+      throw error;
+    }
     return (await repo.storeOutcome(this.db, decided.id, outcome)) ?? decided;
   }
 
