@@ -2088,10 +2088,11 @@ export interface paths {
          *     input, its source and its effective policy for the caller (the tool's own policy adjusted by the
          *     caller's `toolApproval` setting; see `ToolPolicy`).
          *
-         *     Built-in tools: `knowledge_search`, `memory_search`, `notes_search`, `file_read`,
+         *     Built-in tools: `knowledge_search`, `memory_search`, `notes_search`, `notes_read`, `file_read`,
          *     `projects_list` (read tools, `allow`), `memory_save`, `notes_create` and `automation_run`
          *     (tools that change data or spend, `approval_required`). A source that cannot be read now (an
-         *     MCP server that failed) is named in `unavailable`; its tools are left out.
+         *     MCP server that failed) is named in `unavailable`; its tools are left out. The same tools,
+         *     with the same policies, are offered to MCP clients by the workspace's MCP server (`/mcp`).
          */
         get: operations["getTools"];
         put?: never;
@@ -2166,6 +2167,74 @@ export interface paths {
          *     `errorCode: budget_exhausted` (and its `chat.failed` event).
          */
         post: operations["decideApproval"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/approvals/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's tool calls made through /mcp that wait for approval, or one of them
+         * @description Without `approvalId`: a page of the caller's pending approvals of calls made through the MCP
+         *     server (`/mcp`), not yet decided and not expired, newest first, as `{ approvals, nextCursor }`.
+         *     With `approvalId`: that approval of the caller's in any status, with the call's `outcome` once
+         *     it ran, as `{ approval }` (`404` when it is not one of theirs, or an approval of a chat turn:
+         *     those are read with `GET /api/v1/approvals`).
+         *
+         *     An MCP client's call of a tool whose policy is `approval_required` does not run: it creates
+         *     this approval, bound to the caller, the tool and the digest of its arguments, and answers the
+         *     client that it awaits approval, with `approvalId`. Decide it with
+         *     `POST /api/v1/approvals/mcp/decide` before `expiresAt` (the deployment's `APPROVAL_TTL_MS`);
+         *     an approval left undecided expires (its status reads `expired` from then on) and the client's
+         *     next identical call asks again. Capability `mcpServer`.
+         */
+        get: operations["getMcpApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/approvals/mcp/decide": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve or deny a tool call made through /mcp; an approved call runs once
+         * @description Decides the caller's pending approval `approvalId` of a call made through the MCP server
+         *     (`/mcp`), once:
+         *     - `approve` runs the tool, exactly once, with exactly the arguments the approval is bound to
+         *       (when the body carries `arguments`, their canonical JSON must have the approval's digest,
+         *       else `409 conflict` and nothing runs), and stores its outcome, which the answer carries;
+         *     - `deny` records the denial; the tool does not run.
+         *
+         *     The MCP client learns the decision by calling the tool again with the same arguments (it is
+         *     answered the stored outcome, or that the call was denied, without running the tool again or
+         *     asking again) or with the MCP tool `approval_status`.
+         *
+         *     Refusals change nothing and run nothing: an approval that is not the caller's (or one of a
+         *     chat turn: `POST /api/v1/approvals/decide`) is `404`; one already decided is `409 conflict`
+         *     (a decision is single use, also when two instances decide it at once); one past its
+         *     `expiresAt` is `410 approval_expired`. Each decision writes exactly one audit event (action
+         *     `tool.approval.decide`, resource type `approval`, the decision, tool, digest and origin `mcp`
+         *     in its metadata). The tool's own charges (an automation run) are charged as usual.
+         *     Capability `mcpServer`.
+         */
+        post: operations["decideMcpApproval"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2281,6 +2350,52 @@ export interface paths {
         get: operations["getAutomationRuns"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The workspace as an MCP server (Streamable HTTP)
+         * @description The caller's workspace as a Model Context Protocol server, over the Streamable HTTP transport
+         *     of the official MCP SDK, in its stateless mode: no `Mcp-Session-Id`, each POST answered on its
+         *     own by any instance. Send one JSON-RPC message (or a batch) with
+         *     `Accept: application/json, text/event-stream`; requests are answered `200` with the JSON-RPC
+         *     response as `application/json`, notifications and responses `202` without a body. `GET`
+         *     (a standalone event stream) and `DELETE` (ending a session) are `405`: a stateless server has
+         *     neither. The body is checked here only as JSON-RPC envelopes; the MCP server answers what MCP
+         *     does not accept (an unknown method, a tool that does not exist, arguments that do not match a
+         *     tool's `inputSchema`) as JSON-RPC errors inside a `200`.
+         *
+         *     What it serves, always the caller's own data (docs/areas/mcp-server.md):
+         *     - tools: the caller's tools of `GET /api/v1/tools` (built-in tools over knowledge, notes,
+         *       memory, files, projects and automations, and the tools of the caller's MCP servers), each
+         *       with its `inputSchema` and its policy for the caller; a `deny` tool is not listed, and the
+         *       tool `approval_status` reads an approval of a call made here. A call of an
+         *       `approval_required` tool does not run: it answers that it awaits approval, with the
+         *       approval's id (see `GET /api/v1/approvals/mcp`); once the caller approved it, the tool runs
+         *       once, and calling the tool again with the same arguments answers its outcome. With an
+         *       access token whose scopes lack `write`, a tool that changes data or spends answers a tool
+         *       error naming the missing scope.
+         *     - prompts: the caller's enabled skills, their instructions as the prompt's message;
+         *     - resources: the caller's notes (`workspace://notes/{noteId}`) and the files they own or that
+         *       are shared with them (`workspace://files/{fileId}`, the extracted text of an ingested file),
+         *       listed a page at a time.
+         *
+         *     Authentication: a bearer token. Capability `mcpServer`: off, every request is
+         *     `403 capability_disabled`.
+         */
+        post: operations["mcpRequest"];
         delete?: never;
         options?: never;
         head?: never;
@@ -7118,6 +7233,141 @@ export interface components {
             approval: components["schemas"]["Approval"];
             /** @description The reply the approval paused, at the turn's next stop: `complete`, `failed`, or `awaiting_approval` again when the model made another call that needs approval. */
             reply: components["schemas"]["Message"];
+        };
+        /** @description How an approved call of a tool through `/mcp` ended, as the MCP client is given it: the tool's `output` (JSON text for the built-in tools), whether it is an error, and whether it was cut at the deployment's cap; `null` until the call ran (and for a call denied or expired). */
+        McpToolOutcome: {
+            /**
+             * @description Clients must tolerate new values.
+             * @example success
+             * @enum {string}
+             */
+            outcome: "success" | "error" | "timeout" | "denied" | "not_found";
+            /** @example {"noteId":"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e41","title":"Launch checklist"} */
+            output: string;
+            /** @example false */
+            isError: boolean;
+            /** @example false */
+            truncated: boolean;
+        } | null;
+        /** @description A call of a tool through the service's MCP server (`/mcp`) that waits for (or was given) the caller's decision. It is bound to the caller, the exact tool and the SHA-256 digest of the canonical JSON of its arguments (keys sorted, no white space), and it expires (`expiresAt`). Once approved the tool runs exactly once and `outcome` holds how it ended; the MCP client is given that outcome when it calls the tool again with the same arguments (`delivered` then becomes true) or through the MCP tool `approval_status`. */
+        McpApproval: {
+            approvalId: components["schemas"]["Id"];
+            toolName: components["schemas"]["ToolName"];
+            /**
+             * @description The arguments the call runs with once approved.
+             * @example {
+             *       "title": "Launch checklist",
+             *       "content": "- book the room"
+             *     }
+             */
+            arguments: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description SHA-256 (hex) of the canonical JSON of `arguments`.
+             * @example 9f2d6c1e0b6a4f2b8a3e1d7c5b9a0e4f6d2c8b1a7e3f5d9c0b2a4e6f8d1c3b5a
+             */
+            argumentsDigest: string;
+            status: components["schemas"]["ApprovalStatus"];
+            outcome: components["schemas"]["McpToolOutcome"];
+            /**
+             * @description Whether the MCP client was given the decision (the outcome, or the denial) by calling the tool again.
+             * @example false
+             */
+            delivered: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            expiresAt: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @description When it was approved or denied; `null` otherwise.
+             * @example null
+             */
+            decidedAt: number | null;
+        };
+        McpApprovalResponse: {
+            approval: components["schemas"]["McpApproval"];
+        };
+        McpApprovalListResponse: {
+            approvals: components["schemas"]["McpApproval"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ approval }` when `approvalId` is given, otherwise a page `{ approvals, nextCursor }`. */
+        McpApprovalGetResponse: components["schemas"]["McpApprovalResponse"] | components["schemas"]["McpApprovalListResponse"];
+        /**
+         * @example {
+         *       "approvalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e71",
+         *       "decision": "approve"
+         *     }
+         */
+        McpApprovalDecideRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            approvalId: components["schemas"]["Id"];
+            /**
+             * @example approve
+             * @enum {string}
+             */
+            decision: "approve" | "deny";
+            /**
+             * @description Optional: the arguments the caller saw and approves. When given, their canonical JSON must have the approval's `argumentsDigest` (`409 conflict` otherwise, and nothing runs).
+             * @example {
+             *       "title": "Launch checklist",
+             *       "content": "- book the room"
+             *     }
+             */
+            arguments?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * @description One JSON-RPC 2.0 message of the Model Context Protocol (a request, a notification or a response). The document checks only its envelope; the MCP SDK's server reads the rest (`method`, `params`) per the MCP specification and answers a JSON-RPC error for what it does not accept.
+         * @example {
+         *       "jsonrpc": "2.0",
+         *       "id": 1,
+         *       "method": "tools/list"
+         *     }
+         */
+        JsonRpcMessage: {
+            /** @enum {string} */
+            jsonrpc: "2.0";
+            /**
+             * @description The request's id (a string or an integer); absent in a notification.
+             * @example 1
+             */
+            id?: unknown;
+            /** @example tools/list */
+            method?: string;
+            params?: {
+                [key: string]: unknown;
+            };
+            result?: {
+                [key: string]: unknown;
+            };
+            error?: {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        /** @description One JSON-RPC message of MCP, or a batch of them. */
+        McpRequest: components["schemas"]["JsonRpcMessage"] | components["schemas"]["JsonRpcMessage"][];
+        /** @description A JSON-RPC error answered by the MCP transport itself (an HTTP status other than 200): a body it cannot read as MCP (`-32700`, `-32600`), an `Accept` header without both `application/json` and `text/event-stream`, or a `Content-Type` other than JSON (`-32000`). */
+        JsonRpcError: {
+            /** @enum {string} */
+            jsonrpc: "2.0";
+            /**
+             * @description `null`: the transport answers these errors before it reads a request id.
+             * @example null
+             */
+            id?: string | null;
+            error: {
+                /** @example -32000 */
+                code: number;
+                /** @example Not Acceptable: Client must accept both application/json and text/event-stream */
+                message: string;
+            } & {
+                [key: string]: unknown;
+            };
         };
     };
     responses: {
@@ -14578,6 +14828,134 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getMcpApprovals: {
+        parameters: {
+            query?: {
+                /** @description One approval of the caller's. */
+                approvalId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of pending approvals, or one approval. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "approvals": [
+                     *         {
+                     *           "approvalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e71",
+                     *           "toolName": "notes_create",
+                     *           "arguments": {
+                     *             "title": "Launch checklist",
+                     *             "content": "- book the room"
+                     *           },
+                     *           "argumentsDigest": "9f2d6c1e0b6a4f2b8a3e1d7c5b9a0e4f6d2c8b1a7e3f5d9c0b2a4e6f8d1c3b5a",
+                     *           "status": "pending",
+                     *           "outcome": null,
+                     *           "delivered": false,
+                     *           "createdAt": 1763784000000,
+                     *           "expiresAt": 1763787600000,
+                     *           "decidedAt": null
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["McpApprovalGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["CapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    decideMcpApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["McpApprovalDecideRequest"];
+            };
+        };
+        responses: {
+            /** @description The decided approval, with the outcome of the call when it was approved. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "approval": {
+                     *         "approvalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e71",
+                     *         "toolName": "notes_create",
+                     *         "arguments": {
+                     *           "title": "Launch checklist",
+                     *           "content": "- book the room"
+                     *         },
+                     *         "argumentsDigest": "9f2d6c1e0b6a4f2b8a3e1d7c5b9a0e4f6d2c8b1a7e3f5d9c0b2a4e6f8d1c3b5a",
+                     *         "status": "approved",
+                     *         "outcome": {
+                     *           "outcome": "success",
+                     *           "output": "{\"noteId\":\"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e41\",\"title\":\"Launch checklist\"}",
+                     *           "isError": false,
+                     *           "truncated": false
+                     *         },
+                     *         "delivered": false,
+                     *         "createdAt": 1763784000000,
+                     *         "expiresAt": 1763787600000,
+                     *         "decidedAt": 1763784030000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["McpApprovalResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ForbiddenOrCapabilityDisabled"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["ApprovalExpired"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getAutomations: {
         parameters: {
             query?: {
@@ -14938,6 +15316,146 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["CapabilityDisabled"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    mcpRequest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "jsonrpc": "2.0",
+                 *       "id": 2,
+                 *       "method": "tools/call",
+                 *       "params": {
+                 *         "name": "notes_search",
+                 *         "arguments": {
+                 *           "query": "launch"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["McpRequest"];
+            };
+        };
+        responses: {
+            /** @description The JSON-RPC response (or batch of responses) to the request. The transport runs in its JSON response mode: it answers `application/json`, never an event stream (the client's `Accept` must still name both, as MCP requires). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "jsonrpc": "2.0",
+                     *       "id": 2,
+                     *       "result": {
+                     *         "content": [
+                     *           {
+                     *             "type": "text",
+                     *             "text": "[{\"noteId\":\"01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e41\",\"title\":\"Launch checklist\",\"snippet\":\"book the room\"}]"
+                     *           }
+                     *         ],
+                     *         "isError": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["McpRequest"];
+                };
+            };
+            /** @description A notification or a response was accepted; no body. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid_request` (`ErrorResponse`): the body is not JSON, or not a JSON-RPC message or batch; or a JSON-RPC error of the transport (`JsonRpcError`): a message it cannot read as MCP. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "The request is not valid.",
+                     *       "code": "invalid_request",
+                     *       "details": [
+                     *         {
+                     *           "path": "/body",
+                     *           "message": "must be object"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"] | components["schemas"]["JsonRpcError"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["CapabilityDisabled"];
+            /** @description The `Accept` header does not list both `application/json` and `text/event-stream` (a JSON-RPC error). */
+            406: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "jsonrpc": "2.0",
+                     *       "id": null,
+                     *       "error": {
+                     *         "code": -32000,
+                     *         "message": "Not Acceptable: Client must accept both application/json and text/event-stream"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["JsonRpcError"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unsupported media type text/plain",
+                     *       "code": "unsupported_media_type"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

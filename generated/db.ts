@@ -520,14 +520,17 @@ export interface Skills {
 export interface ToolApprovals {
   arguments: Json;
   arguments_digest: string;
-  conversation_id: string;
+  conversation_id: string | null;
   created_at: Timestamp;
   decided_at: Timestamp | null;
   expires_at: Timestamp;
   id: string;
-  message_id: string;
+  message_id: string | null;
+  origin: Generated<string>;
+  outcome: Json | null;
+  outcome_delivered_at: Timestamp | null;
   status: string;
-  tool_call_id: string;
+  tool_call_id: string | null;
   tool_name: string;
   user_id: string;
 }

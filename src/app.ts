@@ -29,6 +29,7 @@ import { feedbackHandlers } from './areas/feedback/handlers';
 import { integrationCallbackRouter } from './areas/integrations/callback-route';
 import { integrationHandlers } from './areas/integrations/handlers';
 import { mcpChallenge, oauthIssuer, oauthRouter } from './areas/oauth/authorization-route';
+import { mcpWorkspaceHandlers } from './areas/mcp-server/handlers';
 import { mcpServerHandlers } from './areas/mcp-servers/handlers';
 import { toolHandlers } from './areas/tools/handlers';
 import { modelHandlers } from './areas/models/handlers';
@@ -100,6 +101,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
       capabilities: services.capabilities,
     }),
     ...mcpServerHandlers(services.mcpServers),
+    ...mcpWorkspaceHandlers(services.mcpWorkspace),
     ...integrationHandlers({
       integrations: services.integrations,
       authorization: services.integrationAuthorization,

@@ -18,6 +18,7 @@ import { IntegrationConnectionService } from '../areas/integrations/connections'
 import { OAuthFlows } from '../areas/integrations/flows';
 import { IntegrationService } from '../areas/integrations/service';
 import { McpExchanges, type McpObserver } from '../areas/mcp-servers/exchanges';
+import { McpWorkspaceService } from '../areas/mcp-server/service';
 import { McpServerService } from '../areas/mcp-servers/service';
 import { McpToolSource } from '../areas/mcp-servers/tool-source';
 import { MemoryService } from '../areas/memory/service';
@@ -90,6 +91,8 @@ export interface Services {
   modelPolicy: ModelPolicyService;
   /** Users' MCP servers. */
   mcpServers: McpServerService;
+  /** The workspace as an MCP server (`/mcp`), and the approvals of the calls made through it. */
+  mcpWorkspace: McpWorkspaceService;
   /** The tools of users' MCP servers, a tool source of chat. */
   mcpTools: McpToolSource;
   /** The integrations a user can connect: the configured providers and their MCP servers that sign in with OAuth. */
@@ -369,6 +372,17 @@ export function createServices({
     modelConnections,
     modelPolicy,
     mcpServers,
+    mcpWorkspace: new McpWorkspaceService({
+      db,
+      audit,
+      tools,
+      notes,
+      files,
+      skills,
+      approvalTtlMs: config.tools.approvalTtlMs,
+      version: doc.info.version,
+      log: warn,
+    }),
     mcpTools,
     integrations,
     integrationAuthorization,

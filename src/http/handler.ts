@@ -37,6 +37,9 @@ export const STREAMED: unique symbol = Symbol('streamed');
  */
 type LegacyStreaming = 'sendMessage';
 
+/** Operations whose answer (JSON or an event stream) a protocol library writes itself: the MCP SDK's transport. */
+type ProtocolAnswered = 'mcpRequest';
+
 /**
  * A JSON body sent with a strong `ETag` (the SHA-256 of its JSON), or answered `304` without a
  * body when the request's `If-None-Match` names that tag.
@@ -51,7 +54,7 @@ export const tagged = <T>(body: T) => new Tagged<T>(body);
 export type OkBody<K extends OperationId> = operations[K]['responses'] extends { 200: infer R }
   ? [JsonContent<R>] extends [never]
     ? typeof STREAMED
-    : JsonContent<R> | Tagged<JsonContent<R>> | (K extends LegacyStreaming ? typeof STREAMED : never)
+    : JsonContent<R> | Tagged<JsonContent<R>> | (K extends LegacyStreaming | ProtocolAnswered ? typeof STREAMED : never)
   : never;
 
 /** The caller as audit events record it: user and request id (structurally the audit service's Actor). */

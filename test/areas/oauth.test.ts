@@ -99,6 +99,17 @@ describe('OAuth 2.1 sign-in of an MCP client', () => {
     const listed = await h.http().get('/api/v1/access-tokens').set(alice.auth).expect(200);
     const issued = listed.body.accessTokens.find((t: { clientId?: string }) => t.clientId === client.info?.client_id);
     expect(issued).toMatchObject({ name: 'Desktop editor', scopes: ['read', 'write', 'chat'], status: 'active' });
+    // The token works at /mcp, through the MCP SDK's client.
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+    const mcp = new Client({ name: 'desktop-editor', version: '1.0.0' });
+    const headers = { Authorization: `Bearer ${tokens.access_token}` };
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${h.baseUrl}/mcp`), { requestInit: { headers } }));
+    try {
+      expect((await mcp.listTools()).tools.map((t) => t.name)).toContain('notes_search');
+    } finally {
+      await mcp.close();
+    }
     const elsewhere = await h.http().get('/api/v1/notes').set('Authorization', `Bearer ${tokens.access_token}`);
     expect(elsewhere.status).toBe(401);
     expect(elsewhere.body.error).toContain('/mcp only');

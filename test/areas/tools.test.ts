@@ -78,6 +78,7 @@ describe('the tool registry', () => {
       memory_search: 'allow',
       memory_save: 'deny', // BUILTIN_TOOL_POLICIES
       notes_search: 'allow',
+      notes_read: 'allow',
       notes_create: 'approval_required',
       file_read: 'allow',
       projects_list: 'allow',
@@ -236,13 +237,13 @@ describe('tool calling in chat', () => {
     expect((await ctx.h.http().patch('/api/v1/settings').set(user.auth).send({ toolApproval: 'auto_approve' })).status).toBe(200);
     const listed = await ctx.h.http().get('/api/v1/tools').set(user.auth);
     const names = (listed.body.tools as Array<{ name: string; policy: string }>).filter((t) => t.policy === 'allow').map((t) => t.name);
-    expect(names).toHaveLength(7); // all but memory_save (deny)
+    expect(names).toHaveLength(8); // all but memory_save (deny)
     const conversationId = await conversation(user);
     script({ kind: 'tool-calls', calls: names.map((name, i) => ({ id: `call_${i}`, name, arguments: '{"bogus":true,"limit":"many"}' })) });
     const res = await send(user, conversationId, 'Call them all wrongly.');
     expect(res.status).toBe(200);
     const results = res.body.reply.parts.filter((p: { type: string }) => p.type === 'tool-result');
-    expect(results).toHaveLength(7);
+    expect(results).toHaveLength(8);
     for (const result of results) {
       expect(result).toMatchObject({ outcome: 'error', isError: true });
       expect(result.output).toMatch(/^The arguments are not valid: .*bogus is not a known argument/);

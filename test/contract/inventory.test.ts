@@ -74,7 +74,7 @@ const REFERENCE_TAGS = [
   'Webhooks',
 ];
 /** Tags this service adds to the reference's (additive, DESIGN section 15). */
-const ADDED_TAGS = ['Access tokens', 'Approvals'];
+const ADDED_TAGS = ['Access tokens', 'Approvals', 'MCP server'];
 const TAGS = [...REFERENCE_TAGS, ...ADDED_TAGS];
 
 describe('inventory', () => {
@@ -130,11 +130,11 @@ describe('the document', () => {
             ? (doc.components!.responses![(response.$ref as string).split('/').pop()!] as OpenAPIV3.ResponseObject)
             : response;
         const media = Object.entries(resolved.content ?? {});
-        // Only "not modified" and "no content" have no body.
+        // Only "not modified", "no content" and "accepted" (an MCP notification, /mcp) have no body.
         expect({ key, status, contentTypes: media.length > 0 }).toEqual({
           key,
           status,
-          contentTypes: status !== '304' && status !== '204',
+          contentTypes: !['304', '204', '202'].includes(status),
         });
         for (const [type, content] of media) {
           expect({ key, status, type, schema: Boolean(content.schema) }).toEqual({ key, status, type, schema: true });

@@ -44,6 +44,11 @@ interface Operation {
   rawBody: boolean;
   /** Sent by an administrator (the operation requires a role), else by a plain user. */
   asAdmin: boolean;
+  /**
+   * The statuses the document answers with a JSON-RPC error (`JsonRpcError`) rather than an
+   * ErrorResponse: the MCP transport's own refusals on `/mcp`, as the MCP specification has them.
+   */
+  jsonRpcErrors: Set<string>;
 }
 interface Request {
   op: Operation;
@@ -72,8 +77,14 @@ const operations: Operation[] = Object.entries(doc.paths as Record<string, Recor
         parameters?: Parameter[];
         requestBody?: { content: Record<string, { schema: Schema }> };
         'x-required-roles'?: string[];
+        responses?: Record<string, unknown>;
       };
       const content = operation.requestBody?.content ?? {};
+      const jsonRpcErrors = new Set(
+        Object.entries(operation.responses ?? {})
+          .filter(([, response]) => JSON.stringify(response).includes('#/components/schemas/JsonRpcError'))
+          .map(([status]) => status),
+      );
       return {
         method,
         path: p,
@@ -82,6 +93,7 @@ const operations: Operation[] = Object.entries(doc.paths as Record<string, Recor
         rawBody: operation.requestBody !== undefined && !content['application/json'],
         // Turning capabilities off would hide the operations they gate for the rest of the run.
         asAdmin: operation['x-required-roles'] !== undefined && !(method === 'patch' && p === '/api/v1/admin/capabilities'),
+        jsonRpcErrors,
       };
     }),
 );
@@ -262,7 +274,13 @@ test(`${REQUESTS} generated requests: no 5xx, errors in the ErrorResponse shape,
           typeof r.body === 'string' && r.body.length > 2000 ? `${r.body.slice(0, 2000)}… (${r.body.length} characters)` : r.body;
         throw new Error(`${label}: ${JSON.stringify(res.body)} for ${JSON.stringify({ query: r.query, body: sent })}`);
       }
-      if (res.status >= 400) {
+      if (res.status >= 400 && r.op.jsonRpcErrors.has(`${res.status}`) && res.body.jsonrpc === '2.0') {
+        expect({ label, message: typeof res.body.error?.message, code: typeof res.body.error?.code }).toEqual({
+          label,
+          message: 'string',
+          code: 'number',
+        });
+      } else if (res.status >= 400) {
         expect({ label, error: typeof res.body.error, code: typeof res.body.code }).toEqual({ label, error: 'string', code: 'string' });
       }
       if (invalid) {

@@ -49,6 +49,7 @@ describe('the database', () => {
       '0027_reply_stop_events',
       '0028_message_attachments',
       '0029_feedback_temporary',
+      '0031_mcp_approvals',
     ]);
   });
 

@@ -11,7 +11,7 @@ import type { ToolCallResult, ToolDefinition, ToolSource } from './service';
 export interface BuiltinToolsDeps {
   knowledge: Pick<KnowledgeService, 'search'>;
   memory: Pick<MemoryService, 'relevant' | 'create'>;
-  notes: Pick<NoteService, 'create'>;
+  notes: Pick<NoteService, 'create' | 'get'>;
   files: Pick<FileService, 'ingestedText'>;
   projects: Pick<ProjectService, 'list'>;
   automations: Pick<AutomationService, 'queueRun'>;
@@ -125,6 +125,20 @@ export class BuiltinTools implements ToolSource {
         run: async (userId, args) =>
           (await search(userId, args, ['notes'])).map((h) => ({ noteId: h.id, title: h.title, snippet: h.snippet })),
       },
+      notes_read: {
+        description: "Reads one of the user's notes: its title and Markdown text.",
+        inputSchema: {
+          type: 'object',
+          properties: { noteId: { ...ID, description: 'The note (its noteId).' } },
+          required: ['noteId'],
+          additionalProperties: false,
+        },
+        policy: 'allow',
+        run: async (userId, args) => {
+          const note = await deps.notes.get(userId, args.noteId as string);
+          return { noteId: note.id, title: note.title, content: note.content, projectId: note.project_id };
+        },
+      },
       notes_create: {
         description: 'Creates a note for the user (Markdown).',
         inputSchema: {
@@ -193,6 +207,8 @@ export class BuiltinTools implements ToolSource {
       inputSchema: tool.inputSchema,
       source: { type: 'builtin' as const },
       policy: this.policies[name] ?? tool.policy,
+      // The tools whose default is `allow` only read.
+      readOnly: tool.policy === 'allow',
     }));
     return { tools, unavailable: [] };
   }

@@ -7,6 +7,8 @@ export interface ToolDefinition {
   inputSchema: Record<string, unknown>;
   source: { type: 'builtin' } | { type: 'mcp'; serverId: string; serverName: string };
   policy: 'allow' | 'approval_required' | 'deny';
+  /** True for a tool known to only read (the built-in read tools); unset when it may change data or spend. */
+  readOnly?: boolean;
 }
 /** A source (an MCP server) whose tools are left out, and why (never its address or credentials). */
 export interface UnavailableSource {
@@ -232,9 +234,9 @@ export class ToolService {
    * What the model is told when `args` do not fit the tool's schema (null when they do). A schema
    * of an MCP server that Ajv cannot compile leaves the call to the server, which checks its own
    * arguments (the tool stays usable; the failure is logged once per schema); a built-in tool's
-   * never runs unchecked.
+   * never runs unchecked. Also read before a call is asked for approval (the MCP server's).
    */
-  private checkArguments(definition: ToolDefinition, args: Record<string, unknown>): string | null {
+  checkArguments(definition: ToolDefinition, args: Record<string, unknown>): string | null {
     const check = this.arguments.check(definition.inputSchema, args);
     if (check.compiled) return check.problems.length > 0 ? `The arguments are not valid: ${check.problems.join('; ')}.` : null;
     if (check.first)

@@ -30,6 +30,7 @@ import * as m0027 from './migrations/0027_reply_stop_events';
 import * as m0028 from './migrations/0028_message_attachments';
 import * as m0029 from './migrations/0029_feedback_temporary';
 import * as m0030 from './migrations/0030_access_tokens';
+import * as m0031 from './migrations/0031_mcp_approvals';
 import * as m0032 from './migrations/0032_oauth';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
@@ -64,6 +65,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0028_message_attachments': m0028,
   '0029_feedback_temporary': m0029,
   '0030_access_tokens': m0030,
+  '0031_mcp_approvals': m0031,
   '0032_oauth': m0032,
 };
 

@@ -5,14 +5,31 @@ import type { Database, DB } from '../../../platform/db';
 import { type ListedRecord, listQuery } from '../../../platform/db/list-query';
 import { epochMs, epochMsOrNull } from '../../../platform/db/timestamps';
 
-export type ApprovalRow = Selectable<ToolApprovals>;
+/**
+ * An approval of a chat turn (origin `chat`): always bound to its conversation, reply and call id
+ * (a check constraint holds it). Approvals of calls made through the MCP server are the
+ * mcp-server area's; every query here reads chat's only.
+ */
+export type ApprovalRow = Selectable<ToolApprovals> & { conversation_id: string; message_id: string; tool_call_id: string };
 
-export function insertApproval(trx: Transaction<DB>, row: Insertable<ToolApprovals>) {
-  return trx.insertInto('tool_approvals').values(row).returningAll().executeTakeFirstOrThrow();
+type ChatApprovalInsert = Insertable<ToolApprovals> & { conversation_id: string; message_id: string; tool_call_id: string };
+
+export async function insertApproval(trx: Transaction<DB>, row: ChatApprovalInsert): Promise<ApprovalRow> {
+  return (await trx
+    .insertInto('tool_approvals')
+    .values({ ...row, origin: 'chat' })
+    .returningAll()
+    .executeTakeFirstOrThrow()) as ApprovalRow;
 }
 
-export function findApproval(db: Database, userId: string, id: string) {
-  return db.selectFrom('tool_approvals').selectAll().where('user_id', '=', userId).where('id', '=', id).executeTakeFirst();
+export async function findApproval(db: Database, userId: string, id: string): Promise<ApprovalRow | undefined> {
+  return (await db
+    .selectFrom('tool_approvals')
+    .selectAll()
+    .where('user_id', '=', userId)
+    .where('id', '=', id)
+    .where('origin', '=', 'chat')
+    .executeTakeFirst()) as ApprovalRow | undefined;
 }
 
 /** What an approval is presented with: the list reads only these, and its times as epoch milliseconds. */
@@ -35,22 +52,25 @@ export const pendingApprovalList = listQuery({
       .selectFrom('tool_approvals')
       .select([...APPROVAL_FIELDS, epochMs('created_at'), epochMs('expires_at'), epochMsOrNull('decided_at')])
       .where('user_id', '=', userId)
+      .where('origin', '=', 'chat')
       .where('status', '=', 'pending')
-      .where('expires_at', '>', now),
+      .where('expires_at', '>', now)
+      .$narrowType<{ conversation_id: string; message_id: string; tool_call_id: string }>(),
 });
 
 export type ApprovalView = ListedRecord<ApprovalRow, typeof pendingApprovalList>;
 
 /** Decides a pending approval once; undefined when it was decided (or expired) meanwhile. */
-export function decideApproval(trx: Transaction<DB>, id: string, status: 'approved' | 'denied', now: Date) {
-  return trx
+export async function decideApproval(trx: Transaction<DB>, id: string, status: 'approved' | 'denied', now: Date) {
+  return (await trx
     .updateTable('tool_approvals')
     .set({ status, decided_at: now })
     .where('id', '=', id)
+    .where('origin', '=', 'chat')
     .where('status', '=', 'pending')
     .where('expires_at', '>', now)
     .returningAll()
-    .executeTakeFirst();
+    .executeTakeFirst()) as ApprovalRow | undefined;
 }
 
 /**
@@ -61,6 +81,7 @@ export async function expireApprovals(trx: Transaction<DB>, now: Date, error: st
   const picked = trx
     .selectFrom('tool_approvals')
     .select('id')
+    .where('origin', '=', 'chat')
     .where('status', '=', 'pending')
     .where('expires_at', '<=', now)
     .limit(limit)
@@ -72,6 +93,7 @@ export async function expireApprovals(trx: Transaction<DB>, now: Date, error: st
     .where('id', 'in', picked)
     .where('status', '=', 'pending')
     .returning('message_id')
+    .$narrowType<{ message_id: string }>()
     .execute();
   if (expired.length === 0) return [];
   return trx
@@ -90,6 +112,11 @@ export async function expireApprovals(trx: Transaction<DB>, now: Date, error: st
 // The stored stream events of replies, and the stop requests of replies.
 
 /** The pending approval a paused reply waits for. */
-export function pendingApprovalOf(db: Database, messageId: string) {
-  return db.selectFrom('tool_approvals').selectAll().where('message_id', '=', messageId).where('status', '=', 'pending').executeTakeFirst();
+export async function pendingApprovalOf(db: Database, messageId: string): Promise<ApprovalRow | undefined> {
+  return (await db
+    .selectFrom('tool_approvals')
+    .selectAll()
+    .where('message_id', '=', messageId)
+    .where('status', '=', 'pending')
+    .executeTakeFirst()) as ApprovalRow | undefined;
 }
