@@ -240,9 +240,9 @@ export interface paths {
          * @description Creates a token of the caller with a name, scopes and an expiry, and returns it with its
          *     secret `token` (`aiws_pat_…`), shown only here: the service keeps only its hash. The token is
          *     accepted wherever a bearer token is, for the operations whose `x-scope` it holds, until it
-         *     expires or is revoked. `admin` may be given only by a user who holds a role (`403`). A caller
-         *     that is itself authenticated by an access token may give only scopes it holds, and no later
-         *     expiry than its own (`403`). A user has at most ACCESS_TOKEN_MAX_PER_USER (50) live tokens
+         *     expires or is revoked. `admin` may be given only by a user who holds a role (`403`). Tokens
+         *     are created and revoked with the user's own sign-in (the identity provider's token or the
+         *     session), never with an access token (`403`). A user has at most ACCESS_TOKEN_MAX_PER_USER (50) live tokens
          *     (`409`). Audited (`access_token.create`).
          *
          *     This create takes no `Idempotency-Key`: a remembered answer would keep the secret; a client
@@ -253,7 +253,8 @@ export interface paths {
          * Revoke a personal access token
          * @description Revokes the caller's token `tokenId` (query, or JSON body; if both are given they must agree):
          *     the next request that presents it is `401` on every instance. The record stays, `revoked`,
-         *     so the list still shows when it was used. Revoking a revoked token answers it as it is.
+         *     so the list still shows when it was used. Revoking a revoked token answers it as it is. Not
+         *     with an access token (`403`), like creating one.
          *     Audited (`access_token.revoke`).
          */
         delete: operations["revokeAccessToken"];

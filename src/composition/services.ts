@@ -27,7 +27,7 @@ import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
 import { AccessTokenService } from '../areas/access-tokens/service';
-import { CONSENT_PATH } from '../areas/oauth/authorization-route';
+import { CONSENT_PATH, mcpResource } from '../areas/oauth/authorization-route';
 import { OAuthService } from '../areas/oauth/service';
 import { SkillService } from '../areas/skills/service';
 import { AutomationService } from '../areas/automations/service';
@@ -356,7 +356,7 @@ export function createServices({
     stripeEvents,
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
     accessTokens,
-    oauth: new OAuthService({ db, accessTokens }, CONSENT_PATH),
+    oauth: new OAuthService({ db, accessTokens, resource: mcpResource(config.integrations.publicUrl), consentPath: CONSENT_PATH }),
     capabilities,
     projects,
     notes,

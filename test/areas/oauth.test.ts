@@ -255,4 +255,99 @@ describe('OAuth 2.1 sign-in of an MCP client', () => {
       await plain.close();
     }
   });
+
+  test('every token is bound to /mcp: a client that names no resource or another one gets no wider token', async () => {
+    const { h, alice } = ctx;
+    const client = new DesktopClient();
+    expect(await auth(client, { serverUrl: `${PUBLIC}/mcp`, fetchFn })).toBe('REDIRECT');
+    const opened = client.opened as URL;
+    // Another resource at /authorize: refused back to the client.
+    const elsewhere = new URL(opened.href);
+    elsewhere.searchParams.set('resource', 'https://evil.example/api/v1/notes');
+    const refused = await h.http().get(`${elsewhere.pathname}${elsewhere.search}`).expect(302);
+    expect(new URL(refused.headers.location as string).searchParams.get('error')).toBe('invalid_target');
+    // No resource at all: the token is still /mcp's.
+    opened.searchParams.delete('resource');
+    const { back } = await consent(opened, alice.auth, 'approve');
+    const exchange = (resource?: string) =>
+      h
+        .http()
+        .post('/token')
+        .type('form')
+        .send({
+          grant_type: 'authorization_code',
+          code: back.searchParams.get('code'),
+          code_verifier: client.verifier,
+          client_id: client.info?.client_id,
+          redirect_uri: REDIRECT,
+          ...(resource ? { resource } : {}),
+        });
+    const wider = await exchange('https://evil.example/api/v1/notes');
+    expect(wider.status).toBe(400);
+    expect(wider.body.error).toBe('invalid_target');
+    const issued = await exchange();
+    expect(issued.status).toBe(200);
+    const notes = await h
+      .http()
+      .get('/api/v1/notes')
+      .set('Authorization', `Bearer ${issued.body.access_token as string}`);
+    expect(notes.status).toBe(401);
+    // A used refresh token that comes back ends the connection.
+    const refresh = (token: string) =>
+      h.http().post('/token').type('form').send({ grant_type: 'refresh_token', refresh_token: token, client_id: client.info?.client_id });
+    const renewed = await refresh(issued.body.refresh_token).expect(200);
+    expect((await refresh(issued.body.refresh_token)).body.error).toBe('invalid_grant');
+    expect((await refresh(renewed.body.refresh_token)).body.error).toBe('invalid_grant');
+  });
+
+  test('the consent page lets its form post carry its origin', async () => {
+    const { alice } = ctx;
+    const client = new DesktopClient({ redirect_uris: ['cursor://oauth/callback'] });
+    Object.defineProperty(client, 'redirectUrl', { get: () => 'cursor://oauth/callback' });
+    expect(await auth(client, { serverUrl: `${PUBLIC}/mcp`, fetchFn })).toBe('REDIRECT');
+    const browser = await signedInBrowser(alice.auth);
+    const authorize = await browser.get(`${client.opened!.pathname}${client.opened!.search}`).expect(302);
+    const page = await browser.get(authorize.headers.location as string).expect(200);
+    expect(page.headers['referrer-policy']).toBe('same-origin');
+    // An app's own scheme is a form-action source the redirect may go to.
+    expect(page.headers['content-security-policy']).toContain("form-action 'self' cursor:");
+  });
+
+  test('unfinished sign-ins do not pile up: old unused clients and ended requests are cleared as new ones come', async () => {
+    const { h } = ctx;
+    const db = h.runtime.database.db;
+    const old = new Date(Date.now() - 2 * 86_400_000);
+    await db
+      .insertInto('oauth_clients')
+      .values({ id: 'stale-client', metadata: JSON.stringify({ client_id: 'stale-client', redirect_uris: [REDIRECT] }), created_at: old })
+      .execute();
+    await db
+      .insertInto('oauth_clients')
+      .values({
+        id: 'stale-with-request',
+        metadata: JSON.stringify({ client_id: 'stale-with-request', redirect_uris: [REDIRECT] }),
+        created_at: old,
+      })
+      .execute();
+    await db
+      .insertInto('oauth_authorizations')
+      .values({
+        id: 'stale-request',
+        client_id: 'stale-with-request',
+        params: JSON.stringify({}),
+        status: 'pending',
+        created_at: old,
+        expires_at: old,
+      })
+      .execute();
+    const client = new DesktopClient();
+    expect(await auth(client, { serverUrl: `${PUBLIC}/mcp`, fetchFn })).toBe('REDIRECT');
+    await h.http().get(`${client.opened!.pathname}${client.opened!.search}`).expect(302);
+    const ids = (await db.selectFrom('oauth_clients').select('id').execute()).map((row) => row.id);
+    expect(ids).not.toContain('stale-client');
+    expect(await db.selectFrom('oauth_authorizations').select('id').where('id', '=', 'stale-request').execute()).toEqual([]);
+    // The next registration clears the client whose request went.
+    expect(await auth(new DesktopClient(), { serverUrl: `${PUBLIC}/mcp`, fetchFn })).toBe('REDIRECT');
+    expect((await db.selectFrom('oauth_clients').select('id').execute()).map((row) => row.id)).not.toContain('stale-with-request');
+  });
 });

@@ -36,14 +36,9 @@ export interface AccessTokenIdentity {
   tokenId: string;
   scopes: Scope[];
   expiresAt: number;
-  /** The only resource (an absolute URL) an OAuth client's token may be used at, or undefined. */
+  /** The only resource (an absolute URL) an OAuth client's token may be used at, and that client. */
   resource?: string;
-}
-
-/** The credentials a token is created with: a caller that came in with a token gives only what it holds. */
-export interface Creator extends Actor {
-  scopes?: readonly string[];
-  tokenExpiresAt?: number;
+  clientId?: string;
 }
 
 const hashToken = (token: string) => createHash('sha256').update(token).digest();
@@ -126,6 +121,11 @@ export class AccessTokenService {
     return { token, tokenId, expiresAt };
   }
 
+  /** Ends an OAuth connection: revokes its access token (a reused refresh token). */
+  async endConnection(userId: string, tokenId: string): Promise<void> {
+    await repo.revokeToken(this.db, tokenId, 'oauth:refresh-reuse', new Date(this.now()), userId);
+  }
+
   /** Revokes `token` if it is a live token issued to `clientId` (RFC 7009: an unknown token is no error). */
   async revokeClientToken(clientId: string, token: string): Promise<void> {
     const row = await this.find(token);
@@ -133,7 +133,7 @@ export class AccessTokenService {
   }
 
   async create(
-    creator: Creator,
+    creator: Actor,
     input: { name: string; scopes: Scope[]; expiresAt?: number },
   ): Promise<{ row: repo.AccessTokenRow; token: string }> {
     const now = this.now();
@@ -143,13 +143,6 @@ export class AccessTokenService {
     if (expiresAt > now + this.settings.maxTtlDays * DAY_MS) {
       const message = `must be at most ${this.settings.maxTtlDays} days from now`;
       throw errors.invalidRequest(`expiresAt ${message}.`, [{ path: '/body/expiresAt', message }]);
-    }
-    if (creator.scopes) {
-      const missing = input.scopes.filter((scope) => !creator.scopes!.includes(scope));
-      if (missing.length > 0) throw errors.forbidden(`An access token can only give scopes it holds itself (not ${missing.join(', ')}).`);
-      if (creator.tokenExpiresAt !== undefined && expiresAt > creator.tokenExpiresAt) {
-        throw errors.forbidden('An access token cannot create a token that outlives it.');
-      }
     }
     if (input.scopes.includes('admin') && (await this.principals.roles(creator.userId)).length === 0) {
       throw errors.forbidden('The admin scope can only be given by a user who holds an administrative role.');
@@ -231,7 +224,10 @@ export class AccessTokenService {
     if (row.expires_at.getTime() <= now) throw new InvalidTokenError('The access token expired.');
     if (!row.last_used_at || now - row.last_used_at.getTime() > TOUCH_INTERVAL_MS) await repo.touchToken(this.db, row.id, new Date(now));
     const identity = { userId: row.owner_user_id, tokenId: row.id, scopes: row.scopes as Scope[], expiresAt: row.expires_at.getTime() };
-    return row.resource ? { ...identity, resource: row.resource } : identity;
+    if (row.client_id === null) return identity;
+    // A client's token without its resource (none is issued so) is refused rather than let loose.
+    if (!row.resource) throw new InvalidTokenError('The access token is not valid.');
+    return { ...identity, resource: row.resource, clientId: row.client_id };
   }
 
   /** The row of `token` (whatever its state) when its lookup part and secret match one. */

@@ -50,6 +50,12 @@ function consentForm(request: PendingAuthorization, userId: string): string {
   );
 }
 
+/** The CSP source of a redirect URI: its origin, or its scheme for an app's own (`cursor://…`). */
+function formTargetOf(redirectUri: string): string {
+  const url = new URL(redirectUri);
+  return url.origin !== 'null' ? url.origin : url.protocol;
+}
+
 /**
  * The OAuth 2.1 authorization server of `/mcp` (the MCP authorization specification): the MCP
  * SDK's `mcpAuthRouter` serves the metadata (RFC 8414, and RFC 9728 for `/mcp`), dynamic client
@@ -75,7 +81,8 @@ export function oauthRouter(oauth: OAuthService, sessions: Pick<SessionService, 
     return typeof cookie === 'string' && cookie !== '' ? sessions.resolve(cookie) : null;
   };
   const answer = (res: express.Response, status: number, html: string, formTarget?: string) => {
-    res.set('Cache-Control', 'no-store').set('Referrer-Policy', 'no-referrer').set('Content-Security-Policy', pagePolicy(formTarget));
+    // same-origin: the consent form's post carries the page's Origin (no-referrer would send `null`).
+    res.set('Cache-Control', 'no-store').set('Referrer-Policy', 'same-origin').set('Content-Security-Policy', pagePolicy(formTarget));
     res.status(status).type('html').send(html);
   };
 
@@ -90,7 +97,7 @@ export function oauthRouter(oauth: OAuthService, sessions: Pick<SessionService, 
       );
     const userId = await signedInUser(req);
     if (!userId) return answer(res, 401, page('Sign in first', '<p>Sign in to the workspace in this browser, then reload this page.</p>'));
-    answer(res, 200, consentForm(request, userId), new URL(request.redirectUri).origin);
+    answer(res, 200, consentForm(request, userId), formTargetOf(request.redirectUri));
   });
 
   router.post(CONSENT_PATH, express.urlencoded({ extended: false, limit: '4kb' }), async (req, res) => {
@@ -108,6 +115,12 @@ export function oauthRouter(oauth: OAuthService, sessions: Pick<SessionService, 
     res.set('Cache-Control', 'no-store').redirect(303, target);
   });
   return router;
+}
+
+/** The protected resource of the issuer PUBLIC_URL gives, or null when it gives none. */
+export function mcpResource(publicUrl: string | null): string | null {
+  const issuer = oauthIssuer(publicUrl);
+  return issuer === null ? null : new URL(MCP_RESOURCE_PATH, issuer).href;
 }
 
 /** The `resource_metadata` auth-param of a 401 from `/mcp` (RFC 9728), or undefined elsewhere. */

@@ -73,3 +73,31 @@ export async function revokeRefreshToken(db: Database, id: string, now: Date): P
     .executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }
+
+/** Removes up to `limit` requests that ended before `before` (expired, decided or exchanged long ago). */
+export async function deleteEndedAuthorizations(db: Database, before: Date, limit: number): Promise<void> {
+  await db
+    .deleteFrom('oauth_authorizations')
+    .where('id', 'in', (eb) => eb.selectFrom('oauth_authorizations').select('id').where('expires_at', '<', before).limit(limit))
+    .execute();
+}
+
+/** Removes up to `limit` clients registered before `before` that never got a token and have no request left. */
+export async function deleteUnusedClients(db: Database, before: Date, limit: number): Promise<void> {
+  await db
+    .deleteFrom('oauth_clients')
+    .where('id', 'in', (eb) =>
+      eb
+        .selectFrom('oauth_clients as c')
+        .select('c.id')
+        .where('c.created_at', '<', before)
+        .where(({ not, exists, selectFrom }) =>
+          not(exists(selectFrom('access_tokens as t').select('t.id').whereRef('t.client_id', '=', 'c.id'))),
+        )
+        .where(({ not, exists, selectFrom }) =>
+          not(exists(selectFrom('oauth_authorizations as a').select('a.id').whereRef('a.client_id', '=', 'c.id'))),
+        )
+        .limit(limit),
+    )
+    .execute();
+}

@@ -25,6 +25,9 @@ const REQUEST_TTL_MS = 10 * 60_000;
 const CODE_TTL_MS = 60_000;
 const ACCESS_TOKEN_TTL_MS = 60 * 60_000;
 const REFRESH_TOKEN_TTL_MS = 30 * 86_400_000;
+/** Each registration and request clears some of what anyone's unfinished sign-ins left behind. */
+const CLEAN_UP_AFTER_MS = 86_400_000;
+const CLEAN_UP_BATCH = 100;
 
 const hash = (secret: string) => createHash('sha256').update(secret).digest('base64url');
 
@@ -34,7 +37,7 @@ interface StoredParams {
   scopes: Scope[];
   redirectUri: string;
   codeChallenge: string;
-  resource: string | null;
+  resource: string;
 }
 
 /** A request awaiting the user's consent, as the consent page shows it. */
@@ -49,6 +52,10 @@ export interface PendingAuthorization {
 export interface OAuthServiceDeps {
   db: Database;
   accessTokens: AccessTokenService;
+  /** The one protected resource, `<issuer>/mcp`: every token is bound to it (null: no authorization server). */
+  resource: string | null;
+  /** Where `/authorize` sends the browser for the user's consent. */
+  consentPath: string;
   now?: () => number;
 }
 
@@ -63,15 +70,28 @@ export interface OAuthServiceDeps {
 export class OAuthService implements OAuthServerProvider {
   private readonly db: Database;
   private readonly accessTokens: AccessTokenService;
+  private readonly resource: string | null;
+  private readonly consentPath: string;
   private readonly now: () => number;
 
-  constructor(
-    { db, accessTokens, now = Date.now }: OAuthServiceDeps,
-    private readonly consentPath: string,
-  ) {
+  constructor({ db, accessTokens, resource, consentPath, now = Date.now }: OAuthServiceDeps) {
     this.db = db;
     this.accessTokens = accessTokens;
+    this.resource = resource;
+    this.consentPath = consentPath;
     this.now = now;
+  }
+
+  /**
+   * The resource a token is issued for: this server's only one, whether the client names it
+   * (RFC 8707 `resource`, which must then be exactly it) or not.
+   */
+  private resourceFor(requested: URL | undefined): string {
+    if (this.resource === null) throw new InvalidTargetError('This service has no OAuth-protected resource.');
+    if (requested !== undefined && requested.href !== this.resource) {
+      throw new InvalidTargetError(`The only resource of this authorization server is ${this.resource}.`);
+    }
+    return this.resource;
   }
 
   get clientsStore(): OAuthRegisteredClientsStore {
@@ -88,6 +108,7 @@ export class OAuthService implements OAuthServerProvider {
         const full: OAuthClientInformationFull = { ...client, client_id: uuidv7(), client_id_issued_at: Math.floor(this.now() / 1000) };
         delete full.client_secret;
         delete full.client_secret_expires_at;
+        await repo.deleteUnusedClients(this.db, new Date(this.now() - CLEAN_UP_AFTER_MS), CLEAN_UP_BATCH);
         await repo.insertClient(this.db, { id: full.client_id, metadata: JSON.stringify(full), created_at: new Date(this.now()) });
         return full;
       },
@@ -105,9 +126,10 @@ export class OAuthService implements OAuthServerProvider {
       scopes: requested.length > 0 ? (requested as Scope[]) : DEFAULT_SCOPES,
       redirectUri: params.redirectUri,
       codeChallenge: params.codeChallenge,
-      resource: params.resource?.href ?? null,
+      resource: this.resourceFor(params.resource),
     };
     const now = this.now();
+    await repo.deleteEndedAuthorizations(this.db, new Date(now - CLEAN_UP_AFTER_MS), CLEAN_UP_BATCH);
     await repo.insertAuthorization(this.db, {
       id,
       client_id: client.client_id,
@@ -175,12 +197,11 @@ export class OAuthService implements OAuthServerProvider {
     const { row, params } = await this.approvedCode(client, authorizationCode);
     if (redirectUri !== undefined && redirectUri !== params.redirectUri)
       throw new InvalidGrantError('redirect_uri does not match the authorization request.');
-    if (resource && params.resource !== null && resource.href !== params.resource)
-      throw new InvalidTargetError('resource does not match the authorization request.');
+    this.resourceFor(resource);
     return this.db.transaction().execute(async (trx) => {
       if (!(await repo.exchangeCode(trx, row.id, new Date(this.now()))))
         throw new InvalidGrantError('The authorization code was already used or expired.');
-      return this.issue(trx, client, { userId: row.user_id as string, scopes: params.scopes, resource: resource?.href ?? params.resource });
+      return this.issue(trx, client, { userId: row.user_id as string, scopes: params.scopes, resource: params.resource });
     });
   }
 
@@ -192,18 +213,26 @@ export class OAuthService implements OAuthServerProvider {
   ): Promise<OAuthTokens> {
     const row = await repo.findRefreshToken(this.db, hash(refreshToken));
     const now = this.now();
-    if (!row || row.client_id !== client.client_id || row.revoked_at || row.expires_at.getTime() <= now) {
+    if (!row || row.client_id !== client.client_id || row.expires_at.getTime() <= now)
       throw new InvalidGrantError('The refresh token is not valid.');
+    if (row.revoked_at) {
+      // A used refresh token came back (OAuth 2.1 section 4.3.1): someone holds a copy, so the connection ends.
+      await this.accessTokens.endConnection(row.user_id, row.access_token_id);
+      throw new InvalidGrantError('The refresh token was already used; the connection is revoked: sign in again.');
     }
     const granted = row.scopes as Scope[];
     const narrowed = scopes && scopes.length > 0 ? scopes : granted;
     if (narrowed.some((scope) => !(granted as string[]).includes(scope)))
       throw new InvalidScopeError('A refresh can only keep or narrow the granted scopes.');
-    if (resource && row.resource !== null && resource.href !== row.resource)
-      throw new InvalidTargetError('resource does not match the grant.');
+    this.resourceFor(resource);
     return this.db.transaction().execute(async (trx) => {
       if (!(await repo.revokeRefreshToken(trx, row.id, new Date(now)))) throw new InvalidGrantError('The refresh token was already used.');
-      const grant = { userId: row.user_id, scopes: narrowed as Scope[], resource: row.resource, renewing: row.access_token_id };
+      const grant = {
+        userId: row.user_id,
+        scopes: narrowed as Scope[],
+        resource: this.resourceFor(undefined),
+        renewing: row.access_token_id,
+      };
       return this.issue(trx, client, grant);
     });
   }
@@ -211,9 +240,10 @@ export class OAuthService implements OAuthServerProvider {
   async verifyAccessToken(token: string): Promise<AuthInfo> {
     try {
       const identity = await this.accessTokens.verify(token);
+      if (identity.clientId === undefined) throw new OAuthInvalidTokenError('Not a token of this authorization server.');
       return {
         token,
-        clientId: identity.userId,
+        clientId: identity.clientId,
         scopes: identity.scopes,
         expiresAt: Math.floor(identity.expiresAt / 1000),
         ...(identity.resource ? { resource: new URL(identity.resource) } : {}),
@@ -242,7 +272,7 @@ export class OAuthService implements OAuthServerProvider {
   private async issue(
     db: Database,
     client: OAuthClientInformationFull,
-    { userId, scopes, resource, renewing }: { userId: string; scopes: Scope[]; resource: string | null; renewing?: string },
+    { userId, scopes, resource, renewing }: { userId: string; scopes: Scope[]; resource: string; renewing?: string },
   ): Promise<OAuthTokens> {
     const clientName = client.client_name ?? client.client_id;
     const grant = { userId, clientId: client.client_id, clientName, scopes, resource, ttlMs: ACCESS_TOKEN_TTL_MS, renewing };
