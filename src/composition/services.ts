@@ -36,6 +36,7 @@ import { ModelCatalogue } from '../areas/models/catalogue';
 import { ModelConnectionService } from '../areas/models/connections';
 import { ModelPolicyService } from '../areas/models/policy';
 import { ModelService } from '../areas/models/service';
+import { OpenAiService } from '../areas/openai/service';
 import { WebhookDispatcher } from '../areas/webhooks/dispatcher';
 import { WebhookService } from '../areas/webhooks/service';
 import type { Config } from '../config';
@@ -100,6 +101,8 @@ export interface Services {
   onboarding: OnboardingService;
   bootstrap: BootstrapService;
   discovery: DiscoveryService;
+  /** The OpenAI-compatible API under /v1: models, chat completions and embeddings. */
+  openai: OpenAiService;
 }
 
 /** What the services are built from besides the configuration and the database. */
@@ -241,6 +244,7 @@ export function createServices({
     catalogue: modelCatalogue,
     connections: modelConnections,
     defaults: settings,
+    policy: modelPolicy,
     outbound,
     settings: { callTimeoutMs: config.models.timeoutMs, mediaTimeoutMs: config.media.timeoutMs },
     log: warn,
@@ -334,7 +338,17 @@ export function createServices({
     settings: config.media,
     log: warn,
   });
+  const openai = new OpenAiService({
+    db,
+    models,
+    billing,
+    // The deployment's embedder, by the model id it is called with (the built-in one: `builtin-hashing`).
+    embeddings: { id: config.embeddings.provider === 'http' ? config.embeddings.model : 'builtin-hashing', embedder },
+    timeoutMs: config.models.timeoutMs,
+    log: warn,
+  });
   return {
+    openai,
     knowledge,
     files,
     outputs,

@@ -3,6 +3,7 @@ import { isConnectionFailure, PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
 import { StorageUnavailableError } from '../platform/storage';
 import { ApiError, AUTHENTICATION_REQUIRED, bodyNotJson, type ErrorDetail, errors } from '../platform/errors';
+import { errorBody, errorShapeOf } from './error-shape';
 import { bodyPending } from './server';
 
 interface LibraryError {
@@ -82,7 +83,10 @@ export interface ErrorRenderingOptions {
   requireDeclaredStatus: boolean;
 }
 
-/** Renders every error as the ErrorResponse body. A 500 says only `internal_error` and the request id. */
+/**
+ * Renders every error as the ErrorResponse body, or OpenAI's under `/v1` (`errorShapeOf`). A 500
+ * says only `internal_error` and the request id.
+ */
 export function errorMiddleware(logger: Logger, { bodyLimitBytes, requireDeclaredStatus }: ErrorRenderingOptions): ErrorRequestHandler {
   return (error, req, res, next) => {
     if (res.headersSent) {
@@ -118,7 +122,10 @@ export function errorMiddleware(logger: Logger, { bodyLimitBytes, requireDeclare
     }
     // A body not (fully) received is not waited for or drained: the connection closes after the answer.
     if (bodyPending(req)) res.set('Connection', 'close');
-    res.status(apiError.status).set(apiError.headers).json(apiError.body());
+    res
+      .status(apiError.status)
+      .set(apiError.headers)
+      .json(errorBody(apiError, errorShapeOf(req.path)));
   };
 }
 
