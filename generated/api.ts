@@ -15335,6 +15335,15 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ChatCompletion"];
+                    /**
+                     * @example data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}
+                     *
+                     *     data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_abc123","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"logprobs":null,"finish_reason":null}]}
+                     *
+                     *     data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}
+                     *
+                     *     data: [DONE]
+                     */
                     "text/event-stream": components["schemas"]["ChatCompletionStream"];
                 };
             };

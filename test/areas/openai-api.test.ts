@@ -137,7 +137,7 @@ describe('POST /v1/chat/completions through the deployment’s provider', () => 
   });
 
   test('a streamed completion with a tool call: tool_calls deltas, finish_reason tool_calls, usage in the last chunk; the tool result goes back', async () => {
-    const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [
+    const tools: OpenAI.Chat.Completions.ChatCompletionFunctionTool[] = [
       {
         type: 'function',
         function: {
@@ -506,10 +506,11 @@ describe('refusals in OpenAI’s shape', () => {
     expect(none.body.error).toMatchObject({ type: 'authentication_error', param: null, code: 'unauthenticated' });
     const bad = await refused(client('not-a-token').models.list());
     expect(bad).toBeInstanceOf(OpenAI.AuthenticationError);
-    expect(bad.headers.get('www-authenticate')).toMatch(/error="invalid_token"/);
+    expect(bad.headers?.get('www-authenticate')).toMatch(/error="invalid_token"/);
     // The browser session does not open /v1: bearer tokens only.
     const session = await ctx.h.http().post('/auth/session').set(ctx.alice.auth);
-    const cookie = session.headers['set-cookie'];
+    const cookie = session.headers['set-cookie'] as unknown as string[];
+    expect(cookie).toHaveLength(1);
     expect((await ctx.h.http().get('/v1/models').set('Cookie', cookie)).status).toBe(401);
   });
 
