@@ -459,9 +459,9 @@ describe('refusals in OpenAI’s shape', () => {
   test('bad inputs are 400 invalid_request_error naming the field', async () => {
     const cases: Array<[Record<string, unknown>, string | null]> = [
       [{ model: 'test-model', messages: hello, n: 2 }, 'n'],
-      [{ model: 'test-model', messages: hello, logit_bias: { '50256': -100 } }, null],
+      [{ model: 'test-model', messages: hello, logit_bias: { '50256': -100 } }, 'logit_bias'],
       [{ model: 'test-model', messages: [] }, 'messages'],
-      [{ model: 'test-model', messages: [{ role: 'function', name: 'f', content: 'x' }] }, null],
+      [{ model: 'test-model', messages: [{ role: 'function', name: 'f', content: 'x' }] }, 'messages[0]'],
       [{ model: 'test-model', messages: [{ role: 'tool', tool_call_id: 'call_none', content: 'x' }] }, 'messages[0].tool_call_id'],
       [
         {
