@@ -2271,7 +2271,8 @@ export interface paths {
          *     no access to; a model that is not a chat model (an embeddings model) is `400`.
          *
          *     **Messages.** `system`, `developer` (a system message), `user` (text, or text and `image_url`
-         *     parts; images as `data:` URLs, only for a model that reads images), `assistant` (text and the
+         *     parts; images as `data:` URLs, or `http(s)` URLs read through the outbound guard before the
+         *     model is called, only for a model that reads images), `assistant` (text and the
          *     `tool_calls` it made) and `tool` (the result of one of those calls, by `tool_call_id`).
          *
          *     **Tools.** The client's `tools` (functions with JSON Schema `parameters`) and `tool_choice`
@@ -5891,7 +5892,7 @@ export interface components {
             type: "image_url";
             image_url: {
                 /**
-                 * @description A `data:` URL of a PNG, JPEG, GIF or WebP image (base64). Remote (`http`, `https`) URLs are not fetched: `400`.
+                 * @description A PNG, JPEG, GIF or WebP image: a `data:` URL (base64), or an `http` / `https` URL the service reads before calling the model, through its outbound guard (an address on the public internet, no redirect followed, at most `CHAT_ATTACHMENT_IMAGE_MAX_BYTES`, within `CHAT_TIMEOUT_MS`); one it cannot read is `400` naming this field.
                  * @example data:image/png;base64,iVBORw0KGgo...
                  */
                 url: string;
@@ -7816,7 +7817,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `invalid_request`: the request does not match the contract or a rule of the operation (an unsupported parameter, `n` other than 1, a tool message answering no call, an image for a model that reads none…); `message` names each problem and `param` the first field. Nothing was called or charged. */
+        /** @description `invalid_request`: the request does not match the contract or a rule of the operation (an unsupported parameter, `n` other than 1, a tool message answering no call, an image for a model that reads none, an image URL that cannot be read…); `message` names each problem and `param` the first field. Nothing was called or charged. */
         OpenAIBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];

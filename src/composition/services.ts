@@ -36,6 +36,7 @@ import { ModelCatalogue } from '../areas/models/catalogue';
 import { ModelConnectionService } from '../areas/models/connections';
 import { ModelPolicyService } from '../areas/models/policy';
 import { ModelService } from '../areas/models/service';
+import { RemoteImages } from '../areas/openai/images';
 import { OpenAiService } from '../areas/openai/service';
 import { WebhookDispatcher } from '../areas/webhooks/dispatcher';
 import { WebhookService } from '../areas/webhooks/service';
@@ -344,6 +345,8 @@ export function createServices({
     billing,
     // The deployment's embedder, by the model id it is called with (the built-in one: `builtin-hashing`).
     embeddings: { id: config.embeddings.provider === 'http' ? config.embeddings.model : 'builtin-hashing', embedder },
+    // Images given by URL: as large as chat's attached images, read within the model's timeout.
+    images: new RemoteImages(outbound, { maxBytes: config.models.attachmentImageMaxBytes, timeoutMs: config.models.timeoutMs }),
     timeoutMs: config.models.timeoutMs,
     log: warn,
   });

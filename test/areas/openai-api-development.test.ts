@@ -116,6 +116,18 @@ describe('the OpenAI-compatible API on the development model', () => {
       ],
     });
     expect(image.choices[0]!.message.content).toMatch(/Images: image\.png \(image\/png, 68 bytes, 1 × 1\)/);
+    // By URL, through the outbound guard: a loopback address is refused (this deployment allows none).
+    const local = await ctx.h
+      .http()
+      .post('/v1/chat/completions')
+      .set(ctx.alice.auth)
+      .send({
+        model: 'development',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://127.0.0.1:9/cat.png' } }] }],
+      });
+    expect(local.status).toBe(400);
+    expect(local.body.error).toMatchObject({ param: 'messages[0].content[0].image_url.url', code: 'invalid_request' });
+    expect(local.body.error.message).toMatch(/is not allowed: 127\.0\.0\.1 is a loopback address/);
   });
 
   test('embeddings from the built-in embedder, of any size asked', async () => {

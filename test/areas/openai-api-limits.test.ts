@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { openAiParam } from '../../src/http/error-shape';
 import { useHarnessWith } from '../helpers/harness';
@@ -7,11 +9,25 @@ import { type FakeModelServer, startFakeModel } from '../helpers/openai-server';
 // Retry-After), the body limit (413), a method a path does not have (405); and the deployment's
 // `http` embedder (EMBEDDINGS_PROVIDER=http), whose size cannot be changed per call.
 let embeddings: FakeModelServer;
+/** A 1 × 1 PNG. */
+const PIXEL = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
+/** Serves the PNG at /pixel.png, a page at /page.html, 404 elsewhere. */
+const images = http.createServer((req, res) => {
+  if (req.url === '/pixel.png') res.writeHead(200, { 'content-type': 'image/png' }).end(PIXEL);
+  else if (req.url === '/page.html') res.writeHead(200, { 'content-type': 'text/html' }).end('<p>not an image</p>');
+  else res.writeHead(404).end();
+});
+let imagesUrl = '';
 beforeAll(async () => {
   embeddings = await startFakeModel();
   embeddings.catalogue.embeddingDimensions = 12;
+  await new Promise<void>((resolve) => images.listen(0, '127.0.0.1', () => resolve()));
+  imagesUrl = `http://127.0.0.1:${(images.address() as AddressInfo).port}`;
 });
-afterAll(() => embeddings?.close());
+afterAll(async () => {
+  await embeddings?.close();
+  await new Promise((resolve) => images.close(resolve));
+});
 
 const ctx = useHarnessWith(
   () => ({
@@ -21,10 +37,12 @@ const ctx = useHarnessWith(
     EMBEDDINGS_BASE_URL: embeddings.baseUrl,
     EMBEDDINGS_MODEL: 'text-embedding-3-small',
     KNOWLEDGE_INDEX_INTERVAL_MS: '3600000',
+    OUTBOUND_ALLOW_LOOPBACK: 'true',
   }),
   'alice',
   'bob',
   'carol',
+  'dave',
 );
 
 describe('the service’s limits on /v1', () => {
@@ -79,6 +97,36 @@ describe('the service’s limits on /v1', () => {
       expect(error).toBeInstanceOf(OpenAI.BadRequestError);
       expect((error as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ param: 'dimensions', code: 'invalid_request' });
     }
+  });
+
+  test('an image by URL is read through the outbound guard; one that is not an image, or not there, is 400', async () => {
+    const ask = (url: string) =>
+      ctx.h
+        .http()
+        .post('/v1/chat/completions')
+        .set(ctx.dave.auth)
+        .send({
+          model: 'development',
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'text', text: 'What is it?' },
+                { type: 'image_url', image_url: { url } },
+              ],
+            },
+          ],
+        });
+    const read = await ask(`${imagesUrl}/pixel.png`);
+    expect(read.status).toBe(200);
+    expect(read.body.choices[0].message.content).toMatch(/Images: image\.png \(image\/png, 68 bytes, 1 × 1\)/);
+    const page = await ask(`${imagesUrl}/page.html`);
+    expect(page.status).toBe(400);
+    expect(page.body.error).toMatchObject({ param: 'messages[0].content[1].image_url.url', code: 'invalid_request' });
+    expect(page.body.error.message).toMatch(/must be a PNG, JPEG, GIF or WebP image/);
+    const missing = await ask(`${imagesUrl}/gone.png`);
+    expect(missing.status).toBe(400);
+    expect(missing.body.error.message).toMatch(/could not be read: it answered 404/);
   });
 
   test('fields are named as OpenAI names them', () => {

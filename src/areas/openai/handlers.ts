@@ -18,8 +18,8 @@ export function openAiHandlers(service: OpenAiService): Pick<HandlerMap, 'listOp
   return {
     listOpenAIModels: async ({ caller }) => presentModels(await service.list(caller.userId)),
     createChatCompletion: async ({ caller, body, res }) => {
-      const prepared = await service.prepare(caller.userId, body);
       const client = cancelOnClose(res);
+      const prepared = await service.prepare(caller.userId, body, client);
       if (!body.stream) return presentCompletion(prepared.head, await service.complete(prepared, client));
       await streamCompletion(service, prepared, res, client, body.stream_options?.include_usage === true);
       return STREAMED;

@@ -2,11 +2,12 @@
  * An OpenAI chat completion request as the service's model call takes it: the messages as
  * `ChatMessage`s, the client's tools as `ToolSpec`s with its tool choice, and the sampling
  * settings; with the named checks the document states beyond its schemas (`n`, tool messages
- * answering a call, images as `data:` URLs for a model that reads them).
+ * answering a call, images as `data:` URLs or `http(s)` URLs to read before the call).
  */
 import type { CallSettings, ChatMessage, ModelToolCall, ToolChoice, ToolSpec, UserContentPart } from '../../platform/ai/models';
 import type { Schemas } from '../../platform/api-types';
 import { type ErrorDetail, errors } from '../../platform/errors';
+import { IMAGE_TYPES, type RemoteImage } from './images';
 
 export type CompletionRequest = Schemas['ChatCompletionRequest'];
 type RequestMessage = Schemas['ChatCompletionMessage'];
@@ -20,10 +21,9 @@ export interface ModelAsk {
   settings: CallSettings;
   /** Whether a user message carries an image (the model must read images). */
   hasImages: boolean;
+  /** The images given by URL, whose parts are filled once they are read (RemoteImages). */
+  remoteImages: RemoteImage[];
 }
-
-/** The image types the providers read. */
-const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
 const DATA_URL = /^data:([a-z0-9.+-]+\/[a-z0-9.+-]+)(?:;[a-z0-9-]+=[^;,]*)*;base64,([A-Za-z0-9+/=\s]*)$/i;
 
 /** Text content: the string, or its parts joined with newlines. */
@@ -38,14 +38,19 @@ class Problems {
   }
 }
 
-/** An image part's `data:` URL as bytes and a media type; a problem otherwise. */
-function imageOf(url: string, path: string, problems: Problems): UserContentPart | null {
+/**
+ * An image part's `data:` URL as bytes and a media type; an `http(s)` URL as a part to fill once
+ * read (added to `remote`); a problem otherwise.
+ */
+function imageOf(url: string, path: string, problems: Problems, remote: RemoteImage[]): UserContentPart | null {
+  if (/^https?:\/\//i.test(url)) {
+    const part = { type: 'image' as const, data: new Uint8Array(), mediaType: '', name: 'image' };
+    remote.push({ url, path, part });
+    return part;
+  }
   const match = DATA_URL.exec(url);
   if (!match) {
-    problems.add(
-      path,
-      /^https?:/i.test(url) ? 'must be a data: URL (base64): remote image URLs are not fetched' : 'must be a data: URL (base64)',
-    );
+    problems.add(path, 'must be a data: URL (base64) or an http(s) URL');
     return null;
   }
   const mediaType = (match[1] as string).toLowerCase();
@@ -75,8 +80,12 @@ function argumentsOf(text: string, path: string, problems: Problems): Record<str
 }
 
 /** The messages as the model call takes them; the tool calls they made, by id, to name the results. */
-function messagesOf(messages: RequestMessage[], problems: Problems): { prompt: ChatMessage[]; hasImages: boolean } {
+function messagesOf(
+  messages: RequestMessage[],
+  problems: Problems,
+): { prompt: ChatMessage[]; hasImages: boolean; remoteImages: RemoteImage[] } {
   const prompt: ChatMessage[] = [];
+  const remoteImages: RemoteImage[] = [];
   const calls = new Map<string, string>();
   let hasImages = false;
   messages.forEach((message, i) => {
@@ -95,7 +104,7 @@ function messagesOf(messages: RequestMessage[], problems: Problems): { prompt: C
           if (part.type === 'text') parts.push({ type: 'text', text: part.text });
           else {
             hasImages = true;
-            const image = imageOf(part.image_url.url, `messages/${i}/content/${j}/image_url/url`, problems);
+            const image = imageOf(part.image_url.url, `messages/${i}/content/${j}/image_url/url`, problems, remoteImages);
             if (image) parts.push(image);
           }
         });
@@ -128,7 +137,7 @@ function messagesOf(messages: RequestMessage[], problems: Problems): { prompt: C
       }
     }
   });
-  return { prompt, hasImages };
+  return { prompt, hasImages, remoteImages };
 }
 
 /** The client's tools as the model is offered them (their schemas as given, an empty object schema by default). */
@@ -174,8 +183,8 @@ export function modelAsk(request: CompletionRequest): ModelAsk {
   const problems = new Problems();
   if (request.n !== undefined && request.n !== null && request.n !== 1) problems.add('n', 'must be 1 (this service answers one choice)');
   if (request.stream_options && !request.stream) problems.add('stream_options', 'is only taken with stream: true');
-  const { prompt, hasImages } = messagesOf(request.messages, problems);
+  const { prompt, hasImages, remoteImages } = messagesOf(request.messages, problems);
   const { tools, toolChoice } = toolsOf(request, problems);
   if (problems.list.length > 0) throw errors.invalidRequest('The request is not valid.', problems.list);
-  return { messages: prompt, tools, toolChoice, settings: settingsOf(request), hasImages };
+  return { messages: prompt, tools, toolChoice, settings: settingsOf(request), hasImages, remoteImages };
 }

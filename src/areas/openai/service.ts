@@ -6,6 +6,7 @@ import { uuidv7 } from '../../platform/ids';
 import type { BudgetGate } from '../billing/service';
 import type { ModelService, ResolvedModel } from '../models/service';
 import { type DeploymentEmbeddings, OpenAiEmbeddings } from './embeddings';
+import type { RemoteImages } from './images';
 import { type CompletionRequest, type ModelAsk, modelAsk } from './messages';
 import type { ApiModel, CompletionHead, CompletionOutcome } from './presenter';
 
@@ -20,6 +21,8 @@ export interface OpenAiServiceDeps {
   models: Pick<ModelService, 'available' | 'lookup' | 'blockedByPolicy' | 'connectionEmbedder'>;
   billing: Pick<BudgetGate, 'requireBudget' | 'charge'>;
   embeddings: DeploymentEmbeddings;
+  /** Reads the images a request gives by URL. */
+  images: Pick<RemoteImages, 'fill'>;
   /** How long a model call may take (chat's `CHAT_TIMEOUT_MS`). */
   timeoutMs: number;
   log?: FailureLog;
@@ -59,15 +62,17 @@ export class OpenAiService {
   private readonly models: OpenAiServiceDeps['models'];
   private readonly billing: OpenAiServiceDeps['billing'];
   private readonly deploymentEmbeddings: DeploymentEmbeddings;
+  private readonly images: Pick<RemoteImages, 'fill'>;
   private readonly timeoutMs: number;
   private readonly now: () => Date;
   readonly embeddings: OpenAiEmbeddings;
 
-  constructor({ db, models, billing, embeddings, timeoutMs, log = () => undefined, now = () => new Date() }: OpenAiServiceDeps) {
+  constructor({ db, models, billing, embeddings, images, timeoutMs, log = () => undefined, now = () => new Date() }: OpenAiServiceDeps) {
     this.db = db;
     this.models = models;
     this.billing = billing;
     this.deploymentEmbeddings = embeddings;
+    this.images = images;
     this.timeoutMs = timeoutMs;
     this.now = now;
     this.embeddings = new OpenAiEmbeddings({ db, models, billing, deployment: embeddings, timeoutMs, log, now });
@@ -93,9 +98,10 @@ export class OpenAiService {
   /**
    * Checks a completion request and resolves its model before anything is called: `400` for what
    * the document refuses, `404 model_not_found` for a model the caller may not call, `402
-   * budget_exhausted` for a deployment's model with nothing left to spend.
+   * budget_exhausted` for a deployment's model with nothing left to spend. Images given by URL
+   * are read once the model is known to read images (`400` for one that cannot be read).
    */
-  async prepare(userId: string, request: CompletionRequest): Promise<PreparedCompletion> {
+  async prepare(userId: string, request: CompletionRequest, client: AbortSignal): Promise<PreparedCompletion> {
     const ask = modelAsk(request);
     // Read at once: the budget applies only to the deployment's models, so it waits for the model.
     const budget = this.billing.requireBudget(userId).then(
@@ -118,6 +124,7 @@ export class OpenAiService {
       const refused = await budget;
       if (refused) throw refused;
     }
+    await this.images.fill(ask.remoteImages, client);
     const now = this.now();
     const head = { id: `chatcmpl-${uuidv7(now.getTime())}`, created: Math.floor(now.getTime() / 1000), model: request.model };
     return { head, userId, model, ask };
