@@ -18,13 +18,15 @@
  *   - B7 (Postgres): bootstrap's latency next to the capabilities' (bench/bootstrap.ts);
  *   - chat (Postgres): the time to first token and the tool-call round trip the service adds to
  *     a local model server's, called directly in the same run (bench/chat.ts);
+ *   - openai (Postgres): the time to first token `POST /v1/chat/completions` adds to a local model
+ *     server's, called directly, beside chat's in the same run (bench/openai.ts);
  *   - a resumed watcher's lag behind the instance generating the reply (bench/watch.ts);
  *   - the audit export of 100,000 events.
  * Postgres: DATABASE_URL names the server (default postgres://postgres@127.0.0.1:5432/postgres);
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process (and B1's peer and
  * limit) write a CPU profile. BENCH_ONLY=<parts> runs only the named parts, comma-separated, of:
- * startup, lists, throughput, files, knowledge, workers, bootstrap, chat, watch, export; BENCH_ROUTES=<routes>
+ * startup, lists, throughput, files, knowledge, workers, bootstrap, chat, openai, watch, export; BENCH_ROUTES=<routes>
  * only the named list routes of B1. Every server runs on the Node that runs this script.
  */
 import { execFileSync } from 'node:child_process';
@@ -37,6 +39,7 @@ import { migrateToLatest } from '../src/platform/db/migrate';
 import { loadDevAuthMaterial, signDevToken } from '../src/platform/tokens';
 import { bootstrapBench } from './bootstrap';
 import { chatBench } from './chat';
+import { openAiBench } from './openai';
 import { watchBench } from './watch';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
@@ -255,6 +258,7 @@ async function main(): Promise<void> {
       if (selected('workers')) rows.push(...(await part('B6', () => workersBench({ ...pgEnv, PORT: port(5) }))));
       if (selected('bootstrap')) rows.push(...(await part('B7', () => bootstrapBench({ ...pgEnv, PORT: port(0) }, token))));
       if (selected('chat')) rows.push(...(await part('chat', () => chatBench({ ...pgEnv, PORT: port(0) }, token))));
+      if (selected('openai')) rows.push(...(await part('openai', () => openAiBench({ ...pgEnv, PORT: port(0) }, token))));
       if (selected('watch')) rows.push(...(await part('watch', () => watchBench({ ...pgEnv, PORT: port(0) }, port(1), token))));
       if (selected('export')) rows.push(...(await part('export', () => auditExport(dataDir, pgEnv, token))));
     } else {

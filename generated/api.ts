@@ -2403,6 +2403,134 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The models the caller may call (OpenAI's model list)
+         * @description OpenAI's `GET /v1/models`: the chat and embeddings models the caller may call through `/v1`,
+         *     resolved as chat resolves them: the deployment's chat models (the default first; the built-in
+         *     development model without a configured provider), the deployment's embeddings model, and,
+         *     while the `byok` capability is on, the chat and embeddings models of the caller's own
+         *     connections (`<connectionId>/<the provider's model id>`), less those the deployment's model
+         *     policy blocks. Media models (images, transcription, speech) are not listed: `/v1` does not
+         *     serve them.
+         *
+         *     Authenticated with a bearer token only (an access token, or the identity provider's token; not
+         *     the browser session). Scope `chat`. Capability `openaiApi` (`403 capability_disabled` when it
+         *     is off). Every error is in OpenAI's shape (`OpenAIErrorResponse`).
+         */
+        get: operations["listOpenAIModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/chat/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A chat completion (OpenAI's API), streamed or whole
+         * @description OpenAI's `POST /v1/chat/completions`, for any OpenAI client: base URL `<service>/v1`, the
+         *     bearer token as the API key. Nothing is stored but the usage: the messages are the request's
+         *     (no conversation, project, memory, knowledge or the caller's tools are added).
+         *
+         *     **Model.** `model` names a chat model of `GET /v1/models`, resolved as chat resolves one: the
+         *     deployment's models, the caller's own connections' while `byok` is on, less the model policy.
+         *     A model the caller may not call (unknown, another user's connection's, blocked by the policy,
+         *     a connection's while `byok` is off) is `404 model_not_found`, as OpenAI answers one a key has
+         *     no access to; a model that is not a chat model (an embeddings model) is `400`.
+         *
+         *     **Messages.** `system`, `developer` (a system message), `user` (text, or text and `image_url`
+         *     parts; images as `data:` URLs, or `http(s)` URLs read through the outbound guard before the
+         *     model is called, only for a model that reads images), `assistant` (text and the
+         *     `tool_calls` it made) and `tool` (the result of one of those calls, by `tool_call_id`).
+         *
+         *     **Tools.** The client's `tools` (functions with JSON Schema `parameters`) and `tool_choice`
+         *     are passed to the model, which may call them; the service never runs them. The calls come
+         *     back in OpenAI's shape (`message.tool_calls`, `finish_reason: "tool_calls"`; streamed, one
+         *     `tool_calls` delta per call); the client runs them and sends their results as `tool`
+         *     messages.
+         *
+         *     **Parameters.** `max_tokens` / `max_completion_tokens`, `temperature`, `top_p`, `stop`,
+         *     `presence_penalty`, `frequency_penalty` and `seed` are passed to the model (a provider that
+         *     lacks one ignores it); `n` must be 1; `user` is accepted and ignored. Any other parameter is
+         *     `400`.
+         *
+         *     **Streaming.** With `stream: true` the answer is `text/event-stream` (`ChatCompletionStream`,
+         *     exactly OpenAI's format); `stream_options.include_usage` adds a last chunk with `usage`.
+         *     Errors before the first event (the model refused, budget, the provider's failure or timeout
+         *     before its first token) are JSON answers; a failure after it is an `error` event. A client
+         *     that disconnects stops the model call; what the model counted until then is charged.
+         *
+         *     **Budgets and usage.** A call of a deployment's model is refused with `402 budget_exhausted`
+         *     (before the model is called) when nothing is left to spend; its tokens are priced as chat's
+         *     (`MODEL_PROVIDER_MODELS`) and charged to the caller's budget, recorded in the usage ledger as
+         *     kind `openai.chat` under the completion's `id`. Calls of the caller's own connections' models
+         *     are recorded with the connection at cost 0 and never refused for budget. No webhook event is
+         *     sent (`chat.completed` describes a conversation's reply). The model's time limit is chat's
+         *     (`CHAT_TIMEOUT_MS`: `504 model_provider_timeout`).
+         *
+         *     Authenticated with a bearer token only. Scope `chat`. Capability `openaiApi`. Every error is
+         *     in OpenAI's shape (`OpenAIErrorResponse`).
+         */
+        post: operations["createChatCompletion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/embeddings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Embeddings of texts (OpenAI's API)
+         * @description OpenAI's `POST /v1/embeddings`: a vector (unit length) for each text of `input`, from an
+         *     embeddings model of `GET /v1/models`: the deployment's (the one knowledge search uses,
+         *     `EMBEDDINGS_PROVIDER`: the built-in hashing embedder `builtin-hashing`, or `EMBEDDINGS_MODEL`
+         *     of the `http` provider), or one of the caller's own connections' (kind `embeddings`, while
+         *     `byok` is on), less those the model policy blocks (`404 model_not_found`, as for chat).
+         *     `encoding_format: base64` answers each vector as base64 little-endian float32 (what the
+         *     official clients ask for by default). `dimensions` is taken by the built-in embedder (any
+         *     size), the `http` provider when it equals `EMBEDDINGS_DIMENSIONS`, and connections of kind
+         *     `openai`, `openai_compatible` and `google`; otherwise it is `400`. Token arrays as `input`
+         *     are `400`.
+         *
+         *     Each call is recorded in the usage ledger (kind `openai.embeddings`, with the connection for a
+         *     connection's model) at cost 0: embeddings are not priced, so they are not refused for budget.
+         *     The provider's failure is `502 model_provider_error`, no answer within `CHAT_TIMEOUT_MS`
+         *     `504 model_provider_timeout`.
+         *
+         *     Authenticated with a bearer token only. Scope `chat`. Capability `openaiApi`. Every error is
+         *     in OpenAI's shape (`OpenAIErrorResponse`).
+         */
+        post: operations["createEmbeddings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2419,7 +2547,7 @@ export interface components {
              * @example invalid_request
              * @enum {string}
              */
-            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "insufficient_scope" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "integration_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
+            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "insufficient_scope" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "model_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "integration_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
             /** @description With `invalid_request`, one entry per problem found in the request. With `not_found` for a body field that names another record (`projectId`, `parentId`, `conversationId`, `skillIds/0`, `agentId`…) that does not exist or is not the caller's, one entry whose `path` names that field (`/body/projectId`). */
             details?: components["schemas"]["ErrorDetail"][];
             /**
@@ -5803,6 +5931,399 @@ export interface components {
             bootstrap: components["schemas"]["Bootstrap"];
         };
         /**
+         * @description OpenAI's error body, the answer of every error on `/v1`. `message` is for people; `type` is the kind of error as OpenAI's clients read it; `code` is the service's machine code (the same codes as `ErrorResponse.code`, plus `model_not_found`); `param` names the request field at fault, when one is (`model`, `messages[0].content`), else `null`. Clients must tolerate types and codes they do not know.
+         * @example {
+         *       "error": {
+         *         "message": "The model \"gpt-9\" does not exist or you do not have access to it.",
+         *         "type": "invalid_request_error",
+         *         "param": "model",
+         *         "code": "model_not_found"
+         *       }
+         *     }
+         */
+        OpenAIErrorResponse: {
+            error: {
+                /**
+                 * @description Human-readable message (for a `400`, each problem found, with its field).
+                 * @example The model "gpt-9" does not exist or you do not have access to it.
+                 */
+                message: string;
+                /**
+                 * @description By status: `invalid_request_error` (400, 404, 405, 408, 409, 413, 415, 422, 431), `authentication_error` (401), `insufficient_quota` (402), `permission_error` (403), `rate_limit_error` (429), `server_error` (5xx). Clients must tolerate new values.
+                 * @example invalid_request_error
+                 * @enum {string}
+                 */
+                type: "invalid_request_error" | "authentication_error" | "insufficient_quota" | "permission_error" | "rate_limit_error" | "server_error";
+                /**
+                 * @description The request field the error is about, or `null`.
+                 * @example model
+                 */
+                param: string | null;
+                /**
+                 * @description The service's code (`invalid_request`, `unauthenticated`, `budget_exhausted`, `capability_disabled`, `model_not_found`, `rate_limited`, `model_provider_error`, `model_provider_timeout`, `internal_error`…; see the document's introduction). Clients must tolerate new values.
+                 * @example model_not_found
+                 */
+                code: string | null;
+            };
+        };
+        /** @description The models the caller may call through `/v1`. */
+        OpenAIModelList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["OpenAIModel"][];
+        };
+        OpenAIModel: {
+            /**
+             * @description What `model` names: the deployment's model id, the deployment's embeddings model, or a model of the caller's own connection, `<connectionId>/<the provider's model id>`.
+             * @example gpt-4o-mini
+             */
+            id: string;
+            /** @enum {string} */
+            object: "model";
+            /**
+             * @description Always `0`: the service does not know when a provider made its models.
+             * @example 0
+             */
+            created: number;
+            /**
+             * @description The provider that serves it: `openai-compatible` or `builtin-development` for the deployment's chat models, `embeddings` for its embeddings model, the connection's kind (`openai`, `anthropic`, `google`, `openai_compatible`) for the caller's own.
+             * @example openai-compatible
+             */
+            owned_by: string;
+        };
+        /**
+         * @description OpenAI's chat completion request, the parameters this service supports (any other is `400`). `n` must be 1. `max_tokens` and `max_completion_tokens` are the same limit (the smaller wins when both are given).
+         * @example {
+         *       "model": "gpt-4o-mini",
+         *       "messages": [
+         *         {
+         *           "role": "system",
+         *           "content": "You are terse."
+         *         },
+         *         {
+         *           "role": "user",
+         *           "content": "What is the capital of France?"
+         *         }
+         *       ],
+         *       "max_tokens": 100
+         *     }
+         */
+        ChatCompletionRequest: {
+            /**
+             * @description A chat model of `GET /v1/models`.
+             * @example gpt-4o-mini
+             */
+            model: string;
+            messages: components["schemas"]["ChatCompletionMessage"][];
+            /** @description `true`: the answer is a `text/event-stream` of `chat.completion.chunk` objects. */
+            stream?: boolean | null;
+            stream_options?: {
+                /** @description With `stream`, a last chunk before `[DONE]` carries `usage` (and no choices); every other chunk has `usage: null`. */
+                include_usage?: boolean;
+            } | null;
+            /** @description Function tools the model may call. The service never runs them: their calls come back in the answer. */
+            tools?: components["schemas"]["ChatCompletionTool"][];
+            tool_choice?: components["schemas"]["ChatCompletionToolChoice"];
+            /** @description The most tokens the model may write (deprecated by OpenAI for `max_completion_tokens`; both are taken). */
+            max_tokens?: number | null;
+            max_completion_tokens?: number | null;
+            temperature?: number | null;
+            top_p?: number | null;
+            presence_penalty?: number | null;
+            frequency_penalty?: number | null;
+            seed?: number | null;
+            /** @description Up to 4 sequences where the model stops. */
+            stop?: (string | null) | string[];
+            /** @description How many choices; only `1` is supported (`400` otherwise). */
+            n?: number | null;
+            /** @description Accepted and ignored (the caller is the authenticated user). */
+            user?: string;
+        };
+        /** @description A message of the conversation, by `role` (`developer` is a system message). */
+        ChatCompletionMessage: components["schemas"]["ChatCompletionSystemMessage"] | components["schemas"]["ChatCompletionDeveloperMessage"] | components["schemas"]["ChatCompletionUserMessage"] | components["schemas"]["ChatCompletionAssistantMessage"] | components["schemas"]["ChatCompletionToolMessage"];
+        /** @description Text, or text parts (joined with newlines). */
+        ChatCompletionTextContent: string | components["schemas"]["ChatCompletionTextPart"][];
+        ChatCompletionSystemMessage: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "system";
+            content: components["schemas"]["ChatCompletionTextContent"];
+            /** @description Accepted and ignored. */
+            name?: string;
+        };
+        ChatCompletionDeveloperMessage: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "developer";
+            content: components["schemas"]["ChatCompletionTextContent"];
+            /** @description Accepted and ignored. */
+            name?: string;
+        };
+        ChatCompletionUserMessage: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "user";
+            /** @description Text, or parts (text and images; images only for a model that reads them, `400` otherwise). */
+            content: string | components["schemas"]["ChatCompletionUserPart"][];
+            /** @description Accepted and ignored. */
+            name?: string;
+        };
+        ChatCompletionUserPart: components["schemas"]["ChatCompletionTextPart"] | components["schemas"]["ChatCompletionImagePart"];
+        ChatCompletionTextPart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "text";
+            text: string;
+        };
+        ChatCompletionImagePart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "image_url";
+            image_url: {
+                /**
+                 * @description A PNG, JPEG, GIF or WebP image: a `data:` URL (base64), or an `http` / `https` URL the service reads before calling the model, through its outbound guard (an address on the public internet, no redirect followed, at most `CHAT_ATTACHMENT_IMAGE_MAX_BYTES`, within `CHAT_TIMEOUT_MS`); one it cannot read is `400` naming this field.
+                 * @example data:image/png;base64,iVBORw0KGgo...
+                 */
+                url: string;
+                /**
+                 * @description Accepted and ignored.
+                 * @enum {string}
+                 */
+                detail?: "auto" | "low" | "high";
+            };
+        };
+        /** @description An earlier answer of the model, with the tool calls it made, if any. */
+        ChatCompletionAssistantMessage: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "assistant";
+            /** @description Its text; `null` or absent when it only called tools. */
+            content?: (string | null) | components["schemas"]["ChatCompletionTextPart"][];
+            tool_calls?: components["schemas"]["ChatCompletionToolCall"][];
+            /** @description Accepted and ignored. */
+            name?: string;
+            /** @description Accepted and ignored. */
+            refusal?: string | null;
+        };
+        /** @description The result of one of the earlier tool calls (`tool_call_id` must name one of an earlier assistant message's, `400` otherwise). */
+        ChatCompletionToolMessage: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "tool";
+            content: components["schemas"]["ChatCompletionTextContent"];
+            tool_call_id: string;
+        };
+        ChatCompletionToolCall: {
+            /** @example call_abc123 */
+            id: string;
+            /** @enum {string} */
+            type: "function";
+            function: {
+                /** @example get_weather */
+                name: string;
+                /**
+                 * @description The arguments as the model wrote them, JSON text.
+                 * @example {"city":"Paris"}
+                 */
+                arguments: string;
+            };
+        };
+        ChatCompletionTool: {
+            /** @enum {string} */
+            type: "function";
+            function: {
+                /** @example get_weather */
+                name: string;
+                description?: string;
+                /** @description The JSON Schema of its arguments (default `{ "type": "object", "properties": {} }`). */
+                parameters?: {
+                    [key: string]: unknown;
+                };
+                /** @description Accepted and ignored. */
+                strict?: boolean | null;
+            };
+        };
+        /** @description `none` (the model may not call a tool), `auto` (the default with tools), `required` (it must call one), or the one tool it must call. */
+        ChatCompletionToolChoice: ("none" | "auto" | "required") | {
+            /** @enum {string} */
+            type: "function";
+            function: {
+                name: string;
+            };
+        };
+        /**
+         * @description A whole chat completion (without `stream`).
+         * @example {
+         *       "id": "chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+         *       "object": "chat.completion",
+         *       "created": 1764547200,
+         *       "model": "gpt-4o-mini",
+         *       "choices": [
+         *         {
+         *           "index": 0,
+         *           "message": {
+         *             "role": "assistant",
+         *             "content": "Paris.",
+         *             "refusal": null
+         *           },
+         *           "logprobs": null,
+         *           "finish_reason": "stop"
+         *         }
+         *       ],
+         *       "usage": {
+         *         "prompt_tokens": 24,
+         *         "completion_tokens": 2,
+         *         "total_tokens": 26
+         *       }
+         *     }
+         */
+        ChatCompletion: {
+            /**
+             * @description `chatcmpl-` and a UUIDv7; the usage ledger records the call under this id.
+             * @example chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92
+             */
+            id: string;
+            /** @enum {string} */
+            object: "chat.completion";
+            /**
+             * @description Seconds since the epoch.
+             * @example 1764547200
+             */
+            created: number;
+            /** @example gpt-4o-mini */
+            model: string;
+            choices: {
+                /** @enum {integer} */
+                index: 0;
+                message: {
+                    /** @enum {string} */
+                    role: "assistant";
+                    /** @description The text; `null` when the model only called tools. */
+                    content: string | null;
+                    /** @description Always `null`. */
+                    refusal: string | null;
+                    /** @description The tools the model called (present only when it called some). */
+                    tool_calls?: components["schemas"]["ChatCompletionToolCall"][];
+                };
+                /** @description Always `null`. */
+                logprobs: Record<string, never> | null;
+                finish_reason: components["schemas"]["ChatCompletionFinishReason"];
+            }[];
+            usage: components["schemas"]["ChatCompletionUsage"];
+        };
+        /**
+         * @description `stop`, `length` (the token limit), `tool_calls` (it called tools), `content_filter`.
+         * @enum {string}
+         */
+        ChatCompletionFinishReason: "stop" | "length" | "tool_calls" | "content_filter";
+        /** @description The tokens the model counted (what the usage ledger records and the budget is charged for). */
+        ChatCompletionUsage: {
+            prompt_tokens: number;
+            completion_tokens: number;
+            total_tokens: number;
+        };
+        /**
+         * @description Server-sent events as OpenAI sends them: each event is one line `data: <JSON>` and a blank
+         *     line, and the stream ends with `data: [DONE]`. Each JSON is a `chat.completion.chunk`:
+         *     `{ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta,
+         *     logprobs: null, finish_reason }] }` (plus `usage: null` with `stream_options.include_usage`),
+         *     the same `id` and `created` in every chunk. The first chunk's `delta` is
+         *     `{ role: "assistant", content: "" }`; then `{ content }` pieces of the text and, for each tool
+         *     the model calls, one `{ tool_calls: [{ index, id, type: "function", function: { name,
+         *     arguments } }] }` with the whole call; the last chunk with choices has `delta: {}` and the
+         *     `finish_reason`. With `stream_options.include_usage`, a chunk with `choices: []` and
+         *     `usage: { prompt_tokens, completion_tokens, total_tokens }` follows it. A failure after the
+         *     stream began (the model provider's error, its timeout) is one event
+         *     `data: { "error": { message, type, param, code } }` (an `OpenAIErrorResponse`), and the stream
+         *     ends without `[DONE]`.
+         * @example data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}
+         *
+         *     data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Paris."},"logprobs":null,"finish_reason":null}]}
+         *
+         *     data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}
+         *
+         *     data: [DONE]
+         */
+        ChatCompletionStream: string;
+        /**
+         * @description OpenAI's embeddings request. Token arrays as `input` are `400` (send text).
+         * @example {
+         *       "model": "text-embedding-3-small",
+         *       "input": [
+         *         "The launch is on Monday."
+         *       ]
+         *     }
+         */
+        EmbeddingRequest: {
+            /**
+             * @description An embeddings model of `GET /v1/models`.
+             * @example text-embedding-3-small
+             */
+            model: string;
+            /** @description A text, or up to 2048 texts (each at most 100,000 characters). */
+            input: string | string[] | number[] | number[][];
+            /**
+             * @description `float` (the default): arrays of numbers; `base64`: each vector as little-endian float32, base64 (what the official clients ask for).
+             * @enum {string}
+             */
+            encoding_format?: "float" | "base64";
+            /** @description The vector size, for a model that can change it (`400` otherwise). */
+            dimensions?: number;
+            /** @description Accepted and ignored. */
+            user?: string;
+        };
+        /**
+         * @example {
+         *       "object": "list",
+         *       "data": [
+         *         {
+         *           "object": "embedding",
+         *           "index": 0,
+         *           "embedding": [
+         *             0.0123,
+         *             -0.0456,
+         *             0.0789
+         *           ]
+         *         }
+         *       ],
+         *       "model": "text-embedding-3-small",
+         *       "usage": {
+         *         "prompt_tokens": 5,
+         *         "total_tokens": 5
+         *       }
+         *     }
+         */
+        EmbeddingResponse: {
+            /** @enum {string} */
+            object: "list";
+            data: {
+                /** @enum {string} */
+                object: "embedding";
+                index: number;
+                /** @description The vector (unit length), or its base64 form with `encoding_format: base64`. */
+                embedding: number[] | string;
+            }[];
+            model: string;
+            usage: {
+                prompt_tokens: number;
+                total_tokens: number;
+            };
+        };
+        /**
          * @description The payment provider; `none` while billing is off. Clients must tolerate new values.
          * @example stripe
          * @enum {string}
@@ -7731,6 +8252,262 @@ export interface components {
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description `invalid_request`: the request does not match the contract or a rule of the operation (an unsupported parameter, `n` other than 1, a tool message answering no call, an image for a model that reads none, an image URL that cannot be read…); `message` names each problem and `param` the first field. Nothing was called or charged. */
+        OpenAIBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "The request is not valid: n: must be 1 (this service answers one choice).",
+                 *         "type": "invalid_request_error",
+                 *         "param": "n",
+                 *         "code": "invalid_request"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `unauthenticated`: no bearer token, or one that is expired, malformed or not valid (the `WWW-Authenticate` challenge says which). */
+        OpenAIUnauthenticated: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "Authentication is required: send an access token (Authorization: Bearer <token>).",
+                 *         "type": "authentication_error",
+                 *         "param": null,
+                 *         "code": "unauthenticated"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `budget_exhausted`: nothing is left to spend in this period on the deployment's models (the caller's own connections' models are not charged and still answer). Refused before the model was called; nothing was charged. */
+        OpenAIBudgetExhausted: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "The budget for this period is spent.",
+                 *         "type": "insufficient_quota",
+                 *         "param": null,
+                 *         "code": "budget_exhausted"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `capability_disabled`: the `openaiApi` capability is switched off for this deployment (the same answer on every `/v1` operation, whatever the request); `forbidden`: the credentials do not allow this operation. */
+        OpenAIForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "The OpenAI-compatible API is disabled for this deployment.",
+                 *         "type": "permission_error",
+                 *         "param": null,
+                 *         "code": "capability_disabled"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `model_not_found`: `model` names no model the caller may call: unknown, another user's connection's, blocked by the deployment's model policy, or a connection's while `byok` is off (as OpenAI answers a model the key has no access to; `GET /v1/models` lists none of them). */
+        OpenAIModelNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "The model \"gpt-9\" does not exist or you do not have access to it.",
+                 *         "type": "invalid_request_error",
+                 *         "param": "model",
+                 *         "code": "model_not_found"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `payload_too_large`: the body is larger than the configured limit (`BODY_LIMIT`, 1 MiB by default; images in `data:` URLs count). */
+        OpenAIPayloadTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "The request body is larger than 1048576 bytes.",
+                 *         "type": "invalid_request_error",
+                 *         "param": null,
+                 *         "code": "payload_too_large"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `rate_limited`: more requests than the deployment allows per user and minute (or failed authentications from this address). Retry after `Retry-After` seconds. */
+        OpenAIRateLimited: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "Too many requests: at most 600 a minute per user. Retry after 12 s.",
+                 *         "type": "rate_limit_error",
+                 *         "param": null,
+                 *         "code": "rate_limited"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `internal_error`: an unexpected error (the message never carries a stack trace; the `X-Request-Id` names it in the logs). */
+        OpenAIInternalError: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "An unexpected error occurred.",
+                 *         "type": "server_error",
+                 *         "param": null,
+                 *         "code": "internal_error"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `model_provider_error`: the model provider failed before the first token (it could not be reached, or its status and message, never its address). What it counted, if anything, is charged. */
+        OpenAIModelProviderError: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "The model provider answered 503: upstream overloaded.",
+                 *         "type": "server_error",
+                 *         "param": null,
+                 *         "code": "model_provider_error"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `database_unavailable`: the service cannot do this right now (its database cannot be reached). Retry after `Retry-After` seconds. */
+        OpenAIUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "The database is unavailable; try again shortly.",
+                 *         "type": "server_error",
+                 *         "param": null,
+                 *         "code": "database_unavailable"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
+            };
+        };
+        /** @description `model_provider_timeout`: the model did not answer within the deployment's timeout (`CHAT_TIMEOUT_MS`, as chat); the call was aborted. */
+        OpenAIModelProviderTimeout: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "The model provider did not answer within 60000 ms.",
+                 *         "type": "server_error",
+                 *         "param": null,
+                 *         "code": "model_provider_timeout"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAIErrorResponse"];
             };
         };
         /** @description `rate_limited`: the caller sent more requests than the deployment allows per user and minute (600 by default), counted across every instance. Nothing was done; retry after `Retry-After` seconds. Every answer to an authenticated request carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the window ends). */
@@ -15460,6 +16237,204 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    listOpenAIModels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The models. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "id": "gpt-4o-mini",
+                     *           "object": "model",
+                     *           "created": 0,
+                     *           "owned_by": "openai-compatible"
+                     *         },
+                     *         {
+                     *           "id": "text-embedding-3-small",
+                     *           "object": "model",
+                     *           "created": 0,
+                     *           "owned_by": "embeddings"
+                     *         },
+                     *         {
+                     *           "id": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1ea0/llama3.1:8b",
+                     *           "object": "model",
+                     *           "created": 0,
+                     *           "owned_by": "openai_compatible"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OpenAIModelList"];
+                };
+            };
+            400: components["responses"]["OpenAIBadRequest"];
+            401: components["responses"]["OpenAIUnauthenticated"];
+            403: components["responses"]["OpenAIForbidden"];
+            429: components["responses"]["OpenAIRateLimited"];
+            500: components["responses"]["OpenAIInternalError"];
+            503: components["responses"]["OpenAIUnavailable"];
+        };
+    };
+    createChatCompletion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatCompletionRequest"];
+            };
+        };
+        responses: {
+            /** @description The completion (JSON), or with `stream` its chunks (an event stream). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92",
+                     *       "object": "chat.completion",
+                     *       "created": 1764547200,
+                     *       "model": "gpt-4o-mini",
+                     *       "choices": [
+                     *         {
+                     *           "index": 0,
+                     *           "message": {
+                     *             "role": "assistant",
+                     *             "content": null,
+                     *             "refusal": null,
+                     *             "tool_calls": [
+                     *               {
+                     *                 "id": "call_abc123",
+                     *                 "type": "function",
+                     *                 "function": {
+                     *                   "name": "get_weather",
+                     *                   "arguments": "{\"city\":\"Paris\"}"
+                     *                 }
+                     *               }
+                     *             ]
+                     *           },
+                     *           "logprobs": null,
+                     *           "finish_reason": "tool_calls"
+                     *         }
+                     *       ],
+                     *       "usage": {
+                     *         "prompt_tokens": 60,
+                     *         "completion_tokens": 12,
+                     *         "total_tokens": 72
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ChatCompletion"];
+                    /**
+                     * @example data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}
+                     *
+                     *     data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_abc123","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"logprobs":null,"finish_reason":null}]}
+                     *
+                     *     data: {"id":"chatcmpl-01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92","object":"chat.completion.chunk","created":1764547200,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}
+                     *
+                     *     data: [DONE]
+                     */
+                    "text/event-stream": components["schemas"]["ChatCompletionStream"];
+                };
+            };
+            400: components["responses"]["OpenAIBadRequest"];
+            401: components["responses"]["OpenAIUnauthenticated"];
+            402: components["responses"]["OpenAIBudgetExhausted"];
+            403: components["responses"]["OpenAIForbidden"];
+            404: components["responses"]["OpenAIModelNotFound"];
+            413: components["responses"]["OpenAIPayloadTooLarge"];
+            429: components["responses"]["OpenAIRateLimited"];
+            500: components["responses"]["OpenAIInternalError"];
+            502: components["responses"]["OpenAIModelProviderError"];
+            503: components["responses"]["OpenAIUnavailable"];
+            504: components["responses"]["OpenAIModelProviderTimeout"];
+        };
+    };
+    createEmbeddings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmbeddingRequest"];
+            };
+        };
+        responses: {
+            /** @description The vectors, in the order of `input`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "object": "embedding",
+                     *           "index": 0,
+                     *           "embedding": [
+                     *             0.0123,
+                     *             -0.0456,
+                     *             0.0789
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "model": "text-embedding-3-small",
+                     *       "usage": {
+                     *         "prompt_tokens": 5,
+                     *         "total_tokens": 5
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EmbeddingResponse"];
+                };
+            };
+            400: components["responses"]["OpenAIBadRequest"];
+            401: components["responses"]["OpenAIUnauthenticated"];
+            403: components["responses"]["OpenAIForbidden"];
+            404: components["responses"]["OpenAIModelNotFound"];
+            413: components["responses"]["OpenAIPayloadTooLarge"];
+            429: components["responses"]["OpenAIRateLimited"];
+            500: components["responses"]["OpenAIInternalError"];
+            502: components["responses"]["OpenAIModelProviderError"];
+            503: components["responses"]["OpenAIUnavailable"];
+            504: components["responses"]["OpenAIModelProviderTimeout"];
         };
     };
 }

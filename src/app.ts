@@ -33,6 +33,7 @@ import { mcpWorkspaceHandlers } from './areas/mcp-server/handlers';
 import { mcpServerHandlers } from './areas/mcp-servers/handlers';
 import { toolHandlers } from './areas/tools/handlers';
 import { modelHandlers } from './areas/models/handlers';
+import { openAiHandlers } from './areas/openai/handlers';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { compose, type Composition, type Services, type Workers } from './composition';
 import type { Config } from './config';
@@ -111,6 +112,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...feedbackHandlers(services.feedback),
     ...toolHandlers(services.tools),
     ...automationHandlers(services.automations, runner),
+    ...openAiHandlers(services.openai),
   };
 }
 

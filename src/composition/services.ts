@@ -18,7 +18,6 @@ import { IntegrationConnectionService } from '../areas/integrations/connections'
 import { OAuthFlows } from '../areas/integrations/flows';
 import { IntegrationService } from '../areas/integrations/service';
 import { McpExchanges, type McpObserver } from '../areas/mcp-servers/exchanges';
-import { McpWorkspaceService } from '../areas/mcp-server/service';
 import { McpServerService } from '../areas/mcp-servers/service';
 import { McpToolSource } from '../areas/mcp-servers/tool-source';
 import { MemoryService } from '../areas/memory/service';
@@ -26,9 +25,6 @@ import { NoteService } from '../areas/notes/service';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
-import { AccessTokenService } from '../areas/access-tokens/service';
-import { CONSENT_PATH, mcpResource } from '../areas/oauth/authorization-route';
-import { OAuthService } from '../areas/oauth/service';
 import { SkillService } from '../areas/skills/service';
 import { AutomationService } from '../areas/automations/service';
 import { type Chat, createChat } from '../areas/conversations/chat';
@@ -55,8 +51,9 @@ import type { ObjectStore } from '../platform/storage';
 import { Outbound } from '../platform/net/outbound';
 import { Secrets } from '../platform/secrets';
 import { messageMaxLength, oidcIssuer } from './derived';
+import { createDoors, type Doors } from './doors';
 
-export interface Services {
+export interface Services extends Doors {
   knowledge: KnowledgeService;
   files: FileService;
   outputs: OutputService;
@@ -67,9 +64,6 @@ export interface Services {
   /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
   stripeEvents: StripeEvents | null;
   sessions: SessionService;
-  accessTokens: AccessTokenService;
-  /** The authorization server of the MCP resource (OAuth 2.1). */
-  oauth: OAuthService;
   capabilities: CapabilityService;
   projects: ProjectService;
   notes: NoteService;
@@ -91,8 +85,6 @@ export interface Services {
   modelPolicy: ModelPolicyService;
   /** Users' MCP servers. */
   mcpServers: McpServerService;
-  /** The workspace as an MCP server (`/mcp`), and the approvals of the calls made through it. */
-  mcpWorkspace: McpWorkspaceService;
   /** The tools of users' MCP servers, a tool source of chat. */
   mcpTools: McpToolSource;
   /** The integrations a user can connect: the configured providers and their MCP servers that sign in with OAuth. */
@@ -250,6 +242,7 @@ export function createServices({
     catalogue: modelCatalogue,
     connections: modelConnections,
     defaults: settings,
+    policy: modelPolicy,
     outbound,
     settings: { callTimeoutMs: config.models.timeoutMs, mediaTimeoutMs: config.media.timeoutMs },
     log: warn,
@@ -286,7 +279,6 @@ export function createServices({
     conversations,
   });
   const principals = new PrincipalService(db, audit);
-  const accessTokens = new AccessTokenService({ db, audit, principals, settings: config.accessTokens });
   const notes = new NoteService(db, projects);
   const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
   const tools = new ToolService({
@@ -344,7 +336,9 @@ export function createServices({
     settings: config.media,
     log: warn,
   });
+  const doors = createDoors({ config, db, doc, audit, principals, models, billing, embedder, outbound, tools, notes, files, skills, warn });
   return {
+    ...doors,
     knowledge,
     files,
     outputs,
@@ -355,8 +349,6 @@ export function createServices({
     billing,
     stripeEvents,
     sessions: new SessionService(db, { idleMs: config.auth.sessionIdleMs, absoluteMs: config.auth.sessionAbsoluteMs }),
-    accessTokens,
-    oauth: new OAuthService({ db, accessTokens, resource: mcpResource(config.integrations.publicUrl), consentPath: CONSENT_PATH }),
     capabilities,
     projects,
     notes,
@@ -372,17 +364,6 @@ export function createServices({
     modelConnections,
     modelPolicy,
     mcpServers,
-    mcpWorkspace: new McpWorkspaceService({
-      db,
-      audit,
-      tools,
-      notes,
-      files,
-      skills,
-      approvalTtlMs: config.tools.approvalTtlMs,
-      version: doc.info.version,
-      log: warn,
-    }),
     mcpTools,
     integrations,
     integrationAuthorization,

@@ -3,6 +3,7 @@ import { isConnectionFailure, PgError, pgErrorCode } from '../platform/db';
 import type { Logger } from '../platform/logger';
 import { StorageUnavailableError } from '../platform/storage';
 import { ApiError, AUTHENTICATION_REQUIRED, bodyNotJson, type ErrorDetail, errors } from '../platform/errors';
+import { errorBody, errorShapeOf } from './error-shape';
 import { bodyPending } from './server';
 
 interface LibraryError {
@@ -88,7 +89,10 @@ export interface ErrorRenderingOptions {
   challengeOf?: (req: Request) => string | undefined;
 }
 
-/** Renders every error as the ErrorResponse body. A 500 says only `internal_error` and the request id. */
+/**
+ * Renders every error as the ErrorResponse body, or OpenAI's under `/v1` (`errorShapeOf`). A 500
+ * says only `internal_error` and the request id.
+ */
 export function errorMiddleware(
   logger: Logger,
   { bodyLimitBytes, requireDeclaredStatus, challengeOf }: ErrorRenderingOptions,
@@ -132,7 +136,10 @@ export function errorMiddleware(
       extra && apiError.headers['WWW-Authenticate']
         ? { ...apiError.headers, 'WWW-Authenticate': `${apiError.headers['WWW-Authenticate']}, ${extra}` }
         : apiError.headers;
-    res.status(apiError.status).set(headers).json(apiError.body());
+    res
+      .status(apiError.status)
+      .set(headers)
+      .json(errorBody(apiError, errorShapeOf(req.path)));
   };
 }
 

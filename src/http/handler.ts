@@ -32,10 +32,12 @@ export type PathParams<K extends OperationId> = Parameters<K, 'path'>;
 export const STREAMED: unique symbol = Symbol('streamed');
 
 /**
- * Operations whose 1.0.0 200 was JSON or an event stream: the document now gives the stream its
- * own operation (no response holds both), and these still stream for 1.0.0 clients that ask.
+ * Operations whose 200 is JSON or an event stream, as the request asks: `sendMessage`, whose
+ * 1.0.0 200 was either (the document now gives the stream its own operation, and it still
+ * streams for 1.0.0 clients that ask), and OpenAI's chat completions (one operation for both, as
+ * OpenAI's clients call it).
  */
-type LegacyStreaming = 'sendMessage';
+type LegacyStreaming = 'sendMessage' | 'createChatCompletion';
 
 /** Operations whose answer (JSON or an event stream) a protocol library writes itself: the MCP SDK's transport. */
 type ProtocolAnswered = 'mcpRequest';

@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Express } from 'express';
 import { type ApiError, errors } from '../platform/errors';
+import { errorBody, errorShapeOf } from './error-shape';
 
 /**
  * Whether the request has a body (RFC 9112: Content-Length or Transfer-Encoding) not yet fully
@@ -96,7 +97,7 @@ function limitBodyRate(req: http.IncomingMessage, res: http.ServerResponse, limi
       return;
     }
     const answer = errors.requestTimeout();
-    const body = JSON.stringify(answer.body());
+    const body = JSON.stringify(errorBody(answer, errorShapeOf(req.url ?? '')));
     res.shouldKeepAlive = false;
     res.writeHead(answer.status, {
       'Content-Type': 'application/json; charset=utf-8',

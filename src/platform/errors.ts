@@ -101,6 +101,14 @@ export const errors = {
   referenceNotFound: (field: string, message: string) =>
     new ApiError(404, 'not_found', message, { details: [{ path: `/body/${field}`, message: 'names no record of yours' }] }),
   principalNotFound: (message: string) => new ApiError(404, 'principal_not_found', message),
+  /**
+   * The OpenAI-compatible API's `model` names no model the caller may call (unknown, another
+   * user's, blocked by the policy, or a connection's while `byok` is off), as OpenAI answers it.
+   */
+  modelNotFound: (modelId: string, why: string) =>
+    new ApiError(404, 'model_not_found', `The model "${modelId}" does not exist or you do not have access to it.`, {
+      details: [{ path: '/body/model', message: why }],
+    }),
   methodNotAllowed: (allow: string) =>
     new ApiError(405, 'method_not_allowed', 'This method is not allowed on this route.', {}, allow ? { Allow: allow } : {}),
   rateLimited: (retryAfterSeconds: number, limit: number) =>
@@ -135,13 +143,14 @@ export const errors = {
     new ApiError(416, 'range_not_satisfiable', 'The requested range is not satisfiable.', {}, { 'Content-Range': `bytes */${size}` }),
   /**
    * `message` says what failed without any address (see describeProviderError); `ref` names what
-   * failed: a chat reply's `messageId`, or a media call's `generationId`.
+   * failed: a chat reply's `messageId`, or a media call's `generationId` (none for the
+   * OpenAI-compatible API, which stores nothing).
    */
-  modelProviderError: (message: string, ref: { messageId: string } | { generationId: string }) =>
+  modelProviderError: (message: string, ref: { messageId: string } | { generationId: string } | Record<string, never> = {}) =>
     new ApiError(502, 'model_provider_error', message, ref),
   /** An integration's authorization server could not be used (discovery, registration); `message` names no address or token. */
   integrationError: (message: string) => new ApiError(502, 'integration_error', message),
-  modelProviderTimeout: (message: string, ref: { messageId: string } | { generationId: string }) =>
+  modelProviderTimeout: (message: string, ref: { messageId: string } | { generationId: string } | Record<string, never> = {}) =>
     new ApiError(504, 'model_provider_timeout', message, ref),
   databaseUnavailable: () =>
     new ApiError(503, 'database_unavailable', 'The database is unavailable; try again shortly.', {}, { 'Retry-After': '2' }),

@@ -73,22 +73,39 @@ const REFERENCE_TAGS = [
   'Tools',
   'Webhooks',
 ];
-/** Tags this service adds to the reference's (additive, DESIGN section 15). */
-const ADDED_TAGS = ['Access tokens', 'Approvals', 'MCP server'];
+/** Tags this service adds to the reference's (additive: DESIGN sections 15 and 20). */
+const ADDED_TAGS = ['Access tokens', 'Approvals', 'MCP server', 'OpenAI compatible'];
 const TAGS = [...REFERENCE_TAGS, ...ADDED_TAGS];
 
 describe('inventory', () => {
-  test('the routes Express serves under /api/v1 are exactly the document’s operations', () => {
+  test('the routes Express serves under /api/v1 and /v1 are exactly the document’s operations', () => {
     const router = (h.runtime.app as unknown as { router: { stack: Layer[] } }).router;
-    const served = servedRoutes(router.stack)
-      .filter((r) => r.split(' ')[1]!.startsWith('/api/v1/'))
-      .sort();
+    const api = (route: string) => /^\/(api\/)?v1\//.test(route.split(' ')[1]!);
+    const served = servedRoutes(router.stack).filter(api).sort();
     const documented = documentedOperations()
       .map((o) => o.key)
-      .filter((k) => k.split(' ')[1]!.startsWith('/api/v1/'))
+      .filter(api)
       .sort();
     expect(served).toEqual(documented);
     expect(documented.length).toBeGreaterThanOrEqual(17);
+    expect(documented).toEqual(expect.arrayContaining(['GET /v1/models', 'POST /v1/chat/completions', 'POST /v1/embeddings']));
+  });
+
+  test('the OpenAI-compatible operations are exactly those under /v1, bearer tokens only, and every error of theirs is OpenAI’s shape', () => {
+    for (const { key, path, op } of documentedOperations()) {
+      const openAi = op.tags?.[0] === 'OpenAI compatible';
+      expect({ key, openAi }).toEqual({ key, openAi: path.startsWith('/v1/') });
+      if (!openAi) continue;
+      expect({ key, security: op.security }).toEqual({ key, security: [{ bearerAuth: [] }] });
+      expect(op).toMatchObject({ 'x-capability': 'openaiApi', 'x-scope': 'chat' });
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        if (status.startsWith('2')) continue;
+        const ref = (response as { $ref?: string }).$ref ?? '';
+        const resolved = doc.components!.responses![ref.split('/').pop()!] as OpenAPIV3.ResponseObject;
+        const schema = resolved.content?.['application/json']?.schema as { $ref?: string };
+        expect({ key, status, schema: schema.$ref }).toEqual({ key, status, schema: '#/components/schemas/OpenAIErrorResponse' });
+      }
+    }
   });
 
   test('the web-app session routes and the OAuth callback are served too', () => {

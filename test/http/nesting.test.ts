@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { type Harness, startHarness, type TestUser, userNamed, tableRowCounts, stopBackgroundWork } from '../helpers/harness';
+import { errorShapeOf, openAiParam } from '../../src/http/error-shape';
 
 // A body nested deeper than the nesting limit is refused by the text guard, before anything that
 // recurses over the body (the validator, the idempotency key's canonical JSON, serialisation):
@@ -74,11 +75,13 @@ describe.each([
     const answers: Array<{ operation: string; status: number; code: unknown; details: unknown }> = [];
     for (const op of jsonOperations) {
       const res = await send(op, body);
+      // The OpenAI-compatible API answers in OpenAI's shape: the field as its `param`.
+      const openAi = errorShapeOf(op.path) === 'openai';
       answers.push({
         operation: `${op.method.toUpperCase()} ${op.path}`,
         status: res.status,
-        code: res.body.code,
-        details: res.body.details,
+        code: openAi ? res.body.error?.code : res.body.code,
+        details: openAi ? res.body.error?.param : res.body.details,
       });
     }
     expect(answers).toEqual(
@@ -86,7 +89,7 @@ describe.each([
         operation: `${op.method.toUpperCase()} ${op.path}`,
         status: 400,
         code: 'invalid_request',
-        details: [{ path: deepest, message: tooDeep }],
+        details: errorShapeOf(op.path) === 'openai' ? openAiParam(deepest) : [{ path: deepest, message: tooDeep }],
       })),
     );
     expect(await rowCounts()).toEqual(before);

@@ -121,7 +121,9 @@ export type UsageKind =
   | 'knowledge.search'
   | 'media.image'
   | 'media.transcription'
-  | 'media.speech';
+  | 'media.speech'
+  | 'openai.chat'
+  | 'openai.embeddings';
 
 /** What a media call is priced by, and how many of them it used. */
 export interface UsageUnits {

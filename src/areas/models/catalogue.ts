@@ -33,10 +33,14 @@ export interface Catalogue {
   policy: ModelPolicy;
 }
 
-/** Why a model cannot be used for a kind; `gone`: it is unknown, rather than refused. */
+/**
+ * Why a model cannot be used for a kind; `gone`: it is unknown, rather than refused. `reason`:
+ * unknown (`gone`), a connection's while `byok` is off, blocked by the policy, or not of the kind.
+ */
 export interface ModelProblem {
   message: string;
   gone: boolean;
+  reason: 'unknown' | 'byok_disabled' | 'policy' | 'kind';
 }
 
 /** The models of `catalogue` the user may call: the deployment's, and their connections' while `byok` is on, less the policy's. */
@@ -54,13 +58,17 @@ export function problemIn(catalogue: Catalogue, modelId: string, kind: ModelKind
     const names = usableIn(catalogue)
       .filter((m) => m.kinds.includes(kind))
       .map((m) => m.modelId);
-    return { message: `must be one of the available models: ${names.join(', ')}`, gone: true };
+    return { message: `must be one of the available models: ${names.join(', ')}`, gone: true, reason: 'unknown' };
   }
   if (entry.model.connectionId !== null && !entry.byokEnabled)
-    return { message: 'model provider connections (bring your own key) are disabled for this deployment', gone: false };
+    return {
+      message: 'model provider connections (bring your own key) are disabled for this deployment',
+      gone: false,
+      reason: 'byok_disabled',
+    };
   if (isBlocked(catalogue.policy, entry.model.modelId, entry.model.providerModelId))
-    return { message: "the deployment's model policy blocks this model", gone: false };
-  if (!entry.model.kinds.includes(kind)) return { message: `is not a ${kind} model`, gone: false };
+    return { message: "the deployment's model policy blocks this model", gone: false, reason: 'policy' };
+  if (!entry.model.kinds.includes(kind)) return { message: `is not a ${kind} model`, gone: false, reason: 'kind' };
   return null;
 }
 

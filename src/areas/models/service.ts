@@ -14,6 +14,7 @@ import { errors } from '../../platform/errors';
 import type { Outbound } from '../../platform/net/outbound';
 import { type Catalogue, type CatalogueModel, type ModelCatalogue, type ModelProblem, problemIn, usableIn } from './catalogue';
 import type { ModelConnectionService } from './connections';
+import { isBlocked, type ModelPolicyService } from './policy';
 import type * as repo from './repository';
 
 export type { ModelConnectionService } from './connections';
@@ -146,6 +147,8 @@ export interface ModelServiceDeps {
   connections: Pick<ModelConnectionService, 'find' | 'target'>;
   /** The callers' chosen defaults (the settings area's). */
   defaults: DefaultModelsSource;
+  /** The deployment's model policy (for models outside the catalogue: the deployment's embedder). */
+  policy: Pick<ModelPolicyService, 'policy'>;
   /** The guard every call through a user's connection goes through. */
   outbound: Outbound;
   settings: ModelSettings;
@@ -166,15 +169,17 @@ export class ModelService {
   private readonly catalogue: Pick<ModelCatalogue, 'read'>;
   private readonly connections: Pick<ModelConnectionService, 'find' | 'target'>;
   private readonly defaults: DefaultModelsSource;
+  private readonly policy: Pick<ModelPolicyService, 'policy'>;
   private readonly outbound: Outbound;
   private readonly settings: ModelSettings;
   private readonly log: FailureLog;
 
-  constructor({ deployment, catalogue, connections, defaults, outbound, settings, log = () => undefined }: ModelServiceDeps) {
+  constructor({ deployment, catalogue, connections, defaults, policy, outbound, settings, log = () => undefined }: ModelServiceDeps) {
     this.deployment = deployment;
     this.catalogue = catalogue;
     this.connections = connections;
     this.defaults = defaults;
+    this.policy = policy;
     this.outbound = outbound;
     this.settings = settings;
     this.log = log;
@@ -277,6 +282,27 @@ export class ModelService {
     };
   }
 
+  /**
+   * The model `modelId` names, exactly (never a default instead), ready to call; or why the user
+   * may not call it for `kind` (the OpenAI-compatible API answers each reason its own way).
+   */
+  async lookup(
+    userId: string,
+    modelId: string,
+    kind: ModelKind,
+  ): Promise<{ model: ResolvedModel; problem: null } | { model: null; problem: ModelProblem }> {
+    const choices = await this.choices(userId, true);
+    const problem = problemIn(choices, modelId, kind);
+    const model = problem ? undefined : availableIn(choices).find((m) => m.modelId === modelId);
+    if (!model) return { model: null, problem: problem ?? { message: 'is not available', gone: true, reason: 'unknown' } };
+    return { model: this.callable(model, choices), problem: null };
+  }
+
+  /** Whether the deployment's model policy blocks a model that is not in the catalogue (the deployment's embedder). */
+  async blockedByPolicy(modelId: string): Promise<boolean> {
+    return isBlocked(await this.policy.policy(), modelId, modelId);
+  }
+
   /** `400` naming `field` unless `modelId` is a model of `kind` the user may call now. */
   async check(userId: string, modelId: string, kind: ModelKind, field = '/body/model'): Promise<void> {
     const problem = await this.problem(userId, modelId, kind);
@@ -297,6 +323,8 @@ export class ModelService {
     userId: string,
     modelId: string,
     timeouts: { timeoutMs: number; queryTimeoutMs: number },
+    /** The vector size to ask for (the OpenAI-compatible API's `dimensions`); the model's own when absent. */
+    dimensions?: number,
   ): Promise<ConnectionEmbeddings> {
     const connectionId = modelId.split('/')[0] as string;
     const row = await this.connections.find(userId, connectionId);
@@ -317,6 +345,7 @@ export class ModelService {
       timeoutMs: timeouts.timeoutMs,
       queryTimeoutMs: timeouts.queryTimeoutMs,
       learned: this.learnedDimensions,
+      dimensions,
     });
     const info: ModelInfo = {
       id: modelId,

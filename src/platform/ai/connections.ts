@@ -273,9 +273,14 @@ export class ConnectionEmbedder implements Embedder {
       timeoutMs: number;
       queryTimeoutMs: number;
       learned: Map<string, number>;
+      /**
+       * The vector size to ask for (OpenAI's `dimensions`, Gemini's `outputDimensionality`); the
+       * model's own when absent. Its vectors are told apart by name (`…#<dimensions>`).
+       */
+      dimensions?: number;
     },
   ) {
-    this.name = ConnectionEmbedder.nameOf(settings.modelId);
+    this.name = `${ConnectionEmbedder.nameOf(settings.modelId)}${settings.dimensions ? `#${settings.dimensions}` : ''}`;
   }
 
   /** The stored name of the vectors a connection's model makes (`connection:<connectionId>/<model>`). */
@@ -289,24 +294,28 @@ export class ConnectionEmbedder implements Embedder {
 
   /** The vectors and the tokens the provider counted (0 when it does not say). */
   async embedCounted(texts: string[], purpose: 'query' | 'index' = 'index'): Promise<{ vectors: number[][]; tokens: number }> {
-    const { target, model, modelId, guardedFetch, learned } = this.settings;
+    const { target, model, modelId, guardedFetch, learned, dimensions } = this.settings;
     const timeoutMs = purpose === 'query' ? this.settings.queryTimeoutMs : this.settings.timeoutMs;
     const signal = AbortSignal.timeout(timeoutMs);
     let result: { embeddings: number[][]; usage: { tokens: number } };
+    // Each provider package reads its own key.
+    const providerOptions = dimensions
+      ? { openai: { dimensions }, openaiCompatible: { dimensions }, google: { outputDimensionality: dimensions } }
+      : undefined;
     try {
       const [{ embedMany }, factory] = await Promise.all([import('ai'), embeddingModelFactory(target, guardedFetch)]);
-      result = await embedMany({ model: factory(model), values: texts, maxRetries: 0, abortSignal: signal });
+      result = await embedMany({ model: factory(model), values: texts, maxRetries: 0, abortSignal: signal, providerOptions });
     } catch (error) {
       if (error instanceof EmbeddingsFailure) throw error;
       if (signal.aborted)
-        throw new EmbeddingsFailure(`The embeddings model "${modelId}" did not answer within ${timeoutMs} ms.`, errorDetail(error));
+        throw new EmbeddingsFailure(`The embeddings model "${modelId}" did not answer within ${timeoutMs} ms.`, errorDetail(error), true);
       throw new EmbeddingsFailure(describeConnectionError(error, target.apiKey), scrub(errorDetail(error), target.apiKey));
     }
     const vectors = result.embeddings;
     if (vectors.length !== texts.length || vectors.some((v) => !Array.isArray(v) || v.length === 0)) {
       throw new EmbeddingsFailure(`The embeddings model "${modelId}" returned ${vectors.length} vectors for ${texts.length} texts.`);
     }
-    const expected = learned.get(this.name) ?? (vectors[0] as number[]).length;
+    const expected = dimensions ?? learned.get(this.name) ?? (vectors[0] as number[]).length;
     const other = vectors.find((v) => v.length !== expected);
     if (other) {
       throw new EmbeddingsFailure(

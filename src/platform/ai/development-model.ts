@@ -56,9 +56,11 @@ function describeImages(content: string | UserContentPart[]): string {
  * and not an AI. Its reply quotes the last user message, so that chat can be developed and tested
  * without a model; token counts are word counts.
  *
- * Tools, deterministically: offered tools, when the last message is the user's and has lines
- * `/tool <name> <json arguments>`, it calls those tools (ids `call_<n>`, counted over the prompt),
- * with no text; when the last messages are tool results, it answers quoting each result.
+ * Tools, deterministically: offered tools (and a tool choice other than `none`), when the last
+ * message is the user's and has lines `/tool <name> <json arguments>`, it calls those tools (ids
+ * `call_<n>`, counted over the prompt), with no text; when the last messages are tool results, it
+ * answers quoting each result. Settings: its reply stops before the first stop sequence, and
+ * after `maxOutputTokens` words (finish reason `length`).
  */
 export class DevelopmentProvider implements ModelProvider {
   readonly info: ProviderInfo = {
@@ -83,7 +85,21 @@ export class DevelopmentProvider implements ModelProvider {
   /** Real PNG and WAV files, made offline (see development-media.ts). */
   readonly media: MediaModels = new DevelopmentMediaModels();
 
-  private reply(request: Pick<ChatRequest, 'messages' | 'tools'>): ChatResult {
+  private reply(request: Pick<ChatRequest, 'messages' | 'tools' | 'toolChoice' | 'settings'>): ChatResult {
+    const result = this.written(request);
+    if (result.toolCalls.length > 0) return { ...result, finishReason: 'tool-calls' };
+    const { stopSequences = [], maxOutputTokens } = request.settings ?? {};
+    let text = result.text;
+    for (const stop of stopSequences) if (text.includes(stop)) text = text.slice(0, text.indexOf(stop));
+    const pieces = text.match(/\S+\s*/g) ?? [];
+    if (maxOutputTokens !== undefined && pieces.length > maxOutputTokens) {
+      const cut = pieces.slice(0, maxOutputTokens).join('').trimEnd();
+      return { ...result, text: cut, usage: { ...result.usage, outputTokens: words(cut) }, finishReason: 'length' };
+    }
+    return { ...result, text, usage: { ...result.usage, outputTokens: words(text) }, finishReason: 'stop' };
+  }
+
+  private written(request: Pick<ChatRequest, 'messages' | 'tools' | 'toolChoice'>): ChatResult {
     const { messages } = request;
     const usage = (text: string) => ({
       inputTokens: messages.reduce((n, m) => n + words(m.role === 'user' ? textOf(m.content) : m.content), 0),
@@ -103,7 +119,7 @@ export class DevelopmentProvider implements ModelProvider {
       const title = developmentTitle(last);
       return { text: title, usage: usage(title), toolCalls: [] };
     }
-    if (request.tools?.length && messages.at(-1)?.role === 'user') {
+    if (request.tools?.length && request.toolChoice !== 'none' && messages.at(-1)?.role === 'user') {
       const earlier = messages.reduce((n, m) => n + (m.role === 'assistant' ? (m.toolCalls?.length ?? 0) : 0), 0);
       const toolCalls = last
         .split('\n')
@@ -129,7 +145,7 @@ export class DevelopmentProvider implements ModelProvider {
   }
 
   async *stream(request: ChatRequest): AsyncIterable<ChatPart> {
-    const { text, usage, toolCalls } = this.reply(request);
+    const { text, usage, toolCalls, finishReason } = this.reply(request);
     for (const piece of text.match(/\S+\s*/g) ?? []) {
       await nextTurn();
       request.signal.throwIfAborted();
@@ -140,6 +156,6 @@ export class DevelopmentProvider implements ModelProvider {
       request.signal.throwIfAborted();
       yield { type: 'tool-call', call };
     }
-    yield { type: 'finish', usage };
+    yield { type: 'finish', usage, finishReason };
   }
 }

@@ -17,6 +17,31 @@ export interface Embedder {
 /** Embeddings failed (see ProviderFailure); the message names both sizes when they differ. */
 export class EmbeddingsFailure extends ProviderFailure {
   override name = 'EmbeddingsFailure';
+
+  constructor(
+    message: string,
+    detail: string = message,
+    /** Whether the provider did not answer in time. */
+    readonly timedOut = false,
+  ) {
+    super(message, detail);
+  }
+}
+
+/** Vectors and the tokens the provider counted for them (0 when it does not say). */
+export interface CountedEmbeddings {
+  vectors: number[][];
+  tokens: number;
+}
+
+/**
+ * The deployment's embedder as the OpenAI-compatible API calls it: the tokens counted, and
+ * another vector size when the embedder can give one.
+ */
+export interface DeploymentEmbedder extends Embedder {
+  /** Whether it can answer vectors of `dimensions`. */
+  supportsDimensions(dimensions: number): boolean;
+  embedCounted(texts: string[], dimensions?: number): Promise<CountedEmbeddings>;
 }
 
 function normalize(vector: number[]): number[] {
@@ -29,11 +54,23 @@ function normalize(vector: number[]): number[] {
  * words) adds ±1 to a dimension chosen by its hash. Deterministic and dependency-free; it captures
  * word overlap, not meaning.
  */
-export class HashingEmbedder implements Embedder {
+export class HashingEmbedder implements DeploymentEmbedder {
   readonly name: string;
 
   constructor(private readonly dimensions: number = EMBEDDING_DIMENSIONS) {
     this.name = `builtin-hashing#${dimensions}`;
+  }
+
+  /** Any size: it hashes into as many dimensions as asked. */
+  supportsDimensions(): boolean {
+    return true;
+  }
+
+  /** Its vectors (of `dimensions` when given), and a token per word. */
+  async embedCounted(texts: string[], dimensions?: number): Promise<CountedEmbeddings> {
+    const embedder = dimensions && dimensions !== this.dimensions ? new HashingEmbedder(dimensions) : this;
+    const tokens = texts.reduce((sum, text) => sum + (text.match(/\S+/g)?.length ?? 0), 0);
+    return { vectors: await embedder.embed(texts), tokens };
   }
 
   async embed(texts: string[]): Promise<number[][]> {
@@ -56,7 +93,7 @@ export class HashingEmbedder implements Embedder {
  * that size and checks it; without, the size of its first answer is learned and later answers are
  * checked against it (models such as `nomic-embed-text` have one fixed size and ignore the request).
  */
-export class HttpEmbedder implements Embedder {
+export class HttpEmbedder implements DeploymentEmbedder {
   readonly name: string;
   private learned: number | null = null;
 
@@ -74,6 +111,20 @@ export class HttpEmbedder implements Embedder {
   }
 
   async embed(texts: string[], purpose: 'query' | 'index' = 'index'): Promise<number[][]> {
+    return (await this.call(texts, purpose)).vectors;
+  }
+
+  /** Only its configured size (EMBEDDINGS_DIMENSIONS), which it asks the provider for. */
+  supportsDimensions(dimensions: number): boolean {
+    return this.settings.dimensions === dimensions;
+  }
+
+  /** Its vectors (given a batch's time), with the tokens the provider counted. */
+  embedCounted(texts: string[]): Promise<CountedEmbeddings> {
+    return this.call(texts, 'index');
+  }
+
+  private async call(texts: string[], purpose: 'query' | 'index'): Promise<CountedEmbeddings> {
     const { baseUrl, apiKey, model, dimensions } = this.settings;
     const timeoutMs = purpose === 'query' ? (this.settings.queryTimeoutMs ?? 5000) : (this.settings.timeoutMs ?? 30_000);
     const signal = AbortSignal.timeout(timeoutMs);
@@ -88,7 +139,8 @@ export class HttpEmbedder implements Embedder {
       });
       text = await response.text();
     } catch (error) {
-      if (signal.aborted) throw new EmbeddingsFailure(`The embeddings provider did not answer within ${timeoutMs} ms.`, errorDetail(error));
+      if (signal.aborted)
+        throw new EmbeddingsFailure(`The embeddings provider did not answer within ${timeoutMs} ms.`, errorDetail(error), true);
       throw new EmbeddingsFailure('The embeddings provider could not be reached.', errorDetail(error));
     }
     if (!response.ok) {
@@ -97,7 +149,7 @@ export class HttpEmbedder implements Embedder {
         text.slice(0, 500),
       );
     }
-    let body: { data?: Array<{ index: number; embedding: number[] }> };
+    let body: { data?: Array<{ index: number; embedding: number[] }>; usage?: { prompt_tokens?: unknown } };
     try {
       body = JSON.parse(text) as typeof body;
     } catch {
@@ -117,7 +169,11 @@ export class HttpEmbedder implements Embedder {
       );
     }
     this.learned ??= expected;
-    return data.map((d) => normalize(d.embedding));
+    const tokens = body.usage?.prompt_tokens;
+    return {
+      vectors: data.map((d) => normalize(d.embedding)),
+      tokens: typeof tokens === 'number' && Number.isFinite(tokens) ? Math.max(0, Math.trunc(tokens)) : 0,
+    };
   }
 }
 

@@ -25,6 +25,8 @@ export interface ModelToolCall {
   toolCallId: string;
   toolName: string;
   arguments: unknown;
+  /** The arguments' JSON text as the model wrote it, when the provider gave it as text. */
+  argumentsText?: string;
 }
 
 /**
@@ -52,6 +54,23 @@ export type ChatMessage =
   | { role: 'assistant'; content: string; toolCalls?: ModelToolCall[] }
   | { role: 'tool'; content: string; toolCallId: string; toolName: string; isError: boolean };
 
+/** The sampling settings a caller may give a model call (a provider that lacks one ignores it). */
+export interface CallSettings {
+  maxOutputTokens?: number;
+  temperature?: number;
+  topP?: number;
+  stopSequences?: string[];
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  seed?: number;
+}
+
+/** Whether the model may call the tools it is offered: `auto` (the default), `none`, `required`, or one named tool. */
+export type ToolChoice = 'auto' | 'none' | 'required' | { toolName: string };
+
+/** Why a model stopped writing. */
+export type FinishReason = 'stop' | 'length' | 'tool-calls' | 'content-filter' | 'other';
+
 export interface ChatRequest {
   model: string;
   messages: ChatMessage[];
@@ -59,6 +78,9 @@ export interface ChatRequest {
   signal: AbortSignal;
   /** The tools the model may call (none when absent or empty). The caller runs them. */
   tools?: ToolSpec[];
+  /** With `tools`: whether and which it may call (`auto` when absent). */
+  toolChoice?: ToolChoice;
+  settings?: CallSettings;
 }
 
 /** One model call's answer: its text, the tool calls it made (none: the turn's answer), its usage. */
@@ -66,6 +88,8 @@ export interface ChatResult {
   text: string;
   usage: ChatUsage;
   toolCalls: ModelToolCall[];
+  /** Why it stopped, when the provider said. */
+  finishReason?: FinishReason;
 }
 
 export interface ChatUsage {
@@ -73,7 +97,10 @@ export interface ChatUsage {
   outputTokens: number;
 }
 
-export type ChatPart = { type: 'delta'; text: string } | { type: 'tool-call'; call: ModelToolCall } | { type: 'finish'; usage: ChatUsage };
+export type ChatPart =
+  | { type: 'delta'; text: string }
+  | { type: 'tool-call'; call: ModelToolCall }
+  | { type: 'finish'; usage: ChatUsage; finishReason?: FinishReason };
 
 export interface ProviderInfo {
   providerId: string;

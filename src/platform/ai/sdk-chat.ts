@@ -13,6 +13,7 @@ import {
   type ChatResult,
   type ChatUsage,
   describeProviderError,
+  type FinishReason,
   errorDetail,
   type FailureLog,
   type ModelInfo,
@@ -22,6 +23,7 @@ import {
   type ModelToolCall,
   type ProviderInfo,
   readsImages,
+  type ToolChoice,
 } from './models';
 
 /**
@@ -83,10 +85,18 @@ function toPrompt(messages: ChatMessage[]): ModelPrompt {
   return prompt;
 }
 
-/** A model call's options: the prompt, and the tools as definitions only (calls come back to the caller). */
+/** A tool choice in the providers' form. */
+const toolChoiceOf = (choice: ToolChoice | undefined): NonNullable<ModelCallOptions['toolChoice']> =>
+  choice === undefined ? { type: 'auto' } : typeof choice === 'string' ? { type: choice } : { type: 'tool', toolName: choice.toolName };
+
+/**
+ * A model call's options: the prompt, the caller's settings, and the tools as definitions only
+ * (calls come back to the caller).
+ */
 const callOptions = (request: ChatRequest): ModelCallOptions => ({
   prompt: toPrompt(request.messages),
   abortSignal: request.signal,
+  ...request.settings,
   ...(request.tools?.length
     ? {
         tools: request.tools.map((t) => ({
@@ -95,10 +105,17 @@ const callOptions = (request: ChatRequest): ModelCallOptions => ({
           description: t.description,
           inputSchema: t.inputSchema as JSONSchema7,
         })),
-        toolChoice: { type: 'auto' as const },
+        toolChoice: toolChoiceOf(request.toolChoice),
       }
     : {}),
 });
+
+/** The providers' finish reason, as the service names it. */
+const finishOf = (reason: { unified: string } | string | undefined): FinishReason | undefined => {
+  const unified = typeof reason === 'string' ? reason : reason?.unified;
+  if (unified === 'stop' || unified === 'length' || unified === 'tool-calls' || unified === 'content-filter') return unified;
+  return unified === undefined ? undefined : 'other';
+};
 
 /** A call as the model wrote it: its arguments parsed (none: `{}`), or the text when it is not JSON. */
 function callOf(c: { toolCallId: string; toolName: string; input: string }): ModelToolCall {
@@ -111,7 +128,7 @@ function callOf(c: { toolCallId: string; toolName: string; input: string }): Mod
       // Left as the text: the caller tells the model its arguments must be a JSON object.
     }
   }
-  return { toolCallId: c.toolCallId, toolName: c.toolName, arguments: input };
+  return { toolCallId: c.toolCallId, toolName: c.toolName, arguments: input, argumentsText: c.input };
 }
 
 const usageOf = (usage: LanguageModelV3Usage | undefined): ChatUsage => ({
@@ -197,7 +214,7 @@ export class SdkChat {
         if (part.type === 'text') text += part.text;
         else if (part.type === 'tool-call' && !part.providerExecuted) toolCalls.push(callOf(part));
       }
-      return { text, usage: usageOf(result.usage), toolCalls };
+      return { text, usage: usageOf(result.usage), toolCalls, finishReason: finishOf(result.finishReason) };
     } catch (error) {
       throw this.failure(error, request);
     }
@@ -211,7 +228,7 @@ export class SdkChat {
         if (part.type === 'text-delta' && part.delta !== '') yield { type: 'delta', text: part.delta };
         else if (part.type === 'tool-call' && !part.providerExecuted) yield { type: 'tool-call', call: callOf(part) };
         else if (part.type === 'error') throw part.error;
-        else if (part.type === 'finish') yield { type: 'finish', usage: usageOf(part.usage) };
+        else if (part.type === 'finish') yield { type: 'finish', usage: usageOf(part.usage), finishReason: finishOf(part.finishReason) };
       }
       request.signal.throwIfAborted();
     } catch (error) {
