@@ -16,6 +16,20 @@ const TOOLS: OpenAI.Chat.Completions.ChatCompletionFunctionTool[] = [
 const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
 
 describe('the OpenAI-compatible API on the development model', () => {
+  test('a personal access token with `chat` is an OpenAI API key; one without it is refused in OpenAI’s shape', async () => {
+    const mint = async (scopes: string[]) => {
+      const res = await ctx.h.http().post('/api/v1/access-tokens').set(ctx.alice.auth).send({ name: 'editor', scopes }).expect(200);
+      return new OpenAI({ baseURL: `${ctx.h.baseUrl}/v1`, apiKey: res.body.token as string, maxRetries: 0 });
+    };
+    const chat = await mint(['chat']);
+    const completion = await chat.chat.completions.create({ model: 'development', messages: [{ role: 'user', content: 'By token' }] });
+    expect(completion.choices[0]?.message.content).toContain('By token');
+    const reader = await mint(['read']);
+    const refused = await reader.models.list().catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    expect((refused as InstanceType<typeof OpenAI.PermissionDeniedError>).code).toBe('insufficient_scope');
+  });
+
   test('lists the development model and the built-in embedder', async () => {
     expect((await client().models.list()).data).toEqual([
       { id: 'development', object: 'model', created: 0, owned_by: 'builtin-development' },
