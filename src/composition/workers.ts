@@ -4,7 +4,7 @@ import { AutomationRunner, AutomationScheduler } from '../areas/automations/runn
 import { ReplyRecovery } from '../areas/conversations/recovery';
 import { WebhookDispatcher } from '../areas/webhooks/dispatcher';
 import type { Config } from '../config';
-import type { DatabaseHandle } from '../platform/db';
+import { type DatabaseHandle, isConnectionFailure } from '../platform/db';
 import { EmbeddingsFailure } from '../platform/ai/embeddings';
 import type { Logger } from '../platform/logger';
 import { Metrics } from '../platform/metrics';
@@ -93,7 +93,7 @@ export function createWorkers({ config, logger, database, services, store, metri
       const removed = await store.sweepIncoming(config.storage.incomingMaxAgeMs);
       if (removed > 0) logger.warn('removed partial objects of uploads that never ended', { objects: removed });
     },
-    (error) => logger.error('sweeping partial uploads failed', { error: (error as Error).message }),
+    sweepFailed(logger, 'sweeping partial uploads failed'),
   );
   const temporarySweep = new PeriodicTask(
     config.models.temporarySweepIntervalMs,
@@ -101,7 +101,12 @@ export function createWorkers({ config, logger, database, services, store, metri
       const deleted = await services.conversations.sweepTemporary(config.models.temporaryTtlMs);
       if (deleted > 0) logger.info('deleted temporary conversations past their time to live', { conversations: deleted });
     },
-    (error) => logger.error('sweeping temporary conversations failed', { error: (error as Error).message }),
+    sweepFailed(logger, 'sweeping temporary conversations failed'),
   );
   return { indexer, dispatcher, scheduler, runner, replies, incomingSweep, temporarySweep };
+}
+
+/** A sweep that failed: a database out of reach is expected now and then (the next run retries), anything else is an error. */
+function sweepFailed(logger: Logger, message: string) {
+  return (error: unknown) => logger.log(isConnectionFailure(error) ? 'warn' : 'error', message, { error: (error as Error).message });
 }

@@ -49,7 +49,9 @@ describe('the database', () => {
       '0027_reply_stop_events',
       '0028_message_attachments',
       '0029_feedback_temporary',
+      '0030_access_tokens',
       '0031_mcp_approvals',
+      '0032_oauth',
     ]);
   });
 
