@@ -17,8 +17,9 @@
  * Alone: `BENCH_ONLY=chat make bench` (BENCH_CHAT_TURNS, BENCH_CHAT_TOOL_TURNS: how many of each;
  * BENCH_CHAT_WARM_UP: how many of each run first, uncounted).
  */
-import { type FakeModelServer, type FakeRequestBody, startFakeModel } from '../test/helpers/openai-server';
+import { type FakeRequestBody, startFakeModel } from '../test/helpers/openai-server';
 import { percentile, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { direct, timed } from './streams';
 
 const TURNS = Number(process.env.BENCH_CHAT_TURNS ?? '300');
 const TOOL_TURNS = Number(process.env.BENCH_CHAT_TOOL_TURNS ?? '100');
@@ -30,35 +31,8 @@ const WARM_UP = Number(process.env.BENCH_CHAT_WARM_UP ?? '300');
 const MODEL = 'bench-model';
 const TOOL = 'projects_list';
 
-/** Reads a response body to its end; the milliseconds (from `started`) at which `first` first matched the text so far, and at the end. */
-async function timed(res: Response, started: number, first: RegExp): Promise<{ firstMs: number; endMs: number; text: string }> {
-  let text = '';
-  let firstMs = Number.NaN;
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    text += decoder.decode(chunk, { stream: true });
-    if (Number.isNaN(firstMs) && first.test(text)) firstMs = performance.now() - started;
-  }
-  return { firstMs, endMs: performance.now() - started, text };
-}
-
-/** The service's first delta event, and the model server's first chunk with content. */
+/** The service's first delta event. */
 const SERVICE_DELTA = /(^|\n)event: delta\n/;
-const MODEL_CONTENT = /"content":"[^"]/;
-
-/** A request the service made, sent to the model server directly. */
-async function direct(fake: FakeModelServer, body: FakeRequestBody): Promise<{ firstMs: number; endMs: number }> {
-  const started = performance.now();
-  const res = await fetch(`${fake.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: 'Bearer bench' },
-    body: JSON.stringify(body),
-  });
-  const out = await timed(res, started, MODEL_CONTENT);
-  if (res.status !== 200 || !out.text.includes('[DONE]'))
-    throw new Error(`the model server answered ${res.status}: ${out.text.slice(0, 300)}`);
-  return out;
-}
 
 const ms = (values: number[]) => `${percentile(values, 50).toFixed(2)} / ${percentile(values, 95).toFixed(2)}`;
 

@@ -13,43 +13,17 @@
  * Alone: `BENCH_ONLY=openai make bench` (BENCH_OPENAI_REQUESTS: how many of each, default 300;
  * BENCH_OPENAI_WARM_UP: how many run first, uncounted, default 300).
  */
-import { type FakeModelServer, type FakeRequestBody, startFakeModel } from '../test/helpers/openai-server';
+import { type FakeRequestBody, startFakeModel } from '../test/helpers/openai-server';
 import { percentile, serverCpu, spawnPinned, stop, waitReady } from './process';
+import { direct, MODEL_CONTENT, timed } from './streams';
 
 const REQUESTS = Number(process.env.BENCH_OPENAI_REQUESTS ?? '300');
 /** Run first and not counted: the service's compiled code settles over a few hundred streamed calls. */
 const WARM_UP = Number(process.env.BENCH_OPENAI_WARM_UP ?? '300');
 const MODEL = 'bench-model';
 
-/** Reads a response body to its end; the milliseconds (from `started`) at which `first` first matched the text so far, and at the end. */
-async function timed(res: Response, started: number, first: RegExp): Promise<{ firstMs: number; endMs: number; text: string }> {
-  let text = '';
-  let firstMs = Number.NaN;
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    text += decoder.decode(chunk, { stream: true });
-    if (Number.isNaN(firstMs) && first.test(text)) firstMs = performance.now() - started;
-  }
-  return { firstMs, endMs: performance.now() - started, text };
-}
-
-/** A chunk with content (the service's role chunk has empty content), and chat's first delta event. */
-const CONTENT = /"content":"[^"]/;
+/** Chat's first delta event. */
 const CHAT_DELTA = /(^|\n)event: delta\n/;
-
-/** A request the service made, sent to the model server directly. */
-async function direct(fake: FakeModelServer, body: FakeRequestBody): Promise<number> {
-  const started = performance.now();
-  const res = await fetch(`${fake.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: 'Bearer bench' },
-    body: JSON.stringify(body),
-  });
-  const out = await timed(res, started, CONTENT);
-  if (res.status !== 200 || !out.text.includes('[DONE]'))
-    throw new Error(`the model server answered ${res.status}: ${out.text.slice(0, 300)}`);
-  return out.firstMs;
-}
 
 /** p50 / p99, in milliseconds. */
 const ms = (values: number[]) => `${percentile(values, 50).toFixed(2)} / ${percentile(values, 99).toFixed(2)}`;
@@ -83,7 +57,7 @@ export async function openAiBench(env: Record<string, string>, token: string): P
   const completion = (i: number) =>
     through(
       () => post('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: `Say hello, call ${i}.` }], stream: true }),
-      CONTENT,
+      MODEL_CONTENT,
       /data: \[DONE\]\n\n$/,
     );
   const turn = async (i: number) => {
@@ -113,7 +87,7 @@ export async function openAiBench(env: Record<string, string>, token: string): P
         [turn, chat],
       ] as const) {
         const served = await measure(i);
-        const straight = await direct(fake, served.request);
+        const straight = (await direct(fake, served.request)).firstMs;
         if (i < WARM_UP) continue;
         into.service.push(served.firstMs);
         into.direct.push(straight);
