@@ -33,9 +33,14 @@ $(BUILD): $(NODE_MODULES) $(SOURCES)
 
 build: $(BUILD)
 
+# V8's young generation (semi-space, MiB): left to V8 it grows with the machine's memory (64 MiB
+# semi-spaces on a 23 GiB machine), and an idle instance keeps what it grew to; 16 gives back
+# about 90 MiB of idle memory for a few percent of throughput under load (docs/performance.md).
+SEMI_SPACE_MB ?= 16
+
 ## Run the service on its embedded defaults (PGlite and local keys under ./.data, port 8080).
 run: $(BUILD)
-	$(NODE) dist/src/server.js
+	$(NODE) --max-semi-space-size=$(SEMI_SPACE_MB) dist/src/server.js
 
 ## Run the test suite (against DATABASE_URL when it is set, otherwise on PGlite).
 # pdf.js (PDF ingestion) loads its worker with a dynamic import, which jest runs only with VM modules;
@@ -119,7 +124,7 @@ format-check: $(NODE_MODULES)
 ## Measure the goals of #12 in one run (docs/performance.md): servers on one core, wrk and the bench's clients on the other.
 bench: $(BUILD)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	$(NODE) --import tsx bench/run.ts
+	BENCH_SEMI_SPACE_MB=$(SEMI_SPACE_MB) $(NODE) --import tsx bench/run.ts
 
 clean:
 	rm -rf dist

@@ -9,6 +9,8 @@
  *     (bench/baseline.ts), in BENCH_ROUNDS alternating rounds (default 5: the median per route; bench/pages.ts);
  *   - B2-B3 (Postgres, part `throughput`): an authenticated constant route against bare Express
  *     (in BENCH_ROUNDS interleaved rounds), the validated create;
+ *   - load (Postgres): a list page at 8, 64, 256 and 1024 connections, with load shedding on and
+ *     off and a larger young generation, against the limit (bench/load.ts);
  *   - B4: a 256 MiB upload and download against the raw stores and bare HTTP, in BENCH_ROUNDS
  *     interleaved rounds (bench/files.ts);
  *   - B5: knowledge search at 100,000 chunks, lexical and hybrid, next to the raw SQL (PGlite,
@@ -26,7 +28,7 @@
  * the bench creates its own database there and drops it at the end. Without a reachable server,
  * only the PGlite parts run. BENCH_PROFILE_DIR=<dir> has every service process (and B1's peer and
  * limit) write a CPU profile. BENCH_ONLY=<parts> runs only the named parts, comma-separated, of:
- * startup, lists, throughput, files, knowledge, workers, bootstrap, chat, openai, watch, export; BENCH_ROUTES=<routes>
+ * startup, lists, throughput, load, files, knowledge, workers, bootstrap, chat, openai, watch, export; BENCH_ROUTES=<routes>
  * only the named list routes of B1. Every server runs on the Node that runs this script.
  */
 import { execFileSync } from 'node:child_process';
@@ -43,6 +45,7 @@ import { openAiBench } from './openai';
 import { watchBench } from './watch';
 import { filesBench } from './files';
 import { knowledgeBench } from './knowledge';
+import { loadBench } from './load';
 import { pagesBench, SLICE_SECONDS, SLICES } from './pages';
 import {
   clientCpu,
@@ -253,6 +256,7 @@ async function main(): Promise<void> {
       const token = await signDevToken(await loadDevAuthMaterial(dataDir), 'bench-user');
       if (selected('lists')) rows.push(...(await pagesBench(dataDir, pgEnv, token)));
       if (selected('throughput')) rows.push(...(await part('B2, B3', () => throughput(dataDir, pgEnv, token))));
+      if (selected('load')) rows.push(...(await part('load', () => loadBench(pgEnv, dataDir, token))));
       if (selected('files')) rows.push(...(await part('B4', () => filesBench({ ...pgEnv, PORT: port(3) }))));
       if (selected('knowledge')) rows.push(...(await part('B5', () => knowledgeBench((line) => console.error(`knowledge: ${line}`)))));
       if (selected('workers')) rows.push(...(await part('B6', () => workersBench({ ...pgEnv, PORT: port(5) }))));

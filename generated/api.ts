@@ -2547,7 +2547,7 @@ export interface components {
              * @example invalid_request
              * @enum {string}
              */
-            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "insufficient_scope" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "model_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "integration_error" | "database_unavailable" | "storage_unavailable" | "model_provider_timeout";
+            code: "invalid_request" | "invalid_cron" | "unsupported_protocol_version" | "command_id_mismatch" | "invalid_signature" | "unauthenticated" | "budget_exhausted" | "quota_exceeded" | "forbidden" | "insufficient_scope" | "capability_disabled" | "invalid_environment_credential" | "path_outside_grant" | "not_found" | "principal_not_found" | "model_not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "command_not_claimed" | "link_expired" | "approval_expired" | "link_used" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "model_provider_error" | "integration_error" | "database_unavailable" | "storage_unavailable" | "overloaded" | "model_provider_timeout";
             /** @description With `invalid_request`, one entry per problem found in the request. With `not_found` for a body field that names another record (`projectId`, `parentId`, `conversationId`, `skillIds/0`, `agentId`…) that does not exist or is not the caller's, one entry whose `path` names that field (`/body/projectId`). */
             details?: components["schemas"]["ErrorDetail"][];
             /**
@@ -8168,7 +8168,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description The service cannot do this right now; nothing was changed (an upload leaves the file not ready). `database_unavailable`: the database cannot be reached (during a failover or restart, say); `storage_unavailable`: the object store cannot be reached or cannot store (operations that move file content). Retry after the `Retry-After` seconds. */
+        /** @description The service cannot do this right now; nothing was changed (an upload leaves the file not ready). `database_unavailable`: the database cannot be reached (during a failover or restart, say); `storage_unavailable`: the object store cannot be reached or cannot store (operations that move file content); `overloaded`: the instance is at its load limit and refused the request at once, before doing anything (`LOAD_SHED_MAX_IN_FLIGHT`, `LOAD_SHED_MAX_EVENT_LOOP_DELAY_MS`). Retry after the `Retry-After` seconds. */
         Unavailable: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -8463,7 +8463,7 @@ export interface components {
                 "application/json": components["schemas"]["OpenAIErrorResponse"];
             };
         };
-        /** @description `database_unavailable`: the service cannot do this right now (its database cannot be reached). Retry after `Retry-After` seconds. */
+        /** @description `database_unavailable`: the service cannot do this right now (its database cannot be reached); `overloaded`: the instance is at its load limit and refused the request at once. Retry after `Retry-After` seconds. */
         OpenAIUnavailable: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];

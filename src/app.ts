@@ -43,6 +43,7 @@ import { CORS_PATHS, cors } from './http/cors';
 import { serveDocs } from './http/docs';
 import { apiNotFound, errorMiddleware } from './http/error-middleware';
 import type { HandlerMap } from './http/handler';
+import { LoadShedder } from './http/load-shed';
 import { apiRouter } from './http/openapi';
 import { perTokenRateLimit, perUserRateLimit } from './http/rate-limit';
 import { requestLog } from './http/request-log';
@@ -122,7 +123,12 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
  * handlers), then health, metrics and docs, the payment provider's and the integrations' callback
  * routes, and the error rendering.
  */
-export async function createApp(composition: Composition, logger: Logger, isDraining: () => boolean): Promise<Express> {
+export async function createApp(
+  composition: Composition,
+  logger: Logger,
+  isDraining: () => boolean,
+  shedder: LoadShedder,
+): Promise<Express> {
   const { config, doc, database, services, metrics, store } = composition;
   const app = express();
   app.disable('x-powered-by');
@@ -133,6 +139,8 @@ export async function createApp(composition: Composition, logger: Logger, isDrai
   app.use(requestLog(logger, metrics));
   app.use(helmet(API_HEADERS));
   app.use(CORS_PATHS, cors(config.auth.allowedOrigins, doc));
+  // Before anything that costs: a refused request must be cheap (and readable by a browser client).
+  app.use(shedder.middleware);
   app.use(cookieParser(composition.cookieSecret));
   app.use(
     await apiRouter(doc, handlerMap(services, config, composition.workers.runner), {
@@ -202,9 +210,11 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
   const composition = await compose(config, logger, database);
   let draining = false;
   let app: Express;
+  const shedder = new LoadShedder(config.loadShed, composition.metrics);
   try {
-    app = await createApp(composition, logger, () => draining);
+    app = await createApp(composition, logger, () => draining, shedder);
   } catch (error) {
+    shedder.close();
     await composition.close();
     throw error;
   }
@@ -223,6 +233,9 @@ export async function createRuntime(config: Config, logger: Logger, database?: D
     drain: () => {
       draining = true;
     },
-    close: composition.close,
+    close: async () => {
+      shedder.close();
+      await composition.close();
+    },
   };
 }

@@ -84,6 +84,16 @@ export const http = topic(
         doc: 'open connections at most (0: no limit)',
       }),
     },
+    loadShed: {
+      maxInFlight: variable('LOAD_SHED_MAX_IN_FLIGHT', int(0, 1_000_000), {
+        default: '256',
+        doc: 'requests in progress at most (an opened event stream no longer counts); more are answered at once `503 overloaded` with `Retry-After: 1`. `/healthz`, `/readyz` and `/metrics` always answer; `0`: no limit',
+      }),
+      maxEventLoopDelayMs: variable('LOAD_SHED_MAX_EVENT_LOOP_DELAY_MS', int(0, 60_000), {
+        default: '0',
+        doc: 'while the event loop runs later than this (its p99 over the last half second), new requests are answered `503 overloaded` too; `0` (the default): off, since on a shared host the loop also runs late for reasons refusing requests does not cure',
+      }),
+    },
     rateLimitPerMinute: variable('RATE_LIMIT_PER_MINUTE', int(0, 1_000_000), {
       default: '600',
       doc: 'requests per user and minute, across instances (`429` above); `0` turns the limit off',

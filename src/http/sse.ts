@@ -1,4 +1,5 @@
 import type { Response } from 'express';
+import { leaveInFlight } from './load-shed';
 
 /**
  * A server-sent event stream on a response: opened (status and headers sent) by the first event,
@@ -18,6 +19,7 @@ export class EventStream {
   send(event: string | null, data: unknown, id?: number): void {
     if (!this.opened) {
       this.opened = true;
+      leaveInFlight(this.res);
       this.res.status(200).set({
         'Content-Type': 'text/event-stream; charset=utf-8',
         'Cache-Control': 'no-cache, no-transform',

@@ -154,6 +154,8 @@ export const errors = {
     new ApiError(504, 'model_provider_timeout', message, ref),
   databaseUnavailable: () =>
     new ApiError(503, 'database_unavailable', 'The database is unavailable; try again shortly.', {}, { 'Retry-After': '2' }),
+  /** Refused at once because the instance is at its load limit (src/http/load-shed.ts). */
+  overloaded: () => new ApiError(503, 'overloaded', 'The service is at capacity; try again shortly.', {}, { 'Retry-After': '1' }),
   storageUnavailable: () =>
     new ApiError(503, 'storage_unavailable', 'The file store is unavailable; try again shortly.', {}, { 'Retry-After': '5' }),
   internal: (requestId: string) => new ApiError(500, 'internal_error', 'An unexpected error occurred.', { requestId }),

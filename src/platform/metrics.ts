@@ -41,6 +41,12 @@ export class Metrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
+  readonly shedRequests = new Counter({
+    name: 'http_requests_shed_total',
+    help: 'Requests refused with 503 overloaded by load shedding, by reason (in_flight, event_loop_delay).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   readonly deliveryAttempts = new Counter({
     name: 'webhook_delivery_attempts_total',
     help: 'Webhook delivery attempts made by this instance, by outcome.',

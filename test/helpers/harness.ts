@@ -33,6 +33,8 @@ export interface Harness {
 
 let copies = 0;
 
+const NO_LOAD_SHEDDING = { LOAD_SHED_MAX_IN_FLIGHT: '0', LOAD_SHED_MAX_EVENT_LOOP_DELAY_MS: '0' };
+
 /**
  * A private copy of the run's migrated Postgres database (CREATE DATABASE … TEMPLATE), so that the
  * background workers of one test file never see another file's rows. Dropped at teardown.
@@ -80,6 +82,9 @@ export async function startHarness(
     RATE_LIMIT_PER_MINUTE: '1000000',
     // …and many refused credentials (test/http/edge.test.ts sets a small limit).
     AUTH_FAILURES_PER_MINUTE: '1000000',
+    // No load shedding: a loaded test machine runs late, and a test sends what it needs at once
+    // (test/http/load-shed.test.ts turns it on).
+    ...NO_LOAD_SHEDDING,
     ...env,
   });
   let database: Awaited<ReturnType<typeof openPglite>> | undefined;
@@ -145,6 +150,7 @@ export async function anotherInstance(h: Harness, env: Record<string, string> = 
     DATABASE_URL: h.runtime.config.databaseUrl ?? undefined,
     LOG_LEVEL: 'silent',
     RATE_LIMIT_PER_MINUTE: '1000000',
+    ...NO_LOAD_SHEDDING,
     ...env,
   });
   const shared = h.runtime.config.databaseUrl ? undefined : { ...h.runtime.database, close: async () => undefined };

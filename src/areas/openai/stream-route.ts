@@ -1,5 +1,6 @@
 import type { Response } from 'express';
 import { errorBody } from '../../http/error-shape';
+import { leaveInFlight } from '../../http/load-shed';
 import { ApiError } from '../../platform/errors';
 import { ChunkPresenter } from './presenter';
 import type { OpenAiService, PreparedCompletion } from './service';
@@ -26,6 +27,7 @@ export async function streamCompletion(
     let text = event(data);
     if (!opened) {
       opened = true;
+      leaveInFlight(res);
       res.status(200).set({
         'Content-Type': 'text/event-stream; charset=utf-8',
         'Cache-Control': 'no-cache, no-transform',
