@@ -160,7 +160,7 @@ export const commandList = listQuery({
         epochMsOrNull('acknowledged_at'),
       ])
       .where('environment_id', '=', environmentId);
-    if (status !== undefined) query = query.where('status', '=', status);
+    if (status !== undefined) query = query.where('status', '=', sql.lit(status)); // a closed set, written in as ownedList does
     return query;
   },
 });

@@ -91,6 +91,7 @@ export const runList = ownedList('automation_runs', {
   ],
   times: ['scheduled_for', 'created_at', 'started_at', 'finished_at'],
   filters: { automationId: 'automation_id', status: 'status' },
+  closed: ['status'],
 });
 export type RunView = ListedRecord<'automation_runs', typeof runList>;
 

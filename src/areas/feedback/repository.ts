@@ -1,4 +1,4 @@
-import type { Insertable, Selectable, Transaction } from 'kysely';
+import { type Insertable, type Selectable, sql, type Transaction } from 'kysely';
 import type { MessageFeedback } from '../../../generated/db';
 import type { Database, DB } from '../../platform/db';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
@@ -70,7 +70,8 @@ export const adminFeedbackList = listQuery({
         epochMs('f.created_at'),
         epochMs('f.updated_at'),
       ])
-      .$if(rating !== undefined, (q) => q.where('f.rating', '=', rating as 'up' | 'down')),
+      // A closed set, written into the statement as ownedList does.
+      .$if(rating !== undefined, (q) => q.where('f.rating', '=', sql.lit(rating as 'up' | 'down'))),
 });
 export type AdminFeedbackView = ListedRecord<
   FeedbackRow & Pick<Selectable<DB['messages']>, 'model' | 'input_tokens' | 'output_tokens' | 'cost_micro_cents'>,

@@ -70,8 +70,9 @@ export const readableFileList = listQuery({
       );
     if (projectId !== undefined) query = query.where('project_id', '=', projectId);
     if (parentId !== undefined) query = query.where('parent_id', '=', parentId);
-    if (kind !== undefined) query = query.where('kind', '=', kind);
-    if (status !== undefined) query = query.where('status', '=', status);
+    // Closed sets (the document's enums), written into the statement as ownedList does.
+    if (kind !== undefined) query = query.where('kind', '=', sql.lit(kind));
+    if (status !== undefined) query = query.where('status', '=', sql.lit(status));
     if (conversationId !== undefined) query = query.where('conversation_id', '=', conversationId);
     const owned = query.where('owner_user_id', '=', userId);
     const shared = query.where('owner_user_id', '<>', userId).where((eb) => sharedWith(eb, userId));

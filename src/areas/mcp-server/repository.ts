@@ -1,5 +1,5 @@
 /** The approvals of tool calls made through the MCP server (`tool_approvals` rows of origin `mcp`). */
-import type { Selectable, Transaction } from 'kysely';
+import { type Selectable, sql, type Transaction } from 'kysely';
 import type { ToolApprovals } from '../../../generated/db';
 import type { Database, DB } from '../../platform/db';
 import { listQuery } from '../../platform/db/list-query';
@@ -78,7 +78,8 @@ export function findMcpApproval(db: Database, userId: string, id: string) {
 export const pendingMcpApprovalList = listQuery({
   id: 'id',
   rows: (db, { userId, now }: { userId: string; now: Date }) =>
-    mcp(db).where('user_id', '=', userId).where('status', '=', 'pending').where('expires_at', '>', now),
+    // `pending` written into the statement, so that the index of pending approvals serves a prepared plan too.
+    mcp(db).where('user_id', '=', userId).where('status', '=', sql.lit('pending')).where('expires_at', '>', now),
 });
 
 /** Decides a pending approval once; undefined when it was decided (or expired) meanwhile. */

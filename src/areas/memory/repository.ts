@@ -21,6 +21,7 @@ export const memoryItemList = ownedList('memory_items', {
   fields: ['kind', 'content', 'project_id', 'source', 'source_ref'],
   times: ['created_at', 'updated_at'],
   filters: { kind: 'kind', projectId: 'project_id' },
+  closed: ['kind'],
 });
 export type MemoryView = ListedRecord<'memory_items', typeof memoryItemList>;
 

@@ -33,6 +33,7 @@ export const outputList = ownedList('outputs', {
     projectId: 'project_id',
     generationId: 'generation_id',
   },
+  closed: ['type', 'origin'],
 });
 export type OutputView = ListedRecord<'outputs', typeof outputList>;
 

@@ -85,7 +85,7 @@ export const deliveryList = listQuery({
       ])
       .where('d.owner_user_id', '=', ownerUserId);
     if (subscriptionId !== undefined) query = query.where('d.subscription_id', '=', subscriptionId);
-    if (status !== undefined) query = query.where('d.status', '=', status);
+    if (status !== undefined) query = query.where('d.status', '=', sql.lit(status)); // a closed set, written in as ownedList does
     return query;
   },
 });

@@ -1,4 +1,4 @@
-import type { Kysely, Selectable, SelectQueryBuilder, Updateable } from 'kysely';
+import { type Kysely, type Selectable, type SelectQueryBuilder, sql, type Updateable } from 'kysely';
 import type { DB } from '../../../generated/db';
 import type { Database } from './index';
 import { type ListQuery, listQuery } from './list-query';
@@ -57,6 +57,10 @@ type Listed<R, F extends keyof R, M extends keyof R> = { id: string } & Pick<R, 
  * A user's records of an owned table, read a page at a time (see ListQuery): the id and `fields`
  * as they are, `times` as epoch milliseconds (epochMs), narrowed by equality on the column each
  * given argument of `filters` names (`{ projectId: 'project_id' }`: the argument, its column).
+ *
+ * A boolean, and the value of each argument named in `closed` (one of the document's enums), is
+ * written into the statement rather than sent as a parameter: a plan prepared once for every
+ * value (a generic plan) then still knows which value it reads, and so whether it is rare.
  */
 export function ownedList<
   T extends OwnedTable,
@@ -65,7 +69,12 @@ export function ownedList<
   C extends Record<string, Column<T>> = Record<never, never>,
 >(
   table: T,
-  { fields, times, filters }: { fields: readonly F[]; times: readonly M[]; filters?: C },
+  {
+    fields,
+    times,
+    filters,
+    closed = [],
+  }: { fields: readonly F[]; times: readonly M[]; filters?: C; closed?: ReadonlyArray<keyof C & string> },
 ): ListQuery<{ ownerUserId: string } & { [K in keyof C]?: Selectable<DB[T]>[C[K]] }, DB, T, Listed<Selectable<DB[T]>, F, M>> {
   const name: string = table;
   const selection = ['id', ...fields, ...times.map((column) => epochMs(column))];
@@ -78,7 +87,10 @@ export function ownedList<
         .select(selection as never)
         .where('owner_user_id', '=', args.ownerUserId);
       for (const [argument, column] of narrowing) {
-        if (args[argument] !== undefined) query = query.where(column as never, '=', args[argument] as never);
+        const value = args[argument];
+        if (value === undefined) continue;
+        const inline = typeof value === 'boolean' || (closed as readonly string[]).includes(argument);
+        query = query.where(column as never, '=', (inline ? sql.lit(value) : value) as never);
       }
       return query as unknown as SelectQueryBuilder<DB, T, Listed<Selectable<DB[T]>, F, M>>;
     },

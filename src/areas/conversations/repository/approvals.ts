@@ -1,5 +1,5 @@
 /** The approvals tool calls wait for. */
-import { type Insertable, type Selectable, type Transaction } from 'kysely';
+import { type Insertable, type Selectable, sql, type Transaction } from 'kysely';
 import type { ToolApprovals } from '../../../../generated/db';
 import type { Database, DB } from '../../../platform/db';
 import { type ListedRecord, listQuery } from '../../../platform/db/list-query';
@@ -52,8 +52,9 @@ export const pendingApprovalList = listQuery({
       .selectFrom('tool_approvals')
       .select([...APPROVAL_FIELDS, epochMs('created_at'), epochMs('expires_at'), epochMsOrNull('decided_at')])
       .where('user_id', '=', userId)
-      .where('origin', '=', 'chat')
-      .where('status', '=', 'pending')
+      // Written into the statement, so that the index of pending approvals serves a prepared plan too.
+      .where('origin', '=', sql.lit('chat'))
+      .where('status', '=', sql.lit('pending'))
       .where('expires_at', '>', now)
       .$narrowType<{ conversation_id: string; message_id: string; tool_call_id: string }>(),
 });
