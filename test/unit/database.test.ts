@@ -52,6 +52,7 @@ describe('the database', () => {
       '0030_access_tokens',
       '0031_mcp_approvals',
       '0032_oauth',
+      '0034_text_search_statistics',
     ]);
   });
 
