@@ -141,13 +141,22 @@ export async function lexicalHits(
 ): Promise<Hit[]> {
   const hits: Hit[] = [];
   let above: string | null = null;
+  const files = scope.kinds.includes('file') ? await readableFiles(db, scope) : [];
   for (const tier of tiersOf(await lexemesOf(db, query))) {
     const bound = Math.max(candidates, limit - hits.length);
-    hits.push(...(await tierHits(db, scope, query, tier, above, limit - hits.length, bound, snippets)));
+    hits.push(...(await tierHits(db, scope, files, query, tier, above, limit - hits.length, bound, snippets)));
     if (hits.length >= limit) break;
     above = tier.tsquery;
   }
   return hits;
+}
+
+/** The ids of the files the caller may read in the scope: their own and (without a project) those shared with them. */
+async function readableFiles(db: Database, { userId, projectId }: Scope): Promise<string[]> {
+  const { rows } = await sql<{ id: string }>`
+    select f.id from files f where f.owner_user_id = ${userId} ${projectId !== undefined ? sql`and f.project_id = ${projectId}` : nothing}
+    ${projectId !== undefined ? nothing : sql`union all select s.file_id from file_shares s where s.grantee_user_id = ${userId}`}`.execute(db);
+  return rows.map((row) => row.id);
 }
 
 /**
@@ -158,6 +167,7 @@ export async function lexicalHits(
 async function tierHits(
   db: Database,
   scope: Scope,
+  files: string[],
   query: string,
   tier: { words: number; tsquery: string },
   above: string | null,
@@ -186,22 +196,15 @@ async function tierHits(
     project: sql`select 'project', p.id, p.name, p.name || E'\n' || p.description || E'\n' || p.instructions, ${measure(sql`p.tsv`)},
                         p.id, null::text, null::int, null::int, null::int
                  from ${newest('projects', 'p')}`,
-    // The chunks of the current generation of the files the caller may read (their own and those
-    // shared with them), as one list of keys: a filter, so that the chunks' primary key (file ids
-    // are time-ordered) or the GIN bitmap is the only way in, never one index probe per file.
+    // The chunks of the files the caller may read, as a list of ids (a parameter, whose size the
+    // planner sees): a filter, so that the chunks' primary key backwards (file ids are
+    // time-ordered) or the GIN bitmap is the way in, never one index probe per file. A chunk of a
+    // generation being ingested is left out after the bound (the current one is the file's).
     file: sql`select 'file', f.id, f.name, c.content, ${measure(sql`c.tsv`)},
                      case when f.owner_user_id = ${userId} then f.project_id end, f.id, c.seq, c.start_offset, c.end_offset
-              from (select * from file_chunks c
-                    where ${matches(sql`c.tsv`)} and c.file_id || '/' || c.generation = any(array(
-                      select f.id || '/' || f.chunk_generation from files f where f.owner_user_id = ${userId} ${inProject(sql`f.project_id`)}
-                      ${
-                        projectId !== undefined
-                          ? nothing
-                          : sql`union all select f.id || '/' || f.chunk_generation from file_shares s join files f on f.id = s.file_id
-                                where s.grantee_user_id = ${userId}`
-                      }))
+              from (select * from file_chunks c where ${matches(sql`c.tsv`)} and c.file_id = any(${files}::text[])
                     order by c.file_id desc, c.seq desc limit ${bound}) c
-              join files f on f.id = c.file_id`,
+              join files f on f.id = c.file_id and f.chunk_generation = c.generation`,
   };
   const result = await sql<Hit>`
     with query as (select ${anyWord(query)} as q),
