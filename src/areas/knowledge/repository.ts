@@ -153,9 +153,12 @@ export async function lexicalHits(
 
 /** The ids of the files the caller may read in the scope: their own and (without a project) those shared with them. */
 async function readableFiles(db: Database, { userId, projectId }: Scope): Promise<string[]> {
-  const { rows } = await sql<{ id: string }>`
-    select f.id from files f where f.owner_user_id = ${userId} ${projectId !== undefined ? sql`and f.project_id = ${projectId}` : nothing}
-    ${projectId !== undefined ? nothing : sql`union all select s.file_id from file_shares s where s.grantee_user_id = ${userId}`}`.execute(db);
+  const own = sql`select f.id from files f where f.owner_user_id = ${userId}`;
+  const query =
+    projectId !== undefined
+      ? sql<{ id: string }>`${own} and f.project_id = ${projectId}`
+      : sql<{ id: string }>`${own} union all select s.file_id from file_shares s where s.grantee_user_id = ${userId}`;
+  const { rows } = await query.execute(db);
   return rows.map((row) => row.id);
 }
 
