@@ -13,8 +13,8 @@
  *     off and a larger young generation, against the limit (bench/load.ts);
  *   - B4: a 256 MiB upload and download against the raw stores and bare HTTP, in BENCH_ROUNDS
  *     interleaved rounds (bench/files.ts);
- *   - B5: knowledge search at 100,000 chunks, lexical and hybrid, next to the raw SQL (PGlite,
- *     which has pgvector: bench/knowledge.ts);
+ *   - B5: knowledge search at 100,000 and 1,000,000 chunks, a common, a rare and a mixed query,
+ *     lexical on Postgres and PGlite, hybrid on PGlite (which has pgvector: bench/knowledge.ts);
  *   - B6 (Postgres): webhook deliveries per second, automation slot claims on three instances
  *     (bench/workers.ts);
  *   - B7 (Postgres): bootstrap's latency next to the capabilities' (bench/bootstrap.ts);
@@ -258,7 +258,8 @@ async function main(): Promise<void> {
       if (selected('throughput')) rows.push(...(await part('B2, B3', () => throughput(dataDir, pgEnv, token))));
       if (selected('load')) rows.push(...(await part('load', () => loadBench(pgEnv, dataDir, token))));
       if (selected('files')) rows.push(...(await part('B4', () => filesBench({ ...pgEnv, PORT: port(3) }))));
-      if (selected('knowledge')) rows.push(...(await part('B5', () => knowledgeBench((line) => console.error(`knowledge: ${line}`)))));
+      if (selected('knowledge'))
+        rows.push(...(await part('B5', () => knowledgeBench((line) => console.error(`knowledge: ${line}`), postgres.url))));
       if (selected('workers')) rows.push(...(await part('B6', () => workersBench({ ...pgEnv, PORT: port(5) }))));
       if (selected('bootstrap')) rows.push(...(await part('B7', () => bootstrapBench({ ...pgEnv, PORT: port(0) }, token))));
       if (selected('chat')) rows.push(...(await part('chat', () => chatBench({ ...pgEnv, PORT: port(0) }, token))));

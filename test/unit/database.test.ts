@@ -53,6 +53,7 @@ describe('the database', () => {
       '0031_mcp_approvals',
       '0032_oauth',
       '0033_list_indexes',
+      '0034_text_search_statistics',
     ]);
   });
 

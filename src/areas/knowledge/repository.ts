@@ -116,42 +116,105 @@ export function tiersOf(lexemes: string[]): Array<{ words: number; tsquery: stri
 }
 
 /**
+ * How many matches of a tier each source ranks at most (the newest: ids are time-ordered), so that
+ * a search's cost depends on the page, not on how many passages contain a common word.
+ */
+export const LEXICAL_CANDIDATES = 200;
+
+/**
  * Full-text matches, best first, as the document describes: passages with more of the words first
  * (tiers, each found through the GIN indexes), then closer together (cover density). The tiers
- * are read from the most words down until `limit` hits are found, so common words never make
- * every passage that contains one of them be ranked. A hit's score is its tier (words matched
- * minus one) plus its normalized rank within the tier (below 1). Ties go by kind, id, chunk (the
- * same data gives the same order); snippets are cut only for the rows returned.
+ * are read from the most words down until `limit` hits are found. Within a tier each source ranks
+ * only its `candidates` newest matches (at least `limit`): the planner reads them by an ordered
+ * index scan that filters on the match for a common word, or from the GIN bitmap for a rare one,
+ * and never fetches every matching row. A hit's score is its tier (words matched minus one) plus
+ * its normalized rank within the tier (below 1). Ties go by kind, id, chunk (the same data gives
+ * the same order); snippets are cut only for the rows returned.
  */
-export async function lexicalHits(db: Database, scope: Scope, query: string, limit: number, snippets: Snippets = 'cut'): Promise<Hit[]> {
+export async function lexicalHits(
+  db: Database,
+  scope: Scope,
+  query: string,
+  limit: number,
+  snippets: Snippets = 'cut',
+  candidates = LEXICAL_CANDIDATES,
+): Promise<Hit[]> {
   const hits: Hit[] = [];
   let above: string | null = null;
+  const files = scope.kinds.includes('file') ? await readableFiles(db, scope) : [];
   for (const tier of tiersOf(await lexemesOf(db, query))) {
-    hits.push(...(await tierHits(db, scope, query, tier, above, limit - hits.length, snippets)));
+    const bound = Math.max(candidates, limit - hits.length);
+    hits.push(...(await tierHits(db, scope, files, query, tier, above, limit - hits.length, bound, snippets)));
     if (hits.length >= limit) break;
     above = tier.tsquery;
   }
   return hits;
 }
 
-/** The best `limit` passages of one tier that no tier above has (`above`: that tier's tsquery). */
+/** The ids of the files the caller may read in the scope: their own and (without a project) those shared with them. */
+async function readableFiles(db: Database, { userId, projectId }: Scope): Promise<string[]> {
+  const own = sql`select f.id from files f where f.owner_user_id = ${userId}`;
+  const query =
+    projectId !== undefined
+      ? sql<{ id: string }>`${own} and f.project_id = ${projectId}`
+      : sql<{ id: string }>`${own} union all select s.file_id from file_shares s where s.grantee_user_id = ${userId}`;
+  const { rows } = await query.execute(db);
+  return rows.map((row) => row.id);
+}
+
+/**
+ * The best `limit` passages of one tier that no tier above has (`above`: that tier's tsquery),
+ * ranked among each source's `bound` newest matches. The tsqueries are parameters (not read from
+ * a CTE), so that the planner sees how common their words are.
+ */
 async function tierHits(
   db: Database,
   scope: Scope,
+  files: string[],
   query: string,
   tier: { words: number; tsquery: string },
   above: string | null,
   limit: number,
+  bound: number,
   snippets: Snippets,
 ): Promise<Hit[]> {
-  const match = (tsv: RawBuilder<unknown>) => ({
-    from: nothing,
-    where: sql`and ${tsv} @@ (select tier from query) ${above === null ? nothing : sql`and not ${tsv} @@ (select above from query)`}`,
-    measure: sql`${tier.words - 1} + ts_rank_cd(${tsv}, (select q from query), 32)`,
-  });
+  const { userId, projectId } = scope;
+  const matches = (tsv: RawBuilder<unknown>) =>
+    sql`${tsv} @@ ${tier.tsquery}::tsquery ${above === null ? nothing : sql`and not ${tsv} @@ ${above}::tsquery`}`;
+  const inProject = (column: RawBuilder<unknown>) => (projectId !== undefined ? sql`and ${column} = ${projectId}` : nothing);
+  const measure = (tsv: RawBuilder<unknown>) => sql`${tier.words - 1} + ts_rank_cd(${tsv}, (select q from query), 32)`;
+  // The newest matches of one owner's table: by its (owner_user_id, id) index backwards, or the GIN bitmap.
+  const newest = (table: string, alias: string) =>
+    sql`(select * from ${sql.table(table)} ${sql.raw(alias)}
+         where ${sql.ref(`${alias}.owner_user_id`)} = ${userId} and ${matches(sql.ref(`${alias}.tsv`))}
+           ${inProject(sql.ref(alias === 'p' ? 'p.id' : `${alias}.project_id`))}
+         order by ${sql.ref(`${alias}.id`)} desc limit ${bound}) ${sql.raw(alias)}`;
+  const selects: Record<SourceKind, RawBuilder<unknown>> = {
+    note: sql`select 'note', n.id, n.title, n.title || E'\n' || n.content, ${measure(sql`n.tsv`)},
+                     n.project_id, null::text, null::int, null::int, null::int
+              from ${newest('notes', 'n')}`,
+    memory: sql`select 'memory', m.id, left(m.content, 80), m.content, ${measure(sql`m.tsv`)},
+                       m.project_id, null::text, null::int, null::int, null::int
+                from ${newest('memory_items', 'm')}`,
+    project: sql`select 'project', p.id, p.name, p.name || E'\n' || p.description || E'\n' || p.instructions, ${measure(sql`p.tsv`)},
+                        p.id, null::text, null::int, null::int, null::int
+                 from ${newest('projects', 'p')}`,
+    // The chunks of the files the caller may read, as a list of ids (a parameter, whose size the
+    // planner sees): a filter, so that the chunks' primary key backwards (file ids are
+    // time-ordered) or the GIN bitmap is the way in, never one index probe per file. A chunk of a
+    // generation being ingested is left out after the bound (the current one is the file's).
+    file: sql`select 'file', f.id, f.name, c.content, ${measure(sql`c.tsv`)},
+                     case when f.owner_user_id = ${userId} then f.project_id end, f.id, c.seq, c.start_offset, c.end_offset
+              from (select * from file_chunks c where ${matches(sql`c.tsv`)} and c.file_id = any(${files}::text[])
+                    order by c.file_id desc, c.seq desc limit ${bound}) c
+              join files f on f.id = c.file_id and f.chunk_generation = c.generation`,
+  };
   const result = await sql<Hit>`
-    with query as (select ${tier.tsquery}::tsquery as tier, ${above}::tsquery as above, ${anyWord(query)} as q),
-    hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, { note: match(sql`n.tsv`), memory: match(sql`m.tsv`), project: match(sql`p.tsv`), file: match(sql`c.tsv`) })})
+    with query as (select ${anyWord(query)} as q),
+    hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${sql.join(
+      scope.kinds.map((kind) => selects[kind]),
+      sql` union all `,
+    )})
     select kind, id, title, ${snippetOf(snippets)} as snippet,
            measure::float8 as score, project_id, file_id, seq, start_offset, end_offset
     from (select * from hits order by measure desc, kind, id, seq nulls first limit ${limit}) top
@@ -160,8 +223,12 @@ async function tierHits(
 }
 
 /**
- * The caller's nearest embeddings (cosine distance) made by `model`, their sources, best first.
- * Only the caller's rows of that model and the query's size are compared.
+ * The nearest embeddings (cosine distance) made by `model` of what the caller may read, their
+ * sources, best first: their own rows and those of the files shared with them (a file's
+ * embeddings are its owner's). Only rows of that model and the query's size are compared. The
+ * filter is applied inside the HNSW scan: with pgvector 0.8 or later the scan goes on
+ * (`hnsw.iterative_scan`) until enough rows pass it to fill the page, however few of the index's
+ * rows are the caller's; before 0.8 it looks at the most candidates the index allows (`hnsw.ef_search`).
  */
 export async function vectorHits(
   db: Database,
@@ -182,16 +249,18 @@ export async function vectorHits(
     where: nothing,
     measure: sql`e.distance`,
   });
-  const result = await sql<Hit>`
+  const shared = sql`array(select s.file_id from file_shares s where s.grantee_user_id = ${scope.userId})`;
+  const statement = sql<Hit>`
     with query as (select ${q} as q),
-    nearest as (
+    nearest as materialized (
       select source_kind, source_id, ${distance} as distance,
              -- file chunk ids are "<fileId>:<generation>:<seq>": split, they join on the chunks' key
              case when source_kind = 'file' then split_part(source_id, ':', 1) end as chunk_file_id,
              case when source_kind = 'file' then split_part(source_id, ':', 2)::int end as chunk_generation,
              case when source_kind = 'file' then split_part(source_id, ':', 3)::int end as chunk_seq
       from knowledge_embeddings
-      where owner_user_id = ${scope.userId} and embedding_model = ${embedding.model} and vector_dims(embedding) = ${dims}
+      where embedding_model = ${embedding.model} and vector_dims(embedding) = ${dims}
+        and (owner_user_id = ${scope.userId} or (source_kind = 'file' and split_part(source_id, ':', 1) = any(${shared})))
       order by ${distance}
       limit ${limit * 4}
     ),
@@ -204,8 +273,16 @@ export async function vectorHits(
     select kind, id, title, ${snippetOf(snippets)} as snippet,
            (1 - measure)::float8 as score, project_id, file_id, seq, start_offset, end_offset
     from (select * from hits order by measure asc, kind, id, seq nulls first limit ${limit}) top
-    order by measure asc, kind, id, seq nulls first`.execute(db);
-  return result.rows;
+    order by measure asc, kind, id, seq nulls first`;
+  // Settings for this transaction only: the relaxed order is sorted again by distance above.
+  return db.transaction().execute(async (trx) => {
+    await sql`
+      select case when string_to_array(extversion, '.')::int[] >= array[0, 8]
+                  then set_config('hnsw.iterative_scan', 'relaxed_order', true)
+                  else set_config('hnsw.ef_search', '1000', true) end
+      from pg_extension where extname = 'vector'`.execute(trx);
+    return (await statement.execute(trx)).rows;
+  });
 }
 
 export interface PendingSource {

@@ -33,6 +33,7 @@ import * as m0030 from './migrations/0030_access_tokens';
 import * as m0031 from './migrations/0031_mcp_approvals';
 import * as m0032 from './migrations/0032_oauth';
 import * as m0033 from './migrations/0033_list_indexes';
+import * as m0034 from './migrations/0034_text_search_statistics';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -69,6 +70,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0031_mcp_approvals': m0031,
   '0032_oauth': m0032,
   '0033_list_indexes': m0033,
+  '0034_text_search_statistics': m0034,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
