@@ -35,7 +35,7 @@ export function leaveInFlight(res: http.ServerResponse): void {
  * event loop runs more than `maxEventLoopDelayMs` late (Node's own histogram, read every half
  * second), a new request is answered at once `503 overloaded` with `Retry-After: 1` instead of
  * joining a queue that would make every answer late. Health, readiness and metrics are always
- * answered. Shed requests are counted in the metrics, not logged one by one.
+ * answered. Refusals are counted in the metrics (and logged as every answer is).
  */
 export class LoadShedder {
   private inFlight = 0;
