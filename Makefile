@@ -35,7 +35,7 @@ build: $(BUILD)
 
 # V8's young generation (semi-space, MiB): left to V8 it grows with the machine's memory (64 MiB
 # semi-spaces on a 23 GiB machine), and an idle instance keeps what it grew to; 16 gives back
-# about 90 MiB of idle memory for a few percent of throughput under load (docs/performance.md).
+# 65-88 MiB of idle memory, at some throughput with hundreds of connections (docs/performance.md).
 SEMI_SPACE_MB ?= 16
 
 ## Run the service on its embedded defaults (PGlite and local keys under ./.data, port 8080).

@@ -24,7 +24,7 @@ export const clientCpu = cpus > 1 ? '1' : '0';
  */
 const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
 const profiled = (args: string[]) =>
-  args[0] === 'dist/src/server.js' || args.includes('bench/baseline.ts') || args.includes('bench/peer.ts');
+  args.includes('dist/src/server.js') || args.includes('bench/baseline.ts') || args.includes('bench/peer.ts');
 
 /**
  * Starts `args` on `cpu` with this process's Node (the service as `make run` starts it: `node

@@ -86,14 +86,20 @@ export class LoadShedder {
     }
     this.inFlight += 1;
     let counted = true;
+    // A pipelined request's response waits for the one before it on the connection; if the
+    // connection closes first, some Node releases (20's server) never close that response: the
+    // socket's close releases it too.
+    const socket = req.socket;
     const release = () => {
       if (!counted) return;
       counted = false;
       this.inFlight -= 1;
       releases.delete(res);
+      socket.off('close', release);
     };
     releases.set(res, release);
     res.once('close', release);
+    socket.once('close', release);
     next();
   };
 

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import OpenAI from 'openai';
 import { type Harness, type TestUser, useHarnessWith } from '../helpers/harness';
 import { type FakeModelServer, scriptAnswers, startFakeModel } from '../helpers/openai-server';
@@ -123,6 +124,42 @@ describe('in-flight limit', () => {
     let text = '';
     for (let next = await chunks.next(); !next.done; next = await chunks.next()) text += next.value.choices[0]?.delta.content ?? '';
     expect(text).toBe('Hello');
+  });
+
+  test('requests pipelined on a connection that closes before their answers are released', async () => {
+    const { h } = inFlight;
+    let release: (value: unknown) => void = () => undefined;
+    scriptAnswers(model, { kind: 'hold', until: new Promise((resolve) => (release = resolve)), then: { kind: 'reply', chunks: ['Late'] } });
+    const seen = model.requests.length;
+    const body = JSON.stringify({ model: 'test-model', messages: [{ role: 'user', content: 'Hi' }] });
+    const { port } = new URL(h.baseUrl);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    // One packet: a completion that waits on its model, then a page behind it on the same connection.
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: ${inFlight.alice.auth.Authorization}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}` +
+        `GET /api/v1/notes HTTP/1.1\r\nHost: x\r\nAuthorization: ${inFlight.alice.auth.Authorization}\r\n\r\n`,
+    );
+    for (let i = 0; i < 600 && model.requests.length === seen; i += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(model.requests.length).toBeGreaterThan(seen);
+    // Both are in flight now (the limit): a third request is refused.
+    expect((await h.http().get('/api/v1/notes').set(inFlight.bob.auth)).status).toBe(503);
+    socket.destroy();
+    release(null);
+    // Once the server has seen the connection close, both slots are free again.
+    let status = 503;
+    for (let i = 0; i < 600 && status === 503; i += 1) {
+      status = (await h.http().get('/api/v1/notes').set(inFlight.bob.auth)).status;
+      if (status === 503) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(status).toBe(200);
+    const first = heldCreate(h, inFlight.alice);
+    try {
+      expect((await h.http().get('/api/v1/notes').set(inFlight.bob.auth)).status).toBe(200);
+    } finally {
+      await first.finish();
+    }
   });
 
   test('a request that is not JSON nor authenticated is refused the same way while at the limit', async () => {

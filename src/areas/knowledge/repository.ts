@@ -201,12 +201,14 @@ async function tierHits(
                  from ${newest('projects', 'p')}`,
     // The chunks of the files the caller may read, as a list of ids (a parameter, whose size the
     // planner sees): a filter, so that the chunks' primary key backwards (file ids are
-    // time-ordered) or the GIN bitmap is the way in, never one index probe per file. A chunk of a
-    // generation being ingested is left out after the bound (the current one is the file's).
+    // time-ordered) or the GIN bitmap is the way in, never one index probe per file. Only the
+    // file's current generation counts, inside the bound: the chunks of an ingestion in progress
+    // (a newer generation, committed batch by batch) must not take the bound's places.
     file: sql`select 'file', f.id, f.name, c.content, ${measure(sql`c.tsv`)},
                      case when f.owner_user_id = ${userId} then f.project_id end, f.id, c.seq, c.start_offset, c.end_offset
               from (select * from file_chunks c where ${matches(sql`c.tsv`)} and c.file_id = any(${files}::text[])
-                    order by c.file_id desc, c.seq desc limit ${bound}) c
+                      and exists (select 1 from files g where g.id = c.file_id and g.chunk_generation = c.generation)
+                    order by c.file_id desc, c.generation desc, c.seq desc limit ${bound}) c
               join files f on f.id = c.file_id and f.chunk_generation = c.generation`,
   };
   const result = await sql<Hit>`
@@ -249,19 +251,30 @@ export async function vectorHits(
     where: nothing,
     measure: sql`e.distance`,
   });
-  const shared = sql`array(select s.file_id from file_shares s where s.grantee_user_id = ${scope.userId})`;
+  // The caller's own rows, and the shared files' rows of their owners: two scans that each keep to
+  // the owner and model (the HNSW index's filter, or the (owner, model) index of an exact search).
+  const shares = sql`from file_shares s join files f on f.id = s.file_id where s.grantee_user_id = ${scope.userId}`;
+  const candidates = (owners: RawBuilder<unknown>, extra: RawBuilder<unknown>) =>
+    sql`(select source_kind, source_id, ${distance} as distance from knowledge_embeddings
+         where owner_user_id = ${owners} and embedding_model = ${embedding.model} and vector_dims(embedding) = ${dims} ${extra}
+         order by ${distance} limit ${limit * 4})`;
   const statement = sql<Hit>`
     with query as (select ${q} as q),
     nearest as materialized (
-      select source_kind, source_id, ${distance} as distance,
+      select source_kind, source_id, distance,
              -- file chunk ids are "<fileId>:<generation>:<seq>": split, they join on the chunks' key
              case when source_kind = 'file' then split_part(source_id, ':', 1) end as chunk_file_id,
              case when source_kind = 'file' then split_part(source_id, ':', 2)::int end as chunk_generation,
              case when source_kind = 'file' then split_part(source_id, ':', 3)::int end as chunk_seq
-      from knowledge_embeddings
-      where embedding_model = ${embedding.model} and vector_dims(embedding) = ${dims}
-        and (owner_user_id = ${scope.userId} or (source_kind = 'file' and split_part(source_id, ':', 1) = any(${shared})))
-      order by ${distance}
+      from (${candidates(sql`${scope.userId}`, nothing)}
+            union all
+            ${candidates(
+              sql`any(array(select f.owner_user_id ${shares}))`,
+              // Uncorrelated, the exists is a one-time filter: without shares the second scan never starts.
+              sql`and source_kind = 'file' and split_part(source_id, ':', 1) = any(array(select s.file_id ${shares}))
+                  and exists (select 1 ${shares})`,
+            )}) mine
+      order by distance
       limit ${limit * 4}
     ),
     hits (kind, id, title, body, measure, project_id, file_id, seq, start_offset, end_offset) as (${branches(scope, {
