@@ -62,7 +62,8 @@ const FILE_COLUMNS = [
 ] as const;
 
 const FILE_SELECT = `select ${FILE_COLUMNS.join(', ')},
-  coalesce((select array_agg(s.grantee_user_id order by s.grantee_user_id) from file_shares s where s.file_id = f.id), '{}') as shared_with,
+  coalesce((select array_agg(ag.principal_id order by ag.principal_id) from access_grants ag
+            where ag.resource_kind = 'file' and ag.resource_id = f.id and ag.principal_kind = 'user'), '{}') as shared_with,
   ${ms('created_at')} as created_at, ${ms('updated_at')} as updated_at`;
 
 /** A listed file as the API gives it to `userId` (files not yet uploaded: no content URL). */
@@ -96,22 +97,16 @@ async function filePage(db: Kysely<DB>, userId: string, rows: number): Promise<I
       .selectFrom('files')
       .select([...FILE_COLUMNS, epochMs('created_at'), epochMs('updated_at')])
       .select(
-        sql<string[]>`coalesce((select array_agg(s.grantee_user_id order by s.grantee_user_id) from file_shares s
-                                 where s.file_id = files.id and files.owner_user_id = ${userId}), '{}')`.as('shared_with'),
+        sql<string[]>`coalesce((select array_agg(ag.principal_id order by ag.principal_id) from access_grants ag
+                                 where ag.resource_kind = 'file' and ag.resource_id = files.id and ag.principal_kind = 'user'
+                                   and files.owner_user_id = ${userId}), '{}')`.as('shared_with'),
       );
     const mine = owned
       ? query.where('owner_user_id', '=', userId)
-      : query
-          .where('owner_user_id', '<>', userId)
-          .where((eb) =>
-            eb.exists(
-              eb
-                .selectFrom('file_shares')
-                .select('file_id')
-                .whereRef('file_shares.file_id', '=', 'files.id')
-                .where('grantee_user_id', '=', userId),
-            ),
-          );
+      : query.where('owner_user_id', '<>', userId).where(
+          sql<boolean>`exists (select 1 from access_grants ag where ag.resource_kind = 'file' and ag.resource_id = files.id
+                                   and ag.principal_kind = 'user' and ag.principal_id = ${userId})`,
+        );
     return mine.orderBy('id', 'desc').limit(rows);
   };
   const found = await db
@@ -277,7 +272,8 @@ export const LIST_ROUTES: ListRoute[] = [
     select: `select * from (${FILE_SELECT} from files f where owner_user_id = $1 order by id desc limit $2) as owned
              union all
              select * from (${FILE_SELECT} from files f where owner_user_id <> $1
-                              and exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = $1)
+                              and exists (select 1 from access_grants ag where ag.resource_kind = 'file' and ag.resource_id = f.id
+                                            and ag.principal_kind = 'user' and ag.principal_id = $1)
                             order by id desc limit $2) as shared
              order by id desc limit $2`,
     item: fileItem,

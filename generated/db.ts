@@ -23,6 +23,18 @@ export type JsonValue = JsonArray | JsonObject | JsonPrimitive;
 
 export type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
+export interface AccessGrants {
+  created_at: Generated<Timestamp>;
+  granted_by: string;
+  id: string;
+  permission: string;
+  principal_id: string;
+  principal_kind: string;
+  resource_id: string;
+  resource_kind: string;
+  updated_at: Generated<Timestamp>;
+}
+
 export interface AccessTokens {
   client_id: string | null;
   created_at: Timestamp;
@@ -226,10 +238,20 @@ export interface Files {
   updated_at: Generated<Timestamp>;
 }
 
-export interface FileShares {
+export interface GroupMembers {
   created_at: Generated<Timestamp>;
-  file_id: string;
-  grantee_user_id: string;
+  group_id: string;
+  source: Generated<string>;
+  user_id: string;
+}
+
+export interface Groups {
+  created_at: Generated<Timestamp>;
+  description: Generated<string>;
+  id: string;
+  name: string;
+  source: Generated<string>;
+  updated_at: Generated<Timestamp>;
 }
 
 export interface IdempotencyKeys {
@@ -629,6 +651,7 @@ export interface WebhookSubscriptions {
 }
 
 export interface DB {
+  access_grants: AccessGrants;
   access_tokens: AccessTokens;
   administrative_principals: AdministrativePrincipals;
   agent_commands: AgentCommands;
@@ -644,8 +667,9 @@ export interface DB {
   capabilities: Capabilities;
   conversations: Conversations;
   file_chunks: FileChunks;
-  file_shares: FileShares;
   files: Files;
+  group_members: GroupMembers;
+  groups: Groups;
   idempotency_keys: IdempotencyKeys;
   integration_authorizations: IntegrationAuthorizations;
   integration_connections: IntegrationConnections;

@@ -105,7 +105,8 @@ const SEEDS: Record<string, string> = {
     select ${ID}, ${OWNER}, ${rare("'folder'", "'file'")}, '', ${rare("'failed'", "'ready'")}, ${rare("'p_rare'", "'p_' || (i % 20)")},
            ${rare("'f_rare'", "'f_' || (i % 20)")}, ${rare("'c_rare'", "'c_' || (i % 20)")} ${series}`,
   // Fifty of the other users' files are shared with u1 (the shared part of u1's list: see SHARES).
-  file_shares: `insert into file_shares (file_id, grantee_user_id) select ${ID}, 'u1' ${series} where i % 50 = 0 and i <= 50 * ${SHARES}`,
+  access_grants: `insert into access_grants (id, resource_kind, resource_id, principal_kind, principal_id, permission, granted_by)
+    select ${ID}, 'file', ${ID}, 'user', 'u1', 'read', ${OWNER} ${series} where i % 50 = 0 and i <= 50 * ${SHARES}`,
   outputs: `insert into outputs (id, owner_user_id, type, name, mime_type, size_bytes, sha256, storage_key, origin,
                                  conversation_id, automation_id, project_id, generation_id)
     select ${ID}, ${OWNER}, ${rare("'video'", "'image'")}, '', 'image/png', 1, '', '', ${rare("'speech'", "'image_generation'")},

@@ -54,6 +54,7 @@ describe('the database', () => {
       '0032_oauth',
       '0033_list_indexes',
       '0034_text_search_statistics',
+      '0035_groups_and_grants',
     ]);
   });
 

@@ -1,6 +1,8 @@
-import { type ExpressionBuilder, type Insertable, sql } from 'kysely';
-import type { DB, Files } from '../../../generated/db';
+import { type Insertable, type RawBuilder, sql } from 'kysely';
+import type { Files } from '../../../generated/db';
 import type { Database } from '../../platform/db';
+import { isGranted } from '../../platform/db/access';
+import { uuidv7 } from '../../platform/ids';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
 import { epochMs } from '../../platform/db/timestamps';
@@ -20,16 +22,18 @@ export function findReadableFile(db: Database, userId: string, id: string) {
     .selectFrom('files')
     .selectAll()
     .where('id', '=', id)
-    .where((eb) => eb.or([eb('owner_user_id', '=', userId), sharedWith(eb, userId)]))
+    .where((eb) => eb.or([eb('owner_user_id', '=', userId), sharedWith(userId)]))
     .executeTakeFirst();
 }
 
-/** The file (of the outer query) is shared with `userId`. */
-function sharedWith(eb: ExpressionBuilder<DB, 'files'>, userId: string) {
-  return eb.exists(
-    eb.selectFrom('file_shares').select('file_id').whereRef('file_shares.file_id', '=', 'files.id').where('grantee_user_id', '=', userId),
-  );
+/** The file (of the outer query) is shared with `userId`: an access grant to them or a group of theirs. */
+function sharedWith(userId: string) {
+  return isGranted(userId, 'file', sql.ref('files.id'));
 }
+
+/** A file's 1.0.0 shares: the read grants its owner gave to users (not groups). */
+const userShares = (fileId: RawBuilder<unknown> | string) =>
+  sql`from access_grants ag where ag.resource_kind = 'file' and ag.resource_id = ${fileId} and ag.principal_kind = 'user'`;
 
 export const { find: findOwnedFile, update: updateFile, remove: deleteFile } = ownedRecords('files');
 
@@ -65,8 +69,8 @@ export const readableFileList = listQuery({
       .selectFrom('files')
       .select([...FILE_FIELDS, epochMs('created_at'), epochMs('updated_at')])
       .select(
-        sql<string[]>`coalesce((select array_agg(s.grantee_user_id order by s.grantee_user_id) from file_shares s
-                                 where s.file_id = files.id and files.owner_user_id = ${userId}), '{}')`.as('shared_with'),
+        sql<string[]>`coalesce((select array_agg(ag.principal_id order by ag.principal_id) ${userShares(sql.ref('files.id'))}
+                                  and files.owner_user_id = ${userId}), '{}')`.as('shared_with'),
       );
     if (projectId !== undefined) query = query.where('project_id', '=', projectId);
     if (parentId !== undefined) query = query.where('parent_id', '=', parentId);
@@ -75,7 +79,7 @@ export const readableFileList = listQuery({
     if (status !== undefined) query = query.where('status', '=', sql.lit(status));
     if (conversationId !== undefined) query = query.where('conversation_id', '=', conversationId);
     const owned = query.where('owner_user_id', '=', userId);
-    const shared = query.where('owner_user_id', '<>', userId).where((eb) => sharedWith(eb, userId));
+    const shared = query.where('owner_user_id', '<>', userId).where(sharedWith(userId));
     return scope === 'owned' ? owned : scope === 'shared' ? shared : [owned, shared];
   },
 });
@@ -104,27 +108,42 @@ export async function hasChildren(db: Database, id: string): Promise<boolean> {
 
 /** The users a file is shared with, in order (as the list's `shared_with`). */
 export async function granteesOf(db: Database, fileId: string): Promise<string[]> {
-  const rows = await db
-    .selectFrom('file_shares')
-    .select('grantee_user_id')
-    .where('file_id', '=', fileId)
-    .orderBy('grantee_user_id')
-    .execute();
-  return rows.map((row) => row.grantee_user_id);
+  const { rows } = await sql<{ principal_id: string }>`select ag.principal_id ${userShares(fileId)} order by ag.principal_id`.execute(db);
+  return rows.map((row) => row.principal_id);
 }
 
-export async function addShares(db: Database, fileId: string, userIds: string[]): Promise<void> {
+/** Read grants of the owner's file to users; a user who has one already keeps it as it is. */
+export async function addShares(db: Database, fileId: string, ownerUserId: string, userIds: string[]): Promise<void> {
   if (userIds.length === 0) return;
+  const now = new Date();
   await db
-    .insertInto('file_shares')
-    .values(userIds.map((grantee) => ({ file_id: fileId, grantee_user_id: grantee })))
-    .onConflict((oc) => oc.columns(['file_id', 'grantee_user_id']).doNothing())
+    .insertInto('access_grants')
+    .values(
+      userIds.map((grantee) => ({
+        id: uuidv7(now.getTime()),
+        resource_kind: 'file',
+        resource_id: fileId,
+        principal_kind: 'user',
+        principal_id: grantee,
+        permission: 'read',
+        granted_by: ownerUserId,
+        created_at: now,
+        updated_at: now,
+      })),
+    )
+    .onConflict((oc) => oc.columns(['resource_kind', 'resource_id', 'principal_kind', 'principal_id']).doNothing())
     .execute();
 }
 
 export async function removeShares(db: Database, fileId: string, userIds: string[]): Promise<void> {
   if (userIds.length === 0) return;
-  await db.deleteFrom('file_shares').where('file_id', '=', fileId).where('grantee_user_id', 'in', userIds).execute();
+  await db
+    .deleteFrom('access_grants')
+    .where('resource_kind', '=', 'file')
+    .where('resource_id', '=', fileId)
+    .where('principal_kind', '=', 'user')
+    .where('principal_id', 'in', userIds)
+    .execute();
 }
 
 export async function insertUploadToken(db: Database, row: { jti: string; fileId: string; userId: string; expiresAt: Date }) {
@@ -246,7 +265,7 @@ export async function searchChunks(
          websearch_to_tsquery('english', ${query}) q
     where c.tsv @@ q
       and (f.owner_user_id = ${userId}
-           or exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = ${userId}))
+           or ${isGranted(userId, 'file', sql.ref('f.id'))})
       ${filter.fileId !== undefined ? sql`and f.id = ${filter.fileId}` : sql``}
       ${filter.projectId !== undefined ? sql`and f.project_id = ${filter.projectId}` : sql``}
     order by score desc, c.file_id, c.seq

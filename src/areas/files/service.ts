@@ -186,7 +186,7 @@ export class FileService {
     }
     await this.db.transaction().execute(async (trx) => {
       await this.owned(userId, input.fileId, trx);
-      await repo.addShares(trx, input.fileId, add);
+      await repo.addShares(trx, input.fileId, userId, add);
       await repo.removeShares(trx, input.fileId, input.remove ?? []);
     });
     return this.granteesOf(input.fileId);

@@ -1,5 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Database } from '../../platform/db';
+import { grantedIds, isGranted } from '../../platform/db/access';
 import { anyWord } from '../../platform/db/text-search';
 
 export type SourceKind = 'file' | 'memory' | 'note' | 'project';
@@ -54,7 +55,7 @@ function branches(
                      case when f.owner_user_id = ${userId} then f.project_id end, f.id, c.seq, c.start_offset, c.end_offset
               from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation ${parts.file.from}
               where (f.owner_user_id = ${userId}
-                     or exists (select 1 from file_shares s where s.file_id = f.id and s.grantee_user_id = ${userId}))
+                     or ${isGranted(userId, 'file', sql.ref('f.id'))})
                 ${parts.file.where} ${inProject(sql`f.project_id`)}`,
   };
   return sql.join(
@@ -157,7 +158,7 @@ async function readableFiles(db: Database, { userId, projectId }: Scope): Promis
   const query =
     projectId !== undefined
       ? sql<{ id: string }>`${own} and f.project_id = ${projectId}`
-      : sql<{ id: string }>`${own} union all select s.file_id from file_shares s where s.grantee_user_id = ${userId}`;
+      : sql<{ id: string }>`${own} union all ${grantedIds(userId, 'file')}`;
   const { rows } = await query.execute(db);
   return rows.map((row) => row.id);
 }
@@ -253,7 +254,7 @@ export async function vectorHits(
   });
   // The caller's own rows, and the shared files' rows of their owners: two scans that each keep to
   // the owner and model (the HNSW index's filter, or the (owner, model) index of an exact search).
-  const shares = sql`from file_shares s join files f on f.id = s.file_id where s.grantee_user_id = ${scope.userId}`;
+  const shares = sql`from files f where f.id in (${grantedIds(scope.userId, 'file')})`;
   const candidates = (owners: RawBuilder<unknown>, extra: RawBuilder<unknown>) =>
     sql`(select source_kind, source_id, ${distance} as distance from knowledge_embeddings
          where owner_user_id = ${owners} and embedding_model = ${embedding.model} and vector_dims(embedding) = ${dims} ${extra}
@@ -271,7 +272,7 @@ export async function vectorHits(
             ${candidates(
               sql`any(array(select f.owner_user_id ${shares}))`,
               // Uncorrelated, the exists is a one-time filter: without shares the second scan never starts.
-              sql`and source_kind = 'file' and split_part(source_id, ':', 1) = any(array(select s.file_id ${shares}))
+              sql`and source_kind = 'file' and split_part(source_id, ':', 1) = any(array(select f.id ${shares}))
                   and exists (select 1 ${shares})`,
             )}) mine
       order by distance

@@ -34,6 +34,7 @@ import * as m0031 from './migrations/0031_mcp_approvals';
 import * as m0032 from './migrations/0032_oauth';
 import * as m0033 from './migrations/0033_list_indexes';
 import * as m0034 from './migrations/0034_text_search_statistics';
+import * as m0035 from './migrations/0035_groups_and_grants';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -71,6 +72,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0032_oauth': m0032,
   '0033_list_indexes': m0033,
   '0034_text_search_statistics': m0034,
+  '0035_groups_and_grants': m0035,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
