@@ -981,6 +981,74 @@ export interface paths {
         patch: operations["updateCapabilities"];
         trace?: never;
     };
+    "/api/v1/admin/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the groups, or read one
+         * @description With `groupId`, returns that group as `{ group }` (`404` if there is none). Without it, returns
+         *     a page of the deployment's groups, newest first, as `{ groups, nextCursor }`. Roles: `admin`,
+         *     `auditor`.
+         */
+        get: operations["getAdminGroups"];
+        put?: never;
+        /**
+         * Create a group
+         * @description Creates a group with no members. A name another group has (compared without case) is `409`.
+         *     Role: `admin`. Writes the audit event `administration.group.create` in the same transaction.
+         */
+        post: operations["createAdminGroup"];
+        /**
+         * Delete a group
+         * @description Deletes the group, its memberships and every access grant to it (its members lose what was
+         *     shared with the group at once). An unknown group is `404`. Role: `admin`. Writes the audit event
+         *     `administration.group.delete` in the same transaction.
+         */
+        delete: operations["deleteAdminGroup"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename or describe a group
+         * @description Changes the name, the description or both. A name another group has is `409`; an unknown
+         *     group is `404`. Role: `admin`. Writes the audit event `administration.group.update` in the same
+         *     transaction.
+         */
+        patch: operations["updateAdminGroup"];
+        trace?: never;
+    };
+    "/api/v1/admin/groups/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the members of a group
+         * @description A page of the group's members, the most recently added first, as `{ members, nextCursor }`.
+         *     An unknown group is `404`. Roles: `admin`, `auditor`.
+         */
+        get: operations["listAdminGroupMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Add or remove members of a group
+         * @description Adds users as `manual` members (one who is a member already stays as they are) and removes
+         *     users, whichever way they became members; a user in both lists is `400`. Grants to the group
+         *     apply to a member from their next request and end for a removed one at once. An unknown group is
+         *     `404`. Role: `admin`. Writes the audit event `administration.group.members.update` in the same
+         *     transaction.
+         */
+        patch: operations["updateAdminGroupMembers"];
+        trace?: never;
+    };
     "/api/v1/admin/model-policy": {
         parameters: {
             query?: never;
@@ -3121,6 +3189,115 @@ export interface components {
              * @enum {boolean}
              */
             deleted: true;
+        };
+        Group: {
+            groupId: components["schemas"]["Id"];
+            name: components["schemas"]["GroupName"];
+            description: components["schemas"]["GroupDescription"];
+            source: components["schemas"]["GroupSource"];
+            /** @example 3 */
+            memberCount: number;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description Unique in the deployment, compared without case.
+         * @example Research
+         */
+        GroupName: string;
+        /** @example The research team. */
+        GroupDescription: string;
+        /**
+         * @description `manual`: made or added by an admin. `identity_provider`: made for, or carried by, the groups
+         *     claim of an identity provider's token.
+         * @example manual
+         * @enum {string}
+         */
+        GroupSource: "manual" | "identity_provider";
+        /**
+         * @example {
+         *       "name": "Research",
+         *       "description": "The research team."
+         *     }
+         */
+        GroupCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            name: components["schemas"]["GroupName"];
+            description?: components["schemas"]["GroupDescription"];
+        };
+        /**
+         * @example {
+         *       "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+         *       "name": "Research and development"
+         *     }
+         */
+        GroupUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            groupId: components["schemas"]["Id"];
+            name?: components["schemas"]["GroupName"];
+            description?: components["schemas"]["GroupDescription"];
+        };
+        /**
+         * @example {
+         *       "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70"
+         *     }
+         */
+        GroupDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            groupId: components["schemas"]["Id"];
+        };
+        GroupResponse: {
+            group: components["schemas"]["Group"];
+        };
+        GroupListResponse: {
+            groups: components["schemas"]["Group"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ group }` when `groupId` is given, otherwise a page `{ groups, nextCursor }`. */
+        GroupGetResponse: components["schemas"]["GroupResponse"] | components["schemas"]["GroupListResponse"];
+        GroupDeleteResponse: {
+            groupId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        GroupMember: {
+            /** @example bob */
+            userId: string;
+            source: components["schemas"]["GroupSource"];
+            addedAt: components["schemas"]["Timestamp"];
+        };
+        GroupMemberListResponse: {
+            members: components["schemas"]["GroupMember"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @example {
+         *       "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+         *       "add": [
+         *         "bob",
+         *         "carol"
+         *       ]
+         *     }
+         */
+        GroupMembersUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            groupId: components["schemas"]["Id"];
+            /** @description Users to add (as `manual` members; one who is a member already stays as they are). */
+            add?: components["schemas"]["TargetUserId"][];
+            /** @description Users to remove, whichever way they became members. */
+            remove?: components["schemas"]["TargetUserId"][];
+        };
+        GroupMembersUpdateResponse: {
+            groupId: components["schemas"]["Id"];
+            /** @example 2 */
+            memberCount: number;
         };
         /**
          * @description `admin`: every administration route. `auditor`: the audit log and its export. `billing_admin`: usage and budget adjustments. `support`: no administration route in 1.0.0 (reserved for support tooling).
@@ -12133,6 +12310,302 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["RoleRequired"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getAdminGroups: {
+        parameters: {
+            query?: {
+                /** @description Read this group. */
+                groupId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description List the groups, or read one. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "group": {
+                     *         "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "name": "Research",
+                     *         "description": "The research team.",
+                     *         "source": "manual",
+                     *         "memberCount": 2,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createAdminGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description Create a group. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "group": {
+                     *         "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "name": "Research",
+                     *         "description": "The research team.",
+                     *         "source": "manual",
+                     *         "memberCount": 0,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteAdminGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description Delete a group. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateAdminGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description Rename or describe a group. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "group": {
+                     *         "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "name": "Research",
+                     *         "description": "The research team.",
+                     *         "source": "manual",
+                     *         "memberCount": 2,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAdminGroupMembers: {
+        parameters: {
+            query: {
+                /** @description The group. */
+                groupId: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description List the members of a group. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "members": [
+                     *         {
+                     *           "userId": "bob",
+                     *           "source": "manual",
+                     *           "addedAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupMemberListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateAdminGroupMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupMembersUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description Add or remove members of a group. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *       "memberCount": 2
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupMembersUpdateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];

@@ -241,6 +241,7 @@ export interface Files {
 export interface GroupMembers {
   created_at: Generated<Timestamp>;
   group_id: string;
+  id: string;
   source: Generated<string>;
   user_id: string;
 }

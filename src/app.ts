@@ -18,6 +18,7 @@ import { outputHandlers } from './areas/outputs/handlers';
 import { mediaHandlers } from './areas/media/handlers';
 import { memoryHandlers } from './areas/memory/handlers';
 import { noteHandlers } from './areas/notes/handlers';
+import { groupHandlers } from './areas/groups/handlers';
 import { principalHandlers } from './areas/principals/handlers';
 import { projectHandlers } from './areas/projects/handlers';
 import { sessionHandlers } from './areas/sessions/handlers';
@@ -87,6 +88,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...memoryHandlers(services.memory),
     ...skillHandlers(services.skills),
     ...principalHandlers(services.principals),
+    ...groupHandlers(services.groups),
     ...auditHandlers(services.audit),
     ...budgetHandlers(services.budgets),
     ...billingHandlers(services.billing),

@@ -22,6 +22,7 @@ import { McpServerService } from '../areas/mcp-servers/service';
 import { McpToolSource } from '../areas/mcp-servers/tool-source';
 import { MemoryService } from '../areas/memory/service';
 import { NoteService } from '../areas/notes/service';
+import { GroupService } from '../areas/groups/service';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
@@ -59,6 +60,7 @@ export interface Services extends Doors {
   outputs: OutputService;
   audit: AuditService;
   principals: PrincipalService;
+  groups: GroupService;
   budgets: BudgetService;
   billing: BillingService;
   /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
@@ -279,6 +281,7 @@ export function createServices({
     conversations,
   });
   const principals = new PrincipalService(db, audit);
+  const groups = new GroupService(db, audit);
   const notes = new NoteService(db, projects);
   const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
   const tools = new ToolService({
@@ -345,6 +348,7 @@ export function createServices({
     media,
     audit,
     principals,
+    groups,
     budgets: new BudgetService(db, audit),
     billing,
     stripeEvents,

@@ -133,6 +133,77 @@ const calls: Call[] = [
     },
   },
   {
+    operationId: 'getAdminGroups',
+    allowed: ['admin', 'auditor'],
+    send: (u) => h.http().get('/api/v1/admin/groups').query({ limit: 1 }).set(u.auth),
+  },
+  {
+    operationId: 'createAdminGroup',
+    allowed: ['admin'],
+    send: (u) =>
+      h
+        .http()
+        .post('/api/v1/admin/groups')
+        .set(u.auth)
+        .send({ name: `matrix-${randomUUID()}` }),
+  },
+  {
+    operationId: 'updateAdminGroup',
+    allowed: ['admin'],
+    send: async (u) => {
+      const created = await h
+        .http()
+        .post('/api/v1/admin/groups')
+        .set(root.auth)
+        .send({ name: `matrix-${randomUUID()}` })
+        .expect(200);
+      return h.http().patch('/api/v1/admin/groups').set(u.auth).send({ groupId: created.body.group.groupId, description: 'changed' });
+    },
+  },
+  {
+    operationId: 'deleteAdminGroup',
+    allowed: ['admin'],
+    send: async (u) => {
+      const created = await h
+        .http()
+        .post('/api/v1/admin/groups')
+        .set(root.auth)
+        .send({ name: `matrix-${randomUUID()}` })
+        .expect(200);
+      return h.http().delete('/api/v1/admin/groups').set(u.auth).send({ groupId: created.body.group.groupId });
+    },
+  },
+  {
+    operationId: 'listAdminGroupMembers',
+    allowed: ['admin', 'auditor'],
+    send: async (u) => {
+      const created = await h
+        .http()
+        .post('/api/v1/admin/groups')
+        .set(root.auth)
+        .send({ name: `matrix-${randomUUID()}` })
+        .expect(200);
+      return h.http().get('/api/v1/admin/groups/members').query({ groupId: created.body.group.groupId }).set(u.auth);
+    },
+  },
+  {
+    operationId: 'updateAdminGroupMembers',
+    allowed: ['admin'],
+    send: async (u) => {
+      const created = await h
+        .http()
+        .post('/api/v1/admin/groups')
+        .set(root.auth)
+        .send({ name: `matrix-${randomUUID()}` })
+        .expect(200);
+      return h
+        .http()
+        .patch('/api/v1/admin/groups/members')
+        .set(u.auth)
+        .send({ groupId: created.body.group.groupId, add: ['bob'] });
+    },
+  },
+  {
     operationId: 'listAdminFeedback',
     allowed: ['admin'],
     send: (u) => h.http().get('/api/v1/admin/feedback').query({ limit: 1 }).set(u.auth),

@@ -29,6 +29,8 @@ export async function up(db: Kysely<any>): Promise<void> {
 
   await db.schema
     .createTable('group_members')
+    // A membership's own id (newest last): the order members are listed in.
+    .addColumn('id', 'text', (c) => c.notNull().unique())
     .addColumn('group_id', 'text', (c) => c.notNull().references('groups.id').onDelete('cascade'))
     .addColumn('user_id', 'text', (c) => c.notNull())
     // 'manual': added by an admin; 'identity_provider': carried by the user's token, kept in step with it.
