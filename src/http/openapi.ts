@@ -52,19 +52,24 @@ const MAX_PATHS_PER_VALIDATOR = 8;
 
 /**
  * The document's paths in groups, one library validator each: an area's paths (`/api/v1/<area>/…`)
- * stay together, and areas are packed in document order into groups of at most
+ * stay together (a larger area's by its next segment), and areas are packed in document order into groups of at most
  * MAX_PATHS_PER_VALIDATOR paths. A validator matches each request against its paths one by one,
  * compiling each path's pattern until one matches, so small groups keep that search short; each
  * validator loads its document at start-up (docs/performance.md has the cost).
  */
 export function validatorGroups(paths: string[]): string[][] {
-  const areas = new Map<string, string[]>();
-  for (const openApiPath of paths) {
-    const area = openApiPath.split('/').slice(0, 4).join('/');
-    areas.set(area, [...(areas.get(area) ?? []), openApiPath]);
-  }
+  const byPrefix = (list: string[], segments: number) => {
+    const parts = new Map<string, string[]>();
+    for (const openApiPath of list) {
+      const prefix = openApiPath.split('/').slice(0, segments).join('/');
+      parts.set(prefix, [...(parts.get(prefix) ?? []), openApiPath]);
+    }
+    return [...parts.values()];
+  };
+  // An area with more paths than a group holds is split by its next segment (`/api/v1/admin/groups`).
+  const areas = byPrefix(paths, 4).flatMap((area) => (area.length > MAX_PATHS_PER_VALIDATOR ? byPrefix(area, 5) : [area]));
   const groups: string[][] = [];
-  for (const area of areas.values()) {
+  for (const area of areas) {
     const room = groups.find((group) => group.length + area.length <= MAX_PATHS_PER_VALIDATOR);
     if (room) room.push(...area);
     else groups.push([...area]);
