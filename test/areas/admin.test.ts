@@ -25,6 +25,17 @@ async function userWithRole(role: string | null): Promise<TestUser> {
   return user;
 }
 
+/** A new group (made by the first admin), for the matrix's calls on one. */
+const newGroup = async (): Promise<string> =>
+  (
+    await h
+      .http()
+      .post('/api/v1/admin/groups')
+      .set(root.auth)
+      .send({ name: `matrix-${randomUUID()}` })
+      .expect(200)
+  ).body.group.groupId;
+
 const events = (where: { actor?: string; action?: string; outcome?: string; resourceId?: string }) => {
   let query = h.runtime.database.db.selectFrom('audit_events').selectAll().orderBy('id');
   if (where.actor) query = query.where('actor_user_id', '=', where.actor);
@@ -151,56 +162,36 @@ const calls: Call[] = [
     operationId: 'updateAdminGroup',
     allowed: ['admin'],
     send: async (u) => {
-      const created = await h
-        .http()
-        .post('/api/v1/admin/groups')
-        .set(root.auth)
-        .send({ name: `matrix-${randomUUID()}` })
-        .expect(200);
-      return h.http().patch('/api/v1/admin/groups').set(u.auth).send({ groupId: created.body.group.groupId, description: 'changed' });
+      const groupId = await newGroup();
+      return h.http().patch('/api/v1/admin/groups').set(u.auth).send({ groupId, description: 'changed' });
     },
   },
   {
     operationId: 'deleteAdminGroup',
     allowed: ['admin'],
     send: async (u) => {
-      const created = await h
-        .http()
-        .post('/api/v1/admin/groups')
-        .set(root.auth)
-        .send({ name: `matrix-${randomUUID()}` })
-        .expect(200);
-      return h.http().delete('/api/v1/admin/groups').set(u.auth).send({ groupId: created.body.group.groupId });
+      const groupId = await newGroup();
+      return h.http().delete('/api/v1/admin/groups').set(u.auth).send({ groupId });
     },
   },
   {
     operationId: 'listAdminGroupMembers',
     allowed: ['admin', 'auditor'],
     send: async (u) => {
-      const created = await h
-        .http()
-        .post('/api/v1/admin/groups')
-        .set(root.auth)
-        .send({ name: `matrix-${randomUUID()}` })
-        .expect(200);
-      return h.http().get('/api/v1/admin/groups/members').query({ groupId: created.body.group.groupId }).set(u.auth);
+      const groupId = await newGroup();
+      return h.http().get('/api/v1/admin/groups/members').query({ groupId }).set(u.auth);
     },
   },
   {
     operationId: 'updateAdminGroupMembers',
     allowed: ['admin'],
     send: async (u) => {
-      const created = await h
-        .http()
-        .post('/api/v1/admin/groups')
-        .set(root.auth)
-        .send({ name: `matrix-${randomUUID()}` })
-        .expect(200);
+      const groupId = await newGroup();
       return h
         .http()
         .patch('/api/v1/admin/groups/members')
         .set(u.auth)
-        .send({ groupId: created.body.group.groupId, add: ['bob'] });
+        .send({ groupId, add: ['bob'] });
     },
   },
   {
