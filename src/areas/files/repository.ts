@@ -1,7 +1,7 @@
 import { type Insertable, type RawBuilder, sql } from 'kysely';
 import type { Files } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { fileShared, grantedIds } from '../../platform/db/access';
+import { fileShared, grantedIds, type SharedProject } from '../../platform/db/access';
 import { uuidv7 } from '../../platform/ids';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
@@ -64,7 +64,19 @@ const FILE_FIELDS = [
  */
 export const readableFileList = listQuery({
   id: 'id',
-  rows: (db, { userId, scope, projectId, parentId, kind, status, conversationId }: FileFilter & { userId: string }) => {
+  rows: (
+    db,
+    {
+      userId,
+      scope,
+      shared = [],
+      projectId,
+      parentId,
+      kind,
+      status,
+      conversationId,
+    }: FileFilter & { userId: string; shared?: SharedProject[] },
+  ) => {
     let query = db
       .selectFrom('files')
       .select([...FILE_FIELDS, epochMs('created_at'), epochMs('updated_at')])
@@ -83,10 +95,16 @@ export const readableFileList = listQuery({
     const others = query.where('owner_user_id', '<>', userId);
     const granted = sql<boolean>`files.id in (${grantedIds(userId, 'file')})`;
     const direct = others.where(granted);
-    const viaProject = others
-      .where(sql<boolean>`files.project_id in (${grantedIds(userId, 'project')})`)
-      .where(sql<boolean>`not ${granted}`);
-    return scope === 'owned' ? owned : scope === 'shared' ? [direct, viaProject] : [owned, direct, viaProject];
+    // Then one part per shared project: its owner's files in it (not granted themselves), from the (project, owner, id) index.
+    const viaProjects = shared
+      .filter((project) => projectId === undefined || project.id === projectId)
+      .map((project) =>
+        query
+          .where('project_id', '=', project.id)
+          .where('owner_user_id', '=', project.ownerUserId)
+          .where(sql<boolean>`not ${granted}`),
+      );
+    return scope === 'owned' ? owned : scope === 'shared' ? [direct, ...viaProjects] : [owned, direct, ...viaProjects];
   },
 });
 export type FileView = ListedRecord<'files', typeof readableFileList>;
