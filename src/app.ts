@@ -19,6 +19,7 @@ import { mediaHandlers } from './areas/media/handlers';
 import { memoryHandlers } from './areas/memory/handlers';
 import { noteHandlers } from './areas/notes/handlers';
 import { groupHandlers } from './areas/groups/handlers';
+import { quotaHandlers } from './areas/quotas/handlers';
 import { principalHandlers } from './areas/principals/handlers';
 import { projectHandlers } from './areas/projects/handlers';
 import { sessionHandlers } from './areas/sessions/handlers';
@@ -89,6 +90,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...skillHandlers(services.skills),
     ...principalHandlers(services.principals),
     ...groupHandlers(services.groups),
+    ...quotaHandlers(services.quotas, services.usage),
     ...auditHandlers(services.audit),
     ...budgetHandlers(services.budgets),
     ...billingHandlers(services.billing),

@@ -78,6 +78,12 @@ export const errors = {
     new ApiError(402, 'budget_exhausted', 'The budget for this period is spent.', { periodEnd: periodEnd.getTime() }),
   quotaExceeded: (entitlement: 'storageBytes' | 'automations', limit: number, used: number, message: string) =>
     new ApiError(402, 'quota_exceeded', message, { entitlement, limit, used }),
+  /** A spending quota (a group's or a model's) has no room for the call: it names the quota and when its period ends. */
+  spendingQuotaExceeded: (
+    quota: { quotaId: string; groupId: string | null; model: string | null; limitCents: number },
+    periodEnd: Date,
+    message: string,
+  ) => new ApiError(402, 'quota_exceeded', message, { ...quota, periodEnd: periodEnd.getTime() }),
   invalidSignature: (message: string) => new ApiError(400, 'invalid_signature', message),
   unsupportedProtocolVersion: (version: number, supported: readonly number[]) =>
     new ApiError(
