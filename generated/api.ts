@@ -4728,7 +4728,7 @@ export interface components {
                  */
                 model: string | null;
                 /**
-                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection), `interrupted` (the instance writing it stopped), `approval_expired` (the tool call it waited on was not decided in time) or `budget_exhausted` (the budget was spent while it waited for approval). Clients must tolerate new values.
+                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection), `interrupted` (the instance writing it stopped), `approval_expired` (the tool call it waited on was not decided in time) or `budget_exhausted` (the budget was spent while it waited for approval) or `quota_exceeded` (a quota had no room for the turn's next model call). Clients must tolerate new values.
                  * @example model_provider_timeout
                  */
                 errorCode: string;
@@ -5248,11 +5248,11 @@ export interface components {
              */
             model: string | null;
             /**
-             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time; `budget_exhausted` when the caller's budget was spent while it waited for approval (the turn did not continue). Clients must tolerate new values.
+             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time; `budget_exhausted` when the caller's budget was spent while it waited for approval (the turn did not continue); `quota_exceeded` when a quota that applies to the caller had no room for the turn's next model call. Clients must tolerate new values.
              * @example null
              * @enum {string|null}
              */
-            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | "budget_exhausted" | null;
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | "budget_exhausted" | "quota_exceeded" | null;
             /** @example null */
             errorMessage: string | null;
             usage: components["schemas"]["Usage"];

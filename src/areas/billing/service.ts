@@ -268,7 +268,8 @@ export class BillingService implements BudgetGate, EntitlementGuard {
    */
   async reserve(userId: string, estimate: CallEstimate): Promise<Hold | null> {
     if (!this.quotas) return null;
-    const bound = costMicroCents(estimate.model, estimate.usage) + (estimate.units ? estimate.units.count * estimate.units.microCentsPerUnit : 0);
+    const bound =
+      costMicroCents(estimate.model, estimate.usage) + (estimate.units ? estimate.units.count * estimate.units.microCentsPerUnit : 0);
     return this.quotas.reserve(userId, estimate.model.id, bound);
   }
 
@@ -292,7 +293,8 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     const holdId = entry.hold?.id ?? null;
     // Charged already (a repeated write): nothing more to record or charge.
     if (!(await repo.recordUsage(trx, entry, cost))) {
-      if (holdId && this.quotas) await this.quotas.record(trx, { userId: entry.userId, model: entry.model.id, costMicro: 0, holdId, at: entry.at });
+      if (holdId && this.quotas)
+        await this.quotas.record(trx, { userId: entry.userId, model: entry.model.id, costMicro: 0, holdId, at: entry.at });
       return 0;
     }
     if (this.quotas && (cost > 0 || holdId)) {

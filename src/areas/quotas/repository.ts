@@ -31,7 +31,16 @@ export async function groupExists(db: Database, groupId: string): Promise<boolea
 
 export async function insertQuota(
   db: Database,
-  row: { id: string; groupId: string | null; model: string | null; period: string; limitCents: number; thresholdPercent: number | null; createdBy: string; at: Date },
+  row: {
+    id: string;
+    groupId: string | null;
+    model: string | null;
+    period: string;
+    limitCents: number;
+    thresholdPercent: number | null;
+    createdBy: string;
+    at: Date;
+  },
 ): Promise<void> {
   await db
     .insertInto('quotas')

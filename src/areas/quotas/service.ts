@@ -31,7 +31,10 @@ export interface Hold {
 /** The charged actions' view of quotas: reserve before a call, record (or release) after it. */
 export interface QuotaLedger {
   reserve(userId: string, model: string, boundMicro: number): Promise<Hold | null>;
-  record(trx: Transaction<DB>, charge: { userId: string; model: string; costMicro: number; holdId: string | null; at: Date }): Promise<void>;
+  record(
+    trx: Transaction<DB>,
+    charge: { userId: string; model: string; costMicro: number; holdId: string | null; at: Date },
+  ): Promise<void>;
   release(holdId: string): Promise<void>;
 }
 
@@ -201,7 +204,9 @@ export class QuotaService implements QuotaLedger {
       const usage = await repo.lockUsage(trx, quota.id, period.start);
       const spent = usage.spent_micro_cents + charge.costMicro;
       const reached =
-        quota.threshold_percent !== null && usage.threshold_reached_at === null && spent * 100 >= quota.limit_cents * MICRO * quota.threshold_percent;
+        quota.threshold_percent !== null &&
+        usage.threshold_reached_at === null &&
+        spent * 100 >= quota.limit_cents * MICRO * quota.threshold_percent;
       await repo.setUsage(trx, quota.id, period.start, { spent, thresholdReachedAt: reached ? charge.at : undefined });
       if (!reached) continue;
       const data = {
