@@ -4791,7 +4791,7 @@ export interface components {
                  */
                 scheduledFor: number | null;
                 /**
-                 * @description Why: `invalid_output`, `model_provider_error`, `model_provider_timeout`, `budget_exhausted` or `interrupted` (the instances running it stopped too often). Clients must tolerate new values.
+                 * @description Why: `invalid_output`, `model_provider_error`, `model_provider_timeout`, `budget_exhausted`, `quota_exceeded` (a quota that applies had nothing left when it started) or `interrupted` (the instances running it stopped too often). Clients must tolerate new values.
                  * @example model_provider_timeout
                  */
                 errorCode: string;
