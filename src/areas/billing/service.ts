@@ -329,12 +329,11 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     await lockForTransaction(trx, `entitlements:${userId}`);
     const used = await repo.storageUsed(trx, userId);
     if (used + addBytes > entitlements.storageBytes) {
-      throw errors.quotaExceeded(
-        'storageBytes',
-        entitlements.storageBytes,
+      throw errors.quotaExceeded(`The plan allows ${entitlements.storageBytes} bytes of files and outputs; ${used} are used.`, {
+        entitlement: 'storageBytes',
+        limit: entitlements.storageBytes,
         used,
-        `The plan allows ${entitlements.storageBytes} bytes of files and outputs; ${used} are used.`,
-      );
+      });
     }
   }
 
@@ -345,7 +344,11 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     await lockForTransaction(trx, `entitlements:${userId}`);
     const used = await repo.automationCount(trx, userId);
     if (used >= entitlements.automations) {
-      throw errors.quotaExceeded('automations', entitlements.automations, used, `The plan allows ${entitlements.automations} automations.`);
+      throw errors.quotaExceeded(`The plan allows ${entitlements.automations} automations.`, {
+        entitlement: 'automations',
+        limit: entitlements.automations,
+        used,
+      });
     }
   }
 

@@ -168,10 +168,9 @@ export class QuotaService implements QuotaLedger {
         const limit = quota.limit_cents * MICRO;
         if (held >= limit || held + boundMicro > limit) {
           const left = Math.max(0, limit - held) / MICRO;
-          throw errors.spendingQuotaExceeded(
-            named(quota),
-            period.end,
+          throw errors.quotaExceeded(
             `The call does not fit in ${describe(quota)}: ${left} cents are left this ${quota.period} and the call may cost up to ${boundMicro / MICRO}.`,
+            { ...named(quota), periodEnd: period.end.getTime() },
           );
         }
         await repo.insertReservation(trx, {
