@@ -91,19 +91,17 @@ export const readableFileList = listQuery({
     if (status !== undefined) query = query.where('status', '=', sql.lit(status));
     if (conversationId !== undefined) query = query.where('conversation_id', '=', conversationId);
     const owned = query.where('owner_user_id', '=', userId);
-    // Shared: granted itself, or (and only then) through its project; disjoint parts, each a semi-join on the grants.
+    // Shared: in a shared project (one part per project: its owner's files in it, from the
+    // (project, owner, id) index), or else granted itself (a semi-join on the grants); disjoint parts.
     const others = query.where('owner_user_id', '<>', userId);
-    const granted = sql<boolean>`files.id in (${grantedIds(userId, 'file')})`;
-    const direct = others.where(granted);
-    // Then one part per shared project: its owner's files in it (not granted themselves), from the (project, owner, id) index.
     const viaProjects = shared
       .filter((project) => projectId === undefined || project.id === projectId)
-      .map((project) =>
-        query
-          .where('project_id', '=', project.id)
-          .where('owner_user_id', '=', project.ownerUserId)
-          .where(sql<boolean>`not ${granted}`),
-      );
+      .map((project) => query.where('project_id', '=', project.id).where('owner_user_id', '=', project.ownerUserId));
+    let direct = others.where(sql<boolean>`files.id in (${grantedIds(userId, 'file')})`);
+    if (shared.length > 0) {
+      const ids = shared.map((project) => project.id);
+      direct = direct.where((eb) => eb.or([eb('project_id', 'is', null), eb('project_id', 'not in', ids)]));
+    }
     return scope === 'owned' ? owned : scope === 'shared' ? [direct, ...viaProjects] : [owned, direct, ...viaProjects];
   },
 });
