@@ -53,6 +53,7 @@ import { Outbound } from '../platform/net/outbound';
 import { Secrets } from '../platform/secrets';
 import { messageMaxLength, oidcIssuer } from './derived';
 import { createDoors, type Doors } from './doors';
+import { type SkillReferenceServices, skillReferences } from './skills';
 
 export interface Services extends Doors {
   knowledge: KnowledgeService;
@@ -152,7 +153,7 @@ export function createServices({
           queryTimeoutMs,
         })
       : new HashingEmbedder(dimensions ?? undefined);
-  const skills = new SkillService(db, projects);
+  const skills = new SkillService(db, projects, skillReferences((): SkillReferenceServices => ({ models, tools, projects, files })));
   const webhooks = new WebhookService(db, secrets, dispatcher);
   const billing = new BillingService({ db, capabilities, settings: config.billing });
   const { webhookSecret, toleranceSeconds } = config.billing.stripe;
