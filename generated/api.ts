@@ -3111,7 +3111,7 @@ export interface components {
              * @example gpt-4o-mini
              */
             model: string | null;
-            /** @description The only tools a chat with the skill offers, each with the policy it runs under (the stricter of this one and the chatting user's own). Empty: the chatting user's tools. */
+            /** @description The only tools a chat with the skill offers, each with the policy it runs under (the stricter of this one and the chatting user's own); empty, it offers none. A tool the chatting user does not have (another user's MCP server's) is not offered to them. */
             tools: components["schemas"]["SkillTool"][];
             /** @description What a grounded chat with the skill searches, intersected with what the chatting user may read (sharing a skill shares none of its knowledge); `null`: all the chatting user may read. */
             knowledgeScope: {
@@ -5013,7 +5013,7 @@ export interface components {
              */
             status: "generating" | "awaiting_approval" | "complete" | "failed" | "stopped";
             /**
-             * @description The skill that posted the message, for a skill's greeting; otherwise `null`.
+             * @description The skill that posted the message (a skill's greeting) or answered it (a reply in a chat with the skill); otherwise `null`.
              * @example null
              */
             skillId: string | null;

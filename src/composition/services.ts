@@ -26,7 +26,7 @@ import { GroupService } from '../areas/groups/service';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
-import { SkillService } from '../areas/skills/service';
+import type { SkillService } from '../areas/skills/service';
 import { AutomationService } from '../areas/automations/service';
 import { type Chat, createChat } from '../areas/conversations/chat';
 import { ConversationService } from '../areas/conversations/service';
@@ -53,7 +53,7 @@ import { Outbound } from '../platform/net/outbound';
 import { Secrets } from '../platform/secrets';
 import { messageMaxLength, oidcIssuer } from './derived';
 import { createDoors, type Doors } from './doors';
-import { type SkillReferenceServices, skillReferences } from './skills';
+import { createSkills, type SkillReferenceServices } from './skills';
 
 export interface Services extends Doors {
   knowledge: KnowledgeService;
@@ -153,7 +153,7 @@ export function createServices({
           queryTimeoutMs,
         })
       : new HashingEmbedder(dimensions ?? undefined);
-  const skills = new SkillService(db, projects, skillReferences((): SkillReferenceServices => ({ models, tools, projects, files })));
+  const skills = createSkills(db, projects, (): SkillReferenceServices => ({ models, tools, projects, files }));
   const webhooks = new WebhookService(db, secrets, dispatcher);
   const billing = new BillingService({ db, capabilities, settings: config.billing });
   const { webhookSecret, toleranceSeconds } = config.billing.stripe;
@@ -297,6 +297,7 @@ export function createServices({
     db,
     notifications: database.notifications,
     conversations,
+    skills,
     files,
     attachmentLimits: {
       imageMaxBytes: config.models.attachmentImageMaxBytes,

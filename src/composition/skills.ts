@@ -1,8 +1,9 @@
 import type { FileService } from '../areas/files/service';
 import type { ModelService } from '../areas/models/service';
 import type { ProjectService } from '../areas/projects/service';
-import type { SkillReferences } from '../areas/skills/service';
+import { type SkillReferences, SkillService } from '../areas/skills/service';
 import type { ToolService } from '../areas/tools/service';
+import type { Database } from '../platform/db';
 import { ApiError, errors } from '../platform/errors';
 
 /** The services a skill's references are checked through, read when a request checks them (some are built after skills). */
@@ -31,4 +32,9 @@ export function skillReferences(services: () => SkillReferenceServices): SkillRe
     requireProject: (userId, projectId, field) => naming(field, 'Project', () => services().projects.get(userId, projectId)),
     requireFile: (userId, fileId, field) => naming(field, 'File', () => services().files.get(userId, fileId)),
   };
+}
+
+/** The skills, checking what they name through `services` (read per request: the tool registry and files are built after skills). */
+export function createSkills(db: Database, projects: ProjectService, services: () => SkillReferenceServices): SkillService {
+  return new SkillService(db, projects, skillReferences(services));
 }

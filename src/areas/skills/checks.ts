@@ -1,5 +1,15 @@
 import { errors } from '../../platform/errors';
-import type { KnowledgeScope, SkillTool } from './service';
+
+/** A tool a skill offers, and the policy it runs under. */
+export interface SkillTool {
+  name: string;
+  policy: 'allow' | 'approval_required' | 'deny';
+}
+/** The knowledge a skill's grounded chats search (within what the chatting user may read). */
+export interface KnowledgeScope {
+  projectIds: string[];
+  fileIds: string[];
+}
 
 /**
  * What a skill names, checked as its owner: the areas it refers to, wired in composition (the
@@ -60,12 +70,14 @@ export class SkillChecks {
   }
 
   /** Projects and files the owner may read, each once. */
-  private async scope(ownerUserId: string, scope: AssistantInput['knowledgeScope'] & object | null): Promise<KnowledgeScope | null> {
+  private async scope(ownerUserId: string, scope: (AssistantInput['knowledgeScope'] & object) | null): Promise<KnowledgeScope | null> {
     if (scope === null) return null;
     const projectIds = [...new Set(scope.projectIds ?? [])];
     const fileIds = [...new Set(scope.fileIds ?? [])];
     await Promise.all([
-      ...projectIds.map((id) => this.references.requireProject(ownerUserId, id, `knowledgeScope/projectIds/${scope.projectIds!.indexOf(id)}`)),
+      ...projectIds.map((id) =>
+        this.references.requireProject(ownerUserId, id, `knowledgeScope/projectIds/${scope.projectIds!.indexOf(id)}`),
+      ),
       ...fileIds.map((id) => this.references.requireFile(ownerUserId, id, `knowledgeScope/fileIds/${scope.fileIds!.indexOf(id)}`)),
     ]);
     return { projectIds, fileIds };

@@ -7,25 +7,14 @@ import { type Database, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
-import { type SkillReferences, SkillChecks } from './checks';
+import { type KnowledgeScope, type SkillReferences, SkillChecks, type SkillTool } from './checks';
 
-export type { SkillReferences } from './checks';
+export type { KnowledgeScope, SkillReferences, SkillTool } from './checks';
 
 type CreateInput = RequestInput<'SkillCreateRequest'>;
 type UpdateInput = RequestInput<'SkillUpdateRequest'>;
 export type SkillAccess = repo.SkillAccess;
 export type SkillRow = Selectable<Skills> & { access: SkillAccess };
-
-/** A tool a skill offers, and the policy it runs under. */
-export interface SkillTool {
-  name: string;
-  policy: 'allow' | 'approval_required' | 'deny';
-}
-/** The knowledge a skill's grounded chats search (within what the chatting user may read). */
-export interface KnowledgeScope {
-  projectIds: string[];
-  fileIds: string[];
-}
 
 /** A skill as chat applies it (`SkillService.forChat`). */
 export interface AppliedSkill {

@@ -71,6 +71,31 @@ export function effectivePolicy(policy: ToolPolicy, preference: ToolApprovalPref
   return policy;
 }
 
+const STRICTNESS: Record<ToolPolicy, number> = { allow: 0, approval_required: 1, deny: 2 };
+
+/**
+ * A turn's tools narrowed to `only` (a skill's tools): those of them the caller has, each under
+ * the stricter of its policy for the caller and the one `only` gives; no other tool is offered or runs.
+ */
+export function narrowTools(tools: TurnTools, only: ReadonlyArray<{ name: string; policy: ToolPolicy }>): TurnTools {
+  const wanted = new Map(only.map((tool) => [tool.name, tool.policy]));
+  const definitions = tools.definitions.flatMap((definition) => {
+    const policy = wanted.get(definition.name);
+    if (policy === undefined) return [];
+    return [{ ...definition, policy: STRICTNESS[policy] > STRICTNESS[definition.policy] ? policy : definition.policy }];
+  });
+  const byName = new Map(definitions.map((d) => [d.name, d]));
+  return {
+    definitions,
+    unavailable: tools.unavailable,
+    find: (name) => byName.get(name),
+    run: async (name, args, signal) =>
+      byName.has(name)
+        ? tools.run(name, args, signal)
+        : { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false },
+  };
+}
+
 const TRUNCATED = '\n[truncated: the result was longer than the cap]';
 
 /** `text` cut to at most `maxBytes` bytes of UTF-8 (a marker saying so at its end), and whether it was. */
