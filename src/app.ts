@@ -18,6 +18,7 @@ import { outputHandlers } from './areas/outputs/handlers';
 import { mediaHandlers } from './areas/media/handlers';
 import { memoryHandlers } from './areas/memory/handlers';
 import { noteHandlers } from './areas/notes/handlers';
+import { grantHandlers } from './areas/grants/handlers';
 import { groupHandlers } from './areas/groups/handlers';
 import { principalHandlers } from './areas/principals/handlers';
 import { projectHandlers } from './areas/projects/handlers';
@@ -89,6 +90,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...skillHandlers(services.skills),
     ...principalHandlers(services.principals),
     ...groupHandlers(services.groups),
+    ...grantHandlers(services.grants),
     ...auditHandlers(services.audit),
     ...budgetHandlers(services.budgets),
     ...billingHandlers(services.billing),

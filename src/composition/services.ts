@@ -22,7 +22,6 @@ import { McpServerService } from '../areas/mcp-servers/service';
 import { McpToolSource } from '../areas/mcp-servers/tool-source';
 import { MemoryService } from '../areas/memory/service';
 import { NoteService } from '../areas/notes/service';
-import { GroupService } from '../areas/groups/service';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
@@ -54,14 +53,14 @@ import { Secrets } from '../platform/secrets';
 import { messageMaxLength, oidcIssuer } from './derived';
 import { createDoors, type Doors } from './doors';
 import { createSkills, type SkillReferenceServices } from './skills';
+import { createTeams, type Teams } from './teams';
 
-export interface Services extends Doors {
+export interface Services extends Doors, Teams {
   knowledge: KnowledgeService;
   files: FileService;
   outputs: OutputService;
   audit: AuditService;
   principals: PrincipalService;
-  groups: GroupService;
   budgets: BudgetService;
   billing: BillingService;
   /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
@@ -282,7 +281,6 @@ export function createServices({
     conversations,
   });
   const principals = new PrincipalService(db, audit);
-  const groups = new GroupService(db, audit);
   const notes = new NoteService(db, projects);
   const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
   const tools = new ToolService({
@@ -344,13 +342,13 @@ export function createServices({
   const doors = createDoors({ config, db, doc, audit, principals, models, billing, embedder, outbound, tools, notes, files, skills, warn });
   return {
     ...doors,
+    ...createTeams({ db, audit, principals, files, projects, skills }),
     knowledge,
     files,
     outputs,
     media,
     audit,
     principals,
-    groups,
     budgets: new BudgetService(db, audit),
     billing,
     stripeEvents,

@@ -26,9 +26,6 @@ export interface AppliedSkill {
   knowledgeScope: KnowledgeScope | null;
 }
 
-/** Who may manage a skill's grants (the grant resolver's answer): its owner; one who sees it by a grant; anyone else. */
-export type ManageAnswer = 'manage' | 'visible' | 'none';
-
 const PERMISSION_RANK: Record<SkillAccess, number> = { read: 0, use: 1, edit: 2, owner: 3 };
 
 /** Runs a write whose only expected failure is the per-owner unique skill name. */
@@ -66,6 +63,14 @@ export class SkillService {
     return row;
   }
 
+  /**
+   * The owner of a skill the caller may read (their own, or one granted to them); undefined when
+   * they cannot see it. The grant resolver's question: the owner manages its grants.
+   */
+  async ownerOf(userId: string, skillId: string): Promise<string | undefined> {
+    return (await repo.findSkillFor(this.db, userId, skillId))?.owner_user_id;
+  }
+
   async list(userId: string, filter: { projectId?: string; enabled?: boolean }, page: PageRequest) {
     return repo.skillList.page(this.db, { userId, ...filter }, page);
   }
@@ -92,13 +97,6 @@ export class SkillService {
   /** The skills the caller may chat with (own and granted `use`), as `/v1/models` lists them. */
   async usable(userId: string): Promise<Array<{ id: string; name: string }>> {
     return repo.usableSkills(this.db, userId);
-  }
-
-  /** For the grant resolver: `manage` for the skill's owner, `visible` for one who reads it by a grant, else `none`. */
-  async manage(userId: string, skillId: string): Promise<ManageAnswer> {
-    const row = await repo.findSkillFor(this.db, userId, skillId);
-    if (!row) return 'none';
-    return row.access === 'owner' ? 'manage' : 'visible';
   }
 
   async create(userId: string, input: CreateInput): Promise<SkillRow> {
