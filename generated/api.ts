@@ -2558,7 +2558,8 @@ export interface paths {
          *     while the `byok` capability is on, the chat and embeddings models of the caller's own
          *     connections (`<connectionId>/<the provider's model id>`), less those the deployment's model
          *     policy blocks. Media models (images, transcription, speech) are not listed: `/v1` does not
-         *     serve them.
+         *     serve them. Then the enabled skills the caller may chat with (their own and those granted
+         *     to them with `use`), as `skill:<skillId>` (`owned_by: "skill"`).
          *
          *     Authenticated with a bearer token only (an access token, or the identity provider's token; not
          *     the browser session). Scope `chat`. Capability `openaiApi` (`403 capability_disabled` when it
@@ -2593,6 +2594,12 @@ export interface paths {
          *     A model the caller may not call (unknown, another user's connection's, blocked by the policy,
          *     a connection's while `byok` is off) is `404 model_not_found`, as OpenAI answers one a key has
          *     no access to; a model that is not a chat model (an embeddings model) is `400`.
+         *
+         *     **Skills.** `model: "skill:<skillId>"` (as `GET /v1/models` lists them) chats with a skill the
+         *     caller owns or holds `use` on (`404 model_not_found` otherwise, or for a disabled one): its
+         *     instructions are put first as a system message and its model answers (the caller's default
+         *     when it has none; refused as above when the caller may not call it). Its tools and knowledge
+         *     scope do not apply here: the client passes its own tools, and `/v1` searches no knowledge.
          *
          *     **Messages.** `system`, `developer` (a system message), `user` (text, or text and `image_url`
          *     parts; images as `data:` URLs, or `http(s)` URLs read through the outbound guard before the

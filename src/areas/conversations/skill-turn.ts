@@ -1,8 +1,6 @@
 /** Which skill a chat turn applies: the message's `skillId`, or its `model: "skill:<id>"`. */
 import { errors } from '../../platform/errors';
-
-/** How `model` names a skill (as `/v1/models` lists skills). */
-export const SKILL_MODEL_PREFIX = 'skill:';
+import { SKILL_MODEL_PREFIX } from '../skills/service';
 
 /** The skill a request asks for and the request field naming it, and the model it asks for besides (a `skill:` model is none). */
 export function skillAsked(input: { skillId?: string; model?: string }): {

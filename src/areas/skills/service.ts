@@ -26,6 +26,9 @@ export interface AppliedSkill {
   knowledgeScope: KnowledgeScope | null;
 }
 
+/** How a chat request's `model` names a skill (`skill:<skillId>`, as `/v1/models` lists skills). */
+export const SKILL_MODEL_PREFIX = 'skill:';
+
 const PERMISSION_RANK: Record<SkillAccess, number> = { read: 0, use: 1, edit: 2, owner: 3 };
 
 /** Runs a write whose only expected failure is the per-owner unique skill name. */
