@@ -178,6 +178,12 @@ describe('a skill shared with a group (acceptance 1)', () => {
     expect(res.body.reply).toMatchObject({ status: 'awaiting_approval', skillId });
     const part = res.body.reply.parts.find((p: { type: string }) => p.type === 'tool-call');
     expect(part).toMatchObject({ toolName: 'knowledge_search', policy: 'approval_required' });
+    // Approved, the search tool searches only the skill's scope too.
+    const decided = await post(bob, '/api/v1/approvals/decide', { approvalId: part.approvalId, decision: 'approve' });
+    const result = decided.reply.parts.find((p: { type: string }) => p.type === 'tool-result');
+    const hits = JSON.parse(result.output) as Array<{ source: string; fileId?: string }>;
+    expect(hits.length).toBeGreaterThan(0);
+    expect(hits.every((hit) => hit.source === 'file' && hit.fileId === files.inScope)).toBe(true);
     const conflicting = await send(bob, { conversationId, content: 'Hi', model: `skill:${skillId}`, skillId: randomUUID() });
     expect(conflicting.status).toBe(400);
   });

@@ -363,7 +363,7 @@ export class TurnEngine {
   }
 }
 
-/** A turn's tools with a skill: only the skill's, under its policies (see narrowTools). */
+/** A turn's tools with a skill: only the skill's, under its policies, searching its knowledge scope (see narrowTools). */
 function skillTools(tools: TurnTools | null, skill: AppliedSkill | null): TurnTools | null {
-  return tools && skill ? narrowTools(tools, skill.tools) : tools;
+  return tools && skill ? narrowTools(tools, skill.tools, skill.knowledgeScope) : tools;
 }
