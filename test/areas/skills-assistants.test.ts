@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Response } from 'supertest';
 import { storeFile } from '../helpers/files';
 import { type Harness, startHarness, type TestUser, userNamed } from '../helpers/harness';
 import { type FakeModelServer, scriptAnswers, startFakeModel } from '../helpers/openai-server';
@@ -38,7 +39,7 @@ afterAll(async () => {
   await fake?.close();
 });
 
-const ok = async (res: { status: number; body: Record<string, any> }, path: string) => {
+const ok = async (res: Response, path: string) => {
   if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
 };
@@ -46,7 +47,7 @@ const post = async (user: TestUser, path: string, body: Record<string, unknown>)
   ok(await h.http().post(path).set(user.auth).send(body), path);
 const readSkill = (user: TestUser, skillId: string) => h.http().get('/api/v1/skills').query({ skillId }).set(user.auth);
 const listSkills = async (user: TestUser) =>
-  (await ok(await h.http().get('/api/v1/skills').query({ limit: 100 }).set(user.auth), 'list')).skills as Array<Record<string, any>>;
+  (await ok(await h.http().get('/api/v1/skills').query({ limit: 100 }).set(user.auth), 'list')).skills as Array<Record<string, unknown>>;
 // Titled: the model-written title of an untitled one would be one more request to the model.
 const conversationOf = async (user: TestUser) =>
   (await post(user, '/api/v1/conversations', { title: 'With a skill' })).conversation.conversationId as string;
@@ -243,7 +244,11 @@ describe('a skill shared with a group (acceptance 1)', () => {
   test('removing the member from the group revokes it on the next request', async () => {
     const conversationId = await conversationOf(bob);
     await ok(
-      await h.http().patch('/api/v1/admin/groups/members').set(admin.auth).send({ groupId, remove: [bob.userId] }),
+      await h
+        .http()
+        .patch('/api/v1/admin/groups/members')
+        .set(admin.auth)
+        .send({ groupId, remove: [bob.userId] }),
       'remove member',
     );
     expect((await readSkill(bob, skillId)).status).toBe(404);
@@ -255,7 +260,13 @@ describe('a skill shared with a group (acceptance 1)', () => {
 describe('skills granted to edit, and what a skill may name', () => {
   test('an edit grantee changes it (checked as the owner) but cannot delete it', async () => {
     const { skill } = await post(alice, '/api/v1/skills', { name: `Editable ${randomUUID()}` });
-    await grant(alice, { resourceKind: 'skill', resourceId: skill.skillId, principalKind: 'user', principalId: bob.userId, permission: 'edit' });
+    await grant(alice, {
+      resourceKind: 'skill',
+      resourceId: skill.skillId,
+      principalKind: 'user',
+      principalId: bob.userId,
+      permission: 'edit',
+    });
     const changed = await h.http().patch('/api/v1/skills').set(bob.auth).send({ skillId: skill.skillId, instructions: 'Be brief.' });
     expect(changed.status).toBe(200);
     expect(changed.body.skill).toMatchObject({ instructions: 'Be brief.', access: 'edit', ownerUserId: alice.userId });
@@ -273,7 +284,13 @@ describe('skills granted to edit, and what a skill may name', () => {
 
   test('a read grantee sees it but cannot chat with it', async () => {
     const { skill } = await post(alice, '/api/v1/skills', { name: `Readable ${randomUUID()}` });
-    await grant(alice, { resourceKind: 'skill', resourceId: skill.skillId, principalKind: 'user', principalId: carol.userId, permission: 'read' });
+    await grant(alice, {
+      resourceKind: 'skill',
+      resourceId: skill.skillId,
+      principalKind: 'user',
+      principalId: carol.userId,
+      permission: 'read',
+    });
     expect((await readSkill(carol, skill.skillId)).body.skill.access).toBe('read');
     const conversationId = await conversationOf(carol);
     expect((await send(carol, { conversationId, content: 'Hi', skillId: skill.skillId })).status).toBe(404);
@@ -284,7 +301,16 @@ describe('skills granted to edit, and what a skill may name', () => {
     const carolsProject = (await post(carol, '/api/v1/projects', { name: 'Private' })).project.projectId;
     const cases: Array<[Record<string, unknown>, number, string]> = [
       [{ tools: [{ name: 'no_such_tool', policy: 'allow' }] }, 400, '/body/tools/0/name'],
-      [{ tools: [{ name: 'notes_search', policy: 'allow' }, { name: 'notes_search', policy: 'deny' }] }, 400, '/body/tools/1/name'],
+      [
+        {
+          tools: [
+            { name: 'notes_search', policy: 'allow' },
+            { name: 'notes_search', policy: 'deny' },
+          ],
+        },
+        400,
+        '/body/tools/1/name',
+      ],
       [{ tools: [{ name: 'notes_search', policy: 'sometimes' }] }, 400, '/body/tools/0/policy'],
       [{ knowledgeScope: { projectIds: [carolsProject] } }, 404, '/body/knowledgeScope/projectIds/0'],
       [{ knowledgeScope: { fileIds: [randomUUID()] } }, 404, '/body/knowledgeScope/fileIds/0'],
@@ -314,7 +340,14 @@ describe('skills granted to edit, and what a skill may name', () => {
 
   test("a skill's blocked model is refused to the chatting user, not replaced", async () => {
     const { skill } = await post(alice, '/api/v1/skills', { name: `Blocked ${randomUUID()}`, model: 'blocked-model' });
-    await ok(await h.http().patch('/api/v1/admin/model-policy').set(admin.auth).send({ block: ['blocked-model'] }), 'policy');
+    await ok(
+      await h
+        .http()
+        .patch('/api/v1/admin/model-policy')
+        .set(admin.auth)
+        .send({ block: ['blocked-model'] }),
+      'policy',
+    );
     try {
       const conversationId = await conversationOf(alice);
       const before = fake.requests.length;
