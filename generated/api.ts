@@ -5384,7 +5384,7 @@ export interface components {
              * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92
              */
             parentId?: string | null;
-            /** @description Chat with this skill (one of the caller's, or granted to them with `use`; `404` otherwise; `model: "skill:<skillId>"` does the same): its instructions lead the system prompt, its model answers (unless `model` names another; the caller's model policy applies), only its tools are offered with its policies, and a grounded reply searches only its knowledge scope that the caller may read. */
+            /** @description Chat with this skill (one of the caller's, or granted to them with `use`; `404` otherwise; `model: "skill:<skillId>"` does the same): its instructions lead the system prompt, its model answers (unless `model` names another; the caller's model policy applies), only its tools are offered with its policies, and a grounded reply searches only its knowledge scope that the caller may read. A conversation whose `model` is `skill:<skillId>` chats with that skill when a message names neither a skill nor a model. */
             skillId?: components["schemas"]["Id"];
         };
         /**

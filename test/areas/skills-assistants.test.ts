@@ -189,6 +189,27 @@ describe('a skill shared with a group (acceptance 1)', () => {
     expect(conflicting.status).toBe(400);
   });
 
+  test('a conversation whose model is the skill chats with it; regenerating keeps it', async () => {
+    const conversation = await post(bob, '/api/v1/conversations', { title: 'Skill conversation', model: `skill:${skillId}` });
+    const conversationId = conversation.conversation.conversationId as string;
+    const first = await send(bob, { conversationId, content: 'Hello orchard.' });
+    expect(first.status).toBe(200);
+    expect(lastRequest().model).toBe('skill-model');
+    expect(first.body.reply).toMatchObject({ model: 'skill-model', skillId });
+    // A message naming a model goes without the skill.
+    const plain = await send(bob, { conversationId, content: 'Hello plainly.', model: 'test-model' });
+    expect(plain.body.reply).toMatchObject({ model: 'test-model', skillId: null });
+    const again = await post(bob, '/api/v1/conversations/messages/regenerate', { messageId: first.body.reply.messageId });
+    expect(again.reply).toMatchObject({ model: 'skill-model', skillId });
+    expect(lastRequest().messages[0]!.content).toMatch(/^You are the orchard assistant/);
+    const refused = await h
+      .http()
+      .post('/api/v1/conversations')
+      .set(carol.auth)
+      .send({ model: `skill:${skillId}` });
+    expect(refused.status).toBe(404);
+  });
+
   test('a member cannot change, delete or share it', async () => {
     const patched = await h.http().patch('/api/v1/skills').set(bob.auth).send({ skillId, instructions: 'Mine now.' });
     expect(patched.status).toBe(403);

@@ -120,9 +120,10 @@ export class TurnEngine {
         ]);
       message = parent;
     }
-    const request = { conversationId: message.conversation_id, asked: { stored: message }, model: input.model, knowledge: input.knowledge };
-    // A reply written again keeps the skill of the reply it replaces.
-    const skill = target !== message && target.agent_id ? { id: target.agent_id, field: 'messageId' } : null;
+    const named = skillAsked({ model: input.model });
+    const request = { conversationId: message.conversation_id, asked: { stored: message }, model: named.model, knowledge: input.knowledge };
+    // A reply written again keeps the skill of the reply it replaces, unless `model` names one.
+    const skill = named.skill ?? (target !== message && target.agent_id ? { id: target.agent_id, field: 'messageId' } : null);
     return this.run(userId, { ...request, earlierModel: target === message ? null : target.model, skill }, hooks);
   }
 
@@ -152,9 +153,15 @@ export class TurnEngine {
     const knowledgeRead = this.grounder.sources(userId, grounded);
     knowledgeRead.catch(() => undefined);
     const resolveModel = this.models.resolver(userId);
-    const skillRead = skillNamed ? this.skills.forChat(userId, skillNamed.id, skillNamed.field) : Promise.resolve(null);
+    let skillRead = skillNamed ? this.skills.forChat(userId, skillNamed.id, skillNamed.field) : Promise.resolve(null);
     skillRead.catch(() => undefined);
     const conversation = await this.conversations.get(userId, conversationId);
+    // A conversation whose model is a skill (`skill:<skillId>`) chats with it unless the turn names a skill or model.
+    const conversationSkill = skillAsked({ model: conversation.model ?? undefined }).skill;
+    if (conversationSkill && !skillNamed && asking === undefined && earlierModel === null)
+      skillRead = this.skills.forChat(userId, conversationSkill.id, 'model');
+    skillRead.catch(() => undefined);
+    const conversationModel = conversationSkill ? null : conversation.model;
     if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
     // The message the new one follows: the one named, or the branch the conversation shows.
     const parentId = asked.stored ? asked.stored.parent_id : asked.parentId === undefined ? conversation.current_leaf_id : asked.parentId;
@@ -168,7 +175,7 @@ export class TurnEngine {
     const skill = await skillRead;
     const skillModel = asking === undefined ? (skill?.model ?? null) : null;
     const [model, knowledge] = await Promise.all([
-      resolveModel(asking ?? skillModel ?? earlierModel ?? conversation.model, 'chat', {
+      resolveModel(asking ?? skillModel ?? earlierModel ?? conversationModel, 'chat', {
         fallback: asking === undefined && skillModel === null,
         ...(skillModel !== null && skillNamed ? { field: `/body/${skillNamed.field}` } : {}),
       }),
