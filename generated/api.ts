@@ -402,10 +402,12 @@ export interface paths {
         };
         /**
          * List the caller's skills, or read one
-         * @description With `skillId`, returns that skill as `{ skill }` (`404` if it is not one of the caller's).
-         *     Without it, returns a page of the caller's skills, newest first, as `{ skills, nextCursor }`,
-         *     optionally only those in `projectId` or with the given `enabled` state. When `skillId` is given
-         *     the other parameters are ignored.
+         * @description With `skillId`, returns that skill as `{ skill }` (`404` if it is neither one of the caller's
+         *     nor granted to them). Without it, returns a page of the caller's skills and of those granted
+         *     to them (directly or through a group, `POST /api/v1/grants`), newest first, as
+         *     `{ skills, nextCursor }`, optionally only those in `projectId` or with the given `enabled`
+         *     state; `access` says what the caller may do with each. When `skillId` is given the other
+         *     parameters are ignored.
          */
         get: operations["getSkills"];
         put?: never;
@@ -413,23 +415,29 @@ export interface paths {
          * Create a skill
          * @description Creates a skill owned by the caller. The name is unique per user, ignoring case
          *     (`409 conflict` when the caller already has a skill of that name). `projectId`, when given, must
-         *     be one of the caller's projects (`404` otherwise).
+         *     be one of the caller's projects (`404` otherwise). `model` must be a chat model the caller may
+         *     use and `tools` tools the caller has (`400` otherwise); `knowledgeScope`'s projects and files
+         *     must be ones the caller may read (`404` otherwise).
          *     Accepts `Idempotency-Key` to make retries safe.
          */
         post: operations["createSkill"];
         /**
          * Delete a skill
          * @description Deletes the caller's skill named by `skillId` (query, or JSON body; if both are given they must
-         *     agree).
+         *     agree). Only the owner deletes a skill: `403` for one granted to the caller, `404` for one
+         *     neither theirs nor granted to them.
          */
         delete: operations["deleteSkill"];
         options?: never;
         head?: never;
         /**
          * Update a skill
-         * @description Changes the fields present in the body of the caller's skill `skillId`. A new name that another
-         *     of the caller's skills has (ignoring case) is `409 conflict`. A new `projectId` must be one of
-         *     the caller's projects (`404` otherwise); `null` makes the skill apply everywhere.
+         * @description Changes the fields present in the body of the skill `skillId`: the caller's own, or one granted
+         *     to them with `edit` (`403` with `read` or `use`; `404` when it is neither). A new name that
+         *     another of the owner's skills has (ignoring case) is `409 conflict`. A new `projectId` must be
+         *     one of the caller's projects (`404` otherwise); `null` makes the skill apply everywhere. A
+         *     `model`, `tools` and `knowledgeScope` are checked as the owner's: a model the owner may use,
+         *     tools the owner has, projects and files the owner may read.
          */
         patch: operations["updateSkill"];
         trace?: never;
@@ -2622,7 +2630,8 @@ export interface paths {
          *     while the `byok` capability is on, the chat and embeddings models of the caller's own
          *     connections (`<connectionId>/<the provider's model id>`), less those the deployment's model
          *     policy blocks. Media models (images, transcription, speech) are not listed: `/v1` does not
-         *     serve them.
+         *     serve them. Then the enabled skills the caller may chat with (their own and those granted
+         *     to them with `use`), as `skill:<skillId>` (`owned_by: "skill"`).
          *
          *     Authenticated with a bearer token only (an access token, or the identity provider's token; not
          *     the browser session). Scope `chat`. Capability `openaiApi` (`403 capability_disabled` when it
@@ -2657,6 +2666,12 @@ export interface paths {
          *     A model the caller may not call (unknown, another user's connection's, blocked by the policy,
          *     a connection's while `byok` is off) is `404 model_not_found`, as OpenAI answers one a key has
          *     no access to; a model that is not a chat model (an embeddings model) is `400`.
+         *
+         *     **Skills.** `model: "skill:<skillId>"` (as `GET /v1/models` lists them) chats with a skill the
+         *     caller owns or holds `use` on (`404 model_not_found` otherwise, or for a disabled one): its
+         *     instructions are put first as a system message and its model answers (the caller's default
+         *     when it has none; refused as above when the caller may not call it). Its tools and knowledge
+         *     scope do not apply here: the client passes its own tools, and `/v1` searches no knowledge.
          *
          *     **Messages.** `system`, `developer` (a system message), `user` (text, or text and `image_url`
          *     parts; images as `data:` URLs, or `http(s)` URLs read through the outbound guard before the
@@ -3256,6 +3271,31 @@ export interface components {
              * @example null
              */
             projectId: string | null;
+            /**
+             * @description The model a chat with the skill answers with, or `null` for the conversation's (or the default) model. The chatting user's model policy still applies.
+             * @example gpt-4o-mini
+             */
+            model: string | null;
+            /** @description The only tools a chat with the skill offers, each with the policy it runs under (the stricter of this one and the chatting user's own); empty, it offers none. A tool the chatting user does not have (another user's MCP server's) is not offered to them. */
+            tools: components["schemas"]["SkillTool"][];
+            /** @description What a grounded chat with the skill searches, intersected with what the chatting user may read (sharing a skill shares none of its knowledge); `null`: all the chatting user may read. */
+            knowledgeScope: {
+                projectIds: components["schemas"]["Id"][];
+                fileIds: components["schemas"]["Id"][];
+            } | null;
+            /**
+             * @description Up to four prompts a client offers to start a chat with the skill.
+             * @example [
+             *       "Summarize the paper I attach."
+             *     ]
+             */
+            starterPrompts: string[];
+            /**
+             * @description The skill's owner.
+             * @example user-3f2a
+             */
+            ownerUserId: string;
+            access: components["schemas"]["SkillAccess"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -3297,6 +3337,10 @@ export interface components {
             enabled?: boolean;
             /** @description A project of the caller's to limit the skill to. */
             projectId?: components["schemas"]["Id"];
+            model?: components["schemas"]["SkillModel"];
+            tools?: components["schemas"]["SkillTools"];
+            knowledgeScope?: components["schemas"]["SkillKnowledgeScope"];
+            starterPrompts?: components["schemas"]["SkillStarterPrompts"];
         };
         /**
          * @description Only the fields present change.
@@ -3320,6 +3364,15 @@ export interface components {
              * @example null
              */
             projectId?: string | null;
+            /** @description A chat model the caller may use, or `null` for the conversation's (or the default) model. */
+            model?: string | null;
+            tools?: components["schemas"]["SkillTools"];
+            /** @description The knowledge a grounded chat with the skill searches (as `SkillKnowledgeScope`), or `null` for all the chatting user may read. */
+            knowledgeScope?: {
+                projectIds?: components["schemas"]["SkillScopeProjectIds"];
+                fileIds?: components["schemas"]["SkillScopeFileIds"];
+            } | null;
+            starterPrompts?: components["schemas"]["SkillStarterPrompts"];
         };
         /**
          * @example {
@@ -5427,7 +5480,7 @@ export interface components {
              */
             status: "generating" | "awaiting_approval" | "complete" | "failed" | "stopped";
             /**
-             * @description The skill that posted the message, for a skill's greeting; otherwise `null`.
+             * @description The skill that posted the message (a skill's greeting) or answered it (a reply in a chat with the skill); otherwise `null`.
              * @example null
              */
             skillId: string | null;
@@ -5596,6 +5649,8 @@ export interface components {
              * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92
              */
             parentId?: string | null;
+            /** @description Chat with this skill (one of the caller's, or granted to them with `use`; `404` otherwise; `model: "skill:<skillId>"` does the same): its instructions lead the system prompt, its model answers (unless `model` names another; the caller's model policy applies), only its tools are offered with its policies, and a grounded reply searches only its knowledge scope that the caller may read. A conversation whose `model` is `skill:<skillId>` chats with that skill when a message names neither a skill nor a model. */
+            skillId?: components["schemas"]["Id"];
         };
         /**
          * @description A message to post whose reply is streamed (the fields of `MessageCreateRequest` but `stream`).
@@ -5626,6 +5681,8 @@ export interface components {
              * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e92
              */
             parentId?: string | null;
+            /** @description Chat with this skill, as `MessageCreateRequest.skillId` says. */
+            skillId?: components["schemas"]["Id"];
         };
         MessageCreateResponse: {
             message: components["schemas"]["Message"];
@@ -7079,6 +7136,57 @@ export interface components {
         AccessTokenRevokeResponse: {
             accessToken: components["schemas"]["AccessToken"];
         };
+        /**
+         * @description What happens when a model calls the tool: `allow` (it runs), `approval_required` (it waits for the user's approval) or `deny` (it never runs).
+         * @example approval_required
+         * @enum {string}
+         */
+        ToolPolicy: "allow" | "approval_required" | "deny";
+        SkillTool: {
+            /**
+             * @description A tool of the tool registry (`GET /api/v1/tools`) the owner has (`400` otherwise).
+             * @example knowledge_search
+             */
+            name: string;
+            policy: components["schemas"]["ToolPolicy"];
+        };
+        /**
+         * @description What the caller may do with the skill: `owner` everything; through a grant, `read` see it, `use` also chat with it, `edit` also change it (not delete or share it).
+         * @example owner
+         * @enum {string}
+         */
+        SkillAccess: "owner" | "read" | "use" | "edit";
+        /**
+         * @description A chat model the caller may use (one `GET /api/v1/models` lists; `400` otherwise).
+         * @example gpt-4o-mini
+         */
+        SkillModel: string;
+        /** @description At most 64 tools, each named once (`400` for an unknown or repeated name). */
+        SkillTools: components["schemas"]["SkillTool"][];
+        /** @description At most 20 projects; absent, none. */
+        SkillScopeProjectIds: components["schemas"]["Id"][];
+        /** @description At most 100 files; absent, none. */
+        SkillScopeFileIds: components["schemas"]["Id"][];
+        /**
+         * @description Projects (their notes, files, memory and the project itself) and files; each must be one the skill's owner may read (`404` otherwise).
+         * @example {
+         *       "projectIds": [
+         *         "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e40"
+         *       ],
+         *       "fileIds": []
+         *     }
+         */
+        SkillKnowledgeScope: {
+            projectIds?: components["schemas"]["SkillScopeProjectIds"];
+            fileIds?: components["schemas"]["SkillScopeFileIds"];
+        };
+        /**
+         * @description At most four prompts of 1 to 200 characters each.
+         * @example [
+         *       "Summarize the paper I attach."
+         *     ]
+         */
+        SkillStarterPrompts: string[];
         /** @description The model to call: one `GET /api/v1/models` lists with this operation's kind (`image`, `transcription` or `speech`), else `400`. Absent: the caller's default for the kind (their setting, else the deployment's first model of the kind). */
         MediaModelField: string;
         /** @description Which models the deployment lets its users call. A model is blocked when its `modelId` or the provider's model id (the part after `<connectionId>/` for a connection's model) is in `block`, or when `allow` is a list that names neither. Blocked models disappear from `GET /api/v1/models` and every route that takes a `model` refuses them (`400`). */
@@ -7753,12 +7861,6 @@ export interface components {
          * @example 30000
          */
         McpTimeoutMs: number;
-        /**
-         * @description What happens when a model calls the tool: `allow` (it runs), `approval_required` (it waits for the user's approval) or `deny` (it never runs).
-         * @example approval_required
-         * @enum {string}
-         */
-        ToolPolicy: "allow" | "approval_required" | "deny";
         /**
          * @description Policies of single tools, by the tool's name as the server names it (not the namespaced name); a tool not named here has `defaultToolPolicy`. Names of tools the server does not (yet) list are kept.
          * @example {
@@ -11058,6 +11160,12 @@ export interface operations {
                      *         "greeting": "",
                      *         "enabled": true,
                      *         "projectId": null,
+                     *         "model": null,
+                     *         "tools": [],
+                     *         "knowledgeScope": null,
+                     *         "starterPrompts": [],
+                     *         "ownerUserId": "user-3f2a",
+                     *         "access": "owner",
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784000000
                      *       }
@@ -11159,6 +11267,12 @@ export interface operations {
                      *         "greeting": "",
                      *         "enabled": false,
                      *         "projectId": null,
+                     *         "model": null,
+                     *         "tools": [],
+                     *         "knowledgeScope": null,
+                     *         "starterPrompts": [],
+                     *         "ownerUserId": "user-3f2a",
+                     *         "access": "owner",
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784060000
                      *       }

@@ -562,9 +562,13 @@ export interface Skills {
   greeting: Generated<string>;
   id: string;
   instructions: Generated<string>;
+  knowledge_scope: Json | null;
+  model: string | null;
   name: string;
   owner_user_id: string;
   project_id: string | null;
+  starter_prompts: Generated<Json>;
+  tools: Generated<Json>;
   updated_at: Generated<Timestamp>;
 }
 

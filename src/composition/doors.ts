@@ -72,6 +72,7 @@ export function createDoors({
     openai: new OpenAiService({
       db,
       models,
+      skills,
       billing,
       // The deployment's embedder, by the model id it is called with (the built-in one: `builtin-hashing`).
       embeddings: { id: config.embeddings.provider === 'http' ? config.embeddings.model : 'builtin-hashing', embedder },

@@ -27,7 +27,7 @@ import { UsageService } from '../areas/quotas/usage';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
-import { SkillService } from '../areas/skills/service';
+import type { SkillService } from '../areas/skills/service';
 import { AutomationService } from '../areas/automations/service';
 import { type Chat, createChat } from '../areas/conversations/chat';
 import { ConversationService } from '../areas/conversations/service';
@@ -54,6 +54,7 @@ import { Outbound } from '../platform/net/outbound';
 import { Secrets } from '../platform/secrets';
 import { messageMaxLength, oidcIssuer } from './derived';
 import { createDoors, type Doors } from './doors';
+import { createSkills, type SkillReferenceServices } from './skills';
 import { createTeams, type Teams } from './teams';
 import { createQuotas } from './quotas';
 
@@ -157,7 +158,7 @@ export function createServices({
           queryTimeoutMs,
         })
       : new HashingEmbedder(dimensions ?? undefined);
-  const skills = new SkillService(db, projects);
+  const skills = createSkills(db, projects, (): SkillReferenceServices => ({ models, tools, projects, files }));
   const webhooks = new WebhookService(db, secrets, dispatcher);
   const quotas = createQuotas(config, db, audit, webhooks);
   const billing = new BillingService({ db, capabilities, settings: config.billing, quotas });
@@ -301,6 +302,7 @@ export function createServices({
     db,
     notifications: database.notifications,
     conversations,
+    skills,
     files,
     attachmentLimits: {
       imageMaxBytes: config.models.attachmentImageMaxBytes,

@@ -7,6 +7,7 @@ import type { MemoryService } from '../memory/service';
 import type { ModelService } from '../models/service';
 import type { ProjectService } from '../projects/service';
 import type { SettingsService } from '../settings/service';
+import type { SkillService } from '../skills/service';
 import type { ToolService } from '../tools/service';
 import type { WebhookService } from '../webhooks/service';
 import { ApprovalService } from './approvals';
@@ -28,6 +29,8 @@ export interface ChatDeps {
   /** Stop requests and new stream events between instances. */
   notifications: Notifications;
   conversations: Pick<ConversationService, 'get' | 'message'>;
+  /** The skills chat turns apply. */
+  skills: Pick<SkillService, 'forChat'>;
   models: Pick<ModelService, 'resolve' | 'resolver'>;
   projects: Pick<ProjectService, 'get'>;
   memory: Pick<MemoryService, 'relevant'>;
@@ -85,6 +88,7 @@ export function createChat(deps: ChatDeps): Chat {
     db,
     models: deps.models,
     conversations: deps.conversations,
+    skills: deps.skills,
     billing,
     contexts: new TurnContexts({
       db,

@@ -1,6 +1,6 @@
 /** Grounded chat turns: which knowledge a turn searches, and the sources it gives the model and cites. */
 import type { Grounding } from '../../platform/ai/grounding';
-import type { KnowledgeService } from '../knowledge/service';
+import type { KnowledgeService, KnowledgeWithin } from '../knowledge/service';
 import type { SettingsService } from '../settings/service';
 import { presentCitations, type StoredCitation } from './presenter';
 
@@ -73,13 +73,19 @@ export class Grounder {
   /**
    * Grounds a turn: the caller's best knowledge results for the message (through the knowledge
    * service, as the caller, so only what they may read), cut to the sources' budget, and stored as
-   * the reply's citations. A failed search never fails the turn: it goes on without sources, and
-   * the prompt says so.
+   * the reply's citations; `within` (a skill's knowledge scope) narrows it. A failed search never
+   * fails the turn: it goes on without sources, and the prompt says so.
    */
-  async ground(userId: string, replyId: string, query: string, sources: KnowledgeSources): Promise<TurnGrounding> {
+  async ground(
+    userId: string,
+    replyId: string,
+    query: string,
+    sources: KnowledgeSources,
+    within: KnowledgeWithin | null = null,
+  ): Promise<TurnGrounding> {
     let found: Awaited<ReturnType<KnowledgeService['passages']>>;
     try {
-      found = await this.knowledge.passages(userId, query, { limit: GROUNDING_SOURCES, sources });
+      found = await this.knowledge.passages(userId, query, { limit: GROUNDING_SOURCES, sources, within });
     } catch (error) {
       this.warn('knowledge retrieval failed; the chat turn goes on without sources', {
         messageId: replyId,

@@ -103,12 +103,23 @@ export class TurnContexts {
 }
 
 /**
- * System prompt (project instructions, relevant memory, the tool sources the turn goes without, a
- * grounded turn's sources), recent history and the new message (its text, or its text and images).
+ * System prompt (the skill's instructions or the service's, project instructions, relevant
+ * memory, the tool sources the turn goes without, a grounded turn's sources), recent history and
+ * the new message (its text, or its text and images).
  */
-export function buildPrompt(context: TurnContext, message: string | UserContentPart[], grounding: Grounding | undefined): ChatMessage[] {
+export function buildPrompt(
+  context: TurnContext,
+  message: string | UserContentPart[],
+  grounding: Grounding | undefined,
+  skill: { name: string; instructions: string } | null = null,
+): ChatMessage[] {
   const { project, memory, history, tools } = context;
-  let system = SYSTEM_PROMPT;
+  // A skill's instructions are the system prompt (its name only, when it has none).
+  let system = skill
+    ? skill.instructions.trim() !== ''
+      ? skill.instructions
+      : `You are "${skill.name}", an assistant of an AI workspace. Answer in Markdown.`
+    : SYSTEM_PROMPT;
   if (project)
     system += `\n\nThe conversation belongs to the project "${project.name}".${project.instructions ? `\nProject instructions:\n${project.instructions}` : ''}`;
   if (memory.length > 0) system += `\n\nWhat you know about the user:\n${memory.map((m) => `- ${m.content}`).join('\n')}`;

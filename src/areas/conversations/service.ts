@@ -7,6 +7,7 @@ import type { ModelService } from '../models/service';
 import type { ProjectService } from '../projects/service';
 import type { SkillService } from '../skills/service';
 import * as repo from './repository';
+import { skillAsked } from './skill-turn';
 
 type CreateInput = RequestInput<'ConversationCreateRequest'>;
 type UpdateInput = RequestInput<'ConversationUpdateRequest'>;
@@ -18,7 +19,7 @@ export interface ConversationServiceDeps {
   db: Database;
   projects: Pick<ProjectService, 'requireOwnedIfNamed'>;
   models: Pick<ModelService, 'check'>;
-  skills: Pick<SkillService, 'get'>;
+  skills: Pick<SkillService, 'get' | 'forChat'>;
 }
 
 /**
@@ -29,7 +30,7 @@ export class ConversationService {
   private readonly db: Database;
   private readonly projects: Pick<ProjectService, 'requireOwnedIfNamed'>;
   private readonly models: Pick<ModelService, 'check'>;
-  private readonly skills: Pick<SkillService, 'get'>;
+  private readonly skills: Pick<SkillService, 'get' | 'forChat'>;
 
   constructor({ db, projects, models, skills }: ConversationServiceDeps) {
     this.db = db;
@@ -56,7 +57,7 @@ export class ConversationService {
 
   async create(userId: string, input: CreateInput): Promise<repo.ConversationRow> {
     await this.projects.requireOwnedIfNamed(userId, input.projectId);
-    if (input.model !== undefined) await this.models.check(userId, input.model, 'chat');
+    if (input.model !== undefined) await this.checkModel(userId, input.model);
     const now = new Date();
     return repo.insertConversation(this.db, {
       id: uuidv7(now.getTime()),
@@ -72,7 +73,7 @@ export class ConversationService {
 
   async update(userId: string, input: UpdateInput): Promise<repo.ConversationRow> {
     await this.projects.requireOwnedIfNamed(userId, input.projectId);
-    if (input.model !== undefined && input.model !== null) await this.models.check(userId, input.model, 'chat');
+    if (input.model !== undefined && input.model !== null) await this.checkModel(userId, input.model);
     // Switching branch: to the leaf below the message named (its conversation must be this one).
     const currentLeafId =
       input.currentLeafId === undefined
@@ -90,6 +91,13 @@ export class ConversationService {
     });
     if (!updated) throw errors.notFound('Conversation not found.');
     return updated;
+  }
+
+  /** A conversation's model: a chat model the caller may use, or a skill they may chat with (`skill:<skillId>`). */
+  private async checkModel(userId: string, model: string): Promise<void> {
+    const { skill } = skillAsked({ model });
+    if (skill) await this.skills.forChat(userId, skill.id, 'model');
+    else await this.models.check(userId, model, 'chat');
   }
 
   /**

@@ -5,6 +5,8 @@ import { uuidv7 } from '../../platform/ids';
 import { promptTokenBound, RESERVED_OUTPUT_TOKENS } from '../../platform/usage';
 import type { BudgetGate, Hold } from '../billing/service';
 import type { ModelService, ResolvedModel } from '../models/service';
+import type { AppliedSkill, SkillService } from '../skills/service';
+import { narrowTools, type TurnTools } from '../tools/service';
 import { type Attachments, userContent, withDocuments } from './attachments';
 import { type Grounder, groundingOfCitations } from './grounding';
 import type { ReplyLeases } from './leases';
@@ -14,6 +16,7 @@ import * as repo from './repository';
 import type { ConversationService } from './service';
 import type { TurnSteps } from './steps';
 import { type ConversationTitler, titleFrom } from './titles';
+import { skillAsked } from './skill-turn';
 import { addUnavailable, type MessagePart, type SendHooks, type SendOutcome, type Turn } from './turn';
 
 type SendInput = RequestInput<'MessageCreateRequest'>;
@@ -33,12 +36,16 @@ interface TurnRequest {
   /** A regenerated reply's model, used when no other is asked for. */
   earlierModel: string | null;
   knowledge: boolean | undefined;
+  /** The skill the turn applies (and the request field naming it), or null. */
+  skill: { id: string; field: string } | null;
 }
 
 export interface TurnEngineDeps {
   db: Database;
   models: Pick<ModelService, 'resolve' | 'resolver'>;
   conversations: Pick<ConversationService, 'get' | 'message'>;
+  /** The skills turns apply (own, or granted `use`). */
+  skills: Pick<SkillService, 'forChat'>;
   billing: Pick<BudgetGate, 'requireBudget' | 'reserve' | 'release'>;
   contexts: TurnContexts;
   grounder: Grounder;
@@ -59,6 +66,7 @@ export class TurnEngine {
   private readonly db: Database;
   private readonly models: Pick<ModelService, 'resolve' | 'resolver'>;
   private readonly conversations: Pick<ConversationService, 'get' | 'message'>;
+  private readonly skills: Pick<SkillService, 'forChat'>;
   private readonly billing: Pick<BudgetGate, 'requireBudget' | 'reserve' | 'release'>;
   private readonly contexts: TurnContexts;
   private readonly grounder: Grounder;
@@ -72,6 +80,7 @@ export class TurnEngine {
     this.db = deps.db;
     this.models = deps.models;
     this.conversations = deps.conversations;
+    this.skills = deps.skills;
     this.billing = deps.billing;
     this.contexts = deps.contexts;
     this.grounder = deps.grounder;
@@ -89,9 +98,10 @@ export class TurnEngine {
    */
   send(userId: string, input: SendInput, hooks: SendHooks): Promise<SendOutcome> {
     const asked: Asked = { stored: null, content: input.content, attachments: input.attachments, parentId: input.parentId };
+    const { skill, model } = skillAsked(input);
     return this.run(
       userId,
-      { conversationId: input.conversationId, asked, model: input.model, earlierModel: null, knowledge: input.knowledge },
+      { conversationId: input.conversationId, asked, model, earlierModel: null, knowledge: input.knowledge, skill },
       hooks,
     );
   }
@@ -111,13 +121,16 @@ export class TurnEngine {
         ]);
       message = parent;
     }
-    const request = { conversationId: message.conversation_id, asked: { stored: message }, model: input.model, knowledge: input.knowledge };
-    return this.run(userId, { ...request, earlierModel: target === message ? null : target.model }, hooks);
+    const named = skillAsked({ model: input.model });
+    const request = { conversationId: message.conversation_id, asked: { stored: message }, model: named.model, knowledge: input.knowledge };
+    // A reply written again keeps the skill of the reply it replaces, unless `model` names one.
+    const skill = named.skill ?? (target !== message && target.agent_id ? { id: target.agent_id, field: 'messageId' } : null);
+    return this.run(userId, { ...request, earlierModel: target === message ? null : target.model, skill }, hooks);
   }
 
   private async run(
     userId: string,
-    { conversationId, asked, model: asking, earlierModel, knowledge: grounded }: TurnRequest,
+    { conversationId, asked, model: asking, earlierModel, knowledge: grounded, skill: skillNamed }: TurnRequest,
     hooks: SendHooks,
   ) {
     const now = new Date();
@@ -141,7 +154,15 @@ export class TurnEngine {
     const knowledgeRead = this.grounder.sources(userId, grounded);
     knowledgeRead.catch(() => undefined);
     const resolveModel = this.models.resolver(userId);
+    let skillRead = skillNamed ? this.skills.forChat(userId, skillNamed.id, skillNamed.field) : Promise.resolve(null);
+    skillRead.catch(() => undefined);
     const conversation = await this.conversations.get(userId, conversationId);
+    // A conversation whose model is a skill (`skill:<skillId>`) chats with it unless the turn names a skill or model.
+    const conversationSkill = skillAsked({ model: conversation.model ?? undefined }).skill;
+    if (conversationSkill && !skillNamed && asking === undefined && earlierModel === null)
+      skillRead = this.skills.forChat(userId, conversationSkill.id, 'model');
+    skillRead.catch(() => undefined);
+    const conversationModel = conversationSkill ? null : conversation.model;
     if (conversation.archived) throw errors.conflict('The conversation is archived; unarchive it to continue.');
     // The message the new one follows: the one named, or the branch the conversation shows.
     const parentId = asked.stored ? asked.stored.parent_id : asked.parentId === undefined ? conversation.current_leaf_id : asked.parentId;
@@ -149,10 +170,16 @@ export class TurnEngine {
       throw errors.referenceNotFound('parentId', 'Message not found: parentId must be a message of the conversation.');
     const context = this.contexts.read(userId, conversation, content, early, parentId);
     context.catch(() => undefined);
-    // The message's model; else the regenerated reply's, the conversation's, or the default when it
-    // has none or it is gone (a blocked one is refused).
+    // The message's model; else the skill's, the regenerated reply's, the conversation's, or the
+    // default when it has none or it is gone (a blocked one is refused, as is a skill's that is
+    // blocked or gone).
+    const skill = await skillRead;
+    const skillModel = asking === undefined ? (skill?.model ?? null) : null;
     const [model, knowledge] = await Promise.all([
-      resolveModel(asking ?? earlierModel ?? conversation.model, 'chat', { fallback: asking === undefined }),
+      resolveModel(asking ?? skillModel ?? earlierModel ?? conversationModel, 'chat', {
+        fallback: asking === undefined && skillModel === null,
+        ...(skillModel !== null && skillNamed ? { field: `/body/${skillNamed.field}` } : {}),
+      }),
       knowledgeRead,
     ]);
     if (model.connectionId === null) {
@@ -189,6 +216,8 @@ export class TurnEngine {
       kind: 'reply',
       status: 'generating',
       model: model.info.id,
+      // The skill answering (the message presents it as `skillId`).
+      agent_id: skill?.id ?? null,
     };
     // The turn is stored while its sources are searched and the model is asked: the model's
     // first token never waits for the write, and nothing is streamed before it is committed. The
@@ -225,14 +254,17 @@ export class TurnEngine {
       });
       const started = stored.then(([message, reply]) => hooks.onStart?.(message, reply));
       this.leases.storingTurn(started);
-      const [read, grounding] = await Promise.all([context, knowledge ? this.grounder.ground(userId, replyId, content, knowledge) : null]);
+      const [read, grounding] = await Promise.all([
+        context,
+        knowledge ? this.grounder.ground(userId, replyId, content, knowledge, skill?.knowledgeScope ?? null) : null,
+      ]);
       // Attached documents are numbered sources before the knowledge a grounded turn found.
       const sources = withDocuments(grounding, attached?.documents ?? []);
       const turn: Omit<Turn, 'message' | 'reply'> = {
         userId,
         model,
-        prompt: buildPrompt(read, userContent(content, attached?.images), sources.grounding),
-        tools: read.tools,
+        prompt: buildPrompt(read, userContent(content, attached?.images), sources.grounding, skill),
+        tools: skillTools(read.tools, skill),
         parts: [],
         usage: { inputTokens: 0, outputTokens: 0 },
         cost: 0,
@@ -295,6 +327,19 @@ export class TurnEngine {
         : 'The budget for this period was spent while the reply waited for approval: the reply ended after the denial.';
       return this.writes.fail(userId, reply, model.info.id, reply.content, { code: 'budget_exhausted', error });
     }
+    // A skill's reply goes on with the skill as it is now, while the caller may still use it.
+    let skill: AppliedSkill | null = null;
+    if (reply.agent_id) {
+      try {
+        skill = await this.skills.forChat(userId, reply.agent_id, 'skillId');
+      } catch (error) {
+        if (!(error instanceof ApiError)) throw error;
+        return this.writes.fail(userId, reply, model.info.id, reply.content, {
+          code: 'model_provider_error',
+          error: `The reply's skill cannot be used: ${error.message}`,
+        });
+      }
+    }
     // A grounded reply keeps its sources (its stored citations).
     const grounding = groundingOfCitations(reply.citations);
     const [read, images] = await Promise.all([
@@ -312,8 +357,8 @@ export class TurnEngine {
       model,
       reply,
       message,
-      prompt: buildPrompt(read, userContent(message.content, images), grounding),
-      tools: read.tools,
+      prompt: buildPrompt(read, userContent(message.content, images), grounding, skill),
+      tools: skillTools(read.tools, skill),
       parts: reply.parts as unknown as MessagePart[],
       usage: { inputTokens: reply.input_tokens ?? 0, outputTokens: reply.output_tokens ?? 0 },
       cost: Number(reply.cost_micro_cents ?? 0),
@@ -345,4 +390,9 @@ export class TurnEngine {
       throw error;
     }
   }
+}
+
+/** A turn's tools with a skill: only the skill's, under its policies, searching its knowledge scope (see narrowTools). */
+function skillTools(tools: TurnTools | null, skill: AppliedSkill | null): TurnTools | null {
+  return tools && skill ? narrowTools(tools, skill.tools, skill.knowledgeScope) : tools;
 }

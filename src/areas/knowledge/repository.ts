@@ -18,14 +18,36 @@ export interface Hit {
   end_offset: number | null;
 }
 
+/** A narrower scope within what the caller may read (a skill's knowledge): records of these projects, and these files. */
+export interface Within {
+  projectIds: string[];
+  fileIds: string[];
+}
+
 export interface Scope {
   userId: string;
   kinds: SourceKind[];
   projectId?: string;
+  within?: Within | null;
 }
 
 const HEADLINE = 'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2, FragmentDelimiter=" … "';
 const nothing = sql``;
+
+/**
+ * The conditions of `within` (none without it), added to each source's statement beside the
+ * caller's own read rule: a record of one of its projects (`project`: the record's project
+ * column), a file of one of its projects or named (`file`).
+ */
+function withinOf({ within }: Scope) {
+  if (!within) return { project: (_column: RawBuilder<unknown>) => nothing, file: (_file: string) => nothing };
+  const projects = sql`any(${within.projectIds}::text[])`;
+  return {
+    project: (column: RawBuilder<unknown>) => sql`and ${column} = ${projects}`,
+    file: (file: string) =>
+      sql`and (${sql.ref(`${file}.project_id`)} = ${projects} or ${sql.ref(`${file}.id`)} = any(${within.fileIds}::text[]))`,
+  };
+}
 
 /**
  * One SELECT per source over the rows the caller may read: kind, id, title, the text to cut a
@@ -36,7 +58,9 @@ function branches(
   parts: Record<SourceKind, { from: RawBuilder<unknown>; where: RawBuilder<unknown>; measure: RawBuilder<unknown> }>,
 ) {
   const { userId, projectId } = scope;
-  const inProject = (column: RawBuilder<unknown>) => (projectId !== undefined ? sql`and ${column} = ${projectId}` : nothing);
+  const within = withinOf(scope);
+  const inProject = (column: RawBuilder<unknown>) =>
+    sql`${projectId !== undefined ? sql`and ${column} = ${projectId}` : nothing} ${within.project(column)}`;
   const selects: Record<SourceKind, RawBuilder<unknown>> = {
     note: sql`select 'note', n.id, n.title, n.title || E'\n' || n.content, ${parts.note.measure},
                      n.project_id, null::text, null::int, null::int, null::int
@@ -56,7 +80,7 @@ function branches(
               from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation ${parts.file.from}
               where (f.owner_user_id = ${userId}
                      or ${isGranted(userId, 'file', sql.ref('f.id'))})
-                ${parts.file.where} ${inProject(sql`f.project_id`)}`,
+                ${parts.file.where} ${projectId !== undefined ? sql`and f.project_id = ${projectId}` : nothing} ${within.file('f')}`,
   };
   return sql.join(
     scope.kinds.map((kind) => selects[kind]),
@@ -153,12 +177,14 @@ export async function lexicalHits(
 }
 
 /** The ids of the files the caller may read in the scope: their own and (without a project) those shared with them. */
-async function readableFiles(db: Database, { userId, projectId }: Scope): Promise<string[]> {
-  const own = sql`select f.id from files f where f.owner_user_id = ${userId}`;
+async function readableFiles(db: Database, scope: Scope): Promise<string[]> {
+  const { userId, projectId } = scope;
+  const inScope = withinOf(scope).file('f');
+  const own = sql`select f.id from files f where f.owner_user_id = ${userId} ${inScope}`;
   const query =
     projectId !== undefined
       ? sql<{ id: string }>`${own} and f.project_id = ${projectId}`
-      : sql<{ id: string }>`${own} union all ${grantedIds(userId, 'file')}`;
+      : sql<{ id: string }>`${own} union all select f.id from files f where f.id in (${grantedIds(userId, 'file')}) ${inScope}`;
   const { rows } = await query.execute(db);
   return rows.map((row) => row.id);
 }
@@ -180,6 +206,7 @@ async function tierHits(
   snippets: Snippets,
 ): Promise<Hit[]> {
   const { userId, projectId } = scope;
+  const within = withinOf(scope);
   const matches = (tsv: RawBuilder<unknown>) =>
     sql`${tsv} @@ ${tier.tsquery}::tsquery ${above === null ? nothing : sql`and not ${tsv} @@ ${above}::tsquery`}`;
   const inProject = (column: RawBuilder<unknown>) => (projectId !== undefined ? sql`and ${column} = ${projectId}` : nothing);
@@ -189,6 +216,7 @@ async function tierHits(
     sql`(select * from ${sql.table(table)} ${sql.raw(alias)}
          where ${sql.ref(`${alias}.owner_user_id`)} = ${userId} and ${matches(sql.ref(`${alias}.tsv`))}
            ${inProject(sql.ref(alias === 'p' ? 'p.id' : `${alias}.project_id`))}
+           ${within.project(sql.ref(alias === 'p' ? 'p.id' : `${alias}.project_id`))}
          order by ${sql.ref(`${alias}.id`)} desc limit ${bound}) ${sql.raw(alias)}`;
   const selects: Record<SourceKind, RawBuilder<unknown>> = {
     note: sql`select 'note', n.id, n.title, n.title || E'\n' || n.content, ${measure(sql`n.tsv`)},

@@ -7,6 +7,7 @@ import { type EmbeddingsHealth, type HealthLog, KnowledgeEmbedders, type UserEmb
 import * as repo from './repository';
 
 export type { EmbeddingsHealth, UserEmbeddingsDeps } from './embedders';
+export type { Within as KnowledgeWithin } from './repository';
 
 type Request = RequestInput<'KnowledgeSearchRequest'>;
 const SOURCE_KINDS: Record<NonNullable<Request['sources']>[number], repo.SourceKind> = {
@@ -107,12 +108,14 @@ export class KnowledgeService {
     userId: string,
     request: Request,
     withText = false,
+    within: repo.Within | null = null,
   ): Promise<{ retrieval: 'hybrid' | 'lexical'; note: string | undefined; hits: Array<{ hit: repo.Hit; score: number; text?: string }> }> {
     await this.projects.requireOwnedIfNamed(userId, request.projectId);
     const scope: repo.Scope = {
       userId,
       projectId: request.projectId,
       kinds: (request.sources ?? ['files', 'memory', 'notes', 'projects']).map((s) => SOURCE_KINDS[s]).sort(),
+      within,
     };
     const limit = request.limit ?? 10;
     const lexicalOnly = async (note?: string) => {
@@ -181,11 +184,12 @@ export class KnowledgeService {
    * retrieval and ranking as `search`, over what the caller may read: their own records and the
    * files shared with them), each with the text of its passage. `query` is cut to the search's
    * longest query. Embeddings that fail make it lexical, as search does; other failures throw.
+   * `within` narrows it further (a skill's knowledge scope), in the search's statements.
    */
   async passages(
     userId: string,
     query: string,
-    options: { limit: number; sources?: Request['sources'] },
+    options: { limit: number; sources?: Request['sources']; within?: repo.Within | null },
   ): Promise<{ retrieval: 'hybrid' | 'lexical'; passages: KnowledgePassage[] }> {
     const { retrieval, hits } = await this.search(
       userId,
@@ -197,6 +201,7 @@ export class KnowledgeService {
         sources: options.sources,
       },
       true,
+      options.within ?? null,
     );
     return {
       retrieval,

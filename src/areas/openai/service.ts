@@ -6,6 +6,7 @@ import { uuidv7 } from '../../platform/ids';
 import { promptTokenBound, RESERVED_OUTPUT_TOKENS } from '../../platform/usage';
 import type { BudgetGate, Hold } from '../billing/service';
 import type { ModelService, ResolvedModel } from '../models/service';
+import { type AppliedSkill, SKILL_MODEL_PREFIX, type SkillService } from '../skills/service';
 import { type DeploymentEmbeddings, OpenAiEmbeddings } from './embeddings';
 import type { RemoteImages } from './images';
 import { type CompletionRequest, type ModelAsk, modelAsk } from './messages';
@@ -19,7 +20,9 @@ const CHARS_PER_TOKEN = 4;
 
 export interface OpenAiServiceDeps {
   db: Database;
-  models: Pick<ModelService, 'available' | 'lookup' | 'blockedByPolicy' | 'connectionEmbedder'>;
+  models: Pick<ModelService, 'available' | 'lookup' | 'resolve' | 'blockedByPolicy' | 'connectionEmbedder'>;
+  /** The skills a caller may chat with, as models named `skill:<skillId>`. */
+  skills: Pick<SkillService, 'usable' | 'forChat'>;
   billing: Pick<BudgetGate, 'requireBudget' | 'charge' | 'reserve' | 'release'>;
   embeddings: DeploymentEmbeddings;
   /** Reads the images a request gives by URL. */
@@ -63,6 +66,7 @@ export function refusal(modelId: string, problem: { reason: string; message: str
 export class OpenAiService {
   private readonly db: Database;
   private readonly models: OpenAiServiceDeps['models'];
+  private readonly skills: OpenAiServiceDeps['skills'];
   private readonly billing: OpenAiServiceDeps['billing'];
   private readonly deploymentEmbeddings: DeploymentEmbeddings;
   private readonly images: Pick<RemoteImages, 'fill'>;
@@ -70,9 +74,20 @@ export class OpenAiService {
   private readonly now: () => Date;
   readonly embeddings: OpenAiEmbeddings;
 
-  constructor({ db, models, billing, embeddings, images, timeoutMs, log = () => undefined, now = () => new Date() }: OpenAiServiceDeps) {
+  constructor({
+    db,
+    models,
+    skills,
+    billing,
+    embeddings,
+    images,
+    timeoutMs,
+    log = () => undefined,
+    now = () => new Date(),
+  }: OpenAiServiceDeps) {
     this.db = db;
     this.models = models;
+    this.skills = skills;
     this.billing = billing;
     this.deploymentEmbeddings = embeddings;
     this.images = images;
@@ -84,17 +99,22 @@ export class OpenAiService {
   /**
    * The chat and embeddings models the caller may call: the deployment's chat models (its default
    * first), its embeddings model, then the caller's own connections' (while `byok` is on), less
-   * those the policy blocks.
+   * those the policy blocks; then the skills the caller may chat with, as `skill:<skillId>`.
    */
   async list(userId: string): Promise<ApiModel[]> {
     const { id } = this.deploymentEmbeddings;
-    const [available, blocked] = await Promise.all([this.models.available(userId), this.models.blockedByPolicy(id)]);
+    const [available, blocked, skills] = await Promise.all([
+      this.models.available(userId),
+      this.models.blockedByPolicy(id),
+      this.skills.usable(userId),
+    ]);
     const callable = available.filter((m) => m.kinds.includes('chat') || m.kinds.includes('embeddings'));
     const own = (m: (typeof callable)[number]) => m.connectionId !== null;
     return [
       ...callable.filter((m) => !own(m)).map((m) => ({ id: m.modelId, ownedBy: m.providerId })),
       ...(blocked ? [] : [{ id, ownedBy: 'embeddings' }]),
       ...callable.filter(own).map((m) => ({ id: m.modelId, ownedBy: m.providerId })),
+      ...skills.map((skill) => ({ id: `${SKILL_MODEL_PREFIX}${skill.id}`, ownedBy: 'skill' })),
     ];
   }
 
@@ -111,7 +131,12 @@ export class OpenAiService {
       () => null,
       (error: unknown) => error,
     );
-    const found = await this.models.lookup(userId, request.model, 'chat');
+    const skill = request.model.startsWith(SKILL_MODEL_PREFIX) ? await this.skillOf(userId, request.model) : null;
+    if (skill) {
+      // The skill's instructions lead the conversation the client sends (its tools and knowledge are chat's, not /v1's).
+      if (skill.instructions.trim() !== '') ask.messages.unshift({ role: 'system', content: skill.instructions });
+    }
+    const found = skill ? await this.skillModel(userId, skill) : await this.models.lookup(userId, request.model, 'chat');
     if (found.problem) {
       // The deployment's embedder is no model of the catalogue, but a model all the same.
       const embedder = found.problem.reason === 'unknown' && request.model === this.deploymentEmbeddings.id;
@@ -193,6 +218,23 @@ export class OpenAiService {
     }
     await this.charge(prepared, outcome.usage);
     return outcome;
+  }
+
+  /** The skill `model` names (`skill:<skillId>`): one the caller may use, else `404 model_not_found` as for a model. */
+  private async skillOf(userId: string, model: string): Promise<AppliedSkill> {
+    try {
+      return await this.skills.forChat(userId, model.slice(SKILL_MODEL_PREFIX.length), 'model');
+    } catch (error) {
+      if (error instanceof ApiError && (error.status === 404 || error.status === 409))
+        throw errors.modelNotFound(model, error.status === 409 ? 'is a disabled skill' : 'is no skill you may use');
+      throw error;
+    }
+  }
+
+  /** A skill's model as `lookup` answers: its own (refused as any model the caller may not call), else the caller's default. */
+  private async skillModel(userId: string, skill: AppliedSkill): ReturnType<OpenAiServiceDeps['models']['lookup']> {
+    if (skill.model !== null) return this.models.lookup(userId, skill.model, 'chat');
+    return { model: await this.models.resolve(userId, null, 'chat', { fallback: true }), problem: null };
   }
 
   /** OpenAI's `POST /v1/embeddings` (see OpenAiEmbeddings). */

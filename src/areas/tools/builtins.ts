@@ -5,7 +5,7 @@ import type { KnowledgeService } from '../knowledge/service';
 import type { MemoryService } from '../memory/service';
 import type { NoteService } from '../notes/service';
 import type { ProjectService } from '../projects/service';
-import type { ToolCallResult, ToolDefinition, ToolSource } from './service';
+import type { ToolCallResult, ToolDefinition, ToolKnowledgeScope, ToolSource } from './service';
 
 /** The areas the built-in tools act through, always on the caller's own data. */
 export interface BuiltinToolsDeps {
@@ -27,7 +27,8 @@ interface Builtin {
   inputSchema: Record<string, unknown>;
   /** `allow` for tools that only read, `approval_required` for tools that change data or spend. */
   policy: 'allow' | 'approval_required';
-  run(userId: string, args: Args): Promise<unknown>;
+  /** `within`: a skill's knowledge scope, which the search tools search only. */
+  run(userId: string, args: Args, within: ToolKnowledgeScope | null): Promise<unknown>;
 }
 
 const QUERY = { type: 'string', minLength: 1, maxLength: 500, description: 'What to look for.' } as const;
@@ -48,8 +49,13 @@ export class BuiltinTools implements ToolSource {
 
   constructor(deps: BuiltinToolsDeps) {
     this.policies = deps.policies ?? {};
-    const search = async (userId: string, args: Args, sources: Array<'files' | 'memory' | 'notes' | 'projects'>) => {
-      const result = await deps.knowledge.search(userId, { query: args.query as string, limit: limitOf(args), sources });
+    const search = async (
+      userId: string,
+      args: Args,
+      sources: Array<'files' | 'memory' | 'notes' | 'projects'>,
+      within: ToolKnowledgeScope | null,
+    ) => {
+      const result = await deps.knowledge.search(userId, { query: args.query as string, limit: limitOf(args), sources }, false, within);
       return result.hits.map(({ hit }) => ({
         source: hit.kind,
         id: hit.id,
@@ -80,11 +86,12 @@ export class BuiltinTools implements ToolSource {
           additionalProperties: false,
         },
         policy: 'allow',
-        run: (userId, args) =>
+        run: (userId, args, within) =>
           search(
             userId,
             args,
             (args.sources as Array<'files' | 'memory' | 'notes' | 'projects'> | undefined) ?? ['files', 'memory', 'notes', 'projects'],
+            within,
           ),
       },
       memory_search: {
@@ -122,8 +129,8 @@ export class BuiltinTools implements ToolSource {
         description: "Searches the user's notes; returns the best matches' ids, titles and snippets.",
         inputSchema: { type: 'object', properties: { query: QUERY, limit: LIMIT }, required: ['query'], additionalProperties: false },
         policy: 'allow',
-        run: async (userId, args) =>
-          (await search(userId, args, ['notes'])).map((h) => ({ noteId: h.id, title: h.title, snippet: h.snippet })),
+        run: async (userId, args, within) =>
+          (await search(userId, args, ['notes'], within)).map((h) => ({ noteId: h.id, title: h.title, snippet: h.snippet })),
       },
       notes_read: {
         description: "Reads one of the user's notes: its title and Markdown text.",
@@ -213,11 +220,11 @@ export class BuiltinTools implements ToolSource {
     return { tools, unavailable: [] };
   }
 
-  async callTool(userId: string, name: string, args: Args): Promise<ToolCallResult> {
+  async callTool(userId: string, name: string, args: Args, options?: { within?: ToolKnowledgeScope | null }): Promise<ToolCallResult> {
     const tool = this.tools[name];
     if (!tool) return { output: `There is no built-in tool named ${name}.`, isError: true };
     try {
-      return { output: JSON.stringify(await tool.run(userId, args)), isError: false };
+      return { output: JSON.stringify(await tool.run(userId, args, options?.within ?? null)), isError: false };
     } catch (error) {
       // The area's refusal (a record that is not the caller's, a conflict…) is the model's to read.
       if (error instanceof ApiError && error.status < 500) return { output: error.message, isError: true };

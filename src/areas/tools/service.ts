@@ -26,6 +26,12 @@ export interface ToolCallResult {
   truncated?: true;
   unavailable?: UnavailableSource;
 }
+/** The knowledge a skill's turn searches (its knowledge scope): the built-in search tools search only it. */
+export interface ToolKnowledgeScope {
+  projectIds: string[];
+  fileIds: string[];
+}
+
 export interface ToolSource {
   /** The caller's enabled tools of this source; servers that failed are named in `unavailable` (left out of the turn). */
   listTools(userId: string): Promise<{ tools: ToolDefinition[]; unavailable: UnavailableSource[] }>;
@@ -37,7 +43,7 @@ export interface ToolSource {
     userId: string,
     name: string,
     args: Record<string, unknown>,
-    options: { signal: AbortSignal; maxResultBytes: number },
+    options: { signal: AbortSignal; maxResultBytes: number; within?: ToolKnowledgeScope | null },
   ): Promise<ToolCallResult>;
 }
 
@@ -69,6 +75,36 @@ export function effectivePolicy(policy: ToolPolicy, preference: ToolApprovalPref
   if (preference === 'always_ask') return 'approval_required';
   if (preference === 'auto_approve') return 'allow';
   return policy;
+}
+
+const STRICTNESS: Record<ToolPolicy, number> = { allow: 0, approval_required: 1, deny: 2 };
+
+/**
+ * A turn's tools narrowed to `only` (a skill's tools): those of them the caller has, each under
+ * the stricter of its policy for the caller and the one `only` gives; no other tool is offered or
+ * runs. The built-in search tools search only `within` (the skill's knowledge scope), when given.
+ */
+export function narrowTools(
+  tools: TurnTools,
+  only: ReadonlyArray<{ name: string; policy: ToolPolicy }>,
+  within: ToolKnowledgeScope | null = null,
+): TurnTools {
+  const wanted = new Map(only.map((tool) => [tool.name, tool.policy]));
+  const definitions = tools.definitions.flatMap((definition) => {
+    const policy = wanted.get(definition.name);
+    if (policy === undefined) return [];
+    return [{ ...definition, policy: STRICTNESS[policy] > STRICTNESS[definition.policy] ? policy : definition.policy }];
+  });
+  const byName = new Map(definitions.map((d) => [d.name, d]));
+  return {
+    definitions,
+    unavailable: tools.unavailable,
+    find: (name) => byName.get(name),
+    run: async (name, args, signal) =>
+      byName.has(name)
+        ? tools.run(name, args, signal, within)
+        : { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false },
+  };
 }
 
 const TRUNCATED = '\n[truncated: the result was longer than the cap]';
@@ -109,8 +145,11 @@ export interface TurnTools {
   readonly definitions: ToolDefinition[];
   readonly unavailable: Unavailable;
   find(name: string): ToolDefinition | undefined;
-  /** Runs a tool (its policy already checked): a timeout, a result cap; never throws for the tool's failure. */
-  run(name: string, args: unknown, signal: AbortSignal): Promise<ToolRunResult>;
+  /**
+   * Runs a tool (its policy already checked): a timeout, a result cap; never throws for the tool's
+   * failure. `within` narrows what the built-in search tools search.
+   */
+  run(name: string, args: unknown, signal: AbortSignal, within?: ToolKnowledgeScope | null): Promise<ToolRunResult>;
 }
 
 /**
@@ -171,12 +210,12 @@ export class ToolService {
       definitions,
       unavailable,
       find: (name) => byName.get(name),
-      run: async (name, args, signal) => {
+      run: async (name, args, signal, within = null) => {
         const source = bySource.get(name);
         const definition = byName.get(name);
         if (!source || !definition)
           return { outcome: 'not_found', output: `There is no tool named ${name}.`, isError: true, truncated: false };
-        return this.call(source, userId, definition, args, signal);
+        return this.call(source, userId, definition, args, signal, within);
       },
     };
   }
@@ -187,6 +226,7 @@ export class ToolService {
     definition: ToolDefinition,
     args: unknown,
     turn: AbortSignal,
+    within: ToolKnowledgeScope | null,
   ): Promise<ToolRunResult> {
     const { name } = definition;
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
@@ -201,7 +241,7 @@ export class ToolService {
     try {
       const timedOut = new Promise<'timeout'>((resolve) => signal.addEventListener('abort', () => resolve('timeout'), { once: true }));
       const result = await Promise.race([
-        source.callTool(userId, name, args as Record<string, unknown>, { signal, maxResultBytes }),
+        source.callTool(userId, name, args as Record<string, unknown>, { signal, maxResultBytes, within }),
         timedOut,
       ]);
       if (result === 'timeout') {
