@@ -53,8 +53,9 @@ import { Outbound } from '../platform/net/outbound';
 import { Secrets } from '../platform/secrets';
 import { messageMaxLength, oidcIssuer } from './derived';
 import { createDoors, type Doors } from './doors';
+import { createTeams, type Teams } from './teams';
 
-export interface Services extends Doors {
+export interface Services extends Doors, Teams {
   knowledge: KnowledgeService;
   files: FileService;
   outputs: OutputService;
@@ -244,7 +245,6 @@ export function createServices({
     catalogue: modelCatalogue,
     connections: modelConnections,
     defaults: settings,
-    policy: modelPolicy,
     outbound,
     settings: { callTimeoutMs: config.models.timeoutMs, mediaTimeoutMs: config.media.timeoutMs },
     log: warn,
@@ -342,6 +342,7 @@ export function createServices({
   const doors = createDoors({ config, db, doc, audit, principals, models, billing, embedder, outbound, tools, notes, files, skills, warn });
   return {
     ...doors,
+    ...createTeams({ config, db, audit, principals, groups, deployment }),
     knowledge,
     files,
     outputs,

@@ -85,7 +85,7 @@ export class OpenAiService {
    */
   async list(userId: string): Promise<ApiModel[]> {
     const { id } = this.deploymentEmbeddings;
-    const [available, blocked] = await Promise.all([this.models.available(userId), this.models.blockedByPolicy(id)]);
+    const [available, blocked] = await Promise.all([this.models.available(userId), this.models.blockedByPolicy(userId, id)]);
     const callable = available.filter((m) => m.kinds.includes('chat') || m.kinds.includes('embeddings'));
     const own = (m: (typeof callable)[number]) => m.connectionId !== null;
     return [
