@@ -431,6 +431,70 @@ export interface paths {
         patch: operations["updateSkill"];
         trace?: never;
     };
+    "/api/v1/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List who a resource is shared with
+         * @description A page of the grants on one resource, newest first. Only those who may share the resource read
+         *     them: its owner (an `admin` for `model` and `connection`). A resource the caller can see but
+         *     not share is `403`; one they cannot see (or that does not exist) is `404`.
+         */
+        get: operations["listGrants"];
+        put?: never;
+        /**
+         * Share a resource with a user or a group
+         * @description Gives `principalId` the `permission` on the resource; a principal that has a grant on it
+         *     already gets the new permission (one grant per resource and principal). The owner shares their
+         *     own files, projects and skills; an `admin` (with the `admin` scope, when the caller uses an
+         *     access token) shares the deployment's models and connections. A group must exist and, unless the
+         *     caller is an `admin`, have the caller as a member (`404` otherwise). Sharing with oneself, or a
+         *     permission the kind does not take, is `400`. Someone the resource is shared with (even with
+         *     `edit`) cannot share it: `403`; anyone else gets `404`. A resource holds at most 500 grants
+         *     (`409` past that). Access follows at once, on every instance: lists, search, grounded chat,
+         *     tools, MCP and `/v1` all read the grants in their queries.
+         *     Accepts `Idempotency-Key` to make retries safe.
+         */
+        post: operations["createGrant"];
+        /**
+         * End a grant
+         * @description Ends the grant `grantId` (query, or JSON body; if both are given they must agree). Those who may
+         *     share the resource end any of its grants; a user ends a grant made to them (leaving what was
+         *     shared). Anyone else: `403` when they can see the resource, `404` otherwise. Access ends on the
+         *     next request.
+         */
+        delete: operations["deleteGrant"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the groups the caller is in
+         * @description The caller's groups, the most recently joined first, with how they became a member (`manual`:
+         *     added by an admin; `identity_provider`: carried by their sign-in's groups claim). Share with a
+         *     group by its `groupId` (`POST /api/v1/grants`).
+         */
+        get: operations["listMyGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/files": {
         parameters: {
             query?: never;
@@ -3390,6 +3454,112 @@ export interface components {
         };
         /** @description `{ policy }` when `groupId` is given, otherwise a page `{ policies, nextCursor }`. */
         GroupModelPolicyGetResponse: components["schemas"]["GroupModelPolicyResponse"] | components["schemas"]["GroupModelPolicyListResponse"];
+        /**
+         * @description What is shared. `file`, `project` and `skill`: the caller's own (a project shares its notes
+         *     and files with it). `model` and `connection`: the deployment's models and model connections,
+         *     shared by an `admin`; a model or connection with any grant is reachable only by its grantees.
+         * @example skill
+         * @enum {string}
+         */
+        GrantResourceKind: "file" | "project" | "skill" | "model" | "connection";
+        /**
+         * @description Each includes those before it. `read`: see it (files, projects, skills). `use`: chat with it
+         *     (skills) or call it (models, connections). `edit`: change it (skills; never delete or share it).
+         *     The permissions a kind takes: `file` read; `project` read; `skill` read, use, edit; `model` use;
+         *     `connection` use.
+         * @example use
+         * @enum {string}
+         */
+        GrantPermission: "read" | "use" | "edit";
+        /**
+         * @description `user`: one user. `group`: every member of a group, as its membership stands at each request.
+         * @example group
+         * @enum {string}
+         */
+        GrantPrincipalKind: "user" | "group";
+        /**
+         * @description The id of the resource (a model's id for `model`).
+         * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23
+         */
+        GrantResourceId: string;
+        Grant: {
+            grantId: components["schemas"]["Id"];
+            resourceKind: components["schemas"]["GrantResourceKind"];
+            resourceId: components["schemas"]["GrantResourceId"];
+            principalKind: components["schemas"]["GrantPrincipalKind"];
+            /**
+             * @description The user's id, or the group's `groupId`.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
+             */
+            principalId: string;
+            permission: components["schemas"]["GrantPermission"];
+            /**
+             * @description The user who gave (or last changed) the grant.
+             * @example alice
+             */
+            grantedBy: string;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @example {
+         *       "resourceKind": "skill",
+         *       "resourceId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
+         *       "principalKind": "group",
+         *       "principalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+         *       "permission": "use"
+         *     }
+         */
+        GrantRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            resourceKind: components["schemas"]["GrantResourceKind"];
+            resourceId: components["schemas"]["GrantResourceId"];
+            principalKind: components["schemas"]["GrantPrincipalKind"];
+            /**
+             * @description The user to share with (not the caller), or the `groupId` of a group.
+             * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
+             */
+            principalId: string;
+            permission: components["schemas"]["GrantPermission"];
+        };
+        GrantResponse: {
+            grant: components["schemas"]["Grant"];
+        };
+        GrantListResponse: {
+            grants: components["schemas"]["Grant"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @example {
+         *       "grantId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90"
+         *     }
+         */
+        GrantDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            grantId?: components["schemas"]["Id"];
+        };
+        GrantDeleteResponse: {
+            grantId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        MyGroup: {
+            groupId: components["schemas"]["Id"];
+            name: components["schemas"]["GroupName"];
+            description: components["schemas"]["GroupDescription"];
+            /** @description How the caller became a member. */
+            source: components["schemas"]["GroupSource"];
+            joinedAt: components["schemas"]["Timestamp"];
+        };
+        MyGroupListResponse: {
+            groups: components["schemas"]["MyGroup"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
         /**
          * @description `admin`: every administration route. `auditor`: the audit log and its export. `billing_admin`: usage and budget adjustments. `support`: no administration route in 1.0.0 (reserved for support tooling).
          * @example auditor
@@ -10790,6 +10960,233 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listGrants: {
+        parameters: {
+            query: {
+                /** @description The kind of the resource. */
+                resourceKind: components["schemas"]["GrantResourceKind"];
+                /** @description The resource. */
+                resourceId: components["schemas"]["GrantResourceId"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the resource's grants. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "grants": [
+                     *         {
+                     *           "grantId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *           "resourceKind": "skill",
+                     *           "resourceId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
+                     *           "principalKind": "group",
+                     *           "principalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *           "permission": "use",
+                     *           "grantedBy": "alice",
+                     *           "createdAt": 1763784000000,
+                     *           "updatedAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GrantListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createGrant: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
+                 * @example 5f0c7c0e-2f4b-4c8e-9a51-0b1e6c2d9a10
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GrantRequest"];
+            };
+        };
+        responses: {
+            /** @description The grant as it now stands. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "grant": {
+                     *         "grantId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "resourceKind": "skill",
+                     *         "resourceId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e23",
+                     *         "principalKind": "group",
+                     *         "principalId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "permission": "use",
+                     *         "grantedBy": "alice",
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GrantResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteGrant: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The grant to end (or give it in the body).
+                 * @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90
+                 */
+                grantId?: components["schemas"]["Id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["GrantDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The grant is gone. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "grantId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GrantDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listMyGroups: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the caller's groups. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "groups": [
+                     *         {
+                     *           "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *           "name": "Research",
+                     *           "description": "The research team.",
+                     *           "source": "manual",
+                     *           "joinedAt": 1763784000000
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MyGroupListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

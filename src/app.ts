@@ -18,6 +18,7 @@ import { outputHandlers } from './areas/outputs/handlers';
 import { mediaHandlers } from './areas/media/handlers';
 import { memoryHandlers } from './areas/memory/handlers';
 import { noteHandlers } from './areas/notes/handlers';
+import { grantHandlers } from './areas/grants/handlers';
 import { groupHandlers } from './areas/groups/handlers';
 import { principalHandlers } from './areas/principals/handlers';
 import { projectHandlers } from './areas/projects/handlers';
@@ -90,6 +91,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...principalHandlers(services.principals),
     ...groupHandlers(services.groups),
     ...groupModelPolicyHandlers(services.groupModelPolicies),
+    ...grantHandlers(services.grants),
     ...auditHandlers(services.audit),
     ...budgetHandlers(services.budgets),
     ...billingHandlers(services.billing),

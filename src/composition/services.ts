@@ -22,7 +22,6 @@ import { McpServerService } from '../areas/mcp-servers/service';
 import { McpToolSource } from '../areas/mcp-servers/tool-source';
 import { MemoryService } from '../areas/memory/service';
 import { NoteService } from '../areas/notes/service';
-import { GroupService } from '../areas/groups/service';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
@@ -61,7 +60,6 @@ export interface Services extends Doors, Teams {
   outputs: OutputService;
   audit: AuditService;
   principals: PrincipalService;
-  groups: GroupService;
   budgets: BudgetService;
   billing: BillingService;
   /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
@@ -281,7 +279,6 @@ export function createServices({
     conversations,
   });
   const principals = new PrincipalService(db, audit);
-  const groups = new GroupService(db, audit);
   const notes = new NoteService(db, projects);
   const automations = new AutomationService({ db, models, projects, skills, runTimeoutMs: config.automations.runTimeoutMs, billing });
   const tools = new ToolService({
@@ -342,14 +339,13 @@ export function createServices({
   const doors = createDoors({ config, db, doc, audit, principals, models, billing, embedder, outbound, tools, notes, files, skills, warn });
   return {
     ...doors,
-    ...createTeams({ config, db, audit, principals, groups, deployment }),
+    ...createTeams({ config, db, audit, principals, files, projects, skills, deployment }),
     knowledge,
     files,
     outputs,
     media,
     audit,
     principals,
-    groups,
     budgets: new BudgetService(db, audit),
     billing,
     stripeEvents,

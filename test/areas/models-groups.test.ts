@@ -96,23 +96,30 @@ const setPolicy = async (groupId: string, lists: { allow?: string[] | null; bloc
       .expect(200)
   ).body.policy;
 
-/** A `use` grant of a deployment model or a connection (rows until the grants API is on main). */
+/** Shares a deployment model or a connection with `use` (as the admin): the grant's id. */
 async function grant(kind: 'model' | 'connection', resourceId: string, principal: { user?: string; group?: string }): Promise<string> {
-  const id = uuidv7();
-  await db()
-    .insertInto('access_grants')
-    .values({
-      id,
-      resource_kind: kind,
-      resource_id: resourceId,
-      principal_kind: principal.user ? 'user' : 'group',
-      principal_id: (principal.user ?? principal.group) as string,
+  const res = await ctx.h
+    .http()
+    .post('/api/v1/grants')
+    .set((await admin()).auth)
+    .send({
+      resourceKind: kind,
+      resourceId,
+      principalKind: principal.user ? 'user' : 'group',
+      principalId: principal.user ?? principal.group,
       permission: 'use',
-      granted_by: ROOT,
     })
-    .execute();
-  return id;
+    .expect(200);
+  return res.body.grant.grantId as string;
 }
+
+const revoke = async (grantId: string) =>
+  ctx.h
+    .http()
+    .delete('/api/v1/grants')
+    .set((await admin()).auth)
+    .send({ grantId })
+    .expect(200);
 
 describe('model policy per group', () => {
   test('an allow list narrows its members’ models everywhere; users in no such group keep the deployment’s', async () => {
@@ -278,8 +285,7 @@ describe('private models and shared connections', () => {
     const member = await ctx.h.newUser('grantee');
     const direct = await ctx.h.newUser('direct');
     const groupId = await newGroup([member.userId]);
-    await grant('model', 'model-c', { group: groupId });
-    await grant('model', 'model-c', { user: direct.userId });
+    const grants = [await grant('model', 'model-c', { group: groupId }), await grant('model', 'model-c', { user: direct.userId })];
     try {
       for (const user of [member, direct]) {
         expect(await listed(user)).toEqual(['model-a', 'model-b', 'model-c']);
@@ -298,13 +304,13 @@ describe('private models and shared connections', () => {
       expect(await listed(member)).toEqual(['model-a', 'model-b']);
       expect((await complete(member, 'model-c')).status).toBe(404);
     } finally {
-      await db().deleteFrom('access_grants').where('resource_kind', '=', 'model').execute();
+      for (const grantId of grants) await revoke(grantId);
     }
     expect(await listed(ctx.bob)).toEqual(['model-a', 'model-b', 'model-c']);
   });
 
   test('the deployment’s embedder made private is refused to others on /v1', async () => {
-    await grant('model', 'builtin-hashing', { user: ctx.alice.userId });
+    const grantId = await grant('model', 'builtin-hashing', { user: ctx.alice.userId });
     try {
       expect(await listedV1(ctx.alice)).toContain('builtin-hashing');
       expect(await listedV1(ctx.bob)).not.toContain('builtin-hashing');
@@ -314,7 +320,7 @@ describe('private models and shared connections', () => {
         .catch((error: unknown) => error);
       expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(404);
     } finally {
-      await db().deleteFrom('access_grants').where('resource_kind', '=', 'model').execute();
+      await revoke(grantId);
     }
   });
 
@@ -356,17 +362,15 @@ describe('private models and shared connections', () => {
     expect(await listed(member)).toEqual(['model-a', 'model-b', 'model-c']);
   });
 
-  test('the grant resolvers: admins manage the deployment’s models and their own connections; others, and the unknown, none', async () => {
-    const { model, connection } = ctx.h.runtime.services.modelGrantResolvers;
-    const root = { userId: ROOT, requestId: null };
-    const alice = { userId: ctx.alice.userId, requestId: null };
-    expect(model.permissions).toEqual(['use']);
-    expect(connection.permissions).toEqual(['use']);
-    expect(await model.manage(root, 'model-b')).toBe('manage');
-    expect(await model.manage(root, 'no-such-model')).toBe('none');
-    expect(await model.manage(alice, 'model-b')).toBe('none');
-
-    const created = async (user: TestUser) =>
+  test('admins share the deployment’s models and their own connections; others, bad input and the unknown change nothing', async () => {
+    const root = await admin();
+    const share = (user: TestUser, body: Record<string, unknown>) =>
+      ctx.h
+        .http()
+        .post('/api/v1/grants')
+        .set(user.auth)
+        .send({ principalKind: 'user', principalId: ctx.bob.userId, permission: 'use', ...body });
+    const connectionOf = async (user: TestUser) =>
       (
         await ctx.h
           .http()
@@ -375,12 +379,29 @@ describe('private models and shared connections', () => {
           .send({ kind: 'openai_compatible', name: 'Mine', baseUrl: shared.baseUrl, apiKey: KEY })
           .expect(200)
       ).body.connection.connectionId as string;
-    const rootsOwn = await created(await admin());
-    const alicesOwn = await created(ctx.alice);
-    expect(await connection.manage(root, rootsOwn)).toBe('manage');
-    expect(await connection.manage(root, alicesOwn)).toBe('none');
-    expect(await connection.manage(alice, alicesOwn)).toBe('none');
-    expect(await connection.manage(root, uuidv7())).toBe('none');
+    const alicesOwn = await connectionOf(ctx.alice);
+    for (const [user, body, status] of [
+      [ctx.alice, { resourceKind: 'model', resourceId: 'model-b' }, 404],
+      [ctx.alice, { resourceKind: 'connection', resourceId: alicesOwn }, 404],
+      [root, { resourceKind: 'connection', resourceId: alicesOwn }, 404],
+      [root, { resourceKind: 'model', resourceId: 'no-such-model' }, 404],
+      [root, { resourceKind: 'connection', resourceId: uuidv7() }, 404],
+      [root, { resourceKind: 'model', resourceId: 'model-b', permission: 'read' }, 400],
+      [root, { resourceKind: 'model', resourceId: 'model-b', permission: 'edit' }, 400],
+    ] as const) {
+      expect((await share(user, body)).status).toBe(status);
+    }
+    expect(await db().selectFrom('access_grants').select('id').where('principal_id', '=', ctx.bob.userId).execute()).toEqual([]);
+    expect(await listed(ctx.bob)).toEqual(['model-a', 'model-b', 'model-c']);
+
+    const given = await share(root, { resourceKind: 'model', resourceId: 'model-b' });
+    expect(given.status).toBe(200);
+    expect(given.body.grant).toMatchObject({ resourceKind: 'model', resourceId: 'model-b', permission: 'use', grantedBy: ROOT });
+    expect(await listed(ctx.bob)).toEqual(['model-a', 'model-b', 'model-c']);
+    expect(await listed(ctx.alice)).toEqual(['model-a', 'model-c']);
+    // The grantee may end their own grant: the model is everyone's again.
+    await ctx.h.http().delete('/api/v1/grants').set(ctx.bob.auth).send({ grantId: given.body.grant.grantId }).expect(200);
+    expect(await listed(ctx.alice)).toEqual(['model-a', 'model-b', 'model-c']);
   });
 });
 

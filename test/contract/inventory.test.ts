@@ -73,8 +73,8 @@ const REFERENCE_TAGS = [
   'Tools',
   'Webhooks',
 ];
-/** Tags this service adds to the reference's (additive: DESIGN sections 15 and 20). */
-const ADDED_TAGS = ['Access tokens', 'Approvals', 'MCP server', 'OpenAI compatible'];
+/** Tags this service adds to the reference's (additive: DESIGN sections 15, 20 and 21). */
+const ADDED_TAGS = ['Access tokens', 'Approvals', 'MCP server', 'OpenAI compatible', 'Sharing'];
 const TAGS = [...REFERENCE_TAGS, ...ADDED_TAGS];
 
 describe('inventory', () => {

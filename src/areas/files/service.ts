@@ -66,6 +66,11 @@ export class FileService {
     return row;
   }
 
+  /** The owner of a file the caller may read (theirs or shared with them); undefined when they cannot see it. */
+  async ownerOf(userId: string, fileId: string): Promise<string | undefined> {
+    return (await repo.findReadableFile(this.db, userId, fileId))?.owner_user_id;
+  }
+
   /** A file the caller owns: 404 when they cannot see it, 403 when it is only shared with them. */
   private async owned(userId: string, fileId: string, db: Database = this.db): Promise<FileRow> {
     const row = await repo.findReadableFile(db, userId, fileId);

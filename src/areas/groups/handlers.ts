@@ -1,15 +1,25 @@
 import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
 import { readPage } from '../../http/pagination';
-import { presentGroup, presentMember } from './presenter';
+import { presentGroup, presentMember, presentMembership } from './presenter';
 import type { GroupService } from './service';
 
 export function groupHandlers(
   groups: GroupService,
 ): Pick<
   HandlerMap,
-  'getAdminGroups' | 'createAdminGroup' | 'updateAdminGroup' | 'deleteAdminGroup' | 'listAdminGroupMembers' | 'updateAdminGroupMembers'
+  | 'getAdminGroups'
+  | 'createAdminGroup'
+  | 'updateAdminGroup'
+  | 'deleteAdminGroup'
+  | 'listAdminGroupMembers'
+  | 'updateAdminGroupMembers'
+  | 'listMyGroups'
 > {
   return {
+    listMyGroups: async ({ caller, query }) => {
+      const page = await groups.memberships(caller.userId, readPage(query));
+      return { groups: page.items.map(presentMembership), nextCursor: page.nextCursor };
+    },
     getAdminGroups: async ({ query }) => {
       if (query.groupId !== undefined) return { group: presentGroup(await groups.get(query.groupId)) };
       const page = await groups.list(readPage(query));

@@ -1,6 +1,6 @@
 import type { Schemas } from '../../platform/api-types';
 import { millis } from '../../platform/db/timestamps';
-import type { GroupView, MemberView } from './repository';
+import type { GroupView, MembershipView, MemberView } from './repository';
 
 export function presentGroup(row: GroupView): Schemas['Group'] {
   return {
@@ -16,4 +16,14 @@ export function presentGroup(row: GroupView): Schemas['Group'] {
 
 export function presentMember(row: MemberView): Schemas['GroupMember'] {
   return { userId: row.user_id, source: row.source as Schemas['GroupSource'], addedAt: millis(row.created_at) };
+}
+
+export function presentMembership(row: MembershipView): Schemas['MyGroup'] {
+  return {
+    groupId: row.group_id,
+    name: row.name,
+    description: row.description,
+    source: row.source as Schemas['GroupSource'],
+    joinedAt: millis(row.created_at),
+  };
 }

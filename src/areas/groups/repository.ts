@@ -142,3 +142,25 @@ export async function matchClaimMemberships(db: Database, userId: string, groupI
     .executeTakeFirst();
   return removed.numDeletedRows > 0n || (added.numInsertedOrUpdatedRows ?? 0n) > 0n;
 }
+
+/** The groups `userId` is in, the most recently joined first; read a page at a time. */
+export const membershipList = listQuery({
+  id: 'gm.id',
+  rows: (db, { userId }: { userId: string }) =>
+    db
+      .selectFrom('group_members as gm')
+      .innerJoin('groups as g', 'g.id', 'gm.group_id')
+      .select(['gm.id', 'g.id as group_id', 'g.name', 'g.description', 'gm.source', epochMs('gm.created_at')])
+      .where('gm.user_id', '=', userId),
+});
+export type MembershipView = Awaited<ReturnType<typeof membershipList.page>>['items'][number];
+
+export async function isMember(db: Database, groupId: string, userId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('group_members')
+    .select('group_id')
+    .where('group_id', '=', groupId)
+    .where('user_id', '=', userId)
+    .executeTakeFirst();
+  return row !== undefined;
+}

@@ -100,6 +100,17 @@ export class GroupService {
     });
   }
 
+  /** The groups `userId` is in (their own view: no member counts). */
+  memberships(userId: string, page: PageRequest) {
+    return repo.membershipList.page(this.db, { userId }, page);
+  }
+
+  /** Whether the group exists, and whether `userId` is in it. */
+  async membership(groupId: string, userId: string): Promise<{ exists: boolean; member: boolean }> {
+    const [group, member] = await Promise.all([repo.findGroup(this.db, groupId), repo.isMember(this.db, groupId, userId)]);
+    return { exists: group !== undefined, member };
+  }
+
   async members(groupId: string, page: PageRequest) {
     await this.get(groupId);
     return repo.memberList.page(this.db, { groupId }, page);

@@ -1,45 +1,36 @@
 import type { ModelProvider } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
-import type { Permission } from '../../platform/db/access';
-import type { Actor } from '../audit/service';
-import type { PrincipalService } from '../principals/service';
+import type { GrantableKind, GrantCaller } from '../grants/service';
 import * as repo from './repository';
-
-/** Who may manage the grants of one resource: 'none' is answered 404, 'visible' 403 (the grants API's resolver). */
-export type GrantStanding = 'manage' | 'visible' | 'none';
-
-/** What the grants API asks of a kind of resource: the permissions it has, and the actor's standing on one. */
-export interface GrantResolver {
-  permissions: Permission[];
-  manage(actor: Actor, resourceId: string): Promise<GrantStanding>;
-}
 
 export interface ModelGrantDeps {
   db: Database;
   /** The deployment's provider: its chat and media models are the `model` resources. */
   deployment: ModelProvider;
-  principals: Pick<PrincipalService, 'roles'>;
+  /** The model id of the deployment's embedder (on /v1), a `model` resource too. */
+  embedderId: string;
+  /** Whether the caller acts as an admin (the role, with credentials that carry the `admin` scope). */
+  isAdmin: (caller: GrantCaller) => Promise<boolean>;
 }
 
 /**
- * The resolvers of kinds `model` and `connection`: admins share the deployment's models and their
- * own connections (`use`); a resource that does not exist, or anyone else, is 'none'. A model or
- * connection with a `use` grant is callable by its grantees only (besides a connection's owner).
+ * How kinds `model` and `connection` are shared (`use` only): admins share the deployment's models
+ * and their own connections; a resource that does not exist, and anyone else, is 'none' (404). A
+ * model or connection with a `use` grant is callable by its grantees only (and a connection's owner).
  */
-export function modelGrantResolvers({ db, deployment, principals }: ModelGrantDeps): Record<'model' | 'connection', GrantResolver> {
-  const isAdmin = async (actor: Actor) => (await principals.roles(actor.userId)).includes('admin');
+export function modelGrantKinds({ db, deployment, embedderId, isAdmin }: ModelGrantDeps): Record<'model' | 'connection', GrantableKind> {
   const deploymentModel = (id: string) =>
-    deployment.models.some((m) => m.id === id) || (deployment.media?.models ?? []).some((m) => m.id === id);
+    id === embedderId || deployment.models.some((m) => m.id === id) || (deployment.media?.models ?? []).some((m) => m.id === id);
   return {
     model: {
       permissions: ['use'],
-      manage: async (actor, modelId) => (deploymentModel(modelId) && (await isAdmin(actor)) ? 'manage' : 'none'),
+      standing: async (caller, modelId) => (deploymentModel(modelId) && (await isAdmin(caller)) ? 'manage' : 'none'),
     },
     connection: {
       permissions: ['use'],
       // Connections are their owners' (no one else sees one): an admin shares their own.
-      manage: async (actor, connectionId) =>
-        (await isAdmin(actor)) && (await repo.findConnection(db, actor.userId, connectionId)) ? 'manage' : 'none',
+      standing: async (caller, connectionId) =>
+        (await isAdmin(caller)) && (await repo.findConnection(db, caller.userId, connectionId)) ? 'manage' : 'none',
     },
   };
 }

@@ -21,6 +21,11 @@ export class ProjectService {
     return row;
   }
 
+  /** The owner of a project the caller may read; undefined when they cannot see it. */
+  async ownerOf(userId: string, projectId: string): Promise<string | undefined> {
+    return (await repo.findProject(this.db, userId, projectId))?.owner_user_id;
+  }
+
   /**
    * Throws 404 naming the body `field` unless `projectId` is one of the caller's projects (other
    * areas check their `projectId` references here).

@@ -36,6 +36,11 @@ export class SkillService {
     return row;
   }
 
+  /** The owner of a skill the caller may read; undefined when they cannot see it. */
+  async ownerOf(userId: string, skillId: string): Promise<string | undefined> {
+    return (await repo.findSkill(this.db, userId, skillId))?.owner_user_id;
+  }
+
   async list(userId: string, filter: { projectId?: string; enabled?: boolean }, page: PageRequest) {
     return repo.skillList.page(this.db, { ownerUserId: userId, ...filter }, page);
   }
