@@ -272,10 +272,12 @@ export interface paths {
         };
         /**
          * List the caller's projects, or read one
-         * @description With `projectId`, returns that project as `{ project }` (`404` if it is not one of the caller's).
-         *     Without it, returns a page of the caller's projects, newest first, as `{ projects, nextCursor }`,
-         *     optionally only the direct children of `parentId`. When `projectId` is given the other
-         *     parameters are ignored.
+         * @description With `projectId`, returns that project as `{ project }` (`404` if the caller can read no such
+         *     project). Without it, returns a page of the caller's projects and of those shared with them
+         *     (`scope`), newest first, as `{ projects, nextCursor }`, optionally only the direct children of
+         *     `parentId`. When `projectId` is given the other parameters are ignored. A project shared with
+         *     the caller (`access: shared`; a `read` grant to them or a group of theirs) is read with its
+         *     notes and files, but not its sub-projects; only its owner changes, deletes or shares it.
          */
         get: operations["getProjects"];
         put?: never;
@@ -316,9 +318,10 @@ export interface paths {
         };
         /**
          * List the caller's notes, or read one
-         * @description With `noteId`, returns that note as `{ note }` (`404` if it is not one of the caller's). Without
-         *     it, returns a page of the caller's notes, newest first, as `{ notes, nextCursor }`, optionally
-         *     only those in `projectId` or with the given `pinned` state. When `noteId` is given the other
+         * @description With `noteId`, returns that note as `{ note }` (`404` if the caller can read no such note).
+         *     Without it, returns a page of the caller's notes and of the notes in projects shared with them
+         *     (`scope`; `access: shared`, read only), newest first, as `{ notes, nextCursor }`, optionally only
+         *     those in `projectId` or with the given `pinned` state. When `noteId` is given the other
          *     parameters are ignored.
          */
         get: operations["getNotes"];
@@ -2855,6 +2858,17 @@ export interface components {
         };
         Project: {
             projectId: components["schemas"]["Id"];
+            /**
+             * @description The user whose project it is.
+             * @example alice
+             */
+            ownerUserId: string;
+            /**
+             * @description `owner`, or `shared` when its owner shared it with the caller or a group of theirs (`POST /api/v1/grants`) (read only).
+             * @example owner
+             * @enum {string}
+             */
+            access: "owner" | "shared";
             /** @example Thesis research */
             name: string;
             /** @example Sources and drafts for chapter 3. */
@@ -2973,6 +2987,17 @@ export interface components {
         };
         Note: {
             noteId: components["schemas"]["Id"];
+            /**
+             * @description The user whose note it is.
+             * @example alice
+             */
+            ownerUserId: string;
+            /**
+             * @description `owner`, or `shared` when it is in a project shared with the caller (read only).
+             * @example owner
+             * @enum {string}
+             */
+            access: "owner" | "shared";
             /** @example Interview questions */
             title: string;
             /**
@@ -9191,7 +9216,7 @@ export interface components {
          * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
          */
         Cursor: string;
-        /** @description Only records in this project (one of the caller's). */
+        /** @description Only records in this project (one the caller can read). */
         ProjectFilter: components["schemas"]["Id"];
         /**
          * @description Makes a create safe to retry. The first successful response to a key is remembered for 24 hours (per user): repeating the request with the same key and the same body returns that response again, with `Idempotent-Replayed: true`, and changes nothing; the same key with another body is `422 idempotency_key_reused`; while the first request is still running, `409 conflict`. A request that failed is not remembered, so it may be retried with the same key. Should an instance stop between making the change and recording its response, the key is taken over after one minute and the request runs again.
@@ -9223,6 +9248,8 @@ export interface components {
          * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
          */
         IfNoneMatch: string;
+        /** @description `owned`, `shared` (shared with the caller or a group of theirs) or `all` (default). */
+        AccessScope: "all" | "owned" | "shared";
         /**
          * @description Serve the `Range` only if the content is still this one: the current `ETag`, compared strongly (a weak tag `W/"…"` never matches). A date never matches (no `Last-Modified` is sent). When it does not match, the whole content is sent (`200`).
          * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -10150,6 +10177,8 @@ export interface operations {
                 projectId?: components["schemas"]["Id"];
                 /** @description Only the direct children of this project. */
                 parentId?: components["schemas"]["Id"];
+                /** @description `owned`, `shared` (shared with the caller or a group of theirs) or `all` (default). */
+                scope?: components["parameters"]["AccessScope"];
                 /**
                  * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
                  * @example 50
@@ -10229,6 +10258,8 @@ export interface operations {
                      *         "color": "#3366ff",
                      *         "parentId": null,
                      *         "clientId": "web-7f3a9c",
+                     *         "ownerUserId": "alice",
+                     *         "access": "owner",
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784000000
                      *       }
@@ -10328,6 +10359,8 @@ export interface operations {
                      *         "color": "#3366ff",
                      *         "parentId": null,
                      *         "clientId": "web-7f3a9c",
+                     *         "ownerUserId": "alice",
+                     *         "access": "owner",
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784060000
                      *       }
@@ -10352,10 +10385,12 @@ export interface operations {
             query?: {
                 /** @description Read this note. */
                 noteId?: components["schemas"]["Id"];
-                /** @description Only records in this project (one of the caller's). */
+                /** @description Only records in this project (one the caller can read). */
                 projectId?: components["parameters"]["ProjectFilter"];
                 /** @description Only pinned (`true`) or unpinned (`false`) notes. */
                 pinned?: boolean;
+                /** @description `owned`, `shared` (shared with the caller or a group of theirs) or `all` (default). */
+                scope?: components["parameters"]["AccessScope"];
                 /**
                  * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
                  * @example 50
@@ -10433,6 +10468,8 @@ export interface operations {
                      *         "content": "- What did you try first?",
                      *         "projectId": null,
                      *         "pinned": true,
+                     *         "ownerUserId": "alice",
+                     *         "access": "owner",
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784000000
                      *       }
@@ -10532,6 +10569,8 @@ export interface operations {
                      *         "content": "- What did you try first?",
                      *         "projectId": null,
                      *         "pinned": true,
+                     *         "ownerUserId": "alice",
+                     *         "access": "owner",
                      *         "createdAt": 1763784000000,
                      *         "updatedAt": 1763784060000
                      *       }
@@ -10557,7 +10596,7 @@ export interface operations {
                 memoryId?: components["schemas"]["Id"];
                 /** @description Only items of this kind. */
                 kind?: components["schemas"]["MemoryKind"];
-                /** @description Only records in this project (one of the caller's). */
+                /** @description Only records in this project (one the caller can read). */
                 projectId?: components["parameters"]["ProjectFilter"];
                 /**
                  * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
@@ -10762,7 +10801,7 @@ export interface operations {
             query?: {
                 /** @description Read this skill. */
                 skillId?: components["schemas"]["Id"];
-                /** @description Only records in this project (one of the caller's). */
+                /** @description Only records in this project (one the caller can read). */
                 projectId?: components["parameters"]["ProjectFilter"];
                 /** @description Only enabled (`true`) or disabled (`false`) skills. */
                 enabled?: boolean;
@@ -11199,7 +11238,7 @@ export interface operations {
                 fileId?: components["schemas"]["Id"];
                 /** @description `owned`, `shared` (shared with the caller) or `all` (default). */
                 scope?: "all" | "owned" | "shared";
-                /** @description Only records in this project (one of the caller's). */
+                /** @description Only records in this project (one the caller can read). */
                 projectId?: components["parameters"]["ProjectFilter"];
                 /** @description Only files in this folder. */
                 parentId?: components["schemas"]["Id"];
@@ -15407,7 +15446,7 @@ export interface operations {
             query?: {
                 /** @description Read this conversation. */
                 conversationId?: components["schemas"]["Id"];
-                /** @description Only records in this project (one of the caller's). */
+                /** @description Only records in this project (one the caller can read). */
                 projectId?: components["parameters"]["ProjectFilter"];
                 /** @description Only archived (`true`) or active (`false`) conversations. */
                 archived?: boolean;

@@ -104,9 +104,11 @@ const SEEDS: Record<string, string> = {
   files: `insert into files (id, owner_user_id, kind, name, status, project_id, parent_id, conversation_id)
     select ${ID}, ${OWNER}, ${rare("'folder'", "'file'")}, '', ${rare("'failed'", "'ready'")}, ${rare("'p_rare'", "'p_' || (i % 20)")},
            ${rare("'f_rare'", "'f_' || (i % 20)")}, ${rare("'c_rare'", "'c_' || (i % 20)")} ${series}`,
-  // Fifty of the other users' files are shared with u1 (the shared part of u1's list: see SHARES).
+  // Fifty of the other users' files, and ten of their projects, are shared with u1 (the shared parts of u1's lists: see SHARES).
   access_grants: `insert into access_grants (id, resource_kind, resource_id, principal_kind, principal_id, permission, granted_by)
-    select ${ID}, 'file', ${ID}, 'user', 'u1', 'read', ${OWNER} ${series} where i % 50 = 0 and i <= 50 * ${SHARES}`,
+    select ${ID}, 'file', ${ID}, 'user', 'u1', 'read', ${OWNER} ${series} where i % 50 = 0 and i <= 50 * ${SHARES}
+    union all
+    select 'g' || ${ID}, 'project', ${ID}, 'user', 'u1', 'read', ${OWNER} ${series} where i % 50 = 0 and i <= 50 * ${SHARES / 5}`,
   outputs: `insert into outputs (id, owner_user_id, type, name, mime_type, size_bytes, sha256, storage_key, origin,
                                  conversation_id, automation_id, project_id, generation_id)
     select ${ID}, ${OWNER}, ${rare("'video'", "'image'")}, '', 'image/png', 1, '', '', ${rare("'speech'", "'image_generation'")},
@@ -164,10 +166,12 @@ const NOW = new Date();
 const ROUTES: Route[] = [
   {
     route: 'GET /notes',
-    list: page(notes.noteList),
-    base: { ownerUserId: 'u1' },
+    list: page(notes.readableNoteList),
+    base: { userId: 'u1' },
     shapes: {
       none: {},
+      'scope=owned': { scope: 'owned' },
+      'scope=shared': { scope: 'shared' },
       'projectId (rare)': { projectId: 'p_rare' },
       'projectId (common)': { projectId: 'p_3' },
       'pinned=true (rare)': { pinned: true },
@@ -189,9 +193,14 @@ const ROUTES: Route[] = [
   },
   {
     route: 'GET /projects',
-    list: page(projects.projectList),
-    base: { ownerUserId: 'u1' },
-    shapes: { none: {}, 'parentId (rare)': { parentId: 'p_rare' }, 'parentId (common)': { parentId: 'p_3' } },
+    list: page(projects.readableProjectList),
+    base: { userId: 'u1' },
+    shapes: {
+      none: {},
+      'scope=shared': { scope: 'shared' },
+      'parentId (rare)': { parentId: 'p_rare' },
+      'parentId (common)': { parentId: 'p_3' },
+    },
   },
   {
     route: 'GET /skills',

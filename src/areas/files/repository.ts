@@ -1,7 +1,7 @@
 import { type Insertable, type RawBuilder, sql } from 'kysely';
 import type { Files } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { isGranted } from '../../platform/db/access';
+import { fileShared, grantedIds } from '../../platform/db/access';
 import { uuidv7 } from '../../platform/ids';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
@@ -28,7 +28,7 @@ export function findReadableFile(db: Database, userId: string, id: string) {
 
 /** The file (of the outer query) is shared with `userId`: an access grant to them or a group of theirs. */
 function sharedWith(userId: string) {
-  return isGranted(userId, 'file', sql.ref('files.id'));
+  return fileShared(userId, sql.ref('files.id'), sql.ref('files.project_id'));
 }
 
 /** A file's 1.0.0 shares: the read grants its owner gave to users (not groups). */
@@ -79,8 +79,14 @@ export const readableFileList = listQuery({
     if (status !== undefined) query = query.where('status', '=', sql.lit(status));
     if (conversationId !== undefined) query = query.where('conversation_id', '=', conversationId);
     const owned = query.where('owner_user_id', '=', userId);
-    const shared = query.where('owner_user_id', '<>', userId).where(sharedWith(userId));
-    return scope === 'owned' ? owned : scope === 'shared' ? shared : [owned, shared];
+    // Shared: granted itself, or (and only then) through its project; disjoint parts, each a semi-join on the grants.
+    const others = query.where('owner_user_id', '<>', userId);
+    const granted = sql<boolean>`files.id in (${grantedIds(userId, 'file')})`;
+    const direct = others.where(granted);
+    const viaProject = others
+      .where(sql<boolean>`files.project_id in (${grantedIds(userId, 'project')})`)
+      .where(sql<boolean>`not ${granted}`);
+    return scope === 'owned' ? owned : scope === 'shared' ? [direct, viaProject] : [owned, direct, viaProject];
   },
 });
 export type FileView = ListedRecord<'files', typeof readableFileList>;
@@ -265,7 +271,7 @@ export async function searchChunks(
          websearch_to_tsquery('english', ${query}) q
     where c.tsv @@ q
       and (f.owner_user_id = ${userId}
-           or ${isGranted(userId, 'file', sql.ref('f.id'))})
+           or ${fileShared(userId, sql.ref('f.id'), sql.ref('f.project_id'))})
       ${filter.fileId !== undefined ? sql`and f.id = ${filter.fileId}` : sql``}
       ${filter.projectId !== undefined ? sql`and f.project_id = ${filter.projectId}` : sql``}
     order by score desc, c.file_id, c.seq

@@ -18,14 +18,16 @@ export class NoteService {
     private readonly projects: ProjectService,
   ) {}
 
+  /** A note the caller may read: theirs, or one in a project shared with them; 404 otherwise. */
   async get(userId: string, noteId: string): Promise<NoteRow> {
-    const row = await repo.findNote(this.db, userId, noteId);
+    const row = await repo.findReadableNote(this.db, userId, noteId);
     if (!row) throw errors.notFound('Note not found.');
     return row;
   }
 
-  list(userId: string, filter: { projectId?: string; pinned?: boolean }, page: PageRequest) {
-    return repo.noteList.page(this.db, { ownerUserId: userId, ...filter }, page);
+  /** The caller's notes and those in projects shared with them (per `scope`). */
+  list(userId: string, filter: repo.NoteFilter, page: PageRequest) {
+    return repo.readableNoteList.page(this.db, { userId, ...filter }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<NoteRow> {

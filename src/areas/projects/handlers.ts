@@ -9,16 +9,16 @@ export function projectHandlers(
   return {
     getProjects: async ({ caller, query }) => {
       if (query.projectId !== undefined) {
-        return { project: presentProject(await projects.get(caller.userId, query.projectId)) };
+        return { project: presentProject(await projects.readable(caller.userId, query.projectId), caller.userId) };
       }
-      const page = await projects.list(caller.userId, { parentId: query.parentId }, readPage(query));
-      return { projects: page.items.map(presentProject), nextCursor: page.nextCursor };
+      const page = await projects.list(caller.userId, { parentId: query.parentId, scope: query.scope }, readPage(query));
+      return { projects: page.items.map((row) => presentProject(row, caller.userId)), nextCursor: page.nextCursor };
     },
     createProject: async ({ caller, body }) => ({
-      project: presentProject(await projects.create(caller.userId, body)),
+      project: presentProject(await projects.create(caller.userId, body), caller.userId),
     }),
     updateProject: async ({ caller, body }) => ({
-      project: presentProject(await projects.update(caller.userId, body)),
+      project: presentProject(await projects.update(caller.userId, body), caller.userId),
     }),
     deleteProject: async ({ caller, query, body }) => {
       const projectId = idFromQueryOrBody('projectId', query, body);

@@ -4,6 +4,7 @@ import type { Projects } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import type { AccessScope } from '../../platform/db/access';
 import { isSelfOrAncestor, lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';
 import * as repo from './repository';
@@ -15,15 +16,23 @@ export type ProjectRow = Selectable<Projects>;
 export class ProjectService {
   constructor(private readonly db: Database) {}
 
+  /** One of the caller's own projects (what a record of theirs may be put in); 404 otherwise. */
   async get(userId: string, projectId: string): Promise<ProjectRow> {
     const row = await repo.findProject(this.db, userId, projectId);
     if (!row) throw errors.notFound('Project not found.');
     return row;
   }
 
+  /** A project the caller may read: theirs, or one shared with them; 404 otherwise. */
+  async readable(userId: string, projectId: string): Promise<ProjectRow> {
+    const row = await repo.findReadableProject(this.db, userId, projectId);
+    if (!row) throw errors.notFound('Project not found.');
+    return row;
+  }
+
   /** The owner of a project the caller may read; undefined when they cannot see it. */
   async ownerOf(userId: string, projectId: string): Promise<string | undefined> {
-    return (await repo.findProject(this.db, userId, projectId))?.owner_user_id;
+    return (await repo.findReadableProject(this.db, userId, projectId))?.owner_user_id;
   }
 
   /**
@@ -45,8 +54,9 @@ export class ProjectService {
     if (projectId !== undefined && projectId !== null) await this.requireOwned(userId, projectId, db);
   }
 
-  async list(userId: string, filter: { parentId?: string }, page: PageRequest) {
-    return repo.projectList.page(this.db, { ownerUserId: userId, ...filter }, page);
+  /** The caller's projects and those shared with them (per `scope`). */
+  async list(userId: string, filter: { parentId?: string; scope?: AccessScope }, page: PageRequest) {
+    return repo.readableProjectList.page(this.db, { userId, ...filter }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<ProjectRow> {

@@ -42,3 +42,15 @@ export function grantedIds(userId: string, kind: ResourceKind, least: Permission
 export function isGranted(userId: string, kind: ResourceKind, id: RawBuilder<unknown>, least: Permission = 'read'): RawBuilder<boolean> {
   return sql<boolean>`exists (select 1 ${grantsHeld(userId, kind, least)} and ag.resource_id = ${id})`;
 }
+
+/**
+ * Whether the file whose id and project are `fileId` and `projectId` (columns of the outer query)
+ * is shared with `userId`: a grant on the file itself, or a read grant on its project (a project
+ * is shared with its files).
+ */
+export function fileShared(userId: string, fileId: RawBuilder<unknown>, projectId: RawBuilder<unknown>): RawBuilder<boolean> {
+  return sql<boolean>`(${isGranted(userId, 'file', fileId)} or ${isGranted(userId, 'project', projectId)})`;
+}
+
+/** Which of a user's readable records a list shows: their own, those shared with them, or both. */
+export type AccessScope = 'all' | 'owned' | 'shared';
