@@ -230,6 +230,7 @@ describe('the admin routes of group model policies', () => {
       { groupId, block: null },
       { groupId, allow: ['model-b', 'model-b'] },
       { groupId, block: ['x'], extra: 1 },
+      { groupId, userId: ROOT },
     ]) {
       const res = await ctx.h.http().patch('/api/v1/admin/groups/model-policy').set(root.auth).send(body);
       expect(res.status).toBe(400);

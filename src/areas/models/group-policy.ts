@@ -35,6 +35,9 @@ export class GroupModelPolicyService {
 
   /** Gives the group a policy or changes its lists (those absent keep their value); `404` for an unknown group. */
   async update(actor: Actor, input: RequestInput<'GroupModelPolicyUpdateRequest'>): Promise<repo.GroupPolicyView> {
+    if (input.allow === undefined && input.block === undefined) {
+      throw errors.invalidRequest('Give allow, block or both.', [{ path: '/body/allow', message: 'allow or block is required' }]);
+    }
     try {
       return await this.db.transaction().execute(async (trx) => {
         await repo.upsertGroupPolicy(trx, input.groupId, {
