@@ -157,6 +157,17 @@ describe('model policy per group', () => {
     // model-a passes the first, model-b the second, model-c neither.
     expect(await listed(member)).toEqual(['model-a', 'model-b']);
     expect((await chat(member, 'model-c')).status).toBe(400);
+    // Automations choose their model the same way.
+    const automation = (model: string) =>
+      ctx.h
+        .http()
+        .post('/api/v1/automations')
+        .set(member.auth)
+        .send({ name: `Daily ${model}`, prompt: 'p', model });
+    expect((await automation('model-c')).status).toBe(400);
+    expect((await automation('model-b')).status).toBe(200);
+    const dry = await ctx.h.http().post('/api/v1/automations/test').set(member.auth).send({ name: 'Dry', prompt: 'p', model: 'model-c' });
+    expect(dry.body).toMatchObject({ valid: false, errors: [{ field: '/model', code: 'model_not_allowed' }] });
 
     const root = await admin();
     await ctx.h
