@@ -491,6 +491,15 @@ describe('groups from the identity provider’s claim', () => {
     expect(await membershipsOf(userId)).toEqual([{ name: `Manual ${suffix}`, groupSource: 'manual', source: 'manual' }]);
   });
 
+  test('requests arriving at once with a new claim match it once', async () => {
+    const userId = `idp-${randomUUID()}`;
+    const names = [`Burst ${randomUUID()}`, `Burst ${randomUUID()}`];
+    const user = await tokenWith(userId, names);
+    await Promise.all(Array.from({ length: 8 }, () => signIn(user)));
+    expect((await membershipsOf(userId)).map((m) => m.name)).toEqual([...names].sort());
+    expect(await syncs(userId)).toHaveLength(1);
+  });
+
   test('a claim group’s model policy applies to its members’ models and media from their next request', async () => {
     const userId = `idp-${randomUUID()}`;
     const name = `Policy ${randomUUID()}`;
