@@ -1127,7 +1127,7 @@ export interface paths {
          * List the groups' model policies, or read one
          * @description With `groupId`, returns that group's model policy as `{ policy }` (`404` when the group has
          *     none, or there is no such group). Without it, returns a page of the groups that have a
-         *     policy, the most recently created policy first, as `{ policies, nextCursor }`. Roles: `admin`,
+         *     policy, the newest group first, as `{ policies, nextCursor }`. Roles: `admin`,
          *     `auditor`.
          */
         get: operations["getAdminGroupModelPolicies"];
