@@ -22,6 +22,8 @@ import { McpServerService } from '../areas/mcp-servers/service';
 import { McpToolSource } from '../areas/mcp-servers/tool-source';
 import { MemoryService } from '../areas/memory/service';
 import { NoteService } from '../areas/notes/service';
+import type { QuotaService } from '../areas/quotas/service';
+import { UsageService } from '../areas/quotas/usage';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
@@ -53,6 +55,7 @@ import { Secrets } from '../platform/secrets';
 import { messageMaxLength, oidcIssuer } from './derived';
 import { createDoors, type Doors } from './doors';
 import { createTeams, type Teams } from './teams';
+import { createQuotas } from './quotas';
 
 export interface Services extends Doors, Teams {
   knowledge: KnowledgeService;
@@ -60,6 +63,9 @@ export interface Services extends Doors, Teams {
   outputs: OutputService;
   audit: AuditService;
   principals: PrincipalService;
+  quotas: QuotaService;
+  /** A user's own spending and limits. */
+  usage: UsageService;
   budgets: BudgetService;
   billing: BillingService;
   /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
@@ -153,7 +159,8 @@ export function createServices({
       : new HashingEmbedder(dimensions ?? undefined);
   const skills = new SkillService(db, projects);
   const webhooks = new WebhookService(db, secrets, dispatcher);
-  const billing = new BillingService({ db, capabilities, settings: config.billing });
+  const quotas = createQuotas(config, db, audit, webhooks);
+  const billing = new BillingService({ db, capabilities, settings: config.billing, quotas });
   const { webhookSecret, toleranceSeconds } = config.billing.stripe;
   let stripeEvents: StripeEvents | null = null;
   if (webhookSecret) {
@@ -346,6 +353,8 @@ export function createServices({
     media,
     audit,
     principals,
+    quotas,
+    usage: new UsageService(billing, quotas),
     budgets: new BudgetService(db, audit),
     billing,
     stripeEvents,

@@ -35,6 +35,7 @@ import * as m0032 from './migrations/0032_oauth';
 import * as m0033 from './migrations/0033_list_indexes';
 import * as m0034 from './migrations/0034_text_search_statistics';
 import * as m0035 from './migrations/0035_groups_and_grants';
+import * as m0038 from './migrations/0038_quotas';
 import * as m0039 from './migrations/0039_group_model_policies';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
@@ -74,6 +75,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0033_list_indexes': m0033,
   '0034_text_search_statistics': m0034,
   '0035_groups_and_grants': m0035,
+  '0038_quotas': m0038,
   '0039_group_model_policies': m0039,
 };
 
