@@ -55,6 +55,7 @@ describe('the database', () => {
       '0033_list_indexes',
       '0034_text_search_statistics',
       '0035_groups_and_grants',
+      '0038_quotas',
       '0039_group_model_policies',
     ]);
   });

@@ -37,10 +37,13 @@ test('a deleted group takes its model policy, a deleted connection its grants; d
   expect(grants.rows.map((row) => row.id)).toEqual(['a2', 'a3']);
 
   const migrator = new Migrator({ db, provider: { getMigrations: async () => MIGRATIONS } });
-  expect((await migrator.migrateTo('0035_groups_and_grants')).error).toBeUndefined();
+  // Down to the migration before 0039, whichever it is.
+  const names = Object.keys(MIGRATIONS);
+  const before = names[names.indexOf('0039_group_model_policies') - 1] as string;
+  expect((await migrator.migrateTo(before)).error).toBeUndefined();
   expect(await tables(db)).toEqual([]);
   await sql`delete from model_connections where id = 'c2'`.execute(db);
   expect((await sql<{ id: string }>`select id from access_grants order by id`.execute(db)).rows.map((row) => row.id)).toEqual(['a2', 'a3']);
-  expect(await migrateToLatest(db)).toEqual(['0039_group_model_policies']);
+  expect(await migrateToLatest(db)).toContain('0039_group_model_policies');
   expect(await tables(db)).toEqual(['group_claim_syncs', 'group_model_policies']);
 });
