@@ -61,6 +61,16 @@ async function reach(user: TestUser) {
   const files = (await get(user, '/api/v1/files', { limit: 200 }).expect(200)).body.files;
   const filesInProject = (await get(user, '/api/v1/files', { projectId: ids.project }).expect(200)).body.files;
   const fileSearch = (await h.http().post('/api/v1/files/search-text').set(user.auth).send({ query: WORD }).expect(200)).body;
+  const search = (await h.http().post('/api/v1/knowledge/search').set(user.auth).send({ query: WORD, limit: 50 }).expect(200)).body.results;
+  const conversationId = (await h.http().post('/api/v1/conversations').set(user.auth).send({}).expect(200)).body.conversation
+    .conversationId;
+  const chat = await h
+    .http()
+    .post('/api/v1/conversations/messages')
+    .set(user.auth)
+    .send({ conversationId, content: `What is the ${WORD}?`, knowledge: true });
+  expect(chat.status).toBe(200);
+  const mine = (ids_: string[]) => ids_.filter((id) => [ids.note, ids.file, ids.child, ids.childNote, ids.looseNote].includes(id)).sort();
   const mcp = await mcpClient(user);
   const resources = (await mcp.listResources()).resources.map((r) => r.uri);
   const noteTool = (await mcp.callTool({ name: 'notes_read', arguments: { noteId: ids.note } })) as { isError?: boolean };
@@ -79,6 +89,13 @@ async function reach(user: TestUser) {
     listedFiles: idsOf(files, 'fileId').filter((id: string) => id === ids.file),
     filesInProject: idsOf(filesInProject, 'fileId'),
     fileSearch: JSON.stringify(fileSearch).includes(ids.file),
+    // The project itself is a knowledge source too, found by meaning where vectors are on: never a leak.
+    projectFound: [
+      ...search.map((r: { id: string }) => r.id),
+      ...chat.body.reply.citations.map((c: { sourceId: string }) => c.sourceId),
+    ].includes(ids.project),
+    knowledgeSearch: mine([...new Set<string>(search.map((r: { id: string }) => r.id))]),
+    citations: mine([...new Set<string>(chat.body.reply.citations.map((c: { sourceId: string }) => c.sourceId))]),
     mcpResources: resources.filter((uri) => uri.includes(ids.note) || uri.includes(ids.file) || uri.includes(ids.looseNote)).sort(),
     mcpNoteTool: noteTool.isError !== true,
     mcpProjectsTool: JSON.stringify(projectsTool.content).includes(ids.project),
@@ -99,6 +116,9 @@ const NOTHING = {
   listedFiles: [],
   filesInProject: [],
   fileSearch: false,
+  projectFound: false,
+  knowledgeSearch: [],
+  citations: [],
   mcpResources: [],
   mcpNoteTool: false,
   mcpProjectsTool: false,
@@ -128,6 +148,9 @@ describe('a project shared read', () => {
       listedFiles: [ids.file],
       filesInProject: [ids.file],
       fileSearch: true,
+      projectFound: expect.any(Boolean),
+      knowledgeSearch: [ids.file, ids.note].sort(),
+      citations: [ids.file, ids.note].sort(),
       mcpResources: [`workspace://files/${ids.file}`, `workspace://notes/${ids.note}`].sort(),
       mcpNoteTool: true,
       mcpProjectsTool: true,

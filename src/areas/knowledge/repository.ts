@@ -1,6 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Database } from '../../platform/db';
-import { grantedIds, isGranted } from '../../platform/db/access';
+import { grantedIds, isGranted, type SharedProject } from '../../platform/db/access';
 import { anyWord } from '../../platform/db/text-search';
 
 export type SourceKind = 'file' | 'memory' | 'note' | 'project';
@@ -29,6 +29,20 @@ export interface Scope {
   kinds: SourceKind[];
   projectId?: string;
   within?: Within | null;
+  /** The projects shared with the caller (sharedProjects): their owners' notes, files and the projects themselves are readable. */
+  shared?: SharedProject[];
+}
+
+/**
+ * The records of the projects shared with the caller, as conditions on a source's alias: constant
+ * arrays (a project's notes and files are its owner's), so that each probes its (project, owner) index.
+ */
+function sharedOf({ shared = [] }: Scope) {
+  const ids = sql`${shared.map((project) => project.id)}::text[]`;
+  const owners = sql`${[...new Set(shared.map((project) => project.ownerUserId))]}::text[]`;
+  const inProjects = (alias: string) =>
+    sql`(${sql.ref(`${alias}.owner_user_id`)} = any(${owners}) and ${sql.ref(`${alias}.project_id`)} = any(${ids}))`;
+  return { any: shared.length > 0, ids, owners, note: inProjects('n'), file: inProjects('f'), project: sql`p.id = any(${ids})` };
 }
 
 const HEADLINE = 'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2, FragmentDelimiter=" … "';
@@ -59,13 +73,14 @@ function branches(
 ) {
   const { userId, projectId } = scope;
   const within = withinOf(scope);
+  const shared = sharedOf(scope);
   const inProject = (column: RawBuilder<unknown>) =>
     sql`${projectId !== undefined ? sql`and ${column} = ${projectId}` : nothing} ${within.project(column)}`;
   const selects: Record<SourceKind, RawBuilder<unknown>> = {
     note: sql`select 'note', n.id, n.title, n.title || E'\n' || n.content, ${parts.note.measure},
                      n.project_id, null::text, null::int, null::int, null::int
               from notes n ${parts.note.from}
-              where n.owner_user_id = ${userId} ${parts.note.where} ${inProject(sql`n.project_id`)}`,
+              where (n.owner_user_id = ${userId} or ${shared.note}) ${parts.note.where} ${inProject(sql`n.project_id`)}`,
     memory: sql`select 'memory', m.id, left(m.content, 80), m.content, ${parts.memory.measure},
                        m.project_id, null::text, null::int, null::int, null::int
                 from memory_items m ${parts.memory.from}
@@ -73,13 +88,13 @@ function branches(
     project: sql`select 'project', p.id, p.name, p.name || E'\n' || p.description || E'\n' || p.instructions, ${parts.project.measure},
                         p.id, null::text, null::int, null::int, null::int
                  from projects p ${parts.project.from}
-                 where p.owner_user_id = ${userId} ${parts.project.where} ${inProject(sql`p.id`)}`,
+                 where (p.owner_user_id = ${userId} or ${shared.project}) ${parts.project.where} ${inProject(sql`p.id`)}`,
     // A file shared with the caller is theirs to read, its owner's project is not: no projectId.
     file: sql`select 'file', f.id, f.name, c.content, ${parts.file.measure},
                      case when f.owner_user_id = ${userId} then f.project_id end, f.id, c.seq, c.start_offset, c.end_offset
               from file_chunks c join files f on f.id = c.file_id and f.chunk_generation = c.generation ${parts.file.from}
               where (f.owner_user_id = ${userId}
-                     or ${isGranted(userId, 'file', sql.ref('f.id'))})
+                     or ${isGranted(userId, 'file', sql.ref('f.id'))} or ${shared.file})
                 ${parts.file.where} ${projectId !== undefined ? sql`and f.project_id = ${projectId}` : nothing} ${within.file('f')}`,
   };
   return sql.join(
@@ -180,11 +195,15 @@ export async function lexicalHits(
 async function readableFiles(db: Database, scope: Scope): Promise<string[]> {
   const { userId, projectId } = scope;
   const inScope = withinOf(scope).file('f');
-  const own = sql`select f.id from files f where f.owner_user_id = ${userId} ${inScope}`;
+  const inProject = projectId !== undefined ? sql`and f.project_id = ${projectId}` : nothing;
+  const own = sql`select f.id from files f where f.owner_user_id = ${userId} ${inScope} ${inProject}`;
+  // The files of the projects shared with the caller (in the project asked, if one is).
+  const shared = sharedOf(scope);
+  const inShared = shared.any ? sql` union select f.id from files f where ${shared.file} ${inScope} ${inProject}` : nothing;
   const query =
     projectId !== undefined
-      ? sql<{ id: string }>`${own} and f.project_id = ${projectId}`
-      : sql<{ id: string }>`${own} union all select f.id from files f where f.id in (${grantedIds(userId, 'file')}) ${inScope}`;
+      ? sql<{ id: string }>`${own} ${inShared}`
+      : sql<{ id: string }>`${own} union select f.id from files f where f.id in (${grantedIds(userId, 'file')}) ${inScope} ${inShared}`;
   const { rows } = await query.execute(db);
   return rows.map((row) => row.id);
 }
@@ -211,13 +230,21 @@ async function tierHits(
     sql`${tsv} @@ ${tier.tsquery}::tsquery ${above === null ? nothing : sql`and not ${tsv} @@ ${above}::tsquery`}`;
   const inProject = (column: RawBuilder<unknown>) => (projectId !== undefined ? sql`and ${column} = ${projectId}` : nothing);
   const measure = (tsv: RawBuilder<unknown>) => sql`${tier.words - 1} + ts_rank_cd(${tsv}, (select q from query), 32)`;
-  // The newest matches of one owner's table: by its (owner_user_id, id) index backwards, or the GIN bitmap.
-  const newest = (table: string, alias: string) =>
+  const shared = sharedOf(scope);
+  // The newest matches of one owner's table: by its (owner_user_id, id) index backwards, or the GIN
+  // bitmap; and for notes and projects, beside them the newest matches in the projects shared with the caller.
+  const one = (table: string, alias: string, whose: RawBuilder<unknown>) =>
     sql`(select * from ${sql.table(table)} ${sql.raw(alias)}
-         where ${sql.ref(`${alias}.owner_user_id`)} = ${userId} and ${matches(sql.ref(`${alias}.tsv`))}
+         where ${whose} and ${matches(sql.ref(`${alias}.tsv`))}
            ${inProject(sql.ref(alias === 'p' ? 'p.id' : `${alias}.project_id`))}
            ${within.project(sql.ref(alias === 'p' ? 'p.id' : `${alias}.project_id`))}
-         order by ${sql.ref(`${alias}.id`)} desc limit ${bound}) ${sql.raw(alias)}`;
+         order by ${sql.ref(`${alias}.id`)} desc limit ${bound})`;
+  const newest = (table: string, alias: string) => {
+    const own = one(table, alias, sql`${sql.ref(`${alias}.owner_user_id`)} = ${userId}`);
+    const others = alias === 'n' ? shared.note : alias === 'p' ? shared.project : null;
+    if (!shared.any || others === null) return sql`${own} ${sql.raw(alias)}`;
+    return sql`(${own} union all ${one(table, alias, others)}) ${sql.raw(alias)}`;
+  };
   const selects: Record<SourceKind, RawBuilder<unknown>> = {
     note: sql`select 'note', n.id, n.title, n.title || E'\n' || n.content, ${measure(sql`n.tsv`)},
                      n.project_id, null::text, null::int, null::int, null::int
@@ -283,6 +310,13 @@ export async function vectorHits(
   // The caller's own rows, and the shared files' rows of their owners: two scans that each keep to
   // the owner and model (the HNSW index's filter, or the (owner, model) index of an exact search).
   const shares = sql`from files f where f.id in (${grantedIds(scope.userId, 'file')})`;
+  // The shared projects' rows: their owners', of the project, its notes and its files (the branches below check each again).
+  const shared = sharedOf(scope);
+  const inShared = shared.any
+    ? sql`or (source_kind = 'project' and source_id = any(${shared.ids}))
+          or (source_kind = 'note' and source_id = any(array(select n.id from notes n where ${shared.note})))
+          or (source_kind = 'file' and split_part(source_id, ':', 1) = any(array(select f.id from files f where ${shared.file})))`
+    : nothing;
   const candidates = (owners: RawBuilder<unknown>, extra: RawBuilder<unknown>) =>
     sql`(select source_kind, source_id, ${distance} as distance from knowledge_embeddings
          where owner_user_id = ${owners} and embedding_model = ${embedding.model} and vector_dims(embedding) = ${dims} ${extra}
@@ -298,10 +332,10 @@ export async function vectorHits(
       from (${candidates(sql`${scope.userId}`, nothing)}
             union all
             ${candidates(
-              sql`any(array(select f.owner_user_id ${shares}))`,
+              sql`any(array(select f.owner_user_id ${shares}) || ${shared.owners})`,
               // Uncorrelated, the exists is a one-time filter: without shares the second scan never starts.
-              sql`and source_kind = 'file' and split_part(source_id, ':', 1) = any(array(select f.id ${shares}))
-                  and exists (select 1 ${shares})`,
+              sql`and ((source_kind = 'file' and split_part(source_id, ':', 1) = any(array(select f.id ${shares}))) ${inShared})
+                  and (exists (select 1 ${shares}) or ${shared.any})`,
             )}) mine
       order by distance
       limit ${limit * 4}

@@ -1,4 +1,5 @@
 import type { RequestInput } from '../../platform/api-types';
+import { sharedProjects } from '../../platform/db/access';
 import type { Database } from '../../platform/db';
 import { type Embedder, EmbeddingsFailure, toVectorLiteral } from '../../platform/ai/embeddings';
 import type { CapabilityService } from '../capabilities/service';
@@ -110,10 +111,12 @@ export class KnowledgeService {
     withText = false,
     within: repo.Within | null = null,
   ): Promise<{ retrieval: 'hybrid' | 'lexical'; note: string | undefined; hits: Array<{ hit: repo.Hit; score: number; text?: string }> }> {
-    await this.projects.requireOwnedIfNamed(userId, request.projectId);
+    // A project of the caller's or one shared with them (404 otherwise).
+    if (request.projectId !== undefined) await this.projects.readable(userId, request.projectId);
     const scope: repo.Scope = {
       userId,
       projectId: request.projectId,
+      shared: await sharedProjects(this.db, userId),
       kinds: (request.sources ?? ['files', 'memory', 'notes', 'projects']).map((s) => SOURCE_KINDS[s]).sort(),
       within,
     };
