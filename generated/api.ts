@@ -1124,6 +1124,51 @@ export interface paths {
         patch: operations["updateAdminGroupMembers"];
         trace?: never;
     };
+    "/api/v1/admin/quotas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the quotas, or read one
+         * @description With `quotaId`, returns that quota as `{ quota }` (`404` if there is none). Without it, returns
+         *     a page of the deployment's quotas, newest first, as `{ quotas, nextCursor }`. Roles: `admin`,
+         *     `auditor`.
+         */
+        get: operations["getAdminQuotas"];
+        put?: never;
+        /**
+         * Create a quota
+         * @description Creates a spending limit per period (`day` or `month`, UTC) for a group (`groupId`: every
+         *     member's charged calls count), a model (`model`: every charged call of it in the deployment)
+         *     or a model within a group (both), in cents, with an optional soft threshold in percent. At
+         *     least one of `groupId` and `model` is required (`400`); an unknown group is `404`. Before
+         *     every charged call, each quota that applies to the caller must have room for the call's
+         *     upper bound, besides their own budget: otherwise `402 quota_exceeded`. Role: `admin`. Writes
+         *     the audit event `administration.quota.create` in the same transaction.
+         */
+        post: operations["createAdminQuota"];
+        /**
+         * Delete a quota
+         * @description Deletes the quota and its spending records; calls are no longer limited by it. An unknown
+         *     quota is `404`. Role: `admin`. Writes the audit event `administration.quota.delete` in the
+         *     same transaction.
+         */
+        delete: operations["deleteAdminQuota"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a quota
+         * @description Changes the period, the limit or the threshold (`thresholdPercent: null` removes it); what
+         *     the quota applies to stays. An unknown quota is `404`. A lower limit refuses calls from then
+         *     on; what was spent stays counted. Role: `admin`. Writes the audit event
+         *     `administration.quota.update` in the same transaction.
+         */
+        patch: operations["updateAdminQuota"];
+        trace?: never;
+    };
     "/api/v1/admin/model-policy": {
         parameters: {
             query?: never;
@@ -1343,6 +1388,30 @@ export interface paths {
          *     `400`. Commands queued later may name paths only inside the grant.
          */
         patch: operations["updateAgentEnvironmentRoots"];
+        trace?: never;
+    };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the caller's own spending, limits and what is left
+         * @description The caller's own standing, never another user's: their budget (the balance, the billing
+         *     period's spending and what is left of it), each quota that applies to them (their groups'
+         *     quotas and the models' quotas) in its current period, with its limit, what it has spent (by
+         *     everyone it counts), what running calls hold, what is left and its threshold; and their own
+         *     charged calls in the budget's period by model, from the usage ledger.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/subscription": {
@@ -3548,6 +3617,164 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         /**
+         * @description The period a quota's spending is counted over, in UTC (a calendar day or month).
+         * @example month
+         * @enum {string}
+         */
+        QuotaPeriod: "day" | "month";
+        /**
+         * @description What the period may spend, in cents.
+         * @example 5000
+         */
+        QuotaLimitCents: number;
+        /**
+         * @description The soft threshold, in percent of the limit: when the period's spending reaches it, the `usage.threshold_reached` webhook event is sent, once per quota and period.
+         * @example 80
+         */
+        QuotaThresholdPercent: number;
+        /**
+         * @description A model id as the deployment offers it (`GET /api/v1/models`).
+         * @example gpt-4o-mini
+         */
+        QuotaModel: string;
+        /** @description A spending limit per period. With `groupId` only: every member's spending counts toward it. With `model` only: every call of that model in the deployment counts. With both: the members' calls of that model. */
+        Quota: {
+            quotaId: components["schemas"]["Id"];
+            /** @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70 */
+            groupId: string | null;
+            /** @example null */
+            model: string | null;
+            period: components["schemas"]["QuotaPeriod"];
+            limitCents: components["schemas"]["QuotaLimitCents"];
+            /** @example 80 */
+            thresholdPercent: number | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description `groupId`, `model` or both must be given.
+         * @example {
+         *       "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+         *       "period": "month",
+         *       "limitCents": 5000,
+         *       "thresholdPercent": 80
+         *     }
+         */
+        QuotaCreateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            groupId?: components["schemas"]["Id"];
+            model?: components["schemas"]["QuotaModel"];
+            period: components["schemas"]["QuotaPeriod"];
+            limitCents: components["schemas"]["QuotaLimitCents"];
+            thresholdPercent?: components["schemas"]["QuotaThresholdPercent"];
+        };
+        /**
+         * @description What a quota applies to stays; its period, limit and threshold change (`thresholdPercent` null removes it).
+         * @example {
+         *       "quotaId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+         *       "limitCents": 8000
+         *     }
+         */
+        QuotaUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            quotaId: components["schemas"]["Id"];
+            period?: components["schemas"]["QuotaPeriod"];
+            limitCents?: components["schemas"]["QuotaLimitCents"];
+            /** @example 90 */
+            thresholdPercent?: number | null;
+        };
+        /**
+         * @example {
+         *       "quotaId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90"
+         *     }
+         */
+        QuotaDeleteRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            quotaId: components["schemas"]["Id"];
+        };
+        QuotaResponse: {
+            quota: components["schemas"]["Quota"];
+        };
+        QuotaListResponse: {
+            quotas: components["schemas"]["Quota"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ quota }` when `quotaId` is given, otherwise a page `{ quotas, nextCursor }`. */
+        QuotaGetResponse: components["schemas"]["QuotaResponse"] | components["schemas"]["QuotaListResponse"];
+        QuotaDeleteResponse: {
+            quotaId: components["schemas"]["Id"];
+            /**
+             * @example true
+             * @enum {boolean}
+             */
+            deleted: true;
+        };
+        /** @description The caller's own budget: the balance, and the spending of the billing period (the calendar month, or the paid subscription's period). `availableCents` is what is left to spend in it (null: unlimited). */
+        OwnUsageBudget: {
+            /** @example 1500 */
+            balanceCents: number;
+            periodStart: components["schemas"]["Timestamp"];
+            periodEnd: components["schemas"]["Timestamp"];
+            /**
+             * @description What the period has spent, in cents (fractions of a cent included).
+             * @example 120.5
+             */
+            spentCents: number;
+            /** @example null */
+            availableCents: number | null;
+        };
+        /** @description A quota that applies to the caller (one of their groups', or a model's) as it stands in its current period: its limit, what it has spent (by everyone it counts), what calls running now hold, and what is left. */
+        OwnUsageQuota: {
+            quotaId: components["schemas"]["Id"];
+            /** @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70 */
+            groupId: string | null;
+            /** @example null */
+            model: string | null;
+            period: components["schemas"]["QuotaPeriod"];
+            periodStart: components["schemas"]["Timestamp"];
+            periodEnd: components["schemas"]["Timestamp"];
+            limitCents: components["schemas"]["QuotaLimitCents"];
+            /** @example 4200 */
+            spentCents: number;
+            /**
+             * @description Held by calls running now (the upper bound of their cost).
+             * @example 0
+             */
+            reservedCents: number;
+            /** @example 800 */
+            remainingCents: number;
+            /** @example 80 */
+            thresholdPercent: number | null;
+            /**
+             * @description Whether this period's spending reached the threshold (its event was sent).
+             * @example true
+             */
+            thresholdReached: boolean;
+        };
+        /** @description The caller's own charged calls of one model in the budget's period, from the usage ledger. */
+        OwnUsageByModel: {
+            /** @example gpt-4o-mini */
+            model: string;
+            /** @example 12 */
+            calls: number;
+            /** @example 5400 */
+            inputTokens: number;
+            /** @example 2100 */
+            outputTokens: number;
+            /** @example 120.5 */
+            spentCents: number;
+        };
+        OwnUsageResponse: {
+            usage: {
+                budget: components["schemas"]["OwnUsageBudget"];
+                quotas: components["schemas"]["OwnUsageQuota"][];
+                models: components["schemas"]["OwnUsageByModel"][];
+            };
+        };
+        /**
          * @description `admin`: every administration route. `auditor`: the audit log and its export. `billing_admin`: usage and budget adjustments. `support`: no administration route in 1.0.0 (reserved for support tooling).
          * @example auditor
          * @enum {string}
@@ -4501,7 +4728,7 @@ export interface components {
          * @example automation.finished
          * @enum {string}
          */
-        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed" | "approval.requested" | "media.completed" | "media.failed" | "message.feedback";
+        WebhookEventType: "chat.completed" | "chat.failed" | "automation.finished" | "automation.failed" | "approval.requested" | "media.completed" | "media.failed" | "message.feedback" | "usage.threshold_reached";
         /**
          * @description The event kinds to deliver; at least one.
          * @example [
@@ -4680,7 +4907,7 @@ export interface components {
             deleted: true;
         };
         /** @description The body of every delivery (exactly these bytes are signed): `{ id, type, createdAt, data }`, where `type` says which of the shapes below `data` has. `id` is also the `webhook-id` header: the same on every attempt and redelivery of the event, so receivers can drop duplicates. `type` is one of the subscription's event kinds, or `webhook.test` for a test delivery. Clients must tolerate new event types (a subscription receives only the kinds it selected) and new properties in `data`. */
-        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventApprovalRequested"] | components["schemas"]["WebhookEventMediaCompleted"] | components["schemas"]["WebhookEventMediaFailed"] | components["schemas"]["WebhookEventMessageFeedback"] | components["schemas"]["WebhookEventTest"];
+        WebhookEvent: components["schemas"]["WebhookEventChatCompleted"] | components["schemas"]["WebhookEventChatFailed"] | components["schemas"]["WebhookEventAutomationFinished"] | components["schemas"]["WebhookEventAutomationFailed"] | components["schemas"]["WebhookEventApprovalRequested"] | components["schemas"]["WebhookEventMediaCompleted"] | components["schemas"]["WebhookEventMediaFailed"] | components["schemas"]["WebhookEventMessageFeedback"] | components["schemas"]["WebhookEventUsageThresholdReached"] | components["schemas"]["WebhookEventTest"];
         /**
          * @description The event id (`msg_` and a UUIDv7), also sent as the `webhook-id` header.
          * @example msg_01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70
@@ -4749,7 +4976,7 @@ export interface components {
                  */
                 model: string | null;
                 /**
-                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection), `interrupted` (the instance writing it stopped), `approval_expired` (the tool call it waited on was not decided in time) or `budget_exhausted` (the budget was spent while it waited for approval). Clients must tolerate new values.
+                 * @description Why, as the message's `errorCode`: `model_provider_error`, `model_provider_timeout`, `cancelled` (the client closed the connection), `interrupted` (the instance writing it stopped), `approval_expired` (the tool call it waited on was not decided in time) or `budget_exhausted` (the budget was spent while it waited for approval) or `quota_exceeded` (a quota had no room for the turn's next model call). Clients must tolerate new values.
                  * @example model_provider_timeout
                  */
                 errorCode: string;
@@ -4812,7 +5039,7 @@ export interface components {
                  */
                 scheduledFor: number | null;
                 /**
-                 * @description Why: `invalid_output`, `model_provider_error`, `model_provider_timeout`, `budget_exhausted` or `interrupted` (the instances running it stopped too often). Clients must tolerate new values.
+                 * @description Why: `invalid_output`, `model_provider_error`, `model_provider_timeout`, `budget_exhausted`, `quota_exceeded` (a quota that applies had nothing left when it started) or `interrupted` (the instances running it stopped too often). Clients must tolerate new values.
                  * @example model_provider_timeout
                  */
                 errorCode: string;
@@ -4899,6 +5126,44 @@ export interface components {
                 rating: components["schemas"]["FeedbackRating"];
                 reason: components["schemas"]["FeedbackReason"];
                 comment: components["schemas"]["FeedbackComment"];
+            };
+        };
+        /** @description `usage.threshold_reached`: a charged call took a quota's spending in its period to its soft threshold (`thresholdPercent` of `limitCents`); sent once per quota and period, to the user whose call reached it and to the admin who created the quota. */
+        WebhookEventUsageThresholdReached: {
+            id: components["schemas"]["WebhookEventId"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "usage.threshold_reached";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                quotaId: components["schemas"]["Id"];
+                /** @example 01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70 */
+                groupId: string | null;
+                /** @example null */
+                model: string | null;
+                /**
+                 * @example month
+                 * @enum {string}
+                 */
+                period: "day" | "month";
+                periodStart: components["schemas"]["Timestamp"];
+                periodEnd: components["schemas"]["Timestamp"];
+                /** @example 5000 */
+                limitCents: number;
+                /**
+                 * @description The period's spending after the call, in cents.
+                 * @example 4010.5
+                 */
+                spentCents: number;
+                /** @example 80 */
+                thresholdPercent: number;
+                /**
+                 * @description The user whose call reached the threshold.
+                 * @example user-1
+                 */
+                userId: string;
             };
         };
         /** @description `webhook.test`: sent only by the test operation, to check a receiver. */
@@ -5231,11 +5496,11 @@ export interface components {
              */
             model: string | null;
             /**
-             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time; `budget_exhausted` when the caller's budget was spent while it waited for approval (the turn did not continue). Clients must tolerate new values.
+             * @description Why a reply failed: `interrupted` when the instance writing it stopped (a crash, or a shutdown that outlasted its timeout) before it ended; `approval_expired` when the tool call it waited on was not decided in time; `budget_exhausted` when the caller's budget was spent while it waited for approval (the turn did not continue); `quota_exceeded` when a quota that applies to the caller had no room for the turn's next model call. Clients must tolerate new values.
              * @example null
              * @enum {string|null}
              */
-            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | "budget_exhausted" | null;
+            errorCode: "model_provider_error" | "model_provider_timeout" | "cancelled" | "interrupted" | "approval_expired" | "budget_exhausted" | "quota_exceeded" | null;
             /** @example null */
             errorMessage: string | null;
             usage: components["schemas"]["Usage"];
@@ -9027,7 +9292,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `budget_exhausted`: nothing is left to spend in this period (checked before the model is called; `periodEnd` says when the next period starts); or `quota_exceeded`: what was generated does not fit in the plan's storage entitlement (`entitlement: storageBytes`, with its `limit` and what is `used`). Nothing was stored or charged. */
+        /** @description `budget_exhausted`: nothing is left to spend in this period (checked before the model is called; `periodEnd` says when the next period starts); or `quota_exceeded`: what was generated does not fit in the plan's storage entitlement (`entitlement: storageBytes`, with its `limit` and what is `used`), or a quota that applies to the caller (a group's or a model's) has no room for the call (`quotaId`, `limitCents`, `periodEnd`). Nothing was stored or charged. */
         BudgetOrQuota: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -9176,7 +9441,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description `budget_exhausted`: nothing is left to spend in this period (the plan's monthly budget, the prepaid balance, or the caller's own spending limit); nothing was changed. A top-up, an administrative budget adjustment (`POST /api/v1/admin/usage`), a higher spending limit or the next period (`periodEnd`) restores access. */
+        /** @description `budget_exhausted`: nothing is left to spend in this period (the plan's monthly budget, the prepaid balance, or the caller's own spending limit); nothing was changed. A top-up, an administrative budget adjustment (`POST /api/v1/admin/usage`), a higher spending limit or the next period (`periodEnd`) restores access. Or `quota_exceeded`: a quota that applies to the caller (a group's or a model's, see `GET /api/v1/usage`) has no room for the call's upper bound; `quotaId`, `limitCents` and `periodEnd` name it. The model was not called. */
         BudgetExhausted: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -13162,6 +13427,206 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getAdminQuotas: {
+        parameters: {
+            query?: {
+                /** @description Read this quota. */
+                quotaId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description List the quotas, or read one. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "quota": {
+                     *         "quotaId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "model": null,
+                     *         "period": "month",
+                     *         "limitCents": 5000,
+                     *         "thresholdPercent": 80,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["QuotaGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createAdminQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QuotaCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description Create a quota. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "quota": {
+                     *         "quotaId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "model": null,
+                     *         "period": "month",
+                     *         "limitCents": 5000,
+                     *         "thresholdPercent": 80,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["QuotaResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteAdminQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QuotaDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description Delete a quota. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "quotaId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["QuotaDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateAdminQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QuotaUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description Change a quota. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "quota": {
+                     *         "quotaId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *         "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "model": null,
+                     *         "period": "month",
+                     *         "limitCents": 5000,
+                     *         "thresholdPercent": 80,
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["QuotaResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getModelPolicy: {
         parameters: {
             query?: never;
@@ -13954,6 +14419,74 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's spending and limits. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "usage": {
+                     *         "budget": {
+                     *           "balanceCents": 1500,
+                     *           "periodStart": 1761955200000,
+                     *           "periodEnd": 1764547200000,
+                     *           "spentCents": 120.5,
+                     *           "availableCents": null
+                     *         },
+                     *         "quotas": [
+                     *           {
+                     *             "quotaId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e90",
+                     *             "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *             "model": null,
+                     *             "period": "month",
+                     *             "periodStart": 1761955200000,
+                     *             "periodEnd": 1764547200000,
+                     *             "limitCents": 5000,
+                     *             "spentCents": 4200,
+                     *             "reservedCents": 0,
+                     *             "remainingCents": 800,
+                     *             "thresholdPercent": 80,
+                     *             "thresholdReached": true
+                     *           }
+                     *         ],
+                     *         "models": [
+                     *           {
+                     *             "model": "gpt-4o-mini",
+                     *             "calls": 12,
+                     *             "inputTokens": 5400,
+                     *             "outputTokens": 2100,
+                     *             "spentCents": 120.5
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OwnUsageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -503,6 +503,34 @@ export interface Projects {
   updated_at: Generated<Timestamp>;
 }
 
+export interface QuotaReservations {
+  amount_micro_cents: number;
+  expires_at: Timestamp;
+  hold_id: string;
+  id: string;
+  period_start: Timestamp;
+  quota_id: string;
+}
+
+export interface Quotas {
+  created_at: Generated<Timestamp>;
+  created_by: string;
+  group_id: string | null;
+  id: string;
+  limit_cents: number;
+  model: string | null;
+  period: string;
+  threshold_percent: number | null;
+  updated_at: Generated<Timestamp>;
+}
+
+export interface QuotaUsage {
+  period_start: Timestamp;
+  quota_id: string;
+  spent_micro_cents: Generated<number>;
+  threshold_reached_at: Timestamp | null;
+}
+
 export interface RateLimits {
   expire: number | null;
   key: string;
@@ -693,6 +721,9 @@ export interface DB {
   onboarding_steps: OnboardingSteps;
   outputs: Outputs;
   projects: Projects;
+  quota_reservations: QuotaReservations;
+  quota_usage: QuotaUsage;
+  quotas: Quotas;
   rate_limits: RateLimits;
   reply_events: ReplyEvents;
   sessions: Sessions;

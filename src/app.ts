@@ -20,6 +20,7 @@ import { memoryHandlers } from './areas/memory/handlers';
 import { noteHandlers } from './areas/notes/handlers';
 import { grantHandlers } from './areas/grants/handlers';
 import { groupHandlers } from './areas/groups/handlers';
+import { quotaHandlers } from './areas/quotas/handlers';
 import { principalHandlers } from './areas/principals/handlers';
 import { projectHandlers } from './areas/projects/handlers';
 import { sessionHandlers } from './areas/sessions/handlers';
@@ -91,6 +92,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...principalHandlers(services.principals),
     ...groupHandlers(services.groups),
     ...grantHandlers(services.grants),
+    ...quotaHandlers(services.quotas, services.usage),
     ...auditHandlers(services.audit),
     ...budgetHandlers(services.budgets),
     ...billingHandlers(services.billing),

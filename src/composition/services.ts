@@ -22,6 +22,8 @@ import { McpServerService } from '../areas/mcp-servers/service';
 import { McpToolSource } from '../areas/mcp-servers/tool-source';
 import { MemoryService } from '../areas/memory/service';
 import { NoteService } from '../areas/notes/service';
+import type { QuotaService } from '../areas/quotas/service';
+import { UsageService } from '../areas/quotas/usage';
 import { PrincipalService } from '../areas/principals/service';
 import { ProjectService } from '../areas/projects/service';
 import { SessionService } from '../areas/sessions/service';
@@ -54,6 +56,7 @@ import { messageMaxLength, oidcIssuer } from './derived';
 import { createDoors, type Doors } from './doors';
 import { createSkills, type SkillReferenceServices } from './skills';
 import { createTeams, type Teams } from './teams';
+import { createQuotas } from './quotas';
 
 export interface Services extends Doors, Teams {
   knowledge: KnowledgeService;
@@ -61,6 +64,9 @@ export interface Services extends Doors, Teams {
   outputs: OutputService;
   audit: AuditService;
   principals: PrincipalService;
+  quotas: QuotaService;
+  /** A user's own spending and limits. */
+  usage: UsageService;
   budgets: BudgetService;
   billing: BillingService;
   /** Inbound payment-provider events; null without STRIPE_WEBHOOK_SECRET. */
@@ -154,7 +160,8 @@ export function createServices({
       : new HashingEmbedder(dimensions ?? undefined);
   const skills = createSkills(db, projects, (): SkillReferenceServices => ({ models, tools, projects, files }));
   const webhooks = new WebhookService(db, secrets, dispatcher);
-  const billing = new BillingService({ db, capabilities, settings: config.billing });
+  const quotas = createQuotas(config, db, audit, webhooks);
+  const billing = new BillingService({ db, capabilities, settings: config.billing, quotas });
   const { webhookSecret, toleranceSeconds } = config.billing.stripe;
   let stripeEvents: StripeEvents | null = null;
   if (webhookSecret) {
@@ -349,6 +356,8 @@ export function createServices({
     media,
     audit,
     principals,
+    quotas,
+    usage: new UsageService(billing, quotas),
     budgets: new BudgetService(db, audit),
     billing,
     stripeEvents,

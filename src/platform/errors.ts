@@ -76,8 +76,17 @@ export const errors = {
     new ApiError(403, 'capability_disabled', CAPABILITY_MESSAGES[capability], { capability }),
   budgetExhausted: (periodEnd: Date) =>
     new ApiError(402, 'budget_exhausted', 'The budget for this period is spent.', { periodEnd: periodEnd.getTime() }),
-  quotaExceeded: (entitlement: 'storageBytes' | 'automations', limit: number, used: number, message: string) =>
-    new ApiError(402, 'quota_exceeded', message, { entitlement, limit, used }),
+  /**
+   * A limit does not allow this: a plan's entitlement (`entitlement`, its `limit` and what is
+   * `used`), or a spending quota without room for a call (`quotaId`, `groupId`, `model`,
+   * `limitCents`, `periodEnd`).
+   */
+  quotaExceeded: (
+    message: string,
+    limit:
+      | { entitlement: 'storageBytes' | 'automations'; limit: number; used: number }
+      | { quotaId: string; groupId: string | null; model: string | null; limitCents: number; periodEnd: number },
+  ) => new ApiError(402, 'quota_exceeded', message, limit),
   invalidSignature: (message: string) => new ApiError(400, 'invalid_signature', message),
   unsupportedProtocolVersion: (version: number, supported: readonly number[]) =>
     new ApiError(

@@ -23,3 +23,14 @@ export function presentRecordedUsage(row: {
   if (row.input_tokens === null || row.output_tokens === null || row.cost_micro_cents === null) return null;
   return presentUsage({ inputTokens: row.input_tokens, outputTokens: row.output_tokens }, row.cost_micro_cents);
 }
+
+/**
+ * The most output tokens a call that holds a quota reservation may write: the output part of the
+ * reservation's bound, and the call's `maxOutputTokens` unless it asks for fewer.
+ */
+export const RESERVED_OUTPUT_TOKENS = 4096;
+
+/** An upper estimate of a prompt's tokens, for a reservation: a token per character of its JSON text (image bytes left out). */
+export function promptTokenBound(messages: unknown): number {
+  return JSON.stringify(messages, (_key, value: unknown) => (value instanceof Uint8Array ? '' : value)).length;
+}

@@ -36,6 +36,17 @@ const newGroup = async (): Promise<string> =>
       .expect(200)
   ).body.group.groupId;
 
+/** A new quota of a new group (made by the first admin), for the matrix's calls on one. */
+const newQuota = async (): Promise<string> =>
+  (
+    await h
+      .http()
+      .post('/api/v1/admin/quotas')
+      .set(root.auth)
+      .send({ groupId: await newGroup(), period: 'month', limitCents: 100 })
+      .expect(200)
+  ).body.quota.quotaId;
+
 const events = (where: { actor?: string; action?: string; outcome?: string; resourceId?: string }) => {
   let query = h.runtime.database.db.selectFrom('audit_events').selectAll().orderBy('id');
   if (where.actor) query = query.where('actor_user_id', '=', where.actor);
@@ -192,6 +203,35 @@ const calls: Call[] = [
         .patch('/api/v1/admin/groups/members')
         .set(u.auth)
         .send({ groupId, add: ['bob'] });
+    },
+  },
+  {
+    operationId: 'getAdminQuotas',
+    allowed: ['admin', 'auditor'],
+    send: (u) => h.http().get('/api/v1/admin/quotas').query({ limit: 1 }).set(u.auth),
+  },
+  {
+    operationId: 'createAdminQuota',
+    allowed: ['admin'],
+    send: async (u) => {
+      const groupId = await newGroup();
+      return h.http().post('/api/v1/admin/quotas').set(u.auth).send({ groupId, period: 'day', limitCents: 10 });
+    },
+  },
+  {
+    operationId: 'updateAdminQuota',
+    allowed: ['admin'],
+    send: async (u) => {
+      const quotaId = await newQuota();
+      return h.http().patch('/api/v1/admin/quotas').set(u.auth).send({ quotaId, limitCents: 200 });
+    },
+  },
+  {
+    operationId: 'deleteAdminQuota',
+    allowed: ['admin'],
+    send: async (u) => {
+      const quotaId = await newQuota();
+      return h.http().delete('/api/v1/admin/quotas').set(u.auth).send({ quotaId });
     },
   },
   {

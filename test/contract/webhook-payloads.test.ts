@@ -110,6 +110,25 @@ describe('webhook payloads', () => {
     expect(failedImages.status).toBe(502);
     servers.model.media.behaviour = { kind: 'ok' };
 
+    // usage.threshold_reached, from a reply that takes a model quota (1 cent, threshold 1%) past its threshold.
+    const quotas = ctx.h.runtime.services.quotas;
+    const quota = await quotas.create(
+      { userId: user.userId, requestId: null },
+      { model: 'test-model', period: 'month', limitCents: 1, thresholdPercent: 1 },
+    );
+    servers.model.behaviour = () => ({ kind: 'reply', chunks: ['Counted.'], usage: { prompt: 1000, completion: 0 } });
+    const counted = await ctx.h.http().post('/api/v1/conversations').set(user.auth).send({ title: 'Counted' });
+    expect(
+      (
+        await ctx.h
+          .http()
+          .post('/api/v1/conversations/messages')
+          .set(user.auth)
+          .send({ conversationId: counted.body.conversation.conversationId, content: 'Count' })
+      ).status,
+    ).toBe(200);
+    await quotas.delete({ userId: user.userId, requestId: null }, quota.id);
+
     // webhook.test, from the test operation.
     const test = await ctx.h.http().post('/api/v1/webhooks/test').set(user.auth).send({ subscriptionId: subscription.subscriptionId });
     expect(test.status).toBe(200);
@@ -184,6 +203,17 @@ describe('webhook payloads', () => {
             rating: 'down',
             reason: 'inaccurate',
             comment: null,
+          });
+          break;
+        case 'usage.threshold_reached':
+          expect(payload.data).toMatchObject({
+            quotaId: quota.id,
+            groupId: null,
+            model: 'test-model',
+            limitCents: 1,
+            spentCents: 0.1,
+            thresholdPercent: 1,
+            userId: user.userId,
           });
           break;
         case 'webhook.test':

@@ -35,6 +35,7 @@ import * as projects from '../../src/areas/projects/repository';
 import * as skills from '../../src/areas/skills/repository';
 import * as webhooks from '../../src/areas/webhooks/repository';
 import { openPostgres } from '../../src/platform/db';
+import { type SharedProject, sharedProjects } from '../../src/platform/db/access';
 import { migrateToLatest } from '../../src/platform/db/migrate';
 import type { PageRequest } from '../../src/platform/pagination';
 
@@ -69,6 +70,10 @@ const OWNER = "case when i % 50 = 0 then 'u' || (2 + (i / 50) % 1000) else 'u1' 
 /** u1's rows are in c_big (the 40 oldest in c_rare), the other users' each in its own conversation (a seeded one). */
 const CONVERSATION = `case when i % 50 = 0 then ${ID} when i <= ${RARE} then 'c_rare' else 'c_big' end`;
 const rare = (value: string, otherwise: string) => `case when i <= ${RARE} then ${value} else ${otherwise} end`;
+/** u1's notes and files are in u1's projects (the 40 oldest in p_rare); each other user's in their own project of the same id. */
+const IN_PROJECT = `case when i % 50 = 0 then ${ID} else ${rare("'p_rare'", "'p_' || (i % 20)")} end`;
+/** The projects shared with u1 and their owners, read once seeded (what the services pass to the notes and files lists). */
+const SHARED: SharedProject[] = [];
 const series = `from generate_series(1, ${ROWS}) i`;
 
 /** The rows a few collections point to (projects, folders, the conversation of the messages…). */
@@ -94,7 +99,7 @@ const PARENTS = [
 /** One statement per collection: a million rows each. */
 const SEEDS: Record<string, string> = {
   notes: `insert into notes (id, owner_user_id, project_id, pinned)
-    select ${ID}, ${OWNER}, ${rare("'p_rare'", "'p_' || (i % 20)")}, i <= ${RARE} ${series}`,
+    select ${ID}, ${OWNER}, ${IN_PROJECT}, i <= ${RARE} ${series}`,
   memory_items: `insert into memory_items (id, owner_user_id, project_id, kind, content, content_key, source)
     select ${ID}, ${OWNER}, ${rare("'p_rare'", "'p_' || (i % 20)")}, ${rare("'preference'", "'fact'")}, '', i::text, 'user' ${series}`,
   projects: `insert into projects (id, owner_user_id, name, parent_id)
@@ -102,7 +107,7 @@ const SEEDS: Record<string, string> = {
   skills: `insert into skills (id, owner_user_id, project_id, name, enabled)
     select ${ID}, ${OWNER}, ${rare("'p_rare'", "'p_' || (i % 20)")}, 's' || i, i > ${RARE} ${series}`,
   files: `insert into files (id, owner_user_id, kind, name, status, project_id, parent_id, conversation_id)
-    select ${ID}, ${OWNER}, ${rare("'folder'", "'file'")}, '', ${rare("'failed'", "'ready'")}, ${rare("'p_rare'", "'p_' || (i % 20)")},
+    select ${ID}, ${OWNER}, ${rare("'folder'", "'file'")}, '', ${rare("'failed'", "'ready'")}, ${IN_PROJECT},
            ${rare("'f_rare'", "'f_' || (i % 20)")}, ${rare("'c_rare'", "'c_' || (i % 20)")} ${series}`,
   // Fifty of the other users' files, and ten of their projects, are shared with u1 (the shared parts of u1's lists: see SHARES).
   access_grants: `insert into access_grants (id, resource_kind, resource_id, principal_kind, principal_id, permission, granted_by)
@@ -167,7 +172,7 @@ const ROUTES: Route[] = [
   {
     route: 'GET /notes',
     list: page(notes.readableNoteList),
-    base: { userId: 'u1' },
+    base: { userId: 'u1', shared: SHARED },
     shapes: {
       none: {},
       'scope=owned': { scope: 'owned' },
@@ -216,7 +221,7 @@ const ROUTES: Route[] = [
   {
     route: 'GET /files',
     list: page(files.readableFileList),
-    base: { userId: 'u1' },
+    base: { userId: 'u1', shared: SHARED },
     shapes: {
       'scope=all': { scope: 'all' },
       'scope=owned': { scope: 'owned' },
@@ -385,6 +390,7 @@ onPostgres(
           if (event.level === 'query') recorded.push(event.query);
         },
       });
+      SHARED.push(...(await sharedProjects(db, 'u1')));
     }, 600_000);
 
     afterAll(async () => {

@@ -56,6 +56,7 @@ describe('the database', () => {
       '0034_text_search_statistics',
       '0035_groups_and_grants',
       '0037_skill_assistants',
+      '0038_quotas',
     ]);
   });
 

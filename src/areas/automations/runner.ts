@@ -263,6 +263,7 @@ export class AutomationRunner {
       await this.automations.requireBudgetFor(automation.owner_user_id, automation.model).catch((error: unknown) => {
         if (error instanceof ApiError && error.code === 'budget_exhausted')
           throw new RunFailure('budget_exhausted', 'Nothing was left to spend in this period when the run started.');
+        if (error instanceof ApiError && error.code === 'quota_exceeded') throw new RunFailure('quota_exceeded', error.message);
         throw modelRefused(error);
       });
       const generated = await this.automations.generate(

@@ -60,7 +60,7 @@ export interface TestResult {
 /** A run's failure: its code and a message for people. */
 export class RunFailure extends Error {
   constructor(
-    readonly code: 'invalid_output' | 'model_provider_error' | 'model_provider_timeout' | 'budget_exhausted',
+    readonly code: 'invalid_output' | 'model_provider_error' | 'model_provider_timeout' | 'budget_exhausted' | 'quota_exceeded',
     message: string,
   ) {
     super(message);
@@ -301,13 +301,17 @@ export class AutomationService {
 
   /** The draft an automation row describes. */
   /**
-   * `402` when nothing is left to spend and the model (`modelId`, or the default for a model that
+   * `402` when nothing is left to spend (or a quota that applies has nothing left) and the model (`modelId`, or the default for a model that
    * is gone) is the deployment's: usage on the user's own key is not charged. `400` for a model
    * that is refused (blocked, or a connection's while `byok` is off).
    */
   async requireBudgetFor(userId: string, modelId: string | null, field = '/body/model'): Promise<void> {
     const model = await this.models.resolve(userId, modelId, 'chat', { fallback: true, field });
-    if (model.connectionId === null) await this.billing.requireBudget(userId);
+    if (model.connectionId !== null) return;
+    await this.billing.requireBudget(userId);
+    // The quotas that apply must have something left (`402 quota_exceeded`); a run's steps are not
+    // known before it runs, so nothing is held: its charge counts toward them in full.
+    await this.billing.release(await this.billing.reserve(userId, { model: model.info, usage: { inputTokens: 0, outputTokens: 0 } }));
   }
 
   draftOf(row: repo.AutomationRow): Draft {

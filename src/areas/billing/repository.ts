@@ -176,3 +176,21 @@ export async function recordUsage(
     .execute();
   return true;
 }
+
+/** The user's own charged calls since `since`, by model, from the usage ledger. */
+export function spendByModel(db: Database, userId: string, since: Date) {
+  return db
+    .selectFrom('usage_records')
+    .select((eb) => [
+      'model',
+      eb.fn.countAll<number>().as('calls'),
+      sql<number>`coalesce(sum(input_tokens), 0)::int8`.as('input_tokens'),
+      sql<number>`coalesce(sum(output_tokens), 0)::int8`.as('output_tokens'),
+      sql<number>`coalesce(sum(cost_micro_cents), 0)::int8`.as('cost'),
+    ])
+    .where('user_id', '=', userId)
+    .where('created_at', '>=', since)
+    .groupBy('model')
+    .orderBy('model')
+    .execute();
+}

@@ -8,6 +8,7 @@ import { lockForTransaction } from '../../platform/db/locks';
 import { costMicroCents } from '../../platform/usage';
 import * as budgets from '../budgets/service';
 import type { CapabilityService } from '../capabilities/service';
+import type { Hold, QuotaLedger } from '../quotas/service';
 import * as repo from './repository';
 
 /** Millionths of a cent in a cent: usage is priced in them, budgets are kept in cents. */
@@ -76,10 +77,24 @@ export interface EntitlementGuard {
   requireAutomationSlot(trx: Transaction<DB>, userId: string): Promise<void>;
 }
 
-/** The charged actions' view of billing: check before, charge after. */
+export type { Hold } from '../quotas/service';
+
+/**
+ * The charged actions' view of billing: check the budget and reserve the call's upper bound
+ * against the quotas before, charge after (or release the reservation when the call fails).
+ */
 export interface BudgetGate {
   requireBudget(userId: string): Promise<void>;
+  reserve(userId: string, estimate: CallEstimate): Promise<Hold | null>;
+  release(hold: Hold | null): Promise<void>;
   charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number>;
+}
+
+/** The most a call may use: its tokens (an estimate of the prompt, the most output it is allowed) and its media units. */
+export interface CallEstimate {
+  model: ModelInfo;
+  usage: ChatUsage;
+  units?: { count: number; microCentsPerUnit: number };
 }
 
 export interface ChargeEntry {
@@ -93,6 +108,11 @@ export interface ChargeEntry {
   /** A media call's units and their price (millionths of a cent each), charged beside the tokens. */
   units?: repo.UsageUnits & { microCentsPerUnit: number };
   at: Date;
+  /**
+   * The call's reservation: it is replaced by the charge, which never exceeds the reserved bound
+   * (a call that used more than its bound is charged the bound).
+   */
+  hold?: Hold | null;
 }
 
 /** The calendar month (UTC) around `now`: the period of everyone without a provider subscription. */
@@ -139,6 +159,8 @@ export interface BillingServiceDeps {
   db: Database;
   capabilities: CapabilityService;
   settings: BillingSettings;
+  /** The spending quotas per group and model, which charged calls reserve against and count toward. */
+  quotas?: QuotaLedger;
   now?: () => Date;
 }
 
@@ -151,12 +173,14 @@ export class BillingService implements BudgetGate, EntitlementGuard {
   private readonly db: Database;
   private readonly capabilities: CapabilityService;
   private readonly settings: BillingSettings;
+  private readonly quotas: QuotaLedger | null;
   private readonly now: () => Date;
 
-  constructor({ db, capabilities, settings, now = () => new Date() }: BillingServiceDeps) {
+  constructor({ db, capabilities, settings, quotas, now = () => new Date() }: BillingServiceDeps) {
     this.db = db;
     this.capabilities = capabilities;
     this.settings = settings;
+    this.quotas = quotas ?? null;
     this.now = now;
   }
 
@@ -182,7 +206,7 @@ export class BillingService implements BudgetGate, EntitlementGuard {
   }
 
   /** The standing and where the user stands in its period. */
-  private async spending(userId: string): Promise<{ standing: Standing; spending: Spending }> {
+  async spending(userId: string): Promise<{ standing: Standing; spending: Spending }> {
     const standing = await this.standing(userId);
     const [budget, settings] = await Promise.all([budgets.findBudget(this.db, userId), repo.findSettings(this.db, userId)]);
     return {
@@ -215,6 +239,11 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     };
   }
 
+  /** The user's own charged calls in the period starting at `since`, by model, from the usage ledger. */
+  spendByModel(userId: string, since: Date) {
+    return repo.spendByModel(this.db, userId, since);
+  }
+
   async preferences(userId: string) {
     // The capabilities already say `none` while billing is off.
     const [settings, { billingProvider }] = await Promise.all([repo.findSettings(this.db, userId), this.capabilities.current()]);
@@ -233,6 +262,23 @@ export class BillingService implements BudgetGate, EntitlementGuard {
   }
 
   /**
+   * Reserves the most the call may cost against every quota that applies to it (`402
+   * quota_exceeded` when one has no room); null when none applies. The model is not to be called
+   * before this answers.
+   */
+  async reserve(userId: string, estimate: CallEstimate): Promise<Hold | null> {
+    if (!this.quotas) return null;
+    const bound =
+      costMicroCents(estimate.model, estimate.usage) + (estimate.units ? estimate.units.count * estimate.units.microCentsPerUnit : 0);
+    return this.quotas.reserve(userId, estimate.model.id, bound);
+  }
+
+  /** Drops a reservation whose call failed or was not charged (nothing when already charged). */
+  async release(hold: Hold | null): Promise<void> {
+    if (hold && this.quotas) await this.quotas.release(hold.id);
+  }
+
+  /**
    * Records what a charged action consumed and charges it, in the transaction that records the
    * action's outcome: the period's allowance first, then the balance in whole cents (the fraction
    * carried to the next charge), each cent taken from the balance written to the ledger.
@@ -240,11 +286,20 @@ export class BillingService implements BudgetGate, EntitlementGuard {
    * resource) is neither recorded nor charged again, and costs 0.
    */
   async charge(trx: Transaction<DB>, entry: ChargeEntry): Promise<number> {
-    const cost = entry.connectionId
+    const used = entry.connectionId
       ? 0
       : costMicroCents(entry.model, entry.usage) + (entry.units ? entry.units.count * entry.units.microCentsPerUnit : 0);
+    const cost = entry.hold ? Math.min(used, entry.hold.boundMicro) : used;
+    const holdId = entry.hold?.id ?? null;
     // Charged already (a repeated write): nothing more to record or charge.
-    if (!(await repo.recordUsage(trx, entry, cost))) return 0;
+    if (!(await repo.recordUsage(trx, entry, cost))) {
+      if (holdId && this.quotas)
+        await this.quotas.record(trx, { userId: entry.userId, model: entry.model.id, costMicro: 0, holdId, at: entry.at });
+      return 0;
+    }
+    if (this.quotas && (cost > 0 || holdId)) {
+      await this.quotas.record(trx, { userId: entry.userId, model: entry.model.id, costMicro: cost, holdId, at: entry.at });
+    }
     if (cost === 0) return cost;
     const standing = await this.standing(entry.userId, trx);
     const budget = await budgets.lockBudget(trx, entry.userId);
@@ -274,12 +329,11 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     await lockForTransaction(trx, `entitlements:${userId}`);
     const used = await repo.storageUsed(trx, userId);
     if (used + addBytes > entitlements.storageBytes) {
-      throw errors.quotaExceeded(
-        'storageBytes',
-        entitlements.storageBytes,
+      throw errors.quotaExceeded(`The plan allows ${entitlements.storageBytes} bytes of files and outputs; ${used} are used.`, {
+        entitlement: 'storageBytes',
+        limit: entitlements.storageBytes,
         used,
-        `The plan allows ${entitlements.storageBytes} bytes of files and outputs; ${used} are used.`,
-      );
+      });
     }
   }
 
@@ -290,7 +344,11 @@ export class BillingService implements BudgetGate, EntitlementGuard {
     await lockForTransaction(trx, `entitlements:${userId}`);
     const used = await repo.automationCount(trx, userId);
     if (used >= entitlements.automations) {
-      throw errors.quotaExceeded('automations', entitlements.automations, used, `The plan allows ${entitlements.automations} automations.`);
+      throw errors.quotaExceeded(`The plan allows ${entitlements.automations} automations.`, {
+        entitlement: 'automations',
+        limit: entitlements.automations,
+        used,
+      });
     }
   }
 

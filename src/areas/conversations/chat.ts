@@ -101,7 +101,7 @@ export function createChat(deps: ChatDeps): Chat {
     attachments: new Attachments({ files: deps.files, limits: deps.attachmentLimits }),
     writes,
     leases,
-    steps: new TurnSteps({ timeoutMs: deps.timeoutMs, maxSteps: deps.toolSettings.maxSteps, writes, observer }),
+    steps: new TurnSteps({ timeoutMs: deps.timeoutMs, maxSteps: deps.toolSettings.maxSteps, writes, observer, billing: deps.billing }),
     titles,
   });
   const approvals = new ApprovalService({ db, audit: deps.audit, webhooks, leases, turns, observer });

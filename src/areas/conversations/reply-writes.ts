@@ -64,6 +64,7 @@ export class ReplyWrites {
         connectionId: model.connectionId,
         usage: step.usage,
         at: now,
+        hold: turn.hold,
       });
     });
   }
@@ -136,6 +137,7 @@ export class ReplyWrites {
           connectionId: model.connectionId,
           usage: step.usage,
           at: now,
+          hold: turn.hold,
         });
       await this.webhooks.emitEvent(trx, 'chat.completed', userId, {
         conversationId: reply.conversation_id,

@@ -1,4 +1,7 @@
 import { type ChatResult, type ChatUsage, type ModelToolCall, ModelProviderFailure } from '../../platform/ai/models';
+import { ApiError } from '../../platform/errors';
+import { promptTokenBound, RESERVED_OUTPUT_TOKENS } from '../../platform/usage';
+import type { BudgetGate } from '../billing/service';
 import type { ToolDefinition } from '../tools/service';
 import { promptOfParts } from './prompt';
 import type { ReplyWrites } from './reply-writes';
@@ -25,6 +28,8 @@ export interface TurnStepsDeps {
   maxSteps: number;
   writes: ReplyWrites;
   observer: ChatObserver;
+  /** Reserves each later model call's bound against the caller's quotas (the first is reserved before the turn is stored). */
+  billing: Pick<BudgetGate, 'reserve' | 'release'>;
 }
 
 /**
@@ -36,12 +41,14 @@ export class TurnSteps {
   private readonly maxSteps: number;
   private readonly writes: ReplyWrites;
   private readonly observer: ChatObserver;
+  private readonly billing: Pick<BudgetGate, 'reserve' | 'release'>;
 
-  constructor({ timeoutMs, maxSteps, writes, observer }: TurnStepsDeps) {
+  constructor({ timeoutMs, maxSteps, writes, observer, billing }: TurnStepsDeps) {
     this.timeoutMs = timeoutMs;
     this.maxSteps = maxSteps;
     this.writes = writes;
     this.observer = observer;
+    this.billing = billing;
   }
 
   /**
@@ -63,6 +70,8 @@ export class TurnSteps {
       messages: [...turn.prompt, ...promptOfParts(turn.parts)],
       signal: AbortSignal.any([turn.hooks.signal, timeout, own.signal]),
       tools: offered.length > 0 ? offered : undefined,
+      // Under a quota the call writes no more than its reservation holds.
+      settings: turn.hold ? { maxOutputTokens: RESERVED_OUTPUT_TOKENS } : undefined,
     };
     const startedAt = performance.now();
     const abort = () => own.abort(new Error('the turn was not stored'));
@@ -91,7 +100,7 @@ export class TurnSteps {
       for (;;) {
         const paused = await this.runPendingCalls(turn);
         if (paused) return paused;
-        const call = turn.next ?? this.start(turn);
+        const call = turn.next ?? (await this.reserveAndStart(turn));
         turn.next = null;
         timeout = call.timeout;
         stepText = '';
@@ -132,13 +141,16 @@ export class TurnSteps {
       }
     } catch (error) {
       if (turn.stop?.aborted) return stopTurn(turn, this.writes, this.observer, calling ? stepText : null);
-      const failure = timeout?.aborted
-        ? { code: 'model_provider_timeout' as const, error: `no answer within ${this.timeoutMs} ms` }
-        : hooks.signal.aborted
-          ? { code: 'cancelled' as const, error: 'the client closed the connection' }
-          : error instanceof ModelProviderFailure
-            ? { code: 'model_provider_error' as const, error: error.message }
-            : null;
+      const failure =
+        !calling && error instanceof ApiError && error.code === 'quota_exceeded'
+          ? { code: 'quota_exceeded' as const, error: error.message }
+          : timeout?.aborted
+            ? { code: 'model_provider_timeout' as const, error: `no answer within ${this.timeoutMs} ms` }
+            : hooks.signal.aborted
+              ? { code: 'cancelled' as const, error: 'the client closed the connection' }
+              : error instanceof ModelProviderFailure
+                ? { code: 'model_provider_error' as const, error: error.message }
+                : null;
       if (!failure) throw error;
       return {
         message: turn.message,
@@ -147,6 +159,23 @@ export class TurnSteps {
         approval: null,
       };
     }
+  }
+
+  /**
+   * Starts a later model call of the turn, its bound reserved first against the quotas that apply
+   * (a deployment's model only): `402 quota_exceeded` when one has no room, before the model is called.
+   */
+  private async reserveAndStart(turn: Turn): Promise<StartedStep> {
+    if (turn.model.connectionId === null) {
+      await this.billing.release(turn.hold);
+      turn.hold = null;
+      const inputTokens = promptTokenBound([...turn.prompt, ...promptOfParts(turn.parts)]);
+      turn.hold = await this.billing.reserve(turn.userId, {
+        model: turn.model.info,
+        usage: { inputTokens, outputTokens: RESERVED_OUTPUT_TOKENS },
+      });
+    }
+    return this.start(turn);
   }
 
   /**

@@ -1,10 +1,16 @@
 import { ApiError } from '../../platform/errors';
 import type { Database } from '../../platform/db';
 import { TITLE_INSTRUCTION } from '../../platform/ai/titles';
-import type { BudgetGate } from '../billing/service';
+import type { ChatMessage, ModelInfo } from '../../platform/ai/models';
+import { promptTokenBound } from '../../platform/usage';
+import type { BudgetGate, Hold } from '../billing/service';
+
 import type { ModelService } from '../models/service';
 import type { SettingsService } from '../settings/service';
 import * as repo from './repository';
+
+/** The most a title's call under a quota may write: a title is a few words. */
+const TITLE_OUTPUT_TOKENS = 64;
 
 /** The title a first message gives an untitled conversation at once: the message cut to 60 characters. */
 const CUT_LENGTH = 60;
@@ -42,7 +48,7 @@ export interface TitlerDeps {
   db: Database;
   models: Pick<ModelService, 'resolve'>;
   settings: Pick<SettingsService, 'get'>;
-  billing: Pick<BudgetGate, 'requireBudget' | 'charge'>;
+  billing: Pick<BudgetGate, 'requireBudget' | 'charge' | 'reserve' | 'release'>;
   /** How long the title's model call may take (the chat timeout). */
   timeoutMs: number;
   warn: (message: string, meta: Record<string, unknown>) => void;
@@ -127,27 +133,50 @@ export class ConversationTitler {
     if (!(await settings.get(userId)).autoTitles) return;
     const model = await models.resolve(userId, null, 'chat', { fallback: true });
     if (model.connectionId === null && !(await this.hasBudget(userId))) return;
-    const result = await model.caller.generate({
-      model: model.providerModelId,
-      messages: [
-        { role: 'system', content: `${TITLE_INSTRUCTION}\n\nThe assistant answered:\n${reply.slice(0, EXCERPT)}` },
-        { role: 'user', content: message.slice(0, EXCERPT) },
-      ],
-      signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), this.stopping.signal]),
-    });
-    const title = titleOfAnswer(result.text);
-    await db.transaction().execute(async (trx) => {
-      await billing.charge(trx, {
-        userId,
-        kind: 'chat.title',
-        resourceId: `${replyId}:title`,
-        model: model.info,
-        connectionId: model.connectionId,
-        usage: result.usage,
-        at: new Date(),
+    const messages: ChatMessage[] = [
+      { role: 'system', content: `${TITLE_INSTRUCTION}\n\nThe assistant answered:\n${reply.slice(0, EXCERPT)}` },
+      { role: 'user', content: message.slice(0, EXCERPT) },
+    ];
+    // Under a quota the title's call holds its bound first; a quota without room keeps the cut title.
+    const hold = model.connectionId === null ? await this.reserve(userId, model.info, messages) : null;
+    if (hold === undefined) return;
+    try {
+      const result = await model.caller.generate({
+        model: model.providerModelId,
+        messages,
+        signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), this.stopping.signal]),
+        ...(hold ? { settings: { maxOutputTokens: TITLE_OUTPUT_TOKENS } } : {}),
       });
-      if (title !== null) await repo.replaceTitle(trx, conversationId, titleFrom(message), title);
-    });
+      const title = titleOfAnswer(result.text);
+      await db.transaction().execute(async (trx) => {
+        await billing.charge(trx, {
+          userId,
+          kind: 'chat.title',
+          resourceId: `${replyId}:title`,
+          model: model.info,
+          connectionId: model.connectionId,
+          usage: result.usage,
+          at: new Date(),
+          hold,
+        });
+        if (title !== null) await repo.replaceTitle(trx, conversationId, titleFrom(message), title);
+      });
+    } finally {
+      await billing.release(hold);
+    }
+  }
+
+  /** The title call's hold (null: no quota applies), or undefined when a quota has no room for it. */
+  private async reserve(userId: string, model: ModelInfo, messages: ChatMessage[]): Promise<Hold | null | undefined> {
+    try {
+      return await this.deps.billing.reserve(userId, {
+        model,
+        usage: { inputTokens: promptTokenBound(messages), outputTokens: TITLE_OUTPUT_TOKENS },
+      });
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'quota_exceeded') return undefined;
+      throw error;
+    }
   }
 
   /** Whether the caller may still spend on the deployment's models (a spent budget keeps the cut title). */

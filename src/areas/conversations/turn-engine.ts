@@ -2,7 +2,8 @@ import { ApiError, errors } from '../../platform/errors';
 import type { RequestInput } from '../../platform/api-types';
 import { type Database, PgError, pgErrorCode } from '../../platform/db';
 import { uuidv7 } from '../../platform/ids';
-import type { BudgetGate } from '../billing/service';
+import { promptTokenBound, RESERVED_OUTPUT_TOKENS } from '../../platform/usage';
+import type { BudgetGate, Hold } from '../billing/service';
 import type { ModelService, ResolvedModel } from '../models/service';
 import type { AppliedSkill, SkillService } from '../skills/service';
 import { narrowTools, type TurnTools } from '../tools/service';
@@ -45,7 +46,7 @@ export interface TurnEngineDeps {
   conversations: Pick<ConversationService, 'get' | 'message'>;
   /** The skills turns apply (own, or granted `use`). */
   skills: Pick<SkillService, 'forChat'>;
-  billing: Pick<BudgetGate, 'requireBudget'>;
+  billing: Pick<BudgetGate, 'requireBudget' | 'reserve' | 'release'>;
   contexts: TurnContexts;
   grounder: Grounder;
   attachments: Attachments;
@@ -66,7 +67,7 @@ export class TurnEngine {
   private readonly models: Pick<ModelService, 'resolve' | 'resolver'>;
   private readonly conversations: Pick<ConversationService, 'get' | 'message'>;
   private readonly skills: Pick<SkillService, 'forChat'>;
-  private readonly billing: Pick<BudgetGate, 'requireBudget'>;
+  private readonly billing: Pick<BudgetGate, 'requireBudget' | 'reserve' | 'release'>;
   private readonly contexts: TurnContexts;
   private readonly grounder: Grounder;
   private readonly attachments: Attachments;
@@ -188,6 +189,18 @@ export class TurnEngine {
     // Checked (and read) before anything is stored: a refused attachment leaves no message.
     const requested = asked.stored ? (asked.stored.attachments as Array<{ fileId: string }>) : asked.attachments;
     const attached = await this.attachments.prepare(userId, requested, model);
+    // The first model call's bound is held against the caller's quotas before anything is stored
+    // (`402 quota_exceeded` leaves nothing); the prompt's known text (history and message) bounds its input.
+    const history = model.connectionId === null ? (await early.history).messages : [];
+    const hold =
+      model.connectionId === null
+        ? await this.billing.reserve(userId, {
+            model: model.info,
+            usage: { inputTokens: promptTokenBound([history, content, attached?.documents ?? []]), outputTokens: RESERVED_OUTPUT_TOKENS },
+          })
+        : null;
+    // The turn's hold as its steps replace it, released when the turn ends without charging it.
+    let holding: { hold: Hold | null } = { hold };
     const base = { conversation_id: conversation.id, owner_user_id: userId, created_at: now, updated_at: now };
     const named = !asked.stored && conversation.title === '';
     const touched = {
@@ -261,6 +274,7 @@ export class TurnEngine {
         stop,
         decisions: new Map(),
         next: null,
+        hold,
       };
       const first = this.steps.start(turn);
       let message: repo.MessageRow;
@@ -274,6 +288,7 @@ export class TurnEngine {
       }
       if (grounding) hooks.onCitations?.(sources.citations, grounding.retrieval);
       const stepping: Turn = { ...turn, message, reply, next: first };
+      holding = stepping;
       addUnavailable(stepping, read.tools?.unavailable ?? []);
       const outcome = await this.steps.run(stepping);
       // The first exchange of an untitled conversation: its model-written title follows in the background.
@@ -282,6 +297,7 @@ export class TurnEngine {
     } finally {
       // A reply left generating here (an unexpected error) is failed by a sweep once its lease ends.
       this.leases.release(replyId);
+      await this.billing.release(holding.hold);
     }
   }
 
@@ -351,9 +367,15 @@ export class TurnEngine {
       stop: this.leases.stopSignal(reply.id),
       decisions: new Map([[approval.tool_call_id, { approve, arguments: approval.arguments as Record<string, unknown> }]]),
       next: null,
+      hold: null,
     };
     addUnavailable(turn, read.tools?.unavailable ?? []);
-    const ended = (await this.steps.run(turn)).reply;
+    let ended: repo.MessageRow;
+    try {
+      ended = (await this.steps.run(turn)).reply;
+    } finally {
+      await this.billing.release(turn.hold);
+    }
     this.titles.afterResumed(conversation, message, ended);
     return ended;
   }

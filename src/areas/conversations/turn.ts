@@ -2,6 +2,7 @@
  * A chat turn as it runs: its state (`Turn`), what it reports (`SendHooks`, `ChatObserver`) and
  * ends with (`SendOutcome`), and the changes of its reply's parts.
  */
+import type { Hold } from '../billing/service';
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import type { ChatMessage, ChatPart, ChatResult, ChatUsage, ModelToolCall, ToolSpec } from '../../platform/ai/models';
@@ -12,7 +13,7 @@ import type { ToolDefinition, ToolRunResult, TurnTools, UnavailableSource } from
 import type { StoredCitation } from './presenter';
 import type * as repo from './repository';
 
-export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled' | 'budget_exhausted';
+export type FailureCode = 'model_provider_error' | 'model_provider_timeout' | 'cancelled' | 'budget_exhausted' | 'quota_exceeded';
 
 export type MessagePart = Schemas['MessagePart'];
 export type ToolCallPart = Schemas['ToolCallPart'];
@@ -83,6 +84,8 @@ export interface Turn {
   decisions: Map<string, { approve: boolean; arguments: Record<string, unknown> }>;
   /** The model call already started for the turn's next step, if any. */
   next: StartedStep | null;
+  /** What the current model call holds against the caller's quotas (null: none applies). */
+  hold: Hold | null;
 }
 
 /** A model call on its way: its parts (streamed) or its result, and what it was asked with. */

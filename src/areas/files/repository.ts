@@ -1,7 +1,7 @@
 import { type Insertable, type RawBuilder, sql } from 'kysely';
 import type { Files } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { fileShared, grantedIds } from '../../platform/db/access';
+import { fileShared, grantedIds, type SharedProject } from '../../platform/db/access';
 import { uuidv7 } from '../../platform/ids';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
@@ -64,7 +64,19 @@ const FILE_FIELDS = [
  */
 export const readableFileList = listQuery({
   id: 'id',
-  rows: (db, { userId, scope, projectId, parentId, kind, status, conversationId }: FileFilter & { userId: string }) => {
+  rows: (
+    db,
+    {
+      userId,
+      scope,
+      shared = [],
+      projectId,
+      parentId,
+      kind,
+      status,
+      conversationId,
+    }: FileFilter & { userId: string; shared?: SharedProject[] },
+  ) => {
     let query = db
       .selectFrom('files')
       .select([...FILE_FIELDS, epochMs('created_at'), epochMs('updated_at')])
@@ -79,14 +91,18 @@ export const readableFileList = listQuery({
     if (status !== undefined) query = query.where('status', '=', sql.lit(status));
     if (conversationId !== undefined) query = query.where('conversation_id', '=', conversationId);
     const owned = query.where('owner_user_id', '=', userId);
-    // Shared: granted itself, or (and only then) through its project; disjoint parts, each a semi-join on the grants.
+    // Shared: in a shared project (one part per project: its owner's files in it, from the
+    // (project, owner, id) index), or else granted itself (a semi-join on the grants); disjoint parts.
     const others = query.where('owner_user_id', '<>', userId);
-    const granted = sql<boolean>`files.id in (${grantedIds(userId, 'file')})`;
-    const direct = others.where(granted);
-    const viaProject = others
-      .where(sql<boolean>`files.project_id in (${grantedIds(userId, 'project')})`)
-      .where(sql<boolean>`not ${granted}`);
-    return scope === 'owned' ? owned : scope === 'shared' ? [direct, viaProject] : [owned, direct, viaProject];
+    const viaProjects = shared
+      .filter((project) => projectId === undefined || project.id === projectId)
+      .map((project) => query.where('project_id', '=', project.id).where('owner_user_id', '=', project.ownerUserId));
+    let direct = others.where(sql<boolean>`files.id in (${grantedIds(userId, 'file')})`);
+    if (shared.length > 0) {
+      const ids = shared.map((project) => project.id);
+      direct = direct.where((eb) => eb.or([eb('project_id', 'is', null), eb('project_id', 'not in', ids)]));
+    }
+    return scope === 'owned' ? owned : scope === 'shared' ? [direct, ...viaProjects] : [owned, direct, ...viaProjects];
   },
 });
 export type FileView = ListedRecord<'files', typeof readableFileList>;

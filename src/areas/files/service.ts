@@ -3,6 +3,7 @@ import type { RequestInput } from '../../platform/api-types';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import { sharedProjects } from '../../platform/db/access';
 import { isSelfOrAncestor, lockForTransaction } from '../../platform/db/locks';
 import { uuidv7 } from '../../platform/ids';
 import type { SignedGrant, SignedUrls } from '../../platform/signed-urls';
@@ -89,8 +90,10 @@ export class FileService {
     return repo.ownsStoredFile(this.db, userId);
   }
 
+  /** The caller's files and those shared with them (per `scope`): granted themselves, or in a shared project. */
   async list(userId: string, filter: repo.FileFilter, page: PageRequest) {
-    return repo.readableFileList.page(this.db, { userId, ...filter }, page);
+    const shared = filter.scope === 'owned' ? [] : await sharedProjects(this.db, userId);
+    return repo.readableFileList.page(this.db, { userId, ...filter, shared }, page);
   }
 
   /** The users a file (of the caller's) is shared with. */

@@ -6,7 +6,7 @@ import type { FailureLog } from '../../platform/ai/models';
 import type { Database, DB } from '../../platform/db';
 import { errors } from '../../platform/errors';
 import { uuidv7 } from '../../platform/ids';
-import type { BudgetGate } from '../billing/service';
+import type { BudgetGate, Hold } from '../billing/service';
 import type { ConversationService } from '../conversations/service';
 import type { FileService } from '../files/service';
 import type { ModelService, ResolvedMediaModel } from '../models/service';
@@ -85,6 +85,7 @@ interface Completion {
   model: ResolvedMediaModel;
   units: number;
   tokens: { inputTokens: number; outputTokens: number };
+  hold: Hold | null;
 }
 
 /**
@@ -103,10 +104,30 @@ export class MediaService {
     if (input.conversationId !== undefined) await this.deps.conversations.requireOwned(userId, input.conversationId);
   }
 
-  /** The checks every call passes before its model is called: the budget, and room to store its result. */
-  private async beforeCall(userId: string): Promise<void> {
+  /**
+   * The checks every call passes before its model is called: the budget, room to store its result,
+   * and (a deployment's model) the call's bound reserved against the caller's quotas: its units
+   * (`units`, an upper estimate) at the model's price and the prompt's characters as tokens.
+   */
+  private async beforeCall(userId: string, model: ResolvedMediaModel, bound: { units: number; promptChars: number }): Promise<Hold | null> {
     await this.deps.billing.requireBudget(userId);
     await this.deps.outputs.requireRoom(userId);
+    if (model.connectionId !== null) return null;
+    return this.deps.billing.reserve(userId, {
+      model: model.info,
+      usage: { inputTokens: bound.promptChars, outputTokens: 0 },
+      units: { count: bound.units, microCentsPerUnit: model.microCentsPerUnit },
+    });
+  }
+
+  /** Runs the rest of a call that holds `hold`, which is released if it fails (its charge replaces it otherwise). */
+  private async holding<T>(hold: Hold | null, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      await this.deps.billing.release(hold);
+      throw error;
+    }
   }
 
   /** Runs the model call; a failure emits `media.failed` and answers `502` or `504`. */
@@ -149,6 +170,7 @@ export class MediaService {
       usage: c.tokens,
       units: { unit, count: c.units, microCentsPerUnit: c.model.microCentsPerUnit },
       at: new Date(),
+      hold: c.hold,
     });
     const usage: MediaUsage = { unit, units: c.units, ...c.tokens, costMicroCents: cost };
     await this.deps.webhooks.emitEvent(trx, 'media.completed', c.userId, {
@@ -190,44 +212,55 @@ export class MediaService {
       if (!mediaType) throw errors.unsupportedMediaType('The input file is not an image: PNG, JPEG, WebP and GIF images can be edited.');
       source = { bytes, mediaType, fileId: input.inputFileId };
     }
-    await this.beforeCall(userId);
-    const generationId = uuidv7();
-    const operation: MediaOperation = source ? 'image_edit' : 'image_generation';
-    const count = input.count ?? 1;
-    const generated = await this.callModel(userId, generationId, operation, model, async () =>
-      generateImages(
-        await model.media.image(model.providerModelId),
-        {
+    const hold = await this.beforeCall(userId, model, { units: input.count ?? 1, promptChars: input.prompt.length });
+    return this.holding(hold, async () => {
+      const generationId = uuidv7();
+      const operation: MediaOperation = source ? 'image_edit' : 'image_generation';
+      const count = input.count ?? 1;
+      const generated = await this.callModel(userId, generationId, operation, model, async () =>
+        generateImages(
+          await model.media.image(model.providerModelId),
+          {
+            prompt: input.prompt,
+            count,
+            size: input.size as `${number}x${number}` | undefined,
+            aspectRatio: input.aspectRatio as `${number}:${number}` | undefined,
+            input: source,
+          },
+          this.settingsFor(model),
+        ),
+      );
+      const outputs: GeneratedOutput[] = generated.images.map((image, i) => {
+        const mediaType = imageType(image.bytes) ?? image.mediaType;
+        return {
+          type: 'image',
+          name: `image-${i + 1}.${extensionOf(mediaType)}`,
+          mimeType: mediaType,
+          body: image.bytes,
+          origin: operation,
+          generationId,
           prompt: input.prompt,
-          count,
-          size: input.size as `${number}x${number}` | undefined,
-          aspectRatio: input.aspectRatio as `${number}:${number}` | undefined,
-          input: source,
-        },
-        this.settingsFor(model),
-      ),
-    );
-    const outputs: GeneratedOutput[] = generated.images.map((image, i) => {
-      const mediaType = imageType(image.bytes) ?? image.mediaType;
-      return {
-        type: 'image',
-        name: `image-${i + 1}.${extensionOf(mediaType)}`,
-        mimeType: mediaType,
-        body: image.bytes,
-        origin: operation,
-        generationId,
-        prompt: input.prompt,
-        model: model.info.id,
-        connectionId: model.connectionId,
-        sourceFileId: source?.fileId ?? null,
-        projectId: input.projectId ?? null,
-        conversationId: input.conversationId ?? null,
-      };
+          model: model.info.id,
+          connectionId: model.connectionId,
+          sourceFileId: source?.fileId ?? null,
+          projectId: input.projectId ?? null,
+          conversationId: input.conversationId ?? null,
+        };
+      });
+      const { rows, result: usage } = await this.deps.outputs.createGenerated(userId, outputs, (trx, rows) =>
+        this.complete(trx, rows, {
+          userId,
+          generationId,
+          operation,
+          kind: 'image',
+          model,
+          units: rows.length,
+          tokens: generated.usage,
+          hold,
+        }),
+      );
+      return { generationId, model, outputs: rows, usage, warnings: generated.warnings };
     });
-    const { rows, result: usage } = await this.deps.outputs.createGenerated(userId, outputs, (trx, rows) =>
-      this.complete(trx, rows, { userId, generationId, operation, kind: 'image', model, units: rows.length, tokens: generated.usage }),
-    );
-    return { generationId, model, outputs: rows, usage, warnings: generated.warnings };
   }
 
   async transcription(userId: string, input: TranscriptionInput): Promise<TranscriptionResult> {
@@ -236,122 +269,129 @@ export class MediaService {
     const { file, bytes } = await this.deps.files.ownContent(userId, input.fileId, this.deps.settings.maxAudioBytes);
     if (!audioType(bytes))
       throw errors.unsupportedMediaType('The file is not audio: WAV, MP3, OGG, FLAC, WebM and M4A can be transcribed.');
-    await this.beforeCall(userId);
-    const generationId = uuidv7();
-    const transcript = await this.callModel(userId, generationId, 'transcription', model, async () =>
-      transcribeAudio(await model.media.transcription(model.providerModelId), bytes, input.language, this.settingsFor(model)),
-    );
-    const text = Buffer.from(transcript.text, 'utf8');
-    const base = file.name.replace(/\.[^.]*$/, '') || 'audio';
-    const output: GeneratedOutput = {
-      type: 'text',
-      name: `${base}-transcript.txt`,
-      mimeType: 'text/plain; charset=utf-8',
-      body: text,
-      origin: 'transcription',
-      generationId,
-      prompt: null,
-      model: model.info.id,
-      connectionId: model.connectionId,
-      sourceFileId: file.id,
-      projectId: input.projectId ?? null,
-      conversationId: input.conversationId ?? null,
-    };
-    // Priced by the seconds of audio, rounded up (0 when the model does not say how long it was).
-    const seconds = Math.ceil(transcript.durationSeconds ?? 0);
-    // With `ingest`, the transcript's file must fit too: its bytes are counted in the same check.
-    const { rows, result: usage } = await this.deps.outputs.createGenerated(
-      userId,
-      [output],
-      (trx, rows) =>
-        this.complete(trx, rows, {
-          userId,
-          generationId,
-          operation: 'transcription',
-          kind: 'transcription',
-          model,
-          units: seconds,
-          tokens: { inputTokens: 0, outputTokens: 0 },
-        }),
-      input.ingest ? text.length : 0,
-    );
-    const projectId = input.projectId ?? null;
-    const noteId = input.saveAsNote
-      ? (
-          await this.deps.notes.create(userId, {
-            title: `Transcript of ${file.name}`.slice(0, 200),
-            content: transcript.text,
-            projectId: projectId ?? undefined,
-          })
-        ).id
-      : null;
-    const fileId = input.ingest
-      ? (
-          await this.deps.files.createIngested(userId, {
-            name: `${base}-transcript.txt`,
-            mimeType: 'text/plain',
-            bytes: text,
-            projectId,
-            conversationId: input.conversationId ?? null,
-          })
-        ).id
-      : null;
-    return {
-      generationId,
-      model,
-      outputs: rows,
-      usage,
-      warnings: transcript.warnings,
-      transcription: {
-        text: transcript.text,
-        language: transcript.language,
-        durationSeconds: transcript.durationSeconds,
-        segments: transcript.segments,
-      },
-      noteId,
-      fileId,
-    };
+    // Its seconds are not known before: a second for every kilobyte of audio bounds them (no format here is denser).
+    const hold = await this.beforeCall(userId, model, { units: Math.ceil(bytes.length / 1000), promptChars: 0 });
+    return this.holding(hold, async () => {
+      const generationId = uuidv7();
+      const transcript = await this.callModel(userId, generationId, 'transcription', model, async () =>
+        transcribeAudio(await model.media.transcription(model.providerModelId), bytes, input.language, this.settingsFor(model)),
+      );
+      const text = Buffer.from(transcript.text, 'utf8');
+      const base = file.name.replace(/\.[^.]*$/, '') || 'audio';
+      const output: GeneratedOutput = {
+        type: 'text',
+        name: `${base}-transcript.txt`,
+        mimeType: 'text/plain; charset=utf-8',
+        body: text,
+        origin: 'transcription',
+        generationId,
+        prompt: null,
+        model: model.info.id,
+        connectionId: model.connectionId,
+        sourceFileId: file.id,
+        projectId: input.projectId ?? null,
+        conversationId: input.conversationId ?? null,
+      };
+      // Priced by the seconds of audio, rounded up (0 when the model does not say how long it was).
+      const seconds = Math.ceil(transcript.durationSeconds ?? 0);
+      // With `ingest`, the transcript's file must fit too: its bytes are counted in the same check.
+      const { rows, result: usage } = await this.deps.outputs.createGenerated(
+        userId,
+        [output],
+        (trx, rows) =>
+          this.complete(trx, rows, {
+            userId,
+            generationId,
+            operation: 'transcription',
+            kind: 'transcription',
+            model,
+            units: seconds,
+            tokens: { inputTokens: 0, outputTokens: 0 },
+            hold,
+          }),
+        input.ingest ? text.length : 0,
+      );
+      const projectId = input.projectId ?? null;
+      const noteId = input.saveAsNote
+        ? (
+            await this.deps.notes.create(userId, {
+              title: `Transcript of ${file.name}`.slice(0, 200),
+              content: transcript.text,
+              projectId: projectId ?? undefined,
+            })
+          ).id
+        : null;
+      const fileId = input.ingest
+        ? (
+            await this.deps.files.createIngested(userId, {
+              name: `${base}-transcript.txt`,
+              mimeType: 'text/plain',
+              bytes: text,
+              projectId,
+              conversationId: input.conversationId ?? null,
+            })
+          ).id
+        : null;
+      return {
+        generationId,
+        model,
+        outputs: rows,
+        usage,
+        warnings: transcript.warnings,
+        transcription: {
+          text: transcript.text,
+          language: transcript.language,
+          durationSeconds: transcript.durationSeconds,
+          segments: transcript.segments,
+        },
+        noteId,
+        fileId,
+      };
+    });
   }
 
   async speech(userId: string, input: SpeechInput): Promise<MediaResult> {
     const model = await this.deps.models.resolveMedia(userId, input.model ?? null, 'speech');
     await this.checkScope(userId, input);
-    await this.beforeCall(userId);
-    const generationId = uuidv7();
-    const audio = await this.callModel(userId, generationId, 'speech', model, async () =>
-      speak(
-        await model.media.speech(model.providerModelId),
-        { text: input.text, voice: input.voice ?? 'alloy', format: input.format ?? 'mp3', speed: input.speed },
-        this.settingsFor(model),
-      ),
-    );
-    const output: GeneratedOutput = {
-      type: 'audio',
-      name: `speech.${extensionOf(audio.mediaType)}`,
-      mimeType: audio.mediaType,
-      body: audio.bytes,
-      origin: 'speech',
-      generationId,
-      prompt: input.text,
-      model: model.info.id,
-      connectionId: model.connectionId,
-      sourceFileId: null,
-      projectId: input.projectId ?? null,
-      conversationId: input.conversationId ?? null,
-    };
-    // Priced by the characters spoken (Unicode code points).
-    const characters = [...input.text].length;
-    const { rows, result: usage } = await this.deps.outputs.createGenerated(userId, [output], (trx, rows) =>
-      this.complete(trx, rows, {
-        userId,
+    const hold = await this.beforeCall(userId, model, { units: [...input.text].length, promptChars: 0 });
+    return this.holding(hold, async () => {
+      const generationId = uuidv7();
+      const audio = await this.callModel(userId, generationId, 'speech', model, async () =>
+        speak(
+          await model.media.speech(model.providerModelId),
+          { text: input.text, voice: input.voice ?? 'alloy', format: input.format ?? 'mp3', speed: input.speed },
+          this.settingsFor(model),
+        ),
+      );
+      const output: GeneratedOutput = {
+        type: 'audio',
+        name: `speech.${extensionOf(audio.mediaType)}`,
+        mimeType: audio.mediaType,
+        body: audio.bytes,
+        origin: 'speech',
         generationId,
-        operation: 'speech',
-        kind: 'speech',
-        model,
-        units: characters,
-        tokens: { inputTokens: 0, outputTokens: 0 },
-      }),
-    );
-    return { generationId, model, outputs: rows, usage, warnings: audio.warnings };
+        prompt: input.text,
+        model: model.info.id,
+        connectionId: model.connectionId,
+        sourceFileId: null,
+        projectId: input.projectId ?? null,
+        conversationId: input.conversationId ?? null,
+      };
+      // Priced by the characters spoken (Unicode code points).
+      const characters = [...input.text].length;
+      const { rows, result: usage } = await this.deps.outputs.createGenerated(userId, [output], (trx, rows) =>
+        this.complete(trx, rows, {
+          userId,
+          generationId,
+          operation: 'speech',
+          kind: 'speech',
+          model,
+          units: characters,
+          tokens: { inputTokens: 0, outputTokens: 0 },
+          hold,
+        }),
+      );
+      return { generationId, model, outputs: rows, usage, warnings: audio.warnings };
+    });
   }
 }

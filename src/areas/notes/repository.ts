@@ -1,7 +1,7 @@
 import { type Insertable, sql } from 'kysely';
 import type { Notes } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { type AccessScope, grantedIds, isGranted } from '../../platform/db/access';
+import { type AccessScope, isGranted, type SharedProject } from '../../platform/db/access';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
 import { epochMs } from '../../platform/db/timestamps';
@@ -22,6 +22,8 @@ const NOTE_FIELDS = ['id', 'owner_user_id', 'title', 'content', 'project_id', 'p
 
 export interface NoteFilter {
   scope?: AccessScope;
+  /** The projects shared with the user (sharedProjects): their notes are the shared part. */
+  shared?: SharedProject[];
   projectId?: string;
   pinned?: boolean;
 }
@@ -32,14 +34,19 @@ export interface NoteFilter {
  */
 export const readableNoteList = listQuery({
   id: 'id',
-  rows: (db, { userId, scope = 'all', projectId, pinned }: NoteFilter & { userId: string }) => {
+  rows: (db, { userId, scope = 'all', shared = [], projectId, pinned }: NoteFilter & { userId: string }) => {
     let query = db.selectFrom('notes').select([...NOTE_FIELDS, epochMs('created_at'), epochMs('updated_at')]);
     if (projectId !== undefined) query = query.where('project_id', '=', projectId);
     // A boolean written into the statement (as ownedList does): a generic plan still knows which it reads.
     if (pinned !== undefined) query = query.where('pinned', '=', sql.lit(pinned));
     const owned = query.where('owner_user_id', '=', userId);
-    const shared = query.where('owner_user_id', '<>', userId).where(sql<boolean>`notes.project_id in (${grantedIds(userId, 'project')})`);
-    return scope === 'owned' ? owned : scope === 'shared' ? shared : [owned, shared];
+    // One part per shared project: its owner's notes in it, newest first from the (project, owner, id) index.
+    const inShared = shared
+      .filter((project) => projectId === undefined || project.id === projectId)
+      .map((project) => query.where('project_id', '=', project.id).where('owner_user_id', '=', project.ownerUserId));
+    if (scope === 'owned') return owned;
+    if (scope === 'shared') return inShared.length > 0 ? inShared : query.where(sql.lit(false));
+    return [owned, ...inShared];
   },
 });
 export type NoteView = ListedRecord<'notes', typeof readableNoteList>;

@@ -4,6 +4,7 @@ import type { Notes } from '../../../generated/db';
 import { errors } from '../../platform/errors';
 import type { PageRequest } from '../../platform/pagination';
 import type { Database } from '../../platform/db';
+import { sharedProjects } from '../../platform/db/access';
 import { uuidv7 } from '../../platform/ids';
 import type { ProjectService } from '../projects/service';
 import * as repo from './repository';
@@ -26,8 +27,9 @@ export class NoteService {
   }
 
   /** The caller's notes and those in projects shared with them (per `scope`). */
-  list(userId: string, filter: repo.NoteFilter, page: PageRequest) {
-    return repo.readableNoteList.page(this.db, { userId, ...filter }, page);
+  async list(userId: string, filter: Omit<repo.NoteFilter, 'shared'>, page: PageRequest) {
+    const shared = filter.scope === 'owned' ? [] : await sharedProjects(this.db, userId);
+    return repo.readableNoteList.page(this.db, { userId, ...filter, shared }, page);
   }
 
   async create(userId: string, input: CreateInput): Promise<NoteRow> {

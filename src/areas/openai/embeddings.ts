@@ -19,7 +19,7 @@ export interface DeploymentEmbeddings {
 export interface OpenAiEmbeddingsDeps {
   db: Database;
   models: Pick<ModelService, 'lookup' | 'blockedByPolicy' | 'connectionEmbedder'>;
-  billing: Pick<BudgetGate, 'charge'>;
+  billing: Pick<BudgetGate, 'charge' | 'reserve' | 'release'>;
   deployment: DeploymentEmbeddings;
   timeoutMs: number;
   log: FailureLog;
@@ -59,16 +59,25 @@ export class OpenAiEmbeddings {
   async embed(userId: string, request: EmbeddingRequest): Promise<Schemas['EmbeddingResponse']> {
     const texts = textsOf(request.input);
     const embedding = await this.resolve(userId, request.model, texts, request.dimensions);
+    // A deployment's model holds its bound (a token per character of input) against the caller's quotas.
+    const inputTokens = texts.reduce((n, text) => n + text.length, 0);
+    const hold =
+      embedding.connectionId === null
+        ? await this.deps.billing.reserve(userId, { model: embedding.info, usage: { inputTokens, outputTokens: 0 } })
+        : null;
     let result: CountedEmbeddings;
     try {
       result = await embedding.run();
     } catch (error) {
+      await this.deps.billing.release(hold);
       if (!(error instanceof EmbeddingsFailure)) throw error;
       this.deps.log('embeddings failed', { model: embedding.info.id, error: error.message, detail: error.detail });
       throw error.timedOut ? errors.modelProviderTimeout(error.message) : errors.modelProviderError(error.message);
     }
-    if (result.vectors.length !== texts.length)
+    if (result.vectors.length !== texts.length) {
+      await this.deps.billing.release(hold);
       throw errors.modelProviderError(`The embeddings model returned ${result.vectors.length} vectors.`);
+    }
     const at = this.deps.now();
     await this.deps.db.transaction().execute((trx) =>
       this.deps.billing.charge(trx, {
@@ -79,6 +88,7 @@ export class OpenAiEmbeddings {
         connectionId: embedding.connectionId,
         usage: { inputTokens: result.tokens, outputTokens: 0 },
         at,
+        hold,
       }),
     );
     return presentEmbeddings(request.model, result.vectors, result.tokens, request.encoding_format ?? 'float');

@@ -3,7 +3,8 @@ import type { Schemas } from '../../platform/api-types';
 import type { Database } from '../../platform/db';
 import { ApiError, errors } from '../../platform/errors';
 import { uuidv7 } from '../../platform/ids';
-import type { BudgetGate } from '../billing/service';
+import { promptTokenBound, RESERVED_OUTPUT_TOKENS } from '../../platform/usage';
+import type { BudgetGate, Hold } from '../billing/service';
 import type { ModelService, ResolvedModel } from '../models/service';
 import { type AppliedSkill, SKILL_MODEL_PREFIX, type SkillService } from '../skills/service';
 import { type DeploymentEmbeddings, OpenAiEmbeddings } from './embeddings';
@@ -22,7 +23,7 @@ export interface OpenAiServiceDeps {
   models: Pick<ModelService, 'available' | 'lookup' | 'resolve' | 'blockedByPolicy' | 'connectionEmbedder'>;
   /** The skills a caller may chat with, as models named `skill:<skillId>`. */
   skills: Pick<SkillService, 'usable' | 'forChat'>;
-  billing: Pick<BudgetGate, 'requireBudget' | 'charge'>;
+  billing: Pick<BudgetGate, 'requireBudget' | 'charge' | 'reserve' | 'release'>;
   embeddings: DeploymentEmbeddings;
   /** Reads the images a request gives by URL. */
   images: Pick<RemoteImages, 'fill'>;
@@ -38,6 +39,8 @@ export interface PreparedCompletion {
   userId: string;
   model: ResolvedModel;
   ask: ModelAsk;
+  /** What the call holds against the caller's quotas until it is charged (null: none applies). */
+  hold: Hold | null;
 }
 
 /** Where a streamed completion's pieces go as the model writes them (the route writes them as chunks). */
@@ -150,9 +153,24 @@ export class OpenAiService {
       if (refused) throw refused;
     }
     await this.images.fill(ask.remoteImages, client);
+    const hold = model.connectionId === null ? await this.reserve(userId, model, ask) : null;
     const now = this.now();
     const head = { id: `chatcmpl-${uuidv7(now.getTime())}`, created: Math.floor(now.getTime() / 1000), model: request.model };
-    return { head, userId, model, ask };
+    return { head, userId, model, ask, hold };
+  }
+
+  /**
+   * Holds the call's bound against the caller's quotas (`402 quota_exceeded` without room): the
+   * prompt's text and the most it may write, which the call is then limited to.
+   */
+  private async reserve(userId: string, model: ResolvedModel, ask: ModelAsk): Promise<Hold | null> {
+    const outputTokens = ask.settings.maxOutputTokens ?? RESERVED_OUTPUT_TOKENS;
+    const hold = await this.billing.reserve(userId, {
+      model: model.info,
+      usage: { inputTokens: promptTokenBound(ask.messages), outputTokens },
+    });
+    if (hold) ask.settings.maxOutputTokens = outputTokens;
+    return hold;
   }
 
   /** The whole completion; charged as it was counted. */
@@ -248,11 +266,15 @@ export class OpenAiService {
     prepared: PreparedCompletion,
     { timeout, client, produced }: { timeout: AbortSignal; client: AbortSignal; produced: string },
   ): Promise<unknown> {
-    if (timeout.aborted) return errors.modelProviderTimeout(`The model provider did not answer within ${this.timeoutMs} ms.`);
+    if (timeout.aborted) {
+      await this.billing.release(prepared.hold);
+      return errors.modelProviderTimeout(`The model provider did not answer within ${this.timeoutMs} ms.`);
+    }
     if (client.aborted) {
       await this.charge(prepared, estimatedUsage(prepared.ask, produced));
       return errors.modelProviderError('The client closed the connection; the model call was stopped.');
     }
+    await this.billing.release(prepared.hold);
     if (error instanceof ModelProviderFailure) return errors.modelProviderError(error.message);
     return error;
   }
@@ -270,6 +292,7 @@ export class OpenAiService {
         connectionId: model.connectionId,
         usage,
         at,
+        hold: prepared.hold,
       }),
     );
   }

@@ -28,6 +28,7 @@ export const WEBHOOK_EVENT_SCHEMAS = {
   'media.completed': 'WebhookEventMediaCompleted',
   'media.failed': 'WebhookEventMediaFailed',
   'message.feedback': 'WebhookEventMessageFeedback',
+  'usage.threshold_reached': 'WebhookEventUsageThresholdReached',
   'webhook.test': 'WebhookEventTest',
 } as const satisfies { [T in AnyWebhookEventType]: SchemaNameOf<T> };
 

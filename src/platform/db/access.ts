@@ -1,4 +1,5 @@
 import { type RawBuilder, sql } from 'kysely';
+import type { Database } from './index';
 
 /**
  * The one read rule of shared resources (DESIGN §21): a user may reach a resource they do not own
@@ -54,3 +55,22 @@ export function fileShared(userId: string, fileId: RawBuilder<unknown>, projectI
 
 /** Which of a user's readable records a list shows: their own, those shared with them, or both. */
 export type AccessScope = 'all' | 'owned' | 'shared';
+
+/** A project shared with the reader, and its owner (whose records in it the reader may read). */
+export interface SharedProject {
+  id: string;
+  ownerUserId: string;
+}
+
+/**
+ * The projects shared with `userId` (a read grant to them or a group of theirs), with their owners.
+ * A list of records in shared projects reads each one's part from the (project, owner, id) index,
+ * newest first: its cost follows what is shared, never the owners' other records.
+ */
+export async function sharedProjects(db: Database, userId: string): Promise<SharedProject[]> {
+  const { rows } = await sql<SharedProject>`
+    select p.id, p.owner_user_id as "ownerUserId" from projects p
+    where p.id in (${grantedIds(userId, 'project')}) and p.owner_user_id <> ${userId}
+    order by p.id`.execute(db);
+  return rows;
+}
