@@ -1124,6 +1124,46 @@ export interface paths {
         patch: operations["updateAdminGroupMembers"];
         trace?: never;
     };
+    "/api/v1/admin/groups/model-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the groups' model policies, or read one
+         * @description With `groupId`, returns that group's model policy as `{ policy }` (`404` when the group has
+         *     none, or there is no such group). Without it, returns a page of the groups that have a
+         *     policy, the newest group first, as `{ policies, nextCursor }`. Roles: `admin`,
+         *     `auditor`.
+         */
+        get: operations["getAdminGroupModelPolicies"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a group's model policy
+         * @description Removes the group's model policy: its members are then governed by their other groups'
+         *     policies, or by the deployment's alone when none of their groups has one. A group without a
+         *     policy (or no such group) is `404`. Deleting a group removes its policy too. Role: `admin`.
+         *     Writes the audit event `administration.group.model_policy.delete` in the same transaction.
+         */
+        delete: operations["deleteAdminGroupModelPolicy"];
+        options?: never;
+        head?: never;
+        /**
+         * Set a group's model policy
+         * @description Gives the group a model policy, or changes the one it has: replaces the allow list, the block
+         *     list or both (an absent one keeps its value; a new policy starts from `allow: null, block: []`).
+         *     The deployment's policy (`/api/v1/admin/model-policy`) applies first; then a user in groups with
+         *     a policy may call a model when at least one of those groups' policies passes it (see
+         *     `GroupModelPolicy`). It holds from the members' next request, on every instance. An unknown
+         *     group is `404`. Role: `admin`. Writes the audit event `administration.group.model_policy.update`
+         *     with the new lists, in the same transaction.
+         */
+        patch: operations["updateAdminGroupModelPolicy"];
+        trace?: never;
+    };
     "/api/v1/admin/quotas": {
         parameters: {
             query?: never;
@@ -3510,6 +3550,57 @@ export interface components {
             /** @example 2 */
             memberCount: number;
         };
+        /** @description Which models a group's members may call, on top of the deployment's policy. A group's policy passes a model when neither its `modelId` nor the provider's model id is in `block`, and `allow` is `null` or names one of them. A user in several groups with a policy may call a model that at least one of them passes (groups grant); a user in no such group has the deployment's policy alone. */
+        GroupModelPolicy: {
+            groupId: components["schemas"]["Id"];
+            /**
+             * @description The only models the group allows, or `null` for every model it does not block.
+             * @example [
+             *       "gpt-4o-mini"
+             *     ]
+             */
+            allow: string[] | null;
+            /** @example [] */
+            block: string[];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+            /**
+             * @description Who last changed it.
+             * @example alice
+             */
+            updatedBy: string;
+        };
+        /**
+         * @description The lists to replace; an absent one keeps its value.
+         * @example {
+         *       "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+         *       "allow": [
+         *         "gpt-4o-mini"
+         *       ]
+         *     }
+         */
+        GroupModelPolicyUpdateRequest: {
+            accessToken?: components["schemas"]["AccessTokenField"];
+            userId?: components["schemas"]["UserIdField"];
+            groupId: components["schemas"]["Id"];
+            /**
+             * @description The only models the group allows, or `null` for every model it does not block.
+             * @example [
+             *       "gpt-4o-mini"
+             *     ]
+             */
+            allow?: string[] | null;
+            block?: components["schemas"]["ModelPolicyList"];
+        };
+        GroupModelPolicyResponse: {
+            policy: components["schemas"]["GroupModelPolicy"];
+        };
+        GroupModelPolicyListResponse: {
+            policies: components["schemas"]["GroupModelPolicy"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        /** @description `{ policy }` when `groupId` is given, otherwise a page `{ policies, nextCursor }`. */
+        GroupModelPolicyGetResponse: components["schemas"]["GroupModelPolicyResponse"] | components["schemas"]["GroupModelPolicyListResponse"];
         /**
          * @description What is shared. `file`, `project` and `skill`: the caller's own (a project shares its notes
          *     and files with it). `model` and `connection`: the deployment's models and model connections,
@@ -7189,6 +7280,12 @@ export interface components {
         SkillStarterPrompts: string[];
         /** @description The model to call: one `GET /api/v1/models` lists with this operation's kind (`image`, `transcription` or `speech`), else `400`. Absent: the caller's default for the kind (their setting, else the deployment's first model of the kind). */
         MediaModelField: string;
+        /**
+         * @example [
+         *       "gpt-4o-mini"
+         *     ]
+         */
+        ModelPolicyList: string[];
         /** @description Which models the deployment lets its users call. A model is blocked when its `modelId` or the provider's model id (the part after `<connectionId>/` for a connection's model) is in `block`, or when `allow` is a list that names neither. Blocked models disappear from `GET /api/v1/models` and every route that takes a `model` refuses them (`400`). */
         ModelPolicy: {
             /**
@@ -7217,12 +7314,6 @@ export interface components {
         ModelPolicyResponse: {
             policy: components["schemas"]["ModelPolicy"];
         };
-        /**
-         * @example [
-         *       "gpt-4o-mini"
-         *     ]
-         */
-        ModelPolicyList: string[];
         /**
          * @description The lists to replace; an absent one keeps its value.
          * @example {
@@ -13415,6 +13506,156 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["GroupMembersUpdateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getAdminGroupModelPolicies: {
+        parameters: {
+            query?: {
+                /** @description Read this group's policy. */
+                groupId?: components["schemas"]["Id"];
+                /**
+                 * @description Page size, 1 to 200 (default 50). A larger value is a `400`, not a silent clamp.
+                 * @example 50
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `nextCursor` of the previous page. Opaque; an unreadable cursor is a `400`.
+                 * @example MDE5MzZkMmUtN2IxYS03YzNlLTlmMDAtNWEyYjljNGQxZTIw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description List the groups' model policies, or read one. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "policy": {
+                     *         "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "allow": [
+                     *           "gpt-4o-mini"
+                     *         ],
+                     *         "block": [],
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000,
+                     *         "updatedBy": "alice"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupModelPolicyGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteAdminGroupModelPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description Remove a group's model policy. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupDeleteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateAdminGroupModelPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupModelPolicyUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The group's policy after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "policy": {
+                     *         "groupId": "01936d2e-7b1a-7c3e-9f00-5a2b9c4d1e70",
+                     *         "allow": [
+                     *           "gpt-4o-mini"
+                     *         ],
+                     *         "block": [],
+                     *         "createdAt": 1763784000000,
+                     *         "updatedAt": 1763784000000,
+                     *         "updatedBy": "alice"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GroupModelPolicyResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -238,12 +238,27 @@ export interface Files {
   updated_at: Generated<Timestamp>;
 }
 
+export interface GroupClaimSyncs {
+  claim_hash: string;
+  synced_at: Generated<Timestamp>;
+  user_id: string;
+}
+
 export interface GroupMembers {
   created_at: Generated<Timestamp>;
   group_id: string;
   id: string;
   source: Generated<string>;
   user_id: string;
+}
+
+export interface GroupModelPolicies {
+  allow: Json | null;
+  block: Generated<Json>;
+  created_at: Generated<Timestamp>;
+  group_id: string;
+  updated_at: Generated<Timestamp>;
+  updated_by: string;
 }
 
 export interface Groups {
@@ -701,7 +716,9 @@ export interface DB {
   conversations: Conversations;
   file_chunks: FileChunks;
   files: Files;
+  group_claim_syncs: GroupClaimSyncs;
   group_members: GroupMembers;
+  group_model_policies: GroupModelPolicies;
   groups: Groups;
   idempotency_keys: IdempotencyKeys;
   integration_authorizations: IntegrationAuthorizations;

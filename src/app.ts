@@ -35,7 +35,7 @@ import { mcpChallenge, oauthIssuer, oauthRouter } from './areas/oauth/authorizat
 import { mcpWorkspaceHandlers } from './areas/mcp-server/handlers';
 import { mcpServerHandlers } from './areas/mcp-servers/handlers';
 import { toolHandlers } from './areas/tools/handlers';
-import { modelHandlers } from './areas/models/handlers';
+import { groupModelPolicyHandlers, modelHandlers } from './areas/models/handlers';
 import { openAiHandlers } from './areas/openai/handlers';
 import { webhookHandlers } from './areas/webhooks/handlers';
 import { compose, type Composition, type Services, type Workers } from './composition';
@@ -91,6 +91,7 @@ function handlerMap(services: Services, config: Config, runner: AutomationRunner
     ...skillHandlers(services.skills),
     ...principalHandlers(services.principals),
     ...groupHandlers(services.groups),
+    ...groupModelPolicyHandlers(services.groupModelPolicies),
     ...grantHandlers(services.grants),
     ...quotaHandlers(services.quotas, services.usage),
     ...auditHandlers(services.audit),

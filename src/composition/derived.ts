@@ -21,3 +21,8 @@ export function oidcIssuer(config: Config): string | null {
     return null;
   }
 }
+
+/** The model id the deployment's embedder is called by on /v1 (the built-in one: `builtin-hashing`). */
+export function deploymentEmbedderId(config: Config): string {
+  return config.embeddings.provider === 'http' ? config.embeddings.model : 'builtin-hashing';
+}

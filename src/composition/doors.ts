@@ -17,6 +17,7 @@ import type { Config } from '../config';
 import type { DeploymentEmbedder } from '../platform/ai/embeddings';
 import type { Database } from '../platform/db';
 import type { Outbound } from '../platform/net/outbound';
+import { deploymentEmbedderId } from './derived';
 
 /** The doors for other software (DESIGN section 20): access tokens, OAuth sign-in, `/v1` and `/mcp`. */
 export interface Doors {
@@ -74,8 +75,8 @@ export function createDoors({
       models,
       skills,
       billing,
-      // The deployment's embedder, by the model id it is called with (the built-in one: `builtin-hashing`).
-      embeddings: { id: config.embeddings.provider === 'http' ? config.embeddings.model : 'builtin-hashing', embedder },
+      // The deployment's embedder, by the model id it is called with.
+      embeddings: { id: deploymentEmbedderId(config), embedder },
       // Images given by URL: as large as chat's attached images, read within the model's timeout.
       images: new RemoteImages(outbound, { maxBytes: config.models.attachmentImageMaxBytes, timeoutMs: config.models.timeoutMs }),
       timeoutMs: config.models.timeoutMs,

@@ -57,7 +57,6 @@ export async function compose(config: Config, logger: Logger, database?: Databas
     const devAuth = hasIdentityProvider(config) ? null : await loadDevAuthMaterial(config.dataDir);
     const cookieSecret = config.auth.cookieSecret ?? devAuth?.cookieSecret;
     if (!cookieSecret) throw new Error('no cookie secret');
-    const verifyToken = await createTokenVerifier(config.auth, devAuth);
     const store = openObjectStore(config);
     const signedUrls = new SignedUrls(cookieSecret, config.signedUrlTtlSeconds);
     const vectorAvailable = await hasVectorExtension(db.db);
@@ -88,6 +87,7 @@ export async function compose(config: Config, logger: Logger, database?: Databas
       doc,
       metrics,
     });
+    const verifyToken = await createTokenVerifier(config.auth, devAuth, Date.now, services.onTokenVerified);
     const workers = createWorkers({ config, logger, database: db, services, store, metrics, dispatcher });
     const bootstrapped = await services.principals.ensureRole(
       { userId: 'system:bootstrap', requestId: null },

@@ -251,7 +251,6 @@ export function createServices({
     catalogue: modelCatalogue,
     connections: modelConnections,
     defaults: settings,
-    policy: modelPolicy,
     outbound,
     settings: { callTimeoutMs: config.models.timeoutMs, mediaTimeoutMs: config.media.timeoutMs },
     log: warn,
@@ -349,7 +348,7 @@ export function createServices({
   const doors = createDoors({ config, db, doc, audit, principals, models, billing, embedder, outbound, tools, notes, files, skills, warn });
   return {
     ...doors,
-    ...createTeams({ db, audit, principals, files, projects, skills }),
+    ...createTeams({ config, db, audit, principals, files, projects, skills, deployment }),
     knowledge,
     files,
     outputs,

@@ -48,6 +48,10 @@ export const auth = topic(
           doc: 'accepted JWT algorithms (asymmetric only)',
         },
       ),
+      groupsClaim: variable('AUTH_GROUPS_CLAIM', text({ min: 1 }), {
+        unset: null,
+        doc: "claim of a verified token (an array of group names, or one name) that fills the user's `identity_provider` group memberships: groups are made by name when missing, memberships added and removed to match it (an absent claim: none), manual memberships untouched; matched when a token is first verified and its claim changed",
+      }),
       cookieSecret: variable('COOKIE_SECRET', text({ min: 32 }), {
         unset: null,
         defaultDoc: 'generated in development',

@@ -9,6 +9,7 @@ import {
   importJWK,
   importSPKI,
   type JWK,
+  type JWTPayload,
   type JWTVerifyGetKey,
   jwtVerify,
   errors as joseErrors,
@@ -49,8 +50,14 @@ export async function loadDevAuthMaterial(dataDir: string): Promise<DevAuthMater
   };
 }
 
-export async function signDevToken(material: DevAuthMaterial, userId: string, ttlSeconds = 12 * 3600): Promise<string> {
-  return new SignJWT({})
+/** A development token for `userId`, with any further `claims` (a groups claim, in tests). */
+export async function signDevToken(
+  material: DevAuthMaterial,
+  userId: string,
+  ttlSeconds = 12 * 3600,
+  claims: Record<string, unknown> = {},
+): Promise<string> {
+  return new SignJWT(claims)
     .setProtectedHeader({ alg: DEV_ALGORITHM, typ: 'JWT' })
     .setSubject(userId)
     .setIssuer(DEV_ISSUER)
@@ -105,17 +112,22 @@ const VERIFIED_CACHE_SIZE = 10_000;
 const VERIFIED_CACHE_MS = 60_000;
 const CLOCK_TOLERANCE_SECONDS = 5;
 
+/** Runs when a token verified afresh (not when it was remembered), before its user is let in. */
+export type OnVerified = (userId: string, payload: JWTPayload) => Promise<void>;
+
 /**
  * Verifies bearer tokens: signature (keys imported once), issuer, audience, expiry and an explicit
  * algorithm allow-list. Resolves to the user id (`sub`). A client sends the same token with every
  * request, and checking its signature is most of an authenticated request's work, so a token that
  * verified is remembered (by its exact text) until its expiry or for a minute, whichever is first;
- * a token that failed is checked again each time.
+ * a token that failed is checked again each time. `onVerified` sees each token verified afresh
+ * (its failure fails the request, and the token is not remembered).
  */
 export async function createTokenVerifier(
   auth: TokenSettings,
   dev: DevAuthMaterial | null,
   now: () => number = Date.now,
+  onVerified?: OnVerified,
 ): Promise<TokenVerifier> {
   let key: CryptoKey | JWTVerifyGetKey;
   let issuer: string;
@@ -140,6 +152,8 @@ export async function createTokenVerifier(
     const known = verified.get(token);
     if (known && known.until > at) return known.sub;
     if (known) verified.delete(token);
+    let verifiedPayload: JWTPayload;
+    let sub: string;
     try {
       const options = {
         issuer,
@@ -150,18 +164,25 @@ export async function createTokenVerifier(
         currentDate: new Date(at),
       };
       const { payload } = typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
-      const sub = payload.sub;
-      if (typeof sub !== 'string' || sub.length === 0 || sub.length > MAX_USER_ID_LENGTH || UNSTORABLE.test(sub)) {
+      const subject = payload.sub;
+      if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_USER_ID_LENGTH || UNSTORABLE.test(subject)) {
         throw new InvalidTokenError(
           `The access token's subject is not a usable user id (1-${MAX_USER_ID_LENGTH} characters, no NUL or unpaired surrogate).`,
         );
       }
-      if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
-      verified.set(token, { sub, until: Math.min(at + VERIFIED_CACHE_MS, ((payload.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000) });
-      return sub;
+      verifiedPayload = payload;
+      sub = subject;
     } catch (error) {
       if (error instanceof InvalidTokenError) throw error;
       throw new InvalidTokenError(describe(error));
     }
+    // Outside the try: a failure here is the service's (the database), not the token's.
+    await onVerified?.(sub, verifiedPayload);
+    if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
+    verified.set(token, {
+      sub,
+      until: Math.min(at + VERIFIED_CACHE_MS, ((verifiedPayload.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000),
+    });
+    return sub;
   };
 }

@@ -206,6 +206,37 @@ const calls: Call[] = [
     },
   },
   {
+    operationId: 'getAdminGroupModelPolicies',
+    allowed: ['admin', 'auditor'],
+    send: (u) => h.http().get('/api/v1/admin/groups/model-policy').query({ limit: 1 }).set(u.auth),
+  },
+  {
+    operationId: 'updateAdminGroupModelPolicy',
+    allowed: ['admin'],
+    send: async (u) => {
+      const groupId = await newGroup();
+      return h
+        .http()
+        .patch('/api/v1/admin/groups/model-policy')
+        .set(u.auth)
+        .send({ groupId, block: ['gpt-4o'] });
+    },
+  },
+  {
+    operationId: 'deleteAdminGroupModelPolicy',
+    allowed: ['admin'],
+    send: async (u) => {
+      const groupId = await newGroup();
+      await h
+        .http()
+        .patch('/api/v1/admin/groups/model-policy')
+        .set(root.auth)
+        .send({ groupId, block: ['gpt-4o'] })
+        .expect(200);
+      return h.http().delete('/api/v1/admin/groups/model-policy').set(u.auth).send({ groupId });
+    },
+  },
+  {
     operationId: 'getAdminQuotas',
     allowed: ['admin', 'auditor'],
     send: (u) => h.http().get('/api/v1/admin/quotas').query({ limit: 1 }).set(u.auth),

@@ -57,6 +57,7 @@ describe('the database', () => {
       '0035_groups_and_grants',
       '0037_skill_assistants',
       '0038_quotas',
+      '0039_group_model_policies',
     ]);
   });
 

@@ -55,7 +55,7 @@ describe('express-openapi-validator, as the service uses it', () => {
   test('matches the full path inside a mounted router, names the operation and types the query', async () => {
     const res = await appFor('/api/v1/notes', 'get', seen).get('/api/v1/notes?limit=5&pinned=true');
     expect(res.status).toBe(299);
-    expect(JSON.parse(res.text)).toEqual({ operationId: 'getNotes', params: {}, query: { limit: 5, pinned: true } });
+    expect(JSON.parse(res.text)).toEqual({ operationId: 'getNotes', params: {}, query: { limit: 5, pinned: true, scope: 'all' } });
   });
 
   test('gives the path parameters', async () => {

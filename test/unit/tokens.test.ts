@@ -56,6 +56,38 @@ describe('identity provider tokens', () => {
     for (let i = 0; i < 2; i += 1) await expect(verify(wrong)).rejects.toBeInstanceOf(InvalidTokenError);
   });
 
+  test('onVerified sees each token verified afresh with its claims; its failure fails the call and is not remembered', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+    const config = loadConfig({
+      AUTH_PUBLIC_KEY: await exportSPKI(publicKey),
+      AUTH_ISSUER: ISSUER,
+      AUTH_AUDIENCE: AUDIENCE,
+      AUTH_ALGORITHMS: 'ES256',
+    });
+    const seen: Array<[string, unknown]> = [];
+    let failing = true;
+    const verify = await createTokenVerifier(config.auth, null, Date.now, async (userId, payload) => {
+      if (failing) throw new Error('the database is away');
+      seen.push([userId, payload.groups]);
+    });
+    const withGroups = await new SignJWT({ groups: ['Research'] })
+      .setProtectedHeader({ alg: 'ES256' })
+      .setSubject('carol')
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setExpirationTime('5m')
+      .sign(privateKey);
+    const failure = await verify(withGroups).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(Error);
+    expect(failure).not.toBeInstanceOf(InvalidTokenError);
+    failing = false;
+    await expect(verify(withGroups)).resolves.toBe('carol');
+    await expect(verify(withGroups)).resolves.toBe('carol');
+    expect(seen).toEqual([['carol', ['Research']]]);
+    await expect(verify(await token(privateKey, 'ES256', { aud: 'other' }))).rejects.toBeInstanceOf(InvalidTokenError);
+    expect(seen).toHaveLength(1);
+  });
+
   test('a JWKS URL: keys are chosen by kid', async () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
     const other = await generateKeyPair('ES256');

@@ -84,6 +84,65 @@ export async function countMembers(db: Database, groupId: string): Promise<numbe
   return Number(row.n);
 }
 
+/** The hash of the groups claim a user's memberships were last matched to, or undefined. */
+export async function claimHashOf(db: Database, userId: string): Promise<string | undefined> {
+  const row = await db.selectFrom('group_claim_syncs').select('claim_hash').where('user_id', '=', userId).executeTakeFirst();
+  return row?.claim_hash;
+}
+
+export async function saveClaimHash(db: Database, userId: string, hash: string, at: Date): Promise<void> {
+  await db
+    .insertInto('group_claim_syncs')
+    .values({ user_id: userId, claim_hash: hash, synced_at: at })
+    .onConflict((oc) => oc.column('user_id').doUpdateSet({ claim_hash: hash, synced_at: at }))
+    .execute();
+}
+
+/**
+ * The ids of the groups named `names` (without case), making those missing as `identity_provider`
+ * groups; a name another transaction makes at the same time is that group.
+ */
+export async function ensureGroupsNamed(db: Database, names: string[], at: Date): Promise<string[]> {
+  if (names.length === 0) return [];
+  await db
+    .insertInto('groups')
+    .values(names.map((name) => ({ id: uuidv7(at.getTime()), name, source: 'identity_provider', created_at: at, updated_at: at })))
+    .onConflict((oc) => oc.doNothing())
+    .execute();
+  const rows = await db
+    .selectFrom('groups')
+    .select('id')
+    .where(sql<boolean>`lower(name) in (${sql.join(names.map((name) => name.toLowerCase()))})`)
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+/**
+ * Makes the user's `identity_provider` memberships exactly `groupIds`: adds those missing (a
+ * membership the user has already, manual or not, stays as it is) and removes the others; manual
+ * memberships are untouched. Whether anything changed.
+ */
+export async function matchClaimMemberships(db: Database, userId: string, groupIds: string[], at: Date): Promise<boolean> {
+  let removal = db.deleteFrom('group_members').where('user_id', '=', userId).where('source', '=', 'identity_provider');
+  if (groupIds.length > 0) removal = removal.where('group_id', 'not in', groupIds);
+  const removed = await removal.executeTakeFirst();
+  if (groupIds.length === 0) return removed.numDeletedRows > 0n;
+  const added = await db
+    .insertInto('group_members')
+    .values(
+      groupIds.map((groupId) => ({
+        id: uuidv7(at.getTime()),
+        group_id: groupId,
+        user_id: userId,
+        source: 'identity_provider',
+        created_at: at,
+      })),
+    )
+    .onConflict((oc) => oc.columns(['group_id', 'user_id']).doNothing())
+    .executeTakeFirst();
+  return removed.numDeletedRows > 0n || (added.numInsertedOrUpdatedRows ?? 0n) > 0n;
+}
+
 /** The groups `userId` is in, the most recently joined first; read a page at a time. */
 export const membershipList = listQuery({
   id: 'gm.id',

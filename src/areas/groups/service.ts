@@ -1,5 +1,7 @@
+import { createHash } from 'node:crypto';
 import type { RequestInput } from '../../platform/api-types';
 import { type Database, PgError, pgErrorCode } from '../../platform/db';
+import { lockForTransaction } from '../../platform/db/locks';
 import { errors } from '../../platform/errors';
 import { uuidv7 } from '../../platform/ids';
 import type { PageRequest } from '../../platform/pagination';
@@ -7,6 +9,28 @@ import type { Actor, AuditService } from '../audit/service';
 import * as repo from './repository';
 
 const RESOURCE_TYPE = 'group';
+
+export const CLAIM_SYNC_ACTION = 'group.identity_provider.sync';
+
+/** The most group names one token's claim is taken for; names past it are left out. */
+const MAX_CLAIM_GROUPS = 100;
+const MAX_NAME_LENGTH = 100;
+
+/**
+ * The group names a groups claim carries (an array of names, or one name): trimmed, without
+ * blanks, over-long names and other values, one per name without case, sorted.
+ */
+export function claimGroupNames(claim: unknown): string[] {
+  const values = Array.isArray(claim) ? claim : claim === undefined || claim === null ? [] : [claim];
+  const names = new Map<string, string>();
+  for (const value of values) {
+    if (typeof value !== 'string') continue;
+    const name = value.trim();
+    if (name === '' || name.length > MAX_NAME_LENGTH || names.has(name.toLowerCase())) continue;
+    names.set(name.toLowerCase(), name);
+  }
+  return [...names.values()].sort().slice(0, MAX_CLAIM_GROUPS);
+}
 
 /** Runs a write whose only expected failure is another group's name (unique without case). */
 async function withUniqueName<T>(name: string | undefined, write: () => Promise<T>): Promise<T> {
@@ -109,6 +133,35 @@ export class GroupService {
       const memberCount = await repo.countMembers(trx, input.groupId);
       await this.record(actor, 'administration.group.members.update', input.groupId, { add, remove, memberCount }, trx);
       return memberCount;
+    });
+  }
+
+  /**
+   * Matches the user's `identity_provider` memberships to the groups claim of a token that just
+   * verified (`claimGroupNames`): groups missing by name are made, memberships added and removed;
+   * manual memberships stay. Writes only when the claim differs from the one matched last (its
+   * hash is kept per user), so a membership an admin removes by hand stays removed until the
+   * claim changes. Changes are audited.
+   */
+  async syncClaim(userId: string, claim: unknown): Promise<void> {
+    const names = claimGroupNames(claim);
+    const hash = createHash('sha256').update(JSON.stringify(names)).digest('base64url');
+    if ((await repo.claimHashOf(this.db, userId)) === hash) return;
+    await this.db.transaction().execute(async (trx) => {
+      // One sync per user at a time (two requests with a new token at once).
+      await lockForTransaction(trx, `group-claims:${userId}`);
+      if ((await repo.claimHashOf(trx, userId)) === hash) return;
+      const at = new Date();
+      const groupIds = await repo.ensureGroupsNamed(trx, names, at);
+      const changed = await repo.matchClaimMemberships(trx, userId, groupIds, at);
+      await repo.saveClaimHash(trx, userId, hash, at);
+      if (changed) {
+        await this.audit.record(
+          { userId, requestId: null },
+          { action: CLAIM_SYNC_ACTION, resourceType: RESOURCE_TYPE, outcome: 'success', metadata: { groups: names } },
+          trx,
+        );
+      }
     });
   }
 

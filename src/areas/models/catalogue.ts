@@ -4,7 +4,7 @@ import type { ModelProvider } from '../../platform/ai/models';
 import type { Database } from '../../platform/db';
 import type { CapabilityService } from '../capabilities/service';
 import { discoveredOf, enabledOf } from './connections';
-import { isBlocked, type ModelPolicy, type ModelPolicyService } from './policy';
+import { type EffectivePolicy, type ModelPolicyService, REFUSAL_MESSAGE, refusedBy } from './policy';
 import * as repo from './repository';
 
 /** A model of the deployment or of one of a user's connections. */
@@ -26,11 +26,14 @@ export interface CatalogueModel {
 
 /** What deciding whether a user may use a model reads, read at once (`ModelCatalogue.read`). */
 export interface Catalogue {
-  /** Every model of the deployment and of the user's connections, before the policy. */
+  /**
+   * Every model of the deployment and of the connections the user may call through, before the
+   * policy; the deployment's private models (those with grants) only when granted to the user.
+   */
   entries: Array<{ model: CatalogueModel; byokEnabled: boolean }>;
-  /** The user's connections read for it, by id. */
+  /** The connections read for it (the user's own and those granted to them), by id. */
   connections: Map<string, repo.ConnectionRow>;
-  policy: ModelPolicy;
+  policy: EffectivePolicy;
 }
 
 /**
@@ -48,7 +51,7 @@ export function usableIn(catalogue: Catalogue): CatalogueModel[] {
   return catalogue.entries
     .filter(({ model, byokEnabled }) => model.connectionId === null || byokEnabled)
     .map(({ model }) => model)
-    .filter((m) => !isBlocked(catalogue.policy, m.modelId, m.providerModelId));
+    .filter((m) => refusedBy(catalogue.policy, m.modelId, m.providerModelId) === null);
 }
 
 /** Why `modelId` cannot be used for `kind`, or null. */
@@ -66,8 +69,8 @@ export function problemIn(catalogue: Catalogue, modelId: string, kind: ModelKind
       gone: false,
       reason: 'byok_disabled',
     };
-  if (isBlocked(catalogue.policy, entry.model.modelId, entry.model.providerModelId))
-    return { message: "the deployment's model policy blocks this model", gone: false, reason: 'policy' };
+  const refusal = refusedBy(catalogue.policy, entry.model.modelId, entry.model.providerModelId);
+  if (refusal) return { message: REFUSAL_MESSAGE[refusal], gone: false, reason: 'policy' };
   if (!entry.model.kinds.includes(kind)) return { message: `is not a ${kind} model`, gone: false, reason: 'kind' };
   return null;
 }
@@ -77,7 +80,7 @@ export interface ModelCatalogueDeps {
   /** The deployment's provider (configured by the operator). */
   deployment: ModelProvider;
   capabilities: Pick<CapabilityService, 'isEnabled'>;
-  policy: Pick<ModelPolicyService, 'policy'>;
+  policy: Pick<ModelPolicyService, 'effective'>;
 }
 
 /**
@@ -89,7 +92,7 @@ export class ModelCatalogue {
   private readonly db: Database;
   private readonly deployment: ModelProvider;
   private readonly capabilities: Pick<CapabilityService, 'isEnabled'>;
-  private readonly policy: Pick<ModelPolicyService, 'policy'>;
+  private readonly policy: Pick<ModelPolicyService, 'effective'>;
 
   constructor({ db, deployment, capabilities, policy }: ModelCatalogueDeps) {
     this.db = db;
@@ -104,16 +107,27 @@ export class ModelCatalogue {
   }
 
   /**
-   * Reads the catalogue and the policy in parallel. Connection models are left out while `byok`
-   * is off, unless `withDisabled` (to say why one is refused).
+   * Reads the catalogue and the policies that apply to the user in parallel. Connection models
+   * are left out while `byok` is off, unless `withDisabled` (to say why one is refused).
    */
   async read(userId: string, withDisabled: boolean): Promise<Catalogue> {
-    const [{ entries, connections }, policy] = await Promise.all([this.entries(userId, withDisabled), this.policy.policy()]);
+    const [{ entries, connections }, policy] = await Promise.all([this.entries(userId, withDisabled), this.policy.effective(userId)]);
     return { entries, connections, policy };
   }
 
+  /** Why `userId` may not call `modelId`, a deployment model outside the catalogue (its embedder), or null. */
+  async refusalOutside(userId: string, modelId: string): Promise<string | null> {
+    const [policy, hidden] = await Promise.all([this.policy.effective(userId), repo.hiddenModelIds(this.db, userId)]);
+    if (hidden.includes(modelId)) return 'is not available';
+    const refusal = refusedBy(policy, modelId, modelId);
+    return refusal && REFUSAL_MESSAGE[refusal];
+  }
+
   private async entries(userId: string, withDisabled: boolean): Promise<Pick<Catalogue, 'entries' | 'connections'>> {
-    const byokEnabled = await this.capabilities.isEnabled('byok');
+    const [byokEnabled, hidden] = await Promise.all([
+      this.capabilities.isEnabled('byok'),
+      repo.hiddenModelIds(this.db, userId).then((ids) => new Set(ids)),
+    ]);
     const ofDeployment = (m: { id: string; providerId: string; name: string }, kind: ModelKind, price: Partial<CatalogueModel>) => ({
       byokEnabled,
       model: {
@@ -130,39 +144,45 @@ export class ModelCatalogue {
       },
     });
     const deployment = [
-      ...this.deployment.models.map((m) =>
-        ofDeployment(m, 'chat', {
-          inputCentsPerMillionTokens: m.inputCentsPerMillionTokens,
-          outputCentsPerMillionTokens: m.outputCentsPerMillionTokens,
-          // A chat model that reads images is a `vision` model too.
-          ...(m.vision ? { kinds: ['chat', 'vision'] as ModelKind[] } : {}),
-        }),
-      ),
-      ...(this.deployment.media?.models ?? []).map((m) =>
-        ofDeployment(m, m.kind, { unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit } }),
-      ),
+      ...this.deployment.models
+        .filter((m) => !hidden.has(m.id))
+        .map((m) =>
+          ofDeployment(m, 'chat', {
+            inputCentsPerMillionTokens: m.inputCentsPerMillionTokens,
+            outputCentsPerMillionTokens: m.outputCentsPerMillionTokens,
+            // A chat model that reads images is a `vision` model too.
+            ...(m.vision ? { kinds: ['chat', 'vision'] as ModelKind[] } : {}),
+          }),
+        ),
+      ...(this.deployment.media?.models ?? [])
+        .filter((m) => !hidden.has(m.id))
+        .map((m) => ofDeployment(m, m.kind, { unitPrice: { unit: UNIT_OF[m.kind], microCentsPerUnit: m.microCentsPerUnit } })),
     ];
     if (!byokEnabled && !withDisabled) return { entries: deployment, connections: new Map() };
-    const connections = await repo.allConnections(this.db, userId);
-    const own = connections.flatMap((row) => {
-      const discovered = discoveredOf(row);
-      const enabled = enabledOf(row);
-      const ids = enabled.length > 0 ? enabled : discovered.map((m) => m.id);
-      return ids.map((id) => ({
-        byokEnabled,
-        model: {
-          modelId: `${row.id}/${id}`,
-          providerModelId: id,
-          providerId: row.kind,
-          name: id,
-          connectionId: row.id,
-          kinds: modelKinds(row.kind as ConnectionKind, id),
-          contextWindow: discovered.find((m) => m.id === id)?.contextWindow ?? null,
-          inputCentsPerMillionTokens: 0,
-          outputCentsPerMillionTokens: 0,
-        },
-      }));
-    });
+    const connections = await repo.usableConnections(this.db, userId);
+    const own = connections
+      .flatMap((row) => {
+        const discovered = discoveredOf(row);
+        const enabled = enabledOf(row);
+        const ids = enabled.length > 0 ? enabled : discovered.map((m) => m.id);
+        return ids.map((id) => ({
+          byokEnabled,
+          model: {
+            modelId: `${row.id}/${id}`,
+            providerModelId: id,
+            providerId: row.kind,
+            name: id,
+            connectionId: row.id,
+            // A connection shared with the user serves chat and media; its embeddings stay its owner's
+            // (the knowledge index embeds each owner's records with the owner's own connection).
+            kinds: modelKinds(row.kind as ConnectionKind, id).filter((kind) => row.owner_user_id === userId || kind !== 'embeddings'),
+            contextWindow: discovered.find((m) => m.id === id)?.contextWindow ?? null,
+            inputCentsPerMillionTokens: 0,
+            outputCentsPerMillionTokens: 0,
+          },
+        }));
+      })
+      .filter((entry) => entry.model.kinds.length > 0);
     return { entries: [...deployment, ...own], connections: new Map(connections.map((row) => [row.id, row])) };
   }
 }

@@ -2,8 +2,9 @@ import { type HandlerMap, idFromQueryOrBody } from '../../http/handler';
 import { readPage } from '../../http/pagination';
 import { errors } from '../../platform/errors';
 import type { CapabilityService } from '../capabilities/service';
-import { presentConnection, presentModel, presentPolicy, presentProvider } from './presenter';
+import { presentConnection, presentGroupPolicy, presentModel, presentPolicy, presentProvider } from './presenter';
 import type { ModelConnectionService } from './connections';
+import type { GroupModelPolicyService } from './group-policy';
 import type { ModelPolicyService } from './policy';
 import type { ModelService } from './service';
 
@@ -62,5 +63,24 @@ export function modelHandlers({
     },
     getModelPolicy: async () => ({ policy: presentPolicy(await policy.policy()) }),
     updateModelPolicy: async ({ actor, body }) => ({ policy: presentPolicy(await policy.updatePolicy(actor, body)) }),
+  };
+}
+
+/** The groups' model policies, for admins (`/api/v1/admin/groups/model-policy`). */
+export function groupModelPolicyHandlers(
+  policies: GroupModelPolicyService,
+): Pick<HandlerMap, 'getAdminGroupModelPolicies' | 'updateAdminGroupModelPolicy' | 'deleteAdminGroupModelPolicy'> {
+  return {
+    getAdminGroupModelPolicies: async ({ query }) => {
+      if (query.groupId !== undefined) return { policy: presentGroupPolicy(await policies.get(query.groupId)) };
+      const page = await policies.list(readPage(query));
+      return { policies: page.items.map(presentGroupPolicy), nextCursor: page.nextCursor };
+    },
+    updateAdminGroupModelPolicy: async ({ actor, body }) => ({ policy: presentGroupPolicy(await policies.update(actor, body)) }),
+    deleteAdminGroupModelPolicy: async ({ actor, query, body }) => {
+      const groupId = idFromQueryOrBody('groupId', query, body);
+      await policies.delete(actor, groupId);
+      return { groupId, deleted: true };
+    },
   };
 }

@@ -1,9 +1,9 @@
 import type { Schemas } from '../../platform/api-types';
 import type { ModelProvider } from '../../platform/ai/models';
 import { millis, millisOrNull } from '../../platform/db/timestamps';
-import type { ConnectionView } from './repository';
+import type { ConnectionView, GroupPolicyView } from './repository';
 import { discoveredOf, enabledOf } from './connections';
-import type { ModelPolicy } from './policy';
+import { listsOf, type ModelPolicy } from './policy';
 import type { AvailableModel } from './service';
 
 export function presentModel(model: AvailableModel): Schemas['Model'] {
@@ -47,4 +47,14 @@ export function presentConnection(row: ConnectionView): Schemas['ModelConnection
 
 export function presentPolicy(policy: ModelPolicy): Schemas['ModelPolicy'] {
   return { allow: policy.allow, block: policy.block, updatedAt: policy.updatedAt?.getTime() ?? null, updatedBy: policy.updatedBy };
+}
+
+export function presentGroupPolicy(row: GroupPolicyView): Schemas['GroupModelPolicy'] {
+  return {
+    groupId: row.id,
+    ...listsOf(row),
+    createdAt: millis(row.created_at),
+    updatedAt: millis(row.updated_at),
+    updatedBy: row.updated_by,
+  };
 }

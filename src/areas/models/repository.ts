@@ -1,8 +1,10 @@
-import type { Insertable, Selectable } from 'kysely';
+import { type Insertable, type Selectable, sql } from 'kysely';
 import type { ModelConnections, ModelPolicy } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import type { ListedRecord } from '../../platform/db/list-query';
+import { groupsOf, isGranted, PERMISSIONS } from '../../platform/db/access';
+import { type ListedRecord, listQuery } from '../../platform/db/list-query';
 import { ownedList, ownedRecords } from '../../platform/db/owned';
+import { epochMs } from '../../platform/db/timestamps';
 
 export type ConnectionRow = Selectable<ModelConnections>;
 export type PolicyRow = Selectable<ModelPolicy>;
@@ -19,9 +21,36 @@ export const connectionList = ownedList('model_connections', {
 });
 export type ConnectionView = ListedRecord<'model_connections', typeof connectionList>;
 
-/** Every connection of a user, oldest first (the order their models are listed in). */
-export function allConnections(db: Database, ownerUserId: string) {
-  return db.selectFrom('model_connections').selectAll().where('owner_user_id', '=', ownerUserId).orderBy('id', 'asc').execute();
+/**
+ * Every connection whose models a user may call, oldest first (the order their models are listed
+ * in): their own, and those an admin granted them (or a group of theirs) `use` of.
+ */
+export function usableConnections(db: Database, userId: string) {
+  return db
+    .selectFrom('model_connections')
+    .selectAll()
+    .where((eb) => eb.or([eb('owner_user_id', '=', userId), isGranted(userId, 'connection', sql.ref('model_connections.id'), 'use')]))
+    .orderBy('id', 'asc')
+    .execute();
+}
+
+/** The permissions that let a grantee call a model (`use` and those that include it). */
+const USE_OR_MORE = PERMISSIONS.slice(PERMISSIONS.indexOf('use'));
+
+/**
+ * The ids of the deployment's private models (some grant of `use` names them) that `userId` holds
+ * no such grant on, directly or through a group: models that do not exist for them.
+ */
+export async function hiddenModelIds(db: Database, userId: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('access_grants as p')
+    .select('p.resource_id')
+    .where('p.resource_kind', '=', 'model')
+    .where('p.permission', 'in', USE_OR_MORE)
+    .groupBy('p.resource_id')
+    .having(sql<boolean>`not bool_or(${isGranted(userId, 'model', sql.ref('p.resource_id'), 'use')})`)
+    .execute();
+  return rows.map((row) => row.resource_id);
 }
 
 export async function countConnections(db: Database, ownerUserId: string): Promise<number> {
@@ -53,21 +82,72 @@ export async function markConnection(db: Database, ownerUserId: string, id: stri
   await query.execute();
 }
 
-export function findPolicy(db: Database) {
-  return db.selectFrom('model_policy').selectAll().where('id', '=', POLICY_ID).executeTakeFirst();
-}
-
-export function upsertPolicy(db: Database, changes: { allow?: string[] | null; block?: string[]; updatedBy: string; at: Date }) {
-  const values = {
+/** The columns a change of a policy (the deployment's or a group's) writes: the lists given, and who changed it when. */
+function listValues(changes: { allow?: string[] | null; block?: string[]; updatedBy: string; at: Date }) {
+  return {
     ...(changes.allow !== undefined ? { allow: changes.allow === null ? null : JSON.stringify(changes.allow) } : {}),
     ...(changes.block !== undefined ? { block: JSON.stringify(changes.block) } : {}),
     updated_by: changes.updatedBy,
     updated_at: changes.at,
   };
+}
+
+export function findPolicy(db: Database) {
+  return db.selectFrom('model_policy').selectAll().where('id', '=', POLICY_ID).executeTakeFirst();
+}
+
+export function upsertPolicy(db: Database, changes: { allow?: string[] | null; block?: string[]; updatedBy: string; at: Date }) {
+  const values = listValues(changes);
   return db
     .insertInto('model_policy')
     .values({ id: POLICY_ID, ...values })
     .onConflict((oc) => oc.column('id').doUpdateSet(values))
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/** The model policies of the groups `userId` is in (read with every choice of a model: a membership change holds at once). */
+export function groupPoliciesOf(db: Database, userId: string) {
+  return db
+    .selectFrom('group_model_policies')
+    .select(['allow', 'block'])
+    .where(sql<boolean>`group_id in (${groupsOf(userId)})`)
+    .execute();
+}
+
+function groupPolicies(db: Database) {
+  return db
+    .selectFrom('group_model_policies')
+    .select(['group_id as id', 'allow', 'block', 'updated_by', epochMs('created_at'), epochMs('updated_at')]);
+}
+
+/** The groups' model policies, the newest group first; read a page at a time. */
+export const groupPolicyList = listQuery({ id: 'group_id', rows: (db) => groupPolicies(db) });
+export type GroupPolicyView = Awaited<ReturnType<typeof groupPolicyList.page>>['items'][number];
+
+/** A group (or undefined when there is none) with its model policy (null when it has none). */
+export async function findGroupPolicy(db: Database, groupId: string): Promise<{ policy: GroupPolicyView | null } | undefined> {
+  const group = await db.selectFrom('groups').select('id').where('id', '=', groupId).executeTakeFirst();
+  if (!group) return undefined;
+  return { policy: (await groupPolicies(db).where('group_id', '=', groupId).executeTakeFirst()) ?? null };
+}
+
+/** Creates or changes a group's policy (the lists not given keep their value, or start empty). */
+export async function upsertGroupPolicy(
+  db: Database,
+  groupId: string,
+  changes: { allow?: string[] | null; block?: string[]; updatedBy: string; at: Date },
+): Promise<void> {
+  const values = listValues(changes);
+  await db
+    .insertInto('group_model_policies')
+    .values({ group_id: groupId, ...values, created_at: changes.at })
+    .onConflict((oc) => oc.column('group_id').doUpdateSet(values))
+    .execute();
+}
+
+/** Whether the group had a policy (now deleted). */
+export async function deleteGroupPolicy(db: Database, groupId: string): Promise<boolean> {
+  const result = await db.deleteFrom('group_model_policies').where('group_id', '=', groupId).executeTakeFirst();
+  return result.numDeletedRows > 0n;
 }

@@ -14,7 +14,6 @@ import { errors } from '../../platform/errors';
 import type { Outbound } from '../../platform/net/outbound';
 import { type Catalogue, type CatalogueModel, type ModelCatalogue, type ModelProblem, problemIn, usableIn } from './catalogue';
 import type { ModelConnectionService } from './connections';
-import { isBlocked, type ModelPolicyService } from './policy';
 import type * as repo from './repository';
 
 export type { ModelConnectionService } from './connections';
@@ -142,13 +141,11 @@ function pickIn(
 export interface ModelServiceDeps {
   /** The deployment's provider (configured by the operator), which serves its models. */
   deployment: ModelProvider;
-  catalogue: Pick<ModelCatalogue, 'read'>;
+  catalogue: Pick<ModelCatalogue, 'read' | 'refusalOutside'>;
   /** The users' connections, which serve their models. */
   connections: Pick<ModelConnectionService, 'find' | 'target'>;
   /** The callers' chosen defaults (the settings area's). */
   defaults: DefaultModelsSource;
-  /** The deployment's model policy (for models outside the catalogue: the deployment's embedder). */
-  policy: Pick<ModelPolicyService, 'policy'>;
   /** The guard every call through a user's connection goes through. */
   outbound: Outbound;
   settings: ModelSettings;
@@ -166,20 +163,18 @@ export class ModelService {
   private readonly learnedDimensions = new Map<string, number>();
 
   private readonly deployment: ModelProvider;
-  private readonly catalogue: Pick<ModelCatalogue, 'read'>;
+  private readonly catalogue: Pick<ModelCatalogue, 'read' | 'refusalOutside'>;
   private readonly connections: Pick<ModelConnectionService, 'find' | 'target'>;
   private readonly defaults: DefaultModelsSource;
-  private readonly policy: Pick<ModelPolicyService, 'policy'>;
   private readonly outbound: Outbound;
   private readonly settings: ModelSettings;
   private readonly log: FailureLog;
 
-  constructor({ deployment, catalogue, connections, defaults, policy, outbound, settings, log = () => undefined }: ModelServiceDeps) {
+  constructor({ deployment, catalogue, connections, defaults, outbound, settings, log = () => undefined }: ModelServiceDeps) {
     this.deployment = deployment;
     this.catalogue = catalogue;
     this.connections = connections;
     this.defaults = defaults;
-    this.policy = policy;
     this.outbound = outbound;
     this.settings = settings;
     this.log = log;
@@ -298,9 +293,12 @@ export class ModelService {
     return { model: this.callable(model, choices), problem: null };
   }
 
-  /** Whether the deployment's model policy blocks a model that is not in the catalogue (the deployment's embedder). */
-  async blockedByPolicy(modelId: string): Promise<boolean> {
-    return isBlocked(await this.policy.policy(), modelId, modelId);
+  /**
+   * Why the user may not call a model that is not in the catalogue (the deployment's embedder):
+   * a policy refuses it, or it is private and not granted to them; null when they may.
+   */
+  async blockedByPolicy(userId: string, modelId: string): Promise<string | null> {
+    return this.catalogue.refusalOutside(userId, modelId);
   }
 
   /** `400` naming `field` unless `modelId` is a model of `kind` the user may call now. */

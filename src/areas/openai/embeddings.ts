@@ -99,7 +99,8 @@ export class OpenAiEmbeddings {
     const { deployment, models, timeoutMs } = this.deps;
     const free = { inputCentsPerMillionTokens: 0, outputCentsPerMillionTokens: 0, default: false };
     if (modelId === deployment.id) {
-      if (await models.blockedByPolicy(modelId)) throw errors.modelNotFound(modelId, "the deployment's model policy blocks this model");
+      const refused = await models.blockedByPolicy(userId, modelId);
+      if (refused) throw errors.modelNotFound(modelId, refused);
       if (dimensions !== undefined && !deployment.embedder.supportsDimensions(dimensions)) throw tooManyDimensions(modelId);
       return {
         run: () => deployment.embedder.embedCounted(texts, dimensions),

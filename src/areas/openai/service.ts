@@ -105,7 +105,7 @@ export class OpenAiService {
     const { id } = this.deploymentEmbeddings;
     const [available, blocked, skills] = await Promise.all([
       this.models.available(userId),
-      this.models.blockedByPolicy(id),
+      this.models.blockedByPolicy(userId, id),
       this.skills.usable(userId),
     ]);
     const callable = available.filter((m) => m.kinds.includes('chat') || m.kinds.includes('embeddings'));

@@ -37,6 +37,7 @@ import * as m0034 from './migrations/0034_text_search_statistics';
 import * as m0035 from './migrations/0035_groups_and_grants';
 import * as m0037 from './migrations/0037_skill_assistants';
 import * as m0038 from './migrations/0038_quotas';
+import * as m0039 from './migrations/0039_group_model_policies';
 
 /** Every migration, in order. A new migration is a new frozen file added here. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -77,6 +78,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0035_groups_and_grants': m0035,
   '0037_skill_assistants': m0037,
   '0038_quotas': m0038,
+  '0039_group_model_policies': m0039,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
