@@ -210,7 +210,7 @@ const ROUTES: Route[] = [
   {
     route: 'GET /skills',
     list: page(skills.skillList),
-    base: { ownerUserId: 'u1' },
+    base: { userId: 'u1' },
     shapes: {
       none: {},
       'projectId (rare)': { projectId: 'p_rare' },

@@ -1,7 +1,7 @@
 import { type Insertable, type RawBuilder, type Selectable, sql, type Updateable } from 'kysely';
 import type { Skills } from '../../../generated/db';
 import type { Database } from '../../platform/db';
-import { isGranted } from '../../platform/db/access';
+import { grantedIds, isGranted } from '../../platform/db/access';
 import { type ListedRecord, listQuery } from '../../platform/db/list-query';
 import { ownedRecords } from '../../platform/db/owned';
 import { epochMs } from '../../platform/db/timestamps';
@@ -61,7 +61,8 @@ export const skillList = listQuery({
     // A boolean is written into the statement, as ownedList does.
     if (enabled !== undefined) query = query.where('enabled', '=', sql.lit(enabled));
     const owned = query.where('owner_user_id', '=', userId);
-    const granted = query.where('owner_user_id', '<>', userId).where(isGranted(userId, 'skill', sql.ref('skills.id')));
+    // A semi-join on the grants: the part's cost follows what is granted, not the other owners' skills.
+    const granted = query.where('owner_user_id', '<>', userId).where(sql<boolean>`skills.id in (${grantedIds(userId, 'skill')})`);
     return [owned, granted];
   },
 });
