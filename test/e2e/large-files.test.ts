@@ -87,6 +87,8 @@ describe.each([
     expect(length).toBe(SIZE);
     expect(received.digest('hex')).toBe(digest);
     console.log(`${_name}: RSS grew by ${growthMiB.toFixed(1)} MiB during the 256 MiB round trip`);
-    expect(growthMiB).toBeLessThan(64);
+    // Half the file: a store or handler that buffered it whole would grow by 256 MiB or more; the
+    // growth of a streamed round trip is a few MiB alone and up to ~65 MiB while a loaded suite delays collections.
+    expect(growthMiB).toBeLessThan(128);
   }, 600_000); // 512 MiB through the service and back, with collections: minutes on a loaded machine
 });

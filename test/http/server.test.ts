@@ -36,7 +36,7 @@ describe('the service HTTP server', () => {
       operation: { operationId: 'getNotes' },
     });
     // The query as the validator left it.
-    expect((service.req as unknown as { query: unknown }).query).toEqual({ limit: 5 });
+    expect((service.req as unknown as { query: unknown }).query).toEqual({ limit: 5, scope: 'all' });
   });
 
   test('a bad request is answered as before', async () => {
